@@ -1,0 +1,87 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNotFound is returned when an account, key, reservation or task does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Reason says why the ledger refused an operation.
+type Reason int
+
+const (
+	ReasonInvalidAPIKey Reason = iota + 1
+	ReasonAccountSuspended
+	ReasonInsufficientCredits
+	ReasonKeyLimitReached
+	ReasonConcurrencyLimitExceeded
+	ReasonRateLimitExceeded
+	// ReasonReservationSettled: the reservation was released or expired; nothing charged.
+	ReasonReservationSettled
+	ReasonInvalidArgument
+	ReasonAlreadyExists
+)
+
+var reasonNames = map[Reason]string{
+	ReasonInvalidAPIKey:            "invalid_api_key",
+	ReasonAccountSuspended:         "account_suspended",
+	ReasonInsufficientCredits:      "insufficient_credits",
+	ReasonKeyLimitReached:          "key_limit_reached",
+	ReasonConcurrencyLimitExceeded: "concurrency_limit_exceeded",
+	ReasonRateLimitExceeded:        "rate_limit_exceeded",
+	ReasonReservationSettled:       "reservation_settled",
+	ReasonInvalidArgument:          "invalid_argument",
+	ReasonAlreadyExists:            "already_exists",
+}
+
+func (r Reason) String() string {
+	if s, ok := reasonNames[r]; ok {
+		return s
+	}
+	return fmt.Sprintf("reason(%d)", int(r))
+}
+
+// ConcurrencyRetryAfter is the Retry-After, in seconds, of a full in-flight pool.
+const ConcurrencyRetryAfter = 5
+
+// Refusal is a typed refusal: the operation was not carried out and changed nothing.
+type Refusal struct {
+	Reason Reason
+	// RetryAfter is the number of seconds to wait (> 0) for refusals that have a window:
+	// the end of the minute or UTC day/month, or ConcurrencyRetryAfter.
+	RetryAfter int
+	// Limit names which limit was hit: "daily", "monthly", "general", "high_cost", "rpm".
+	Limit  string
+	Detail string
+}
+
+func (r *Refusal) Error() string {
+	s := "refused: " + r.Reason.String()
+	if r.Limit != "" {
+		s += " (" + r.Limit + ")"
+	}
+	if r.Detail != "" {
+		s += ": " + r.Detail
+	}
+	return s
+}
+
+// Is makes errors.Is(err, &Refusal{Reason: R}) match any refusal with reason R.
+func (r *Refusal) Is(target error) bool {
+	t, ok := target.(*Refusal)
+	return ok && t.Reason == r.Reason
+}
+
+// Refuse builds a Refusal.
+func Refuse(reason Reason, detail string) *Refusal { return &Refusal{Reason: reason, Detail: detail} }
+
+// ReasonOf returns the refusal reason of err, or 0 when err is not a Refusal.
+func ReasonOf(err error) Reason {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Reason
+	}
+	return 0
+}

@@ -1,0 +1,225 @@
+// Package ledger is the accounting domain: accounts, API keys, reservations, charges,
+// spend windows, tier limits and video-task ownership, with the errors each operation
+// can refuse with.
+//
+// It depends on nothing but the standard library: the PostgreSQL store implements
+// Store, and the gRPC server translates between these types and the wire.
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// Micros is an amount of money in micro-credits (1 credit = 1,000,000 micros).
+type Micros = int64
+
+// Pool is the in-flight pool a reservation occupies.
+type Pool int
+
+const (
+	// PoolGeneral holds every in-flight request of an account.
+	PoolGeneral Pool = 1
+	// PoolHighCost is the smaller pool for high-cost models; a high-cost request holds a
+	// slot here and one in the general pool.
+	PoolHighCost Pool = 2
+)
+
+// Tier is a named set of limits.
+type Tier struct {
+	Name             string
+	RPMBeforeTopUp   int
+	RPMAfterTopUp    int
+	InFlightGeneral  int
+	InFlightHighCost int
+}
+
+// Account is a prepaid account as the console sees it.
+type Account struct {
+	ID               string
+	Tier             string
+	Balance          Micros // committed balance: top-ups minus charges
+	Reserved         Micros // held by in-flight reservations
+	Suspended        bool
+	ToppedUp         bool
+	InFlight         int // general pool slots in use (every in-flight request)
+	InFlightHighCost int
+	CreatedAt        time.Time
+}
+
+// Available is what a new reservation may still hold.
+func (a Account) Available() Micros { return a.Balance - a.Reserved }
+
+// Key is an API key's record. The secret is never stored, only its SHA-256.
+type Key struct {
+	ID            string
+	AccountID     string
+	Name          string
+	Prefix        string // short non-secret prefix of the secret, for humans
+	AllowedModels []string
+	DailyLimit    *Micros
+	MonthlyLimit  *Micros
+	ExpiresAt     *time.Time
+	AdminCreated  bool
+	Disabled      bool
+	Revoked       bool
+	CreatedAt     time.Time
+
+	// Spend in the current UTC day and month (filled by GetKey).
+	SpentToday, HeldToday Micros
+	SpentMonth, HeldMonth Micros
+}
+
+// Grant is what an authenticated key may do: the key and its account's state.
+type Grant struct {
+	KeyID            string
+	AccountID        string
+	AllowedModels    []string
+	DailyLimit       *Micros
+	MonthlyLimit     *Micros
+	ExpiresAt        *time.Time
+	AdminCreated     bool
+	Tier             string
+	AccountSuspended bool
+	AccountToppedUp  bool
+}
+
+// NewKey is what CreateKey needs.
+type NewKey struct {
+	AccountID     string
+	Name          string
+	AllowedModels []string
+	DailyLimit    *Micros
+	MonthlyLimit  *Micros
+	ExpiresAt     *time.Time
+	AdminCreated  bool
+	// Hash is the SHA-256 of the secret; Prefix a short non-secret part of it.
+	Hash   []byte
+	Prefix string
+}
+
+// ReserveRequest asks to hold a request's maximum cost.
+type ReserveRequest struct {
+	RequestID string // idempotency key
+	KeyID     string
+	Model     string
+	Amount    Micros // 0 for free models
+	Pool      Pool
+	TTL       time.Duration
+}
+
+// Reservation is a hold on an account.
+type Reservation struct {
+	ID        string
+	AccountID string
+	KeyID     string
+	Model     string
+	Amount    Micros
+	Pool      Pool
+	State     ReservationState
+	Charged   Micros
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// ReservationState is where a reservation is in its life.
+type ReservationState int
+
+const (
+	StateHeld ReservationState = iota + 1
+	StateCommitted
+	StateReleased
+	StateExpired
+)
+
+// Usage is what a request consumed, for the record.
+type Usage struct {
+	InputTokens  int64
+	OutputTokens int64
+	Units        map[string]int64
+}
+
+// CommitRequest charges a reservation.
+type CommitRequest struct {
+	ReservationID string
+	Actual        Micros
+	Usage         Usage
+	UpstreamModel string
+	Channel       string
+}
+
+// CommitResult is the outcome of a commit; a replayed commit returns the first one.
+type CommitResult struct {
+	Charged  Micros
+	Capped   bool // Actual exceeded the hold; the charge is the hold
+	Replayed bool
+}
+
+// ReleaseResult is a reservation's final state after Release.
+type ReleaseResult struct {
+	State   ReservationState
+	Charged Micros
+}
+
+// VideoTask records who submitted a video task.
+type VideoTask struct {
+	TaskID          string
+	AccountID       string
+	KeyID           string
+	AdminCreatedKey bool
+	Model           string
+	CreatedAt       time.Time
+}
+
+// ChangeKind says what changed in a Change.
+type ChangeKind int
+
+const (
+	// ChangeReset means changes may have been missed: drop every cached entry.
+	ChangeReset ChangeKind = iota + 1
+	ChangeKey
+	ChangeAccount
+)
+
+// Change tells caches that a key or an account changed.
+type Change struct {
+	Kind      ChangeKind
+	KeyID     string
+	AccountID string
+}
+
+// Store is the ledger's persistence. Every method is safe for concurrent use, and every
+// decision that involves limits is atomic across any number of processes sharing the
+// database. Refusals are *Refusal errors (read with errors.As); missing rows are
+// ErrNotFound.
+type Store interface {
+	CreateAccount(ctx context.Context, tier string) (Account, error)
+	GetAccount(ctx context.Context, id string) (Account, error)
+	// TopUp adds credits; a repeated idempotencyKey (when not empty) adds nothing.
+	TopUp(ctx context.Context, accountID string, amount Micros, idempotencyKey string) (Account, error)
+	SetAccountSuspended(ctx context.Context, accountID string, suspended bool) (Account, error)
+
+	CreateKey(ctx context.Context, k NewKey) (Key, error)
+	GetKey(ctx context.Context, id string) (Key, error)
+	SetKeyDisabled(ctx context.Context, id string, disabled bool) (Key, error)
+	RevokeKey(ctx context.Context, id string) (Key, error)
+	// Authenticate resolves a key hash; a missing, disabled, revoked or expired key is a
+	// Refusal with ReasonInvalidAPIKey.
+	Authenticate(ctx context.Context, hash []byte) (Grant, error)
+
+	Reserve(ctx context.Context, r ReserveRequest) (Reservation, error)
+	Commit(ctx context.Context, c CommitRequest) (CommitResult, error)
+	Release(ctx context.Context, reservationID, reason string) (ReleaseResult, error)
+	Renew(ctx context.Context, reservationID string, ttl time.Duration) (time.Time, error)
+	// ExpireDue releases up to limit held reservations whose expiry has passed and
+	// returns how many it expired.
+	ExpireDue(ctx context.Context, limit int) (int, error)
+
+	RecordVideoTask(ctx context.Context, taskID, keyID, model string) (VideoTask, error)
+	GetVideoTask(ctx context.Context, taskID string) (VideoTask, error)
+
+	// Changes delivers key and account changes made by any process on the database
+	// until ctx ends. The first value is a ChangeReset; another follows whenever the
+	// feed may have missed changes (a reconnect).
+	Changes(ctx context.Context) (<-chan Change, error)
+}
