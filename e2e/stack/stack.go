@@ -1,0 +1,423 @@
+// Package stack starts the whole gateway on loopback: PostgreSQL (the running one, or a
+// private cluster when none is reachable), the accounting service, extproc, the mock
+// providers and the front (real Envoy when one is available, else the Envoy test front).
+//
+// `make run` (bin/localstack) and the e2e suite both use it, so the suite always tests
+// the stack a newcomer gets. It runs the binaries from a bin directory as child
+// processes and knows nothing of their internals beyond flags, environment and ports.
+package stack
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Config says where the stack's parts listen and where its files are. Zero fields take
+// the defaults of LOCAL-STACK.md, each overridable by its environment variable.
+type Config struct {
+	// Root is the repository root (envoy/, deploy/ are read from it).
+	Root string
+	// BinDir holds the binaries (default Root/bin).
+	BinDir string
+	// RunDir receives tokens, the rendered envoy.yaml and logs (default Root/.run).
+	RunDir string
+
+	GatewayAddr          string // GATEWAY_ADDR, 127.0.0.1:8080
+	EnvoyAdminAddr       string // ENVOY_ADMIN_ADDR, 127.0.0.1:9901
+	ExtprocAddr          string // EXTPROC_ADDR, 127.0.0.1:50051
+	AccountingAddr       string // ACCOUNTING_ADDR, 127.0.0.1:50052
+	MockAddr             string // MOCK_ADDR, 127.0.0.1:18080
+	ExtprocMetricsAddr   string // EXTPROC_METRICS_ADDR, 127.0.0.1:9101
+	AccountingMetricsAdr string // ACCOUNTING_METRICS_ADDR, 127.0.0.1:9102
+	DatabaseURL          string // DATABASE_URL
+	Catalog              string // GATEWAY_CATALOG, Root/deploy/local/catalog.yaml
+	// EnvoyBin runs real Envoy when set (ENVOY_BIN, or `envoy` on PATH when
+	// UsePathEnvoy); empty uses the Envoy test front.
+	EnvoyBin     string
+	UsePathEnvoy bool
+
+	// Log receives the children's output, each line prefixed with its name.
+	Log io.Writer
+}
+
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/gateway?sslmode=disable"
+
+// FromEnv fills the zero fields of c from the environment and the defaults.
+func (c Config) FromEnv() Config {
+	set := func(p *string, env, def string) {
+		if *p != "" {
+			return
+		}
+		if v := os.Getenv(env); v != "" {
+			*p = v
+			return
+		}
+		*p = def
+	}
+	if c.Root == "" {
+		c.Root, _ = os.Getwd()
+	}
+	set(&c.BinDir, "GATEWAY_BIN_DIR", filepath.Join(c.Root, "bin"))
+	set(&c.RunDir, "GATEWAY_RUN_DIR", filepath.Join(c.Root, ".run"))
+	set(&c.GatewayAddr, "GATEWAY_ADDR", "127.0.0.1:8080")
+	set(&c.EnvoyAdminAddr, "ENVOY_ADMIN_ADDR", "127.0.0.1:9901")
+	set(&c.ExtprocAddr, "EXTPROC_ADDR", "127.0.0.1:50051")
+	set(&c.AccountingAddr, "ACCOUNTING_ADDR", "127.0.0.1:50052")
+	set(&c.MockAddr, "MOCK_ADDR", "127.0.0.1:18080")
+	set(&c.ExtprocMetricsAddr, "EXTPROC_METRICS_ADDR", "127.0.0.1:9101")
+	set(&c.AccountingMetricsAdr, "ACCOUNTING_METRICS_ADDR", "127.0.0.1:9102")
+	set(&c.DatabaseURL, "DATABASE_URL", defaultDatabaseURL)
+	set(&c.Catalog, "GATEWAY_CATALOG", filepath.Join(c.Root, "deploy", "local", "catalog.yaml"))
+	set(&c.EnvoyBin, "ENVOY_BIN", "")
+	if c.EnvoyBin == "" && c.UsePathEnvoy {
+		if p, err := exec.LookPath("envoy"); err == nil {
+			c.EnvoyBin = p
+		}
+	}
+	if c.Log == nil {
+		c.Log = os.Stdout
+	}
+	return c
+}
+
+// Stack is a running stack. Stop it with Stop.
+type Stack struct {
+	Config
+	// BaseURL is the client-facing base address, ending in /v1.
+	BaseURL      string
+	AdminToken   string
+	ServiceToken string
+	// Front names what serves the gateway address: "envoy" or "envoy test front".
+	Front string
+
+	mu    sync.Mutex
+	procs []*proc
+	pg    *privatePostgres
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Start starts every part and returns when the gateway is ready, or an error (after
+// stopping whatever it had started).
+func Start(ctx context.Context, c Config) (*Stack, error) {
+	c = c.FromEnv()
+	s := &Stack{Config: c, BaseURL: "http://" + c.GatewayAddr + "/v1"}
+	if err := s.start(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) start(ctx context.Context) error {
+	if err := os.MkdirAll(s.RunDir, 0o700); err != nil {
+		return err
+	}
+	var err error
+	if s.AdminToken, err = writeToken(filepath.Join(s.RunDir, "admin-token")); err != nil {
+		return err
+	}
+	if s.ServiceToken, err = writeToken(filepath.Join(s.RunDir, "service-token")); err != nil {
+		return err
+	}
+	if err := s.ensurePostgres(ctx); err != nil {
+		return err
+	}
+	for _, a := range []string{s.GatewayAddr, s.ExtprocAddr, s.AccountingAddr, s.MockAddr} {
+		if dialOK(a) {
+			return fmt.Errorf("%s is already in use: is another stack running? (override the port with its environment variable)", a)
+		}
+	}
+
+	env := []string{
+		"DATABASE_URL=" + s.DatabaseURL,
+		"ACCOUNTING_ADDR=" + s.AccountingAddr,
+		"ACCOUNTING_METRICS_ADDR=" + s.AccountingMetricsAdr,
+		"EXTPROC_ADDR=" + s.ExtprocAddr,
+		"EXTPROC_METRICS_ADDR=" + s.ExtprocMetricsAddr,
+		"GATEWAY_SERVICE_TOKEN=" + s.ServiceToken,
+		"GATEWAY_ADMIN_TOKEN=" + s.AdminToken,
+		"GATEWAY_CATALOG=" + s.Catalog,
+		"MOCK_ADDR=" + s.MockAddr,
+		"DEMO_OPENAI_KEY=sk-mock-openai",
+		"DEMO_ANTHROPIC_KEY=sk-mock-anthropic",
+		"DEMO_EXHAUSTED_KEY=sk-mock-exhausted",
+		"DEMO_VIDEO_KEY=sk-mock-video",
+	}
+
+	if err := s.spawn(ctx, "mock", env, "mockproviders", "--listen", s.MockAddr); err != nil {
+		return err
+	}
+	if err := s.waitTCP(ctx, "mock", s.MockAddr); err != nil {
+		return err
+	}
+	if err := s.spawn(ctx, "accounting", env, "accounting"); err != nil {
+		return err
+	}
+	if err := s.waitHTTP(ctx, "accounting", "http://"+s.AccountingMetricsAdr+"/readyz"); err != nil {
+		return err
+	}
+	if err := s.spawn(ctx, "extproc", env, "extproc"); err != nil {
+		return err
+	}
+	if err := s.waitHTTP(ctx, "extproc", "http://"+s.ExtprocMetricsAddr+"/readyz"); err != nil {
+		return err
+	}
+
+	envoyYAML, err := s.renderEnvoyConfig()
+	if err != nil {
+		return err
+	}
+	if s.EnvoyBin != "" {
+		s.Front = "envoy"
+		err = s.spawnPath(ctx, "envoy", env, s.EnvoyBin, "-c", envoyYAML, "--log-level", "warn",
+			"--base-id", "7431", "--disable-hot-restart")
+	} else {
+		s.Front = "envoy test front"
+		err = s.spawn(ctx, "front", env, "envoyfront", "--config", envoyYAML)
+	}
+	if err != nil {
+		return err
+	}
+	return s.waitTCP(ctx, s.Front, s.GatewayAddr)
+}
+
+// renderEnvoyConfig writes envoy/envoy.yaml into the run directory with the addresses
+// of this stack in place of the defaults.
+func (s *Stack) renderEnvoyConfig() (string, error) {
+	b, err := os.ReadFile(filepath.Join(s.Root, "envoy", "envoy.yaml"))
+	if err != nil {
+		return "", err
+	}
+	text := string(b)
+	for def, addr := range map[string]string{
+		"127.0.0.1:8080":  s.GatewayAddr,
+		"127.0.0.1:9901":  s.EnvoyAdminAddr,
+		"127.0.0.1:50051": s.ExtprocAddr,
+		"127.0.0.1:18080": s.MockAddr,
+	} {
+		text = replaceSocketAddress(text, def, addr)
+	}
+	out := filepath.Join(s.RunDir, "envoy.yaml")
+	return out, os.WriteFile(out, []byte(text), 0o600)
+}
+
+// replaceSocketAddress rewrites "address: H" + "port_value: P" pairs of envoy.yaml, which
+// spells socket addresses as two fields, from def to addr.
+func replaceSocketAddress(text, def, addr string) string {
+	if def == addr {
+		return text
+	}
+	dh, dp, _ := net.SplitHostPort(def)
+	nh, np, _ := net.SplitHostPort(addr)
+	lines := strings.Split(text, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		a := strings.TrimSpace(lines[i])
+		if a != "address: "+dh && a != "address: \""+dh+"\"" {
+			continue
+		}
+		// The port follows within the next few lines of the same socket_address.
+		for j := i + 1; j < len(lines) && j <= i+3; j++ {
+			if strings.TrimSpace(lines[j]) == "port_value: "+dp {
+				lines[i] = strings.Replace(lines[i], dh, nh, 1)
+				lines[j] = strings.Replace(lines[j], dp, np, 1)
+				break
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (s *Stack) spawn(ctx context.Context, name string, env []string, bin string, args ...string) error {
+	return s.spawnPath(ctx, name, env, filepath.Join(s.BinDir, bin), args...)
+}
+
+func (s *Stack) spawnPath(ctx context.Context, name string, env []string, path string, args ...string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("%s: %w (run make build)", name, err)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Dir = s.Root
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go s.copyLines(name, out)
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Stack) copyLines(name string, r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fmt.Fprintf(s.Log, "%-10s | %s\n", name, sc.Text())
+	}
+}
+
+// Exited returns a channel closed when any part of the stack exits.
+func (s *Stack) Exited() <-chan string {
+	ch := make(chan string, 1)
+	s.mu.Lock()
+	procs := append([]*proc(nil), s.procs...)
+	s.mu.Unlock()
+	for _, p := range procs {
+		go func() {
+			<-p.done
+			select {
+			case ch <- fmt.Sprintf("%s exited: %v", p.name, p.err):
+			default:
+			}
+		}()
+	}
+	return ch
+}
+
+func (s *Stack) waitTCP(ctx context.Context, name, addr string) error {
+	return s.waitFor(ctx, name, func() bool { return dialOK(addr) })
+}
+
+func (s *Stack) waitHTTP(ctx context.Context, name, u string) error {
+	client := &http.Client{Timeout: time.Second}
+	return s.waitFor(ctx, name, func() bool {
+		resp, err := client.Get(u)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+func (s *Stack) waitFor(ctx context.Context, name string, ready func() bool) error {
+	s.mu.Lock()
+	p := s.procs[len(s.procs)-1]
+	s.mu.Unlock()
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !ready() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.done:
+			return fmt.Errorf("%s exited before it was ready: %v", name, p.err)
+		case <-deadline.C:
+			return fmt.Errorf("%s was not ready within 60s", name)
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+func dialOK(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// Stop stops every part in reverse order of start: SIGTERM, then SIGKILL after 15 s.
+func (s *Stack) Stop() {
+	s.mu.Lock()
+	procs := s.procs
+	s.procs = nil
+	s.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	if s.pg != nil {
+		s.pg.stop()
+		s.pg = nil
+	}
+}
+
+func writeToken(path string) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(b)
+	return tok, os.WriteFile(path, []byte(tok+"\n"), 0o600)
+}
+
+// ensurePostgres checks that the database server in DatabaseURL answers; when it does
+// not and the URL points at loopback, it starts a private cluster with the installed
+// PostgreSQL server binaries.
+func (s *Stack) ensurePostgres(ctx context.Context) error {
+	u, err := url.Parse(s.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	if dialOK(host) {
+		return nil
+	}
+	if h := u.Hostname(); h != "127.0.0.1" && h != "localhost" && h != "::1" {
+		return fmt.Errorf("PostgreSQL at %s does not answer", host)
+	}
+	pg, err := startPrivatePostgres(ctx, s.RunDir, u.Port(), s.Log)
+	if err != nil {
+		return fmt.Errorf("no PostgreSQL at %s and none could be started: %w", host, err)
+	}
+	s.pg = pg
+	return s.waitForPG(ctx, host)
+}
+
+func (s *Stack) waitForPG(ctx context.Context, host string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for !dialOK(host) {
+		if time.Now().After(deadline) {
+			return errors.New("private PostgreSQL did not start within 30s")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
