@@ -1,0 +1,133 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+)
+
+// DefaultTier is the tier of an account created without one.
+const DefaultTier = "default"
+
+const accountColumns = `id::text, tier, balance, reserved, suspended, topped_up, in_flight, in_flight_high_cost, created_at`
+
+func scanAccount(row pgx.Row) (ledger.Account, error) {
+	var a ledger.Account
+	err := row.Scan(&a.ID, &a.Tier, &a.Balance, &a.Reserved, &a.Suspended, &a.ToppedUp,
+		&a.InFlight, &a.InFlightHighCost, &a.CreatedAt)
+	a.CreatedAt = a.CreatedAt.UTC()
+	return a, err
+}
+
+// CreateAccount creates an empty account in tier (DefaultTier when empty). An unknown
+// tier is refused with ReasonInvalidArgument.
+func (s *Store) CreateAccount(ctx context.Context, tier string) (ledger.Account, error) {
+	if tier == "" {
+		tier = DefaultTier
+	}
+	a, err := scanAccount(s.pool.QueryRow(ctx, `
+		INSERT INTO accounts (tier, created_at)
+		SELECT name, coalesce($2::timestamptz, now()) FROM tiers WHERE name = $1
+		RETURNING `+accountColumns, tier, s.now()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Account{}, ledger.Refuse(ledger.ReasonInvalidArgument, "unknown tier "+tier)
+	}
+	if err != nil {
+		return ledger.Account{}, dbError("create account", err)
+	}
+	return a, nil
+}
+
+// GetAccount returns an account's balance, holds, pools and flags.
+func (s *Store) GetAccount(ctx context.Context, id string) (ledger.Account, error) {
+	if !validID(id) {
+		return ledger.Account{}, ledger.ErrNotFound
+	}
+	a, err := scanAccount(s.pool.QueryRow(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = $1`, id))
+	if err != nil {
+		return ledger.Account{}, dbError("get account", err)
+	}
+	return a, nil
+}
+
+// TopUp appends a top-up entry of amount (> 0) to the ledger and adds it to the
+// balance in the same transaction, and marks the account topped up. A non-empty
+// idempotencyKey already used for this account adds nothing and returns the account
+// as it is (whatever the amount of the retry).
+func (s *Store) TopUp(ctx context.Context, accountID string, amount ledger.Micros, idempotencyKey string) (ledger.Account, error) {
+	if amount <= 0 {
+		return ledger.Account{}, ledger.Refuse(ledger.ReasonInvalidArgument, "a top-up amount must be positive")
+	}
+	if !validID(accountID) {
+		return ledger.Account{}, ledger.ErrNotFound
+	}
+	a, err := scanAccount(s.pool.QueryRow(ctx,
+		`SELECT `+accountColumns+` FROM ledger_top_up($1, $2, $3, $4)`,
+		accountID, amount, idempotencyKey, s.now()))
+	if err != nil {
+		return ledger.Account{}, dbError("top up", err)
+	}
+	return a, nil
+}
+
+// SetAccountSuspended suspends or unsuspends an account; caches hear of it through
+// Changes.
+func (s *Store) SetAccountSuspended(ctx context.Context, accountID string, suspended bool) (ledger.Account, error) {
+	if !validID(accountID) {
+		return ledger.Account{}, ledger.ErrNotFound
+	}
+	a, err := scanAccount(s.pool.QueryRow(ctx,
+		`UPDATE accounts SET suspended = $2 WHERE id = $1 RETURNING `+accountColumns, accountID, suspended))
+	if err != nil {
+		return ledger.Account{}, dbError("set account suspended", err)
+	}
+	return a, nil
+}
+
+// PutTier creates or replaces a tier's limits (tiers usually come from configuration).
+// Accounts in the tier get the new limits at their next reservation.
+func (s *Store) PutTier(ctx context.Context, t ledger.Tier) error {
+	if t.Name == "" || t.RPMBeforeTopUp < 0 || t.RPMAfterTopUp < 0 || t.InFlightGeneral < 0 || t.InFlightHighCost < 0 {
+		return ledger.Refuse(ledger.ReasonInvalidArgument, "a tier needs a name and non-negative limits")
+	}
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO tiers (name, rpm_before_topup, rpm_after_topup, in_flight_general, in_flight_high_cost)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (name) DO UPDATE SET
+			rpm_before_topup = EXCLUDED.rpm_before_topup, rpm_after_topup = EXCLUDED.rpm_after_topup,
+			in_flight_general = EXCLUDED.in_flight_general, in_flight_high_cost = EXCLUDED.in_flight_high_cost`,
+		t.Name, t.RPMBeforeTopUp, t.RPMAfterTopUp, t.InFlightGeneral, t.InFlightHighCost)
+	return dbError("put tier", err)
+}
+
+// Tiers returns every tier, by name.
+func (s *Store) Tiers(ctx context.Context) ([]ledger.Tier, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT name, rpm_before_topup, rpm_after_topup, in_flight_general, in_flight_high_cost
+		FROM tiers ORDER BY name`)
+	if err != nil {
+		return nil, dbError("list tiers", err)
+	}
+	tiers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Tier, error) {
+		var t ledger.Tier
+		err := r.Scan(&t.Name, &t.RPMBeforeTopUp, &t.RPMAfterTopUp, &t.InFlightGeneral, &t.InFlightHighCost)
+		return t, err
+	})
+	if err != nil {
+		return nil, dbError("list tiers", err)
+	}
+	return tiers, nil
+}
+
+// utc returns t in UTC, or nil.
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

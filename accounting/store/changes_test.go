@@ -1,0 +1,102 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/store/storetest"
+)
+
+// next returns the next change, failing t after a generous deadline.
+func next(t *testing.T, ch <-chan ledger.Change) ledger.Change {
+	t.Helper()
+	select {
+	case c, ok := <-ch:
+		if !ok {
+			t.Fatal("changes channel closed")
+		}
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change within 10s")
+	}
+	return ledger.Change{}
+}
+
+// A change made through one Store (one process) reaches another Store's feed.
+func TestChangesAcrossStores(t *testing.T) {
+	t.Parallel()
+	url := storetest.NewDB(t)
+	writer := store.New(storetest.NewPool(t, url, 4), store.Options{})
+	listenerPool := storetest.NewPool(t, url, 2)
+	listener := store.New(listenerPool, store.Options{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond})
+	f := &fixture{s: writer, pool: listenerPool}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := listener.Changes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := next(t, ch); c.Kind != ledger.ChangeReset {
+		t.Fatalf("first change = %+v, want a reset", c)
+	}
+
+	a := f.account(t, "default", 0)
+	k, _ := f.key(t, a.ID, nil)
+	bg := context.Background()
+	tests := []struct {
+		name string
+		do   func() error
+		want ledger.Change
+	}{
+		{"revoke", func() error { return errOf(writer.RevokeKey(bg, k.ID)) }, ledger.Change{Kind: ledger.ChangeKey, KeyID: k.ID}},
+		{"disable", func() error { return errOf(writer.SetKeyDisabled(bg, k.ID, true)) }, ledger.Change{Kind: ledger.ChangeKey, KeyID: k.ID}},
+		{"enable", func() error { return errOf(writer.SetKeyDisabled(bg, k.ID, false)) }, ledger.Change{Kind: ledger.ChangeKey, KeyID: k.ID}},
+		{"suspend", func() error { return errOf(writer.SetAccountSuspended(bg, a.ID, true)) }, ledger.Change{Kind: ledger.ChangeAccount, AccountID: a.ID}},
+		{"unsuspend", func() error { return errOf(writer.SetAccountSuspended(bg, a.ID, false)) }, ledger.Change{Kind: ledger.ChangeAccount, AccountID: a.ID}},
+		{"top up", func() error { return errOf(writer.TopUp(bg, a.ID, 5, "")) }, ledger.Change{Kind: ledger.ChangeAccount, AccountID: a.ID}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			must(t, tt.do())
+			if got := next(t, ch); got != tt.want {
+				t.Errorf("change = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+
+	// Reserve, commit and release (the hot path) announce nothing: the next change seen
+	// is the key change that follows them.
+	k2, _ := f.key(t, a.ID, nil)
+	r := f.mustReserve(t, k2.ID, 1, ledger.PoolGeneral)
+	must(t, errOf(writer.Commit(bg, ledger.CommitRequest{ReservationID: r.ID, Actual: 1})))
+	r = f.mustReserve(t, k2.ID, 1, ledger.PoolGeneral)
+	must(t, errOf(writer.Release(bg, r.ID, "")))
+	must(t, errOf(writer.SetKeyDisabled(bg, k2.ID, true)))
+	if got := next(t, ch); got != (ledger.Change{Kind: ledger.ChangeKey, KeyID: k2.ID}) {
+		t.Errorf("change after reserve, commit, release and disable = %+v, want the key change", got)
+	}
+
+	// Losing the connection: a reset after reconnecting, then changes again.
+	var killed int
+	err = listenerPool.QueryRow(bg, `
+		SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'ledger-changes' AND datname = current_database()`).Scan(&killed)
+	if err != nil || killed != 1 {
+		t.Fatalf("terminated %d listener connections (%v), want 1", killed, err)
+	}
+	if c := next(t, ch); c.Kind != ledger.ChangeReset {
+		t.Fatalf("change after a lost connection = %+v, want a reset", c)
+	}
+	must(t, errOf(writer.RevokeKey(bg, k.ID)))
+	if got := next(t, ch); got != (ledger.Change{Kind: ledger.ChangeKey, KeyID: k.ID}) {
+		t.Errorf("change after reconnecting = %+v", got)
+	}
+
+	cancel()
+	for range ch { // closes once ctx has ended
+	}
+}

@@ -1,0 +1,162 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	storetest.Cleanup()
+	os.Exit(code)
+}
+
+// t0 is the tests' usual "now": mid-minute, mid-day, mid-month.
+var t0 = time.Date(2026, 3, 14, 12, 0, 30, 500_000_000, time.UTC)
+
+// clock is a settable clock for store.Options.Now.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// fixture is a Store on a fresh database with a settable clock and the pool under it.
+type fixture struct {
+	s    *store.Store
+	pool *pgxpool.Pool
+	clk  *clock
+}
+
+func newFixture(t *testing.T, maxConns int32) *fixture {
+	t.Helper()
+	clk := &clock{t: t0}
+	s, pool := storetest.NewStore(t, maxConns, store.Options{Now: clk.Now})
+	return &fixture{s: s, pool: pool, clk: clk}
+}
+
+// bulkTier has limits large enough that only the limit a test is about can bite.
+var bulkTier = ledger.Tier{Name: "bulk", RPMBeforeTopUp: 1_000_000, RPMAfterTopUp: 1_000_000,
+	InFlightGeneral: 1_000_000, InFlightHighCost: 1_000_000}
+
+func (f *fixture) tier(t *testing.T, tier ledger.Tier) {
+	t.Helper()
+	if err := f.s.PutTier(context.Background(), tier); err != nil {
+		t.Fatalf("PutTier: %v", err)
+	}
+}
+
+// account creates an account in tier, topped up with balance when it is positive.
+func (f *fixture) account(t *testing.T, tier string, balance ledger.Micros) ledger.Account {
+	t.Helper()
+	ctx := context.Background()
+	a, err := f.s.CreateAccount(ctx, tier)
+	if err != nil {
+		t.Fatalf("CreateAccount(%q): %v", tier, err)
+	}
+	if balance > 0 {
+		if a, err = f.s.TopUp(ctx, a.ID, balance, ""); err != nil {
+			t.Fatalf("TopUp: %v", err)
+		}
+	}
+	return a
+}
+
+// key creates a key on accountID; edit changes the NewKey before it is stored. It
+// returns the key and the hash of its secret.
+func (f *fixture) key(t *testing.T, accountID string, edit func(*ledger.NewKey)) (ledger.Key, []byte) {
+	t.Helper()
+	secret := make([]byte, 24)
+	_, _ = rand.Read(secret)
+	h := sha256.Sum256(secret)
+	nk := ledger.NewKey{AccountID: accountID, Name: "test", Hash: h[:], Prefix: fmt.Sprintf("sk-%x", secret[:2])}
+	if edit != nil {
+		edit(&nk)
+	}
+	k, err := f.s.CreateKey(context.Background(), nk)
+	if err != nil {
+		t.Fatalf("CreateKey: %v", err)
+	}
+	return k, h[:]
+}
+
+var reqSeq atomic.Int64
+
+// reqID returns a request id unique within the test binary.
+func reqID() string { return fmt.Sprintf("req-%d", reqSeq.Add(1)) }
+
+func (f *fixture) reserve(t *testing.T, keyID string, amount ledger.Micros, pool ledger.Pool) (ledger.Reservation, error) {
+	t.Helper()
+	return f.s.Reserve(context.Background(), ledger.ReserveRequest{
+		RequestID: reqID(), KeyID: keyID, Model: "demo-chat", Amount: amount, Pool: pool})
+}
+
+func (f *fixture) mustReserve(t *testing.T, keyID string, amount ledger.Micros, pool ledger.Pool) ledger.Reservation {
+	t.Helper()
+	r, err := f.reserve(t, keyID, amount, pool)
+	if err != nil {
+		t.Fatalf("Reserve(%d): %v", amount, err)
+	}
+	return r
+}
+
+func (f *fixture) getAccount(t *testing.T, id string) ledger.Account {
+	t.Helper()
+	a, err := f.s.GetAccount(context.Background(), id)
+	if err != nil {
+		t.Fatalf("GetAccount: %v", err)
+	}
+	return a
+}
+
+// checkInvariants fails t when the ledger's invariants do not hold.
+func (f *fixture) checkInvariants(t *testing.T) {
+	t.Helper()
+	if err := storetest.CheckInvariants(context.Background(), f.pool); err != nil {
+		t.Fatalf("ledger invariants: %v", err)
+	}
+}
+
+// refusal returns err as a *ledger.Refusal, failing t when it is not one.
+func refusal(t *testing.T, err error) *ledger.Refusal {
+	t.Helper()
+	var r *ledger.Refusal
+	if !errors.As(err, &r) {
+		t.Fatalf("error %v is not a refusal", err)
+	}
+	return r
+}
+
+func wantReason(t *testing.T, err error, want ledger.Reason) {
+	t.Helper()
+	if got := ledger.ReasonOf(err); got != want {
+		t.Fatalf("error = %v, want reason %v", err, want)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

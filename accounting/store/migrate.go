@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/tern/v2/migrate"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// versionTable records which migrations were applied.
+const versionTable = "public.ledger_schema_version"
+
+// Migrate applies the embedded migrations (migrations/NNNN_*.sql, in order) that the
+// database does not have yet. tern serializes concurrent runs with a PostgreSQL
+// advisory lock, so several processes may start at once.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return dbError("migrate", err)
+	}
+	defer conn.Release()
+	return migrateConn(ctx, conn.Conn())
+}
+
+func migrateConn(ctx context.Context, conn *pgx.Conn) error {
+	m, err := migrate.NewMigrator(ctx, conn, versionTable)
+	if err != nil {
+		return fmt.Errorf("ledger store: migrate: %w", err)
+	}
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return fmt.Errorf("ledger store: migrate: %w", err)
+	}
+	if err := m.LoadMigrations(sub); err != nil {
+		return fmt.Errorf("ledger store: migrate: loading migrations: %w", err)
+	}
+	if err := m.Migrate(ctx); err != nil {
+		return fmt.Errorf("ledger store: migrate: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersion returns the number of the last migration applied to the database.
+func SchemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var v int32
+	err := pool.QueryRow(ctx, "SELECT version FROM "+versionTable).Scan(&v)
+	if err != nil {
+		return 0, dbError("schema version", err)
+	}
+	return int(v), nil
+}
+
+// EnsureDatabase creates the database named in url when it does not exist, connecting
+// with the same credentials to the server's "postgres" database to do so. It is safe
+// to call from several processes at once.
+func EnsureDatabase(ctx context.Context, url string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("ledger store: invalid database url: %w", err)
+	}
+	name := cfg.Database
+	if name == "" {
+		return errors.New("ledger store: the database url names no database")
+	}
+	if conn, err := pgx.ConnectConfig(ctx, cfg); err == nil {
+		return conn.Close(ctx)
+	} else if !isCode(err, "3D000") { // invalid_catalog_name: the database is missing
+		return dbError("connect", err)
+	}
+
+	admin := cfg.Copy()
+	admin.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, admin)
+	if err != nil {
+		return dbError("connect to the postgres database", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	// duplicate_database, or a unique violation on pg_database when two creations race:
+	// another process created it.
+	if err != nil && !isCode(err, "42P04") && !isCode(err, sqlUniqueViolation) {
+		return dbError("create database", err)
+	}
+	return nil
+}
+
+func isCode(err error, code string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == code
+}
+
+// MigrationFiles lists the embedded migration files, in order.
+func MigrationFiles() ([]string, error) {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	return migrate.FindMigrations(sub)
+}

@@ -1,0 +1,238 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+)
+
+// Reserve holds r.Amount on the key's account when every limit allows it, in one
+// statement. The checks run under the account's row lock in this order, and the first
+// that fails refuses (changing nothing): key invalid, account suspended, insufficient
+// credits, key monthly then daily limit, general then high-cost pool, requests per
+// minute. A RequestID that already has a reservation returns that reservation, in
+// whatever state it is now, without a second hold.
+func (s *Store) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
+	switch {
+	case r.RequestID == "":
+		return ledger.Reservation{}, ledger.Refuse(ledger.ReasonInvalidArgument, "a reservation needs a request id")
+	case r.Amount < 0:
+		return ledger.Reservation{}, ledger.Refuse(ledger.ReasonInvalidArgument, "a reservation amount must not be negative")
+	case r.Pool != ledger.PoolGeneral && r.Pool != ledger.PoolHighCost:
+		return ledger.Reservation{}, ledger.Refuse(ledger.ReasonInvalidArgument, fmt.Sprintf("unknown pool %d", r.Pool))
+	case r.TTL < 0:
+		return ledger.Reservation{}, ledger.Refuse(ledger.ReasonInvalidArgument, "a reservation ttl must not be negative")
+	}
+	if !validID(r.KeyID) {
+		return ledger.Reservation{}, ledger.Refuse(ledger.ReasonInvalidAPIKey, "unknown key")
+	}
+	ttl := r.TTL
+	if ttl == 0 {
+		ttl = s.opts.DefaultTTL
+	}
+
+	var (
+		outcome    string
+		limit      *string
+		retryAfter *int32
+		res        ledger.Reservation
+		id, acct   *string
+		keyID      *string
+		model      *string
+		amount     *int64
+		pool       *int16
+		state      *string
+		charged    *int64
+		created    *time.Time
+		expires    *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT o_outcome, o_limit, o_retry_after, o_id::text, o_account_id::text, o_key_id::text,
+			o_model, o_amount, o_pool, o_state, o_charged, o_created_at, o_expires_at
+		FROM ledger_reserve($1, $2, $3, $4, $5, $6, $7)`,
+		r.RequestID, r.KeyID, r.Model, r.Amount, int16(r.Pool), ttl, s.now()).Scan(
+		&outcome, &limit, &retryAfter, &id, &acct, &keyID, &model, &amount, &pool, &state,
+		&charged, &created, &expires)
+	if err != nil {
+		return ledger.Reservation{}, dbError("reserve", err)
+	}
+	if outcome != "admitted" && outcome != "replayed" {
+		return ledger.Reservation{}, reserveRefusal(outcome, deref(limit), int(deref(retryAfter)))
+	}
+	res = ledger.Reservation{
+		ID: deref(id), AccountID: deref(acct), KeyID: deref(keyID), Model: deref(model),
+		Amount: deref(amount), Pool: ledger.Pool(deref(pool)), State: parseState(deref(state)),
+		Charged: deref(charged), CreatedAt: deref(created).UTC(), ExpiresAt: deref(expires).UTC(),
+	}
+	return res, nil
+}
+
+// reserveRefusal turns ledger_reserve's outcome into the Refusal the domain defines.
+func reserveRefusal(outcome, limit string, retryAfter int) error {
+	ref := &ledger.Refusal{Limit: limit, RetryAfter: retryAfter}
+	switch outcome {
+	case "invalid_api_key":
+		ref.Reason, ref.Detail = ledger.ReasonInvalidAPIKey, "unknown, disabled, revoked or expired key"
+	case "account_suspended":
+		ref.Reason, ref.Detail = ledger.ReasonAccountSuspended, "the account is suspended"
+	case "insufficient_credits":
+		ref.Reason, ref.Detail = ledger.ReasonInsufficientCredits, "available credits do not cover the amount"
+	case "key_limit_reached":
+		ref.Reason, ref.Detail = ledger.ReasonKeyLimitReached, "the key's "+limit+" spend limit would be crossed"
+	case "concurrency_limit_exceeded":
+		ref.Reason, ref.Detail = ledger.ReasonConcurrencyLimitExceeded, "the account's "+limit+" in-flight pool is full"
+		ref.RetryAfter = ledger.ConcurrencyRetryAfter
+	case "rate_limit_exceeded":
+		ref.Reason, ref.Detail = ledger.ReasonRateLimitExceeded, "the tier's requests per minute are used up"
+	case "already_exists":
+		ref.Reason, ref.Detail = ledger.ReasonAlreadyExists, "the request id belongs to another key's reservation"
+	default:
+		return &Error{Op: "reserve", Err: fmt.Errorf("unexpected outcome %q", outcome)}
+	}
+	return ref
+}
+
+// Commit charges a held reservation min(Actual, hold) exactly once, appending the
+// charge to the ledger and freeing the hold, its pool slots and its key windows' held
+// amount (moving the charge into the windows of the reservation's creation time).
+// A second commit returns the first result with Replayed; a released or expired
+// reservation is refused with ReasonReservationSettled and nothing is charged.
+func (s *Store) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error) {
+	if c.Actual < 0 {
+		return ledger.CommitResult{}, ledger.Refuse(ledger.ReasonInvalidArgument, "an actual cost must not be negative")
+	}
+	if !validID(c.ReservationID) {
+		return ledger.CommitResult{}, ledger.ErrNotFound
+	}
+	var units any // SQL NULL, not JSON null, when there are none
+	if len(c.Usage.Units) > 0 {
+		units = c.Usage.Units
+	}
+	var (
+		outcome string
+		charged *int64
+		capped  *bool
+		state   *string
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT o_outcome, o_charged, o_capped, o_state
+		FROM ledger_commit($1, $2, $3, $4, $5, $6, $7, $8)`,
+		c.ReservationID, c.Actual, c.Usage.InputTokens, c.Usage.OutputTokens, units,
+		c.UpstreamModel, c.Channel, s.now()).Scan(&outcome, &charged, &capped, &state)
+	if err != nil {
+		return ledger.CommitResult{}, dbError("commit", err)
+	}
+	switch outcome {
+	case "committed", "replayed":
+		return ledger.CommitResult{Charged: deref(charged), Capped: deref(capped), Replayed: outcome == "replayed"}, nil
+	case "settled":
+		return ledger.CommitResult{}, ledger.Refuse(ledger.ReasonReservationSettled,
+			"the reservation was "+deref(state)+"; nothing was charged")
+	case "not_found":
+		return ledger.CommitResult{}, ledger.ErrNotFound
+	}
+	return ledger.CommitResult{}, &Error{Op: "commit", Err: fmt.Errorf("unexpected outcome %q", outcome)}
+}
+
+// Release frees a held reservation without charging it; reason is kept for the
+// record. It is idempotent: a released or expired reservation reports that state,
+// and a committed one reports StateCommitted and its charge, changing nothing.
+func (s *Store) Release(ctx context.Context, reservationID, reason string) (ledger.ReleaseResult, error) {
+	if !validID(reservationID) {
+		return ledger.ReleaseResult{}, ledger.ErrNotFound
+	}
+	var (
+		state   *string
+		charged *int64
+	)
+	err := s.pool.QueryRow(ctx, `SELECT o_state, o_charged FROM ledger_release($1, $2, $3)`,
+		reservationID, reason, s.now()).Scan(&state, &charged)
+	if err != nil {
+		return ledger.ReleaseResult{}, dbError("release", err)
+	}
+	if state == nil {
+		return ledger.ReleaseResult{}, ledger.ErrNotFound
+	}
+	return ledger.ReleaseResult{State: parseState(*state), Charged: deref(charged)}, nil
+}
+
+// Renew moves a held reservation's expiry to now + ttl (DefaultTTL when zero), never
+// earlier than it was. A reservation no longer held is refused with
+// ReasonReservationSettled.
+func (s *Store) Renew(ctx context.Context, reservationID string, ttl time.Duration) (time.Time, error) {
+	if ttl < 0 {
+		return time.Time{}, ledger.Refuse(ledger.ReasonInvalidArgument, "a ttl must not be negative")
+	}
+	if !validID(reservationID) {
+		return time.Time{}, ledger.ErrNotFound
+	}
+	if ttl == 0 {
+		ttl = s.opts.DefaultTTL
+	}
+	var (
+		renewed bool
+		expires time.Time
+	)
+	// One statement: the UPDATE renews a held reservation; the other branch tells a
+	// reservation that is not held (then renewed is false) from a missing one (no row).
+	// That branch reads the statement's snapshot, which may predate a settlement the
+	// UPDATE waited for; it is only used to say the reservation exists.
+	err := s.pool.QueryRow(ctx, `
+		WITH renewed AS (
+			UPDATE reservations
+			SET expires_at = greatest(expires_at, coalesce($3::timestamptz, now()) + $2::interval)
+			WHERE id = $1 AND state = 'held'
+			RETURNING expires_at)
+		SELECT true, expires_at FROM renewed
+		UNION ALL
+		SELECT false, expires_at FROM reservations
+		WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM renewed)`,
+		reservationID, ttl, s.now()).Scan(&renewed, &expires)
+	if err != nil {
+		return time.Time{}, dbError("renew", err)
+	}
+	if !renewed {
+		return time.Time{}, ledger.Refuse(ledger.ReasonReservationSettled, "the reservation is no longer held")
+	}
+	return expires.UTC(), nil
+}
+
+// ExpireDue moves up to limit held reservations whose expiry has passed to
+// StateExpired, freeing their holds and pool slots, and returns how many it expired.
+// Any number of processes may run it at once: each takes reservations nobody else is
+// settling (SKIP LOCKED), and a commit racing an expiry has exactly one outcome.
+func (s *Store) ExpireDue(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT ledger_expire_due($1, $2)`, limit, s.now()).Scan(&n)
+	if err != nil {
+		return 0, dbError("expire due", err)
+	}
+	return n, nil
+}
+
+func parseState(s string) ledger.ReservationState {
+	switch s {
+	case "held":
+		return ledger.StateHeld
+	case "committed":
+		return ledger.StateCommitted
+	case "released":
+		return ledger.StateReleased
+	case "expired":
+		return ledger.StateExpired
+	}
+	return 0
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,243 @@
+// Package storetest gives tests a fresh, migrated PostgreSQL database of their own and
+// checks the ledger's invariants in it. It needs a PostgreSQL server: the one in
+// LEDGER_TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres.
+//
+// The first database of a test binary is migrated into a template; every later one
+// is a copy of it (CREATE DATABASE … TEMPLATE), which is much faster than migrating.
+// Each database is dropped when its test ends; call Cleanup from TestMain to drop the
+// template too.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/llmgw/gateway/accounting/store"
+)
+
+// EnvURL names the environment variable with the server URL tests use.
+const EnvURL = "LEDGER_TEST_DATABASE_URL"
+
+const defaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+var (
+	templateOnce sync.Once
+	templateName string
+	templateErr  error
+)
+
+// ServerURL returns the URL of the server's maintenance database tests connect to.
+func ServerURL() string {
+	if u := os.Getenv(EnvURL); u != "" {
+		return u
+	}
+	return defaultURL
+}
+
+// NewDB creates a fresh database with the ledger's schema for t, drops it when t ends
+// (terminating connections still open), and returns its URL.
+func NewDB(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	templateOnce.Do(func() { templateName, templateErr = makeTemplate(ctx) })
+	if templateErr != nil {
+		t.Fatalf("storetest: template database: %v", templateErr)
+	}
+	name := dbName(t.Name())
+	if err := admin(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
+		pgx.Identifier{name}.Sanitize(), pgx.Identifier{templateName}.Sanitize())); err != nil {
+		t.Fatalf("storetest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := dropDB(ctx, name); err != nil {
+			t.Errorf("storetest: drop database %s: %v", name, err)
+		}
+	})
+	return urlFor(name)
+}
+
+// EmptyDB returns the URL of a database that does not exist yet, under a unique name,
+// and drops it when t ends if something created it (tests of EnsureDatabase and
+// Migrate).
+func EmptyDB(t testing.TB) string {
+	t.Helper()
+	name := dbName(t.Name())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := dropDB(ctx, name); err != nil {
+			t.Errorf("storetest: drop database %s: %v", name, err)
+		}
+	})
+	return urlFor(name)
+}
+
+// NewPool opens a pgx pool of at most maxConns connections on url, closed when t ends.
+func NewPool(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// NewStore returns a Store on a fresh database (see NewDB) through a pool of at most
+// maxConns connections, and that pool for direct inspection.
+func NewStore(t testing.TB, maxConns int32, opts store.Options) (*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := NewPool(t, NewDB(t), maxConns)
+	return store.New(pool, opts), pool
+}
+
+// Cleanup drops the template database; call it from TestMain after m.Run.
+func Cleanup() {
+	if templateName == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = admin(ctx, "ALTER DATABASE "+pgx.Identifier{templateName}.Sanitize()+" IS_TEMPLATE false")
+	_ = dropDB(ctx, templateName)
+}
+
+func makeTemplate(ctx context.Context) (string, error) {
+	name := dbName("template")
+	if err := admin(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", err
+	}
+	pool, err := pgxpool.New(ctx, urlFor(name))
+	if err != nil {
+		return "", err
+	}
+	err = store.Migrate(ctx, pool)
+	pool.Close()
+	if err != nil {
+		_ = dropDB(ctx, name)
+		return "", err
+	}
+	return name, nil
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// dbName makes a unique database name from a test name (at most 63 bytes).
+func dbName(testName string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	base := unsafeChars.ReplaceAllString(strings.ToLower(testName), "_")
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	return "ledgertest_" + base + "_" + hex.EncodeToString(b[:])
+}
+
+// urlFor returns ServerURL with its database replaced by name (URL form only).
+func urlFor(name string) string {
+	u, err := url.Parse(ServerURL())
+	if err != nil {
+		return ""
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func admin(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, ServerURL())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func dropDB(ctx context.Context, name string) error {
+	return admin(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+}
+
+// CheckInvariants verifies, for every account in the database behind pool, what the
+// ledger promises at rest and at every commit:
+//   - balance = sum of the account's ledger entries, and balance >= reserved >= 0;
+//   - reserved, in_flight and in_flight_high_cost = the sum, count and high-cost
+//     count of its held reservations;
+//   - each reservation was charged at most once, and only if committed, by exactly
+//     its charged amount;
+//   - every key spend window's held and committed = the held amounts and the charges
+//     of the key's reservations created in that window.
+//
+// It returns one error listing every violation.
+func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
+	checks := []struct{ name, sql string }{
+		{"balance differs from the sum of the ledger", `
+			SELECT a.id::text FROM accounts a
+			WHERE a.balance <> (SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e WHERE e.account_id = a.id)
+			   OR a.balance < a.reserved OR a.reserved < 0`},
+		{"reserved or pools differ from the held reservations", `
+			SELECT a.id::text FROM accounts a
+			LEFT JOIN (SELECT account_id, sum(amount) AS amount, count(*) AS n,
+			                  count(*) FILTER (WHERE pool = 2) AS nh
+			           FROM reservations WHERE state = 'held' GROUP BY account_id) h ON h.account_id = a.id
+			WHERE a.reserved <> coalesce(h.amount, 0) OR a.in_flight <> coalesce(h.n, 0)
+			   OR a.in_flight_high_cost <> coalesce(h.nh, 0)`},
+		{"reservation charged other than once by its charge", `
+			SELECT r.id::text FROM reservations r
+			LEFT JOIN ledger_entries e ON e.reservation_id = r.id
+			WHERE (r.state = 'committed') <> (e.id IS NOT NULL)
+			   OR (e.id IS NOT NULL AND (-e.amount <> r.charged OR e.account_id <> r.account_id))`},
+		{"key spend window differs from its reservations", `
+			WITH w AS (
+				SELECT key_id, 'd' AS period, (created_at AT TIME ZONE 'UTC')::date AS start, amount, charged, state
+				FROM reservations WHERE amount > 0
+				UNION ALL
+				SELECT key_id, 'm', date_trunc('month', created_at AT TIME ZONE 'UTC')::date, amount, charged, state
+				FROM reservations WHERE amount > 0),
+			agg AS (
+				SELECT key_id, period, start,
+				       sum(amount) FILTER (WHERE state = 'held') AS held,
+				       sum(charged) AS committed
+				FROM w GROUP BY key_id, period, start)
+			SELECT coalesce(s.key_id, agg.key_id)::text || ' ' || coalesce(s.period, agg.period)
+			FROM key_spend s
+			FULL JOIN agg ON agg.key_id = s.key_id AND agg.period = s.period AND agg.start = s.period_start
+			WHERE coalesce(s.held, 0) <> coalesce(agg.held, 0)
+			   OR coalesce(s.committed, 0) <> coalesce(agg.committed, 0)`},
+	}
+	var errs []error
+	for _, c := range checks {
+		rows, err := pool.Query(ctx, c.sql)
+		if err != nil {
+			return fmt.Errorf("invariant %q: %w", c.name, err)
+		}
+		bad, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("invariant %q: %w", c.name, err)
+		}
+		if len(bad) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %v", c.name, bad))
+		}
+	}
+	return errors.Join(errs...)
+}
