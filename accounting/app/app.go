@@ -1,0 +1,336 @@
+// Package app is the accounting service's process: configuration from flags and
+// environment, the database (created when missing, migrated), the reservation
+// sweeper, the gRPC server with its credentials, the health endpoints, and an
+// orderly shutdown. cmd/accounting only wires signals and calls Main.
+//
+// It wires packages together and holds no ledger logic: the domain is
+// accounting/ledger, persistence accounting/store, the wire accounting/server.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/llmgw/gateway/accounting/authn"
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/server"
+	"github.com/llmgw/gateway/accounting/store"
+)
+
+// Defaults and the environment variables that override them.
+const (
+	DefaultListen        = "127.0.0.1:50052"
+	DefaultDatabaseURL   = "postgres://postgres@127.0.0.1:5432/gateway?sslmode=disable"
+	DefaultMetricsListen = "127.0.0.1:9102"
+
+	EnvListen        = "ACCOUNTING_ADDR"
+	EnvDatabaseURL   = "DATABASE_URL"
+	EnvMetricsListen = "ACCOUNTING_METRICS_ADDR"
+)
+
+// Config is everything the process needs; parseConfig fills it from flags, the
+// environment and the defaults above.
+type Config struct {
+	Listen        string
+	DatabaseURL   string
+	MetricsListen string
+	Tokens        authn.Tokens
+	// SweepInterval is how often held reservations past their expiry are released.
+	SweepInterval time.Duration
+	// ShutdownTimeout bounds the graceful stop before in-flight calls are cut.
+	ShutdownTimeout time.Duration
+}
+
+// sweepBatch is how many expired reservations one ExpireDue call releases; the sweeper
+// calls again at once while batches come back full.
+const sweepBatch = 500
+
+// Main runs the service until ctx ends and returns the process exit code: 0 after a
+// clean shutdown, 2 for bad flags or configuration, 1 for any other failure. Logs are
+// JSON lines on stderr.
+func Main(ctx context.Context, args []string, stderr io.Writer) int {
+	cfg, err := parseConfig(args, os.Getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "accounting: %v\n", err)
+		return 2
+	}
+	log := newLogger(stderr)
+	defer func() { _ = log.Sync() }()
+	if err := Run(ctx, cfg, log); err != nil {
+		log.Error("accounting failed", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+// newLogger is zap's production JSON configuration, writing to w.
+func newLogger(w io.Writer) *zap.Logger {
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), zap.InfoLevel)
+	return zap.New(core, zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w)))).Named("accounting")
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	envOr := func(key, def string) string {
+		if v := getenv(key); v != "" {
+			return v
+		}
+		return def
+	}
+	fs := flag.NewFlagSet("accounting", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := Config{}
+	fs.StringVar(&cfg.Listen, "listen", envOr(EnvListen, DefaultListen), "gRPC listen address (env "+EnvListen+")")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", envOr(EnvDatabaseURL, DefaultDatabaseURL), "PostgreSQL URL (env "+EnvDatabaseURL+")")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", envOr(EnvMetricsListen, DefaultMetricsListen), "health and metrics HTTP address (env "+EnvMetricsListen+")")
+	serviceFile := fs.String("service-token-file", "", "file holding the service token (else env "+authn.EnvServiceToken+")")
+	adminFile := fs.String("admin-token-file", "", "file holding the admin token (else env "+authn.EnvAdminToken+")")
+	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often expired reservations are released")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "graceful stop deadline")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var errs []error
+	var err error
+	if cfg.Tokens.Service, err = authn.LoadToken(*serviceFile, authn.EnvServiceToken, getenv); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Tokens.Admin, err = authn.LoadToken(*adminFile, authn.EnvAdminToken, getenv); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := cfg.Tokens.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cfg.SweepInterval <= 0 {
+		errs = append(errs, errors.New("--sweep-interval must be positive"))
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if _, err := url.Parse(cfg.DatabaseURL); err != nil {
+		errs = append(errs, errors.New("--database-url is not a URL"))
+	}
+	if len(errs) > 0 {
+		return Config{}, fmt.Errorf("refusing to start: %w", errors.Join(errs...))
+	}
+	return cfg, nil
+}
+
+// redactURL drops the password from a database URL, for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}
+
+// connectionURL drops pgxpool's own "pool_*" parameters, which a plain connection
+// would send to the server as unknown settings.
+func connectionURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.HasPrefix(k, "pool_") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Run serves until ctx ends, then stops gracefully within cfg.ShutdownTimeout.
+func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	az, err := authn.NewAuthorizer(cfg.Tokens)
+	if err != nil {
+		return err
+	}
+	log.Info("opening ledger database", zap.String("database", redactURL(cfg.DatabaseURL)))
+	if err := store.EnsureDatabase(ctx, connectionURL(cfg.DatabaseURL)); err != nil {
+		return fmt.Errorf("ensure database: %w", err)
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{})
+	if err != nil {
+		return fmt.Errorf("open ledger store: %w", err)
+	}
+	defer st.Close()
+	return serve(ctx, cfg, log, az, st)
+}
+
+// serve runs the listeners, the hub and the sweeper over st.
+func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorizer, st ledger.Store) error {
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	mlis, err := net.Listen("tcp", cfg.MetricsListen)
+	if err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("listen for health: %w", err)
+	}
+
+	opts := append(az.ServerOptions(),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	)
+	gs := grpc.NewServer(opts...)
+	hub := server.NewHub(st, log.Named("changes"), 0)
+	server.New(st, hub, server.Options{Logger: log.Named("grpc")}).Register(gs)
+
+	sw := &sweeper{store: st, log: log.Named("sweeper"), interval: cfg.SweepInterval}
+	var serving atomic.Bool
+	hs := &http.Server{Handler: healthMux(&serving, sw, cfg.SweepInterval), ReadHeaderTimeout: 5 * time.Second}
+
+	// Background work stops with bgCtx; the gRPC server is stopped explicitly.
+	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); hub.Run(bgCtx) }()
+	go func() { defer wg.Done(); sw.run(bgCtx) }()
+	go func() {
+		defer wg.Done()
+		if err := hs.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("health server failed", zap.Error(err))
+		}
+	}()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- gs.Serve(lis) }()
+	serving.Store(true)
+	log.Info("accounting listening", zap.String("addr", lis.Addr().String()),
+		zap.String("metrics_addr", mlis.Addr().String()))
+
+	var result error
+	select {
+	case <-ctx.Done():
+		log.Info("accounting stopping")
+	case err := <-serveErr:
+		result = fmt.Errorf("grpc server: %w", err)
+	}
+	serving.Store(false)
+	// Watch streams never end on their own: stopping the hub ends them, so that the
+	// graceful stop only waits for unary calls in flight.
+	stopBG()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	t := time.NewTimer(cfg.ShutdownTimeout)
+	select {
+	case <-stopped:
+		t.Stop()
+	case <-t.C:
+		log.Warn("graceful stop timed out; closing remaining calls")
+		gs.Stop()
+		<-stopped
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	_ = hs.Shutdown(shutCtx)
+	wg.Wait()
+	log.Info("accounting stopped")
+	return result
+}
+
+// healthMux serves /healthz (the process is up) and /readyz (serving, and the last
+// sweep reached the database recently).
+func healthMux(serving *atomic.Bool, sw *sweeper, interval time.Duration) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case !serving.Load():
+			http.Error(w, "not serving", http.StatusServiceUnavailable)
+		case !sw.healthy(3*interval + 2*time.Second):
+			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ready")
+		}
+	})
+	return mux
+}
+
+// sweeper releases held reservations past their expiry. Every replica runs one: the
+// store lets any number run at once.
+type sweeper struct {
+	store    ledger.Store
+	log      *zap.Logger
+	interval time.Duration
+
+	lastOK  atomic.Int64 // unix nanos of the last successful sweep
+	failing atomic.Bool
+}
+
+func (s *sweeper) run(ctx context.Context) {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		s.sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sweep expires due reservations in batches until a batch comes back short. Failures
+// are logged when they start and when they end, not every second.
+func (s *sweeper) sweep(ctx context.Context) {
+	total := 0
+	for ctx.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := s.store.ExpireDue(cctx, sweepBatch)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && !s.failing.Swap(true) {
+				s.log.Warn("expiring reservations failed", zap.Error(err))
+			}
+			return
+		}
+		if s.failing.Swap(false) {
+			s.log.Info("expiring reservations works again")
+		}
+		s.lastOK.Store(time.Now().UnixNano())
+		total += n
+		if n < sweepBatch {
+			break
+		}
+	}
+	if total > 0 {
+		s.log.Info("expired reservations", zap.Int("count", total))
+	}
+}
+
+func (s *sweeper) healthy(maxAge time.Duration) bool {
+	last := s.lastOK.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) <= maxAge
+}

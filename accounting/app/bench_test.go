@@ -1,0 +1,107 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/store/storetest"
+	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
+)
+
+// benchTier has limits high enough that only the ledger's own cost is measured.
+var benchTier = ledger.Tier{Name: "bench", RPMBeforeTopUp: 1 << 30, RPMAfterTopUp: 1 << 30,
+	InFlightGeneral: 1 << 20, InFlightHighCost: 1 << 20}
+
+// BenchmarkGRPCReserveCommit measures reserve+commit pairs per second through real gRPC
+// on loopback into the real service (Main) on a fresh database, from many goroutines
+// over a few client connections, as extproc replicas would call it. "spread" uses 256
+// accounts, "hot" one.
+func BenchmarkGRPCReserveCommit(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		accounts int
+	}{{"spread", 256}, {"hot", 1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			url := storetest.NewDB(b)
+			setup, err := store.Open(ctx, url, store.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			err = setup.PutTier(ctx, benchTier)
+			setup.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := start(b, url+"&pool_max_conns=16")
+
+			adminConn, err := client.Dial(ctx, p.addr, adminToken)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer adminConn.Close()
+			admin := accountingv1.NewAdminServiceClient(adminConn)
+			keys := make([]string, bc.accounts)
+			limit := int64(1 << 50)
+			for i := range keys {
+				a, err := admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: benchTier.Name})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := admin.TopUp(ctx, &accountingv1.TopUpRequest{AccountId: a.GetAccount().GetId(), AmountMicros: 1 << 50}); err != nil {
+					b.Fatal(err)
+				}
+				k, err := admin.CreateKey(ctx, &accountingv1.CreateKeyRequest{AccountId: a.GetAccount().GetId(),
+					DailyLimitMicros: &limit, MonthlyLimitMicros: &limit})
+				if err != nil {
+					b.Fatal(err)
+				}
+				keys[i] = k.GetKey().GetId()
+			}
+
+			const conns = 4
+			clients := make([]accountingv1.LedgerServiceClient, conns)
+			for i := range clients {
+				cc, err := client.Dial(ctx, p.addr, serviceToken, grpc.WithDefaultCallOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cc.Close()
+				clients[i] = accountingv1.NewLedgerServiceClient(cc)
+			}
+			var seq, worker atomic.Int64
+			b.SetParallelism(16) // × GOMAXPROCS goroutines
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				led := clients[int(worker.Add(1))%conns]
+				for pb.Next() {
+					i := seq.Add(1)
+					r, err := led.Reserve(ctx, &accountingv1.ReserveRequest{RequestId: fmt.Sprintf("bench-%d", i),
+						KeyId: keys[int(i)%len(keys)], Model: "demo-chat", AmountMicros: 2_000, Pool: accountingv1.Pool_POOL_GENERAL})
+					if err != nil {
+						b.Errorf("Reserve: %v", err)
+						return
+					}
+					if _, err := led.Commit(ctx, &accountingv1.CommitRequest{ReservationId: r.GetReservationId(), ActualMicros: 1_500,
+						Usage: &accountingv1.Usage{InputTokens: 100, OutputTokens: 200}, UpstreamModel: "up", Channel: "c"}); err != nil {
+						b.Errorf("Commit: %v", err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+			b.StopTimer()
+			pool := storetest.NewPool(b, url, 2)
+			if err := storetest.CheckInvariants(ctx, pool); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

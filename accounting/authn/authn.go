@@ -1,0 +1,193 @@
+// Package authn holds the service credentials of the accounting gRPC API: loading the
+// two bearer tokens, and the server interceptors that admit a call only with the right
+// one.
+//
+// Two roles exist. The service token (extproc) may call LedgerService; the admin token
+// (gatewayctl, the console) may call AdminService and LedgerService. Tokens are compared
+// in constant time, and a refused call says only "unauthenticated", never which token
+// was expected or whether one was present. Tokens are never logged.
+//
+// The package knows the accounting service names but nothing of the ledger or the store.
+package authn
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
+)
+
+// Environment variables that carry the tokens.
+const (
+	EnvServiceToken = "GATEWAY_SERVICE_TOKEN"
+	EnvAdminToken   = "GATEWAY_ADMIN_TOKEN"
+)
+
+// MinTokenLength is the shortest token accepted, in bytes.
+const MinTokenLength = 16
+
+// Role is what a presented token is allowed to do.
+type Role int
+
+const (
+	// RoleNone is no valid token.
+	RoleNone Role = iota
+	// RoleService may call LedgerService.
+	RoleService
+	// RoleAdmin may call AdminService and LedgerService.
+	RoleAdmin
+)
+
+// Tokens are the two bearer tokens the service accepts.
+type Tokens struct {
+	Service string
+	Admin   string
+}
+
+// Validate reports every problem with the tokens at once.
+func (t Tokens) Validate() error {
+	var errs []error
+	if t.Service == "" {
+		errs = append(errs, fmt.Errorf("service token missing (set %s or --service-token-file)", EnvServiceToken))
+	} else if len(t.Service) < MinTokenLength {
+		errs = append(errs, fmt.Errorf("service token shorter than %d bytes", MinTokenLength))
+	}
+	if t.Admin == "" {
+		errs = append(errs, fmt.Errorf("admin token missing (set %s or --admin-token-file)", EnvAdminToken))
+	} else if len(t.Admin) < MinTokenLength {
+		errs = append(errs, fmt.Errorf("admin token shorter than %d bytes", MinTokenLength))
+	}
+	if t.Service != "" && t.Service == t.Admin {
+		errs = append(errs, errors.New("service and admin tokens must differ"))
+	}
+	return errors.Join(errs...)
+}
+
+// LoadToken returns the token read from file when file is not empty (surrounding
+// whitespace trimmed), else the value of the environment variable env, read with getenv.
+func LoadToken(file, env string, getenv func(string) string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			// The path is not secret; the content never appears in errors.
+			return "", fmt.Errorf("read token file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("token file %s is empty", file)
+		}
+		return tok, nil
+	}
+	return strings.TrimSpace(getenv(env)), nil
+}
+
+// BearerToken extracts the token of an "authorization: Bearer <token>" metadata entry,
+// or "" when there is none.
+func BearerToken(md metadata.MD) string {
+	for _, v := range md.Get("authorization") {
+		scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
+		if ok && strings.EqualFold(scheme, "bearer") {
+			return strings.TrimSpace(tok)
+		}
+	}
+	return ""
+}
+
+// Authorizer checks the credentials of incoming calls. It is safe for concurrent use.
+type Authorizer struct {
+	service [sha256.Size]byte
+	admin   [sha256.Size]byte
+}
+
+// NewAuthorizer returns an Authorizer for tokens, which must be valid.
+func NewAuthorizer(t Tokens) (*Authorizer, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return &Authorizer{service: sha256.Sum256([]byte(t.Service)), admin: sha256.Sum256([]byte(t.Admin))}, nil
+}
+
+// RoleOf returns the role of a presented token. Hashing first makes the comparison
+// independent of the token's length; both comparisons always run.
+func (a *Authorizer) RoleOf(token string) Role {
+	if token == "" {
+		return RoleNone
+	}
+	h := sha256.Sum256([]byte(token))
+	isService := subtle.ConstantTimeCompare(h[:], a.service[:])
+	isAdmin := subtle.ConstantTimeCompare(h[:], a.admin[:])
+	switch {
+	case isAdmin == 1:
+		return RoleAdmin
+	case isService == 1:
+		return RoleService
+	}
+	return RoleNone
+}
+
+var (
+	ledgerPrefix = "/" + accountingv1.LedgerService_ServiceDesc.ServiceName + "/"
+	adminPrefix  = "/" + accountingv1.AdminService_ServiceDesc.ServiceName + "/"
+)
+
+// Allowed reports whether role may call fullMethod. LedgerService needs the service or
+// the admin role; every other method, AdminService included, needs the admin role.
+func Allowed(role Role, fullMethod string) bool {
+	switch {
+	case role == RoleAdmin:
+		return true
+	case role == RoleService:
+		return strings.HasPrefix(fullMethod, ledgerPrefix)
+	}
+	return false
+}
+
+// errUnauthenticated is the one answer to every refused credential: it does not say
+// which token was expected, or whether one was sent.
+var errUnauthenticated = status.Error(codes.Unauthenticated, "unauthenticated")
+
+func (a *Authorizer) check(ctx context.Context, fullMethod string) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if !Allowed(a.RoleOf(BearerToken(md)), fullMethod) {
+		return errUnauthenticated
+	}
+	return nil
+}
+
+// UnaryInterceptor refuses unary calls without the credential their method needs.
+func (a *Authorizer) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := a.check(ctx, info.FullMethod); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamInterceptor refuses streaming calls without the credential their method needs.
+func (a *Authorizer) StreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := a.check(ss.Context(), info.FullMethod); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// ServerOptions returns the interceptors as server options.
+func (a *Authorizer) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(a.UnaryInterceptor()),
+		grpc.ChainStreamInterceptor(a.StreamInterceptor()),
+	}
+}

@@ -1,0 +1,401 @@
+// Package ctl is gatewayctl: the console's operations on accounts and keys, as a
+// command line over the accounting AdminService.
+//
+// Every command prints exactly one JSON object on stdout on success and nothing on
+// stdout on failure, where a one-line message goes to stderr and the exit code is 2
+// for usage errors and 1 for everything else. Amounts are decimal credits both ways,
+// printed as exact JSON numbers beside their integer "_micros" twins.
+//
+// The package talks only to the gRPC API (through accounting/client); it never sees
+// the store.
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/ledger"
+	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
+)
+
+// Defaults and environment variables.
+const (
+	DefaultAccountingAddr = "127.0.0.1:50052"
+	EnvAccountingAddr     = "GATEWAY_ACCOUNTING_ADDR"
+	EnvAdminToken         = "GATEWAY_ADMIN_TOKEN"
+	// DefaultAdminTokenFile is where the local stack writes the admin token, relative
+	// to the working directory (the repository root).
+	DefaultAdminTokenFile = ".run/admin-token"
+	// callTimeout bounds each command's call to accounting.
+	callTimeout = 15 * time.Second
+)
+
+const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-token-file PATH] COMMAND
+
+  account create [--tier NAME]
+  account show ID
+  account topup ID --amount CREDITS
+  account suspend ID | unsuspend ID
+  key create --account ID [--name N] [--models m1,m2] [--daily-limit CREDITS]
+             [--monthly-limit CREDITS] [--expires RFC3339] [--admin]
+  key show KEYID | disable KEYID | enable KEYID | revoke KEYID
+
+The admin token comes from --admin-token-file, else $GATEWAY_ADMIN_TOKEN, else
+.run/admin-token. The address defaults to $GATEWAY_ACCOUNTING_ADDR, else 127.0.0.1:50052.
+Every command prints one JSON object on stdout.
+`
+
+// Main runs gatewayctl with os.Stdout and the process environment.
+func Main(ctx context.Context, args []string, stderr io.Writer) int {
+	return Run(ctx, args, os.Stdout, stderr, os.Getenv)
+}
+
+// usageError is a mistake on the command line (exit code 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// command is one gatewayctl operation.
+type command struct {
+	flags map[string]flagKind
+	// nargs is the number of positional arguments after the command words.
+	nargs int
+	// entity names what a NotFound refers to.
+	entity string
+	run    func(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error)
+}
+
+var globalFlags = map[string]flagKind{"accounting-addr": stringFlag, "admin-token-file": stringFlag, "help": boolFlag, "h": boolFlag}
+
+var commands = map[string]command{
+	"account create":    {flags: map[string]flagKind{"tier": stringFlag}, entity: "account", run: accountCreate},
+	"account show":      {nargs: 1, entity: "account", run: accountShow},
+	"account topup":     {flags: map[string]flagKind{"amount": stringFlag}, nargs: 1, entity: "account", run: accountTopUp},
+	"account suspend":   {nargs: 1, entity: "account", run: accountSuspend(true)},
+	"account unsuspend": {nargs: 1, entity: "account", run: accountSuspend(false)},
+	"key create": {flags: map[string]flagKind{
+		"account": stringFlag, "name": stringFlag, "models": stringFlag, "daily-limit": stringFlag,
+		"monthly-limit": stringFlag, "expires": stringFlag, "admin": boolFlag,
+	}, entity: "account", run: keyCreate},
+	"key show":    {nargs: 1, entity: "key", run: keyShow},
+	"key disable": {nargs: 1, entity: "key", run: keyDisable(true)},
+	"key enable":  {nargs: 1, entity: "key", run: keyDisable(false)},
+	"key revoke":  {nargs: 1, entity: "key", run: keyRevoke},
+}
+
+// Run executes one gatewayctl command line (without the program name).
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	fail := func(code int, err error) int {
+		fmt.Fprintf(stderr, "gatewayctl: %v\n", err)
+		if code == 2 {
+			fmt.Fprint(stderr, "run gatewayctl --help for usage\n")
+		}
+		return code
+	}
+	cmd, p, err := parseCommandLine(args)
+	if errors.Is(err, errHelp) {
+		fmt.Fprint(stderr, usageText)
+		return 0
+	}
+	if err != nil {
+		return fail(2, err)
+	}
+	addr := p.flags["accounting-addr"]
+	if addr == "" {
+		addr = getenv(EnvAccountingAddr)
+	}
+	if addr == "" {
+		addr = DefaultAccountingAddr
+	}
+	token, err := adminToken(p.flags["admin-token-file"], getenv)
+	if err != nil {
+		return fail(1, err)
+	}
+	conn, err := client.Dial(ctx, addr, token)
+	if err != nil {
+		return fail(1, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	out, err := cmd.run(ctx, accountingv1.NewAdminServiceClient(conn), p)
+	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			return fail(2, err)
+		}
+		return fail(1, describe(err, cmd.entity, addr))
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return fail(1, err)
+	}
+	if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+		return fail(1, err)
+	}
+	return 0
+}
+
+var errHelp = errors.New("help requested")
+
+// parseCommandLine finds the command words and parses every flag (global and the
+// command's) wherever it appears.
+func parseCommandLine(args []string) (command, parsed, error) {
+	// First pass with every known flag, to find the command words among positionals.
+	all := map[string]flagKind{}
+	for k, v := range globalFlags {
+		all[k] = v
+	}
+	for _, c := range commands {
+		for k, v := range c.flags {
+			all[k] = v
+		}
+	}
+	p, err := parseArgs(args, all)
+	if err != nil {
+		return command{}, parsed{}, usageError{err.Error()}
+	}
+	if p.has("help") || p.has("h") {
+		return command{}, parsed{}, errHelp
+	}
+	if len(p.args) < 2 {
+		if len(p.args) == 0 {
+			return command{}, parsed{}, usagef("missing command")
+		}
+		return command{}, parsed{}, usagef("missing subcommand for %q", p.args[0])
+	}
+	name := p.args[0] + " " + p.args[1]
+	cmd, ok := commands[name]
+	if !ok {
+		return command{}, parsed{}, usagef("unknown command %q", name)
+	}
+	// Second pass with only this command's flags, so that a flag of another command
+	// is refused.
+	spec := map[string]flagKind{}
+	for k, v := range globalFlags {
+		spec[k] = v
+	}
+	for k, v := range cmd.flags {
+		spec[k] = v
+	}
+	if p, err = parseArgs(args, spec); err != nil {
+		return command{}, parsed{}, usageError{err.Error() + " for " + name}
+	}
+	p.args = p.args[2:]
+	if len(p.args) != cmd.nargs {
+		if cmd.nargs == 0 {
+			return command{}, parsed{}, usagef("%s takes no arguments, got %q", name, p.args)
+		}
+		return command{}, parsed{}, usagef("%s needs exactly one ID, got %d arguments", name, len(p.args))
+	}
+	for _, a := range p.args {
+		if strings.TrimSpace(a) == "" {
+			return command{}, parsed{}, usagef("%s: empty ID", name)
+		}
+	}
+	return cmd, p, nil
+}
+
+// adminToken resolves the admin token: the flag's file, else the environment, else
+// the local stack's file.
+func adminToken(file string, getenv func(string) string) (string, error) {
+	read := func(path string) (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("read admin token: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("admin token file %s is empty", path)
+		}
+		return tok, nil
+	}
+	if file != "" {
+		return read(file)
+	}
+	if tok := strings.TrimSpace(getenv(EnvAdminToken)); tok != "" {
+		return tok, nil
+	}
+	if _, err := os.Stat(DefaultAdminTokenFile); err == nil {
+		return read(DefaultAdminTokenFile)
+	}
+	wd, _ := os.Getwd()
+	return "", fmt.Errorf("no admin token: set %s, pass --admin-token-file, or run from the repository root while make run is up (no %s)",
+		EnvAdminToken, filepath.Join(wd, DefaultAdminTokenFile))
+}
+
+// reasonText is how each refusal reads on the console.
+var reasonText = map[accountingv1.Reason]string{
+	accountingv1.Reason_REASON_INVALID_API_KEY:            "invalid API key",
+	accountingv1.Reason_REASON_ACCOUNT_SUSPENDED:          "account suspended",
+	accountingv1.Reason_REASON_INSUFFICIENT_CREDITS:       "insufficient credits",
+	accountingv1.Reason_REASON_KEY_LIMIT_REACHED:          "key limit reached",
+	accountingv1.Reason_REASON_CONCURRENCY_LIMIT_EXCEEDED: "concurrency limit exceeded",
+	accountingv1.Reason_REASON_RATE_LIMIT_EXCEEDED:        "rate limit exceeded",
+	accountingv1.Reason_REASON_RESERVATION_SETTLED:        "reservation already settled",
+	accountingv1.Reason_REASON_ALREADY_EXISTS:             "already exists",
+}
+
+// describe turns a failed call into the one line the operator reads.
+func describe(err error, entity, addr string) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	for _, d := range st.Details() {
+		r, ok := d.(*accountingv1.Refusal)
+		if !ok {
+			continue
+		}
+		switch r.GetReason() {
+		case accountingv1.Reason_REASON_NOT_FOUND:
+			return fmt.Errorf("%s not found", entity)
+		case accountingv1.Reason_REASON_INVALID_ARGUMENT:
+			return fmt.Errorf("invalid argument: %s", st.Message())
+		}
+		if text, ok := reasonText[r.GetReason()]; ok {
+			return errors.New(text)
+		}
+	}
+	switch st.Code() {
+	case codes.Unauthenticated:
+		return fmt.Errorf("accounting at %s refused the admin token (check %s or --admin-token-file)", addr, EnvAdminToken)
+	case codes.Unavailable:
+		return fmt.Errorf("accounting unavailable at %s: %s", addr, st.Message())
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("accounting at %s did not answer in %s", addr, callTimeout)
+	}
+	return fmt.Errorf("accounting error (%s): %s", st.Code(), st.Message())
+}
+
+func accountCreate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+	resp, err := c.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: p.flags["tier"]})
+	if err != nil {
+		return nil, err
+	}
+	return accountJSON(resp.GetAccount()), nil
+}
+
+func accountShow(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+	resp, err := c.GetAccount(ctx, &accountingv1.GetAccountRequest{AccountId: p.args[0]})
+	if err != nil {
+		return nil, err
+	}
+	return accountJSON(resp.GetAccount()), nil
+}
+
+func accountTopUp(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+	if !p.has("amount") {
+		return nil, usagef("account topup needs --amount CREDITS")
+	}
+	amount, err := ledger.ParseCredits(p.flags["amount"])
+	if err != nil {
+		return nil, usagef("--amount: %v", err)
+	}
+	if amount <= 0 {
+		return nil, usagef("--amount must be positive")
+	}
+	resp, err := c.TopUp(ctx, &accountingv1.TopUpRequest{AccountId: p.args[0], AmountMicros: amount})
+	if err != nil {
+		return nil, err
+	}
+	return accountJSON(resp.GetAccount()), nil
+}
+
+func accountSuspend(suspended bool) func(context.Context, accountingv1.AdminServiceClient, parsed) (any, error) {
+	return func(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+		resp, err := c.SetAccountSuspended(ctx, &accountingv1.SetAccountSuspendedRequest{AccountId: p.args[0], Suspended: suspended})
+		if err != nil {
+			return nil, err
+		}
+		return accountJSON(resp.GetAccount()), nil
+	}
+}
+
+func keyCreate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+	req := &accountingv1.CreateKeyRequest{
+		AccountId:    strings.TrimSpace(p.flags["account"]),
+		Name:         p.flags["name"],
+		AdminCreated: p.flags["admin"] == "true",
+	}
+	if req.AccountId == "" {
+		return nil, usagef("key create needs --account ID")
+	}
+	if p.has("models") {
+		for _, m := range strings.Split(p.flags["models"], ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				req.AllowedModels = append(req.AllowedModels, m)
+			}
+		}
+		if len(req.AllowedModels) == 0 {
+			return nil, usagef("--models lists no model")
+		}
+	}
+	for _, lim := range []struct {
+		flag string
+		dst  **int64
+	}{{"daily-limit", &req.DailyLimitMicros}, {"monthly-limit", &req.MonthlyLimitMicros}} {
+		if !p.has(lim.flag) {
+			continue
+		}
+		v, err := ledger.ParseCredits(p.flags[lim.flag])
+		if err != nil {
+			return nil, usagef("--%s: %v", lim.flag, err)
+		}
+		*lim.dst = &v
+	}
+	if p.has("expires") {
+		t, err := time.Parse(time.RFC3339, p.flags["expires"])
+		if err != nil {
+			return nil, usagef("--expires wants an RFC 3339 time such as 2030-01-02T15:04:05Z: %q", p.flags["expires"])
+		}
+		req.ExpiresAt = timestamppb.New(t)
+	}
+	resp, err := c.CreateKey(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	k := keyJSON(resp.GetKey())
+	k.Secret = resp.GetSecret()
+	return k, nil
+}
+
+func keyShow(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+	resp, err := c.GetKey(ctx, &accountingv1.GetKeyRequest{KeyId: p.args[0]})
+	if err != nil {
+		return nil, err
+	}
+	return keyJSON(resp.GetKey()), nil
+}
+
+func keyDisable(disabled bool) func(context.Context, accountingv1.AdminServiceClient, parsed) (any, error) {
+	return func(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+		resp, err := c.SetKeyDisabled(ctx, &accountingv1.SetKeyDisabledRequest{KeyId: p.args[0], Disabled: disabled})
+		if err != nil {
+			return nil, err
+		}
+		return keyJSON(resp.GetKey()), nil
+	}
+}
+
+func keyRevoke(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+	resp, err := c.RevokeKey(ctx, &accountingv1.RevokeKeyRequest{KeyId: p.args[0]})
+	if err != nil {
+		return nil, err
+	}
+	return keyJSON(resp.GetKey()), nil
+}

@@ -1,0 +1,410 @@
+// Package catalog is the gateway's model catalog: the public models (id, endpoint kind,
+// published prices, limits) and the upstream channels that serve them (Envoy cluster,
+// wire format, upstream model id, credential, priority, weight, tiers).
+//
+// It is loaded from one YAML file at start (strict: unknown fields are errors) and
+// validated as a whole, reporting every problem at once. A loaded Catalog is immutable
+// and safe for concurrent use. Credentials are resolved at load time and never appear in
+// String output or errors.
+//
+// Prices are integers in micro-credits per million units (tokens, characters), or per
+// unit (image, second). A price may be absent: such a model is listed but refused with
+// pricing_unavailable, since no complete published price exists.
+//
+// It depends on the wire package (model id rule) and sigs.k8s.io/yaml only.
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/llmgw/gateway/extproc/wire"
+	"sigs.k8s.io/yaml"
+)
+
+// Kind is an endpoint kind: which API a model is called through.
+type Kind string
+
+const (
+	KindChat       Kind = "chat"
+	KindMessages   Kind = "messages"
+	KindResponses  Kind = "responses"
+	KindEmbeddings Kind = "embeddings"
+	KindSpeech     Kind = "speech"
+	KindImage      Kind = "image"
+	KindVideo      Kind = "video"
+)
+
+// Format is an upstream wire format.
+type Format string
+
+const (
+	FormatOpenAI    Format = "openai"
+	FormatAnthropic Format = "anthropic"
+	FormatVideo     Format = "video"
+)
+
+// kindFormat is the upstream format each kind is served in (no translation yet).
+var kindFormat = map[Kind]Format{
+	KindChat: FormatOpenAI, KindMessages: FormatAnthropic, KindResponses: FormatOpenAI,
+	KindEmbeddings: FormatOpenAI, KindSpeech: FormatOpenAI, KindImage: FormatOpenAI,
+	KindVideo: FormatVideo,
+}
+
+// Prices are a model's published prices in micro-credits. A nil field is unpublished.
+type Prices struct {
+	// InputPerMTok and OutputPerMTok are per million tokens (chat, messages, responses;
+	// embeddings use InputPerMTok only).
+	InputPerMTok  *int64 `json:"input_per_mtok,omitempty"`
+	OutputPerMTok *int64 `json:"output_per_mtok,omitempty"`
+	// PerMillionChars is per million input characters (speech).
+	PerMillionChars *int64 `json:"per_million_chars,omitempty"`
+	// PerImage is per generated image.
+	PerImage *int64 `json:"per_image,omitempty"`
+	// PerSecond is per second of generated video.
+	PerSecond *int64 `json:"per_second,omitempty"`
+}
+
+// Video holds a video model's accepted durations and its priced resolution tier.
+type Video struct {
+	MinDurationSeconds     int    `json:"min_duration_seconds"`
+	MaxDurationSeconds     int    `json:"max_duration_seconds"`
+	DefaultDurationSeconds int    `json:"default_duration_seconds,omitempty"`
+	Resolution             string `json:"resolution"`
+}
+
+// Model is a public model.
+type Model struct {
+	ID   string `json:"id"`
+	Kind Kind   `json:"kind"`
+	// Free models cost nothing and are callable without a top-up; they carry no prices.
+	Free   bool   `json:"free,omitempty"`
+	Prices Prices `json:"prices,omitempty"`
+	// MaxOutputTokens is the model's published output limit (token kinds).
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+	// HighCost requests also hold a slot in the account's smaller high-cost pool.
+	HighCost bool `json:"high_cost,omitempty"`
+	// OwnedBy and Created fill the /v1/models entry.
+	OwnedBy string `json:"owned_by,omitempty"`
+	Created int64  `json:"created,omitempty"`
+	// Voices lists the voices a speech model supports.
+	Voices []string `json:"voices,omitempty"`
+	Video  *Video   `json:"video,omitempty"`
+
+	channels []*Channel // sorted by priority, then name
+}
+
+// Channel is one upstream route for a model.
+type Channel struct {
+	Name  string `json:"name"`
+	Model string `json:"model"`
+	// Cluster is the Envoy cluster the request is routed to.
+	Cluster       string `json:"cluster"`
+	Format        Format `json:"format"`
+	UpstreamModel string `json:"upstream_model"`
+	// CredentialEnv or CredentialFile names where the upstream credential is read from;
+	// exactly one is set.
+	CredentialEnv  string `json:"credential_env,omitempty"`
+	CredentialFile string `json:"credential_file,omitempty"`
+	// Priority: lower values are tried first. Weight splits traffic among channels of
+	// equal priority (default 1).
+	Priority int  `json:"priority,omitempty"`
+	Weight   *int `json:"weight,omitempty"`
+	// Tiers the channel is open to; empty means every tier.
+	Tiers []string `json:"tiers,omitempty"`
+	// Enabled defaults to true.
+	Enabled *bool `json:"enabled,omitempty"`
+
+	credential string
+}
+
+// Credential returns the upstream credential. Never log it.
+func (c *Channel) Credential() string { return c.credential }
+
+// IsEnabled reports whether the channel takes traffic.
+func (c *Channel) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
+
+// EffectiveWeight is the channel's weight, 1 when unset.
+func (c *Channel) EffectiveWeight() int {
+	if c.Weight == nil {
+		return 1
+	}
+	return *c.Weight
+}
+
+// OpenTo reports whether the channel serves accounts of tier.
+func (c *Channel) OpenTo(tier string) bool {
+	return len(c.Tiers) == 0 || slices.Contains(c.Tiers, tier)
+}
+
+// String describes the channel without its credential.
+func (c *Channel) String() string {
+	return fmt.Sprintf("channel %s (%s → %s/%s)", c.Name, c.Model, c.Cluster, c.UpstreamModel)
+}
+
+// Channels returns the model's channels, by priority then name. Do not modify.
+func (m *Model) Channels() []*Channel { return m.channels }
+
+// Candidates returns the model's enabled channels open to tier, by priority.
+func (m *Model) Candidates(tier string) []*Channel {
+	var out []*Channel
+	for _, c := range m.channels {
+		if c.IsEnabled() && c.OpenTo(tier) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// HasCandidate reports whether any enabled channel is open to tier, without allocating.
+func (m *Model) HasCandidate(tier string) bool {
+	for _, c := range m.channels {
+		if c.IsEnabled() && c.OpenTo(tier) {
+			return true
+		}
+	}
+	return false
+}
+
+// PriceComplete reports whether every price the model's kind is billed by is published.
+// Free models are always complete.
+func (m *Model) PriceComplete() bool {
+	if m.Free {
+		return true
+	}
+	p := m.Prices
+	switch m.Kind {
+	case KindChat, KindMessages, KindResponses:
+		return p.InputPerMTok != nil && p.OutputPerMTok != nil
+	case KindEmbeddings:
+		return p.InputPerMTok != nil
+	case KindSpeech:
+		return p.PerMillionChars != nil
+	case KindImage:
+		return p.PerImage != nil
+	case KindVideo:
+		return p.PerSecond != nil
+	}
+	return false
+}
+
+// Catalog is a validated set of models and channels. Safe for concurrent use.
+type Catalog struct {
+	models []*Model
+	byID   map[string]*Model
+}
+
+// Model returns the model with the public id.
+func (c *Catalog) Model(id string) (*Model, bool) {
+	m, ok := c.byID[id]
+	return m, ok
+}
+
+// Models returns every model, in file order. Do not modify.
+func (c *Catalog) Models() []*Model { return c.models }
+
+// file is the YAML document.
+type file struct {
+	Models   []*Model   `json:"models"`
+	Channels []*Channel `json:"channels"`
+}
+
+// Load reads and validates the catalog file at path, resolving credentials from the
+// process environment and the file system.
+func Load(path string) (*Catalog, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	return Parse(data, os.LookupEnv, os.ReadFile)
+}
+
+// Parse decodes and validates a catalog document. lookupEnv and readFile resolve the
+// channels' credentials (os.LookupEnv and os.ReadFile in production). Every problem is
+// reported, joined with errors.Join.
+func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(string) ([]byte, error)) (*Catalog, error) {
+	var f file
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("catalog: "+format, args...)) }
+
+	c := &Catalog{byID: make(map[string]*Model, len(f.Models))}
+	for i, m := range f.Models {
+		if m == nil {
+			bad("models[%d]: empty entry", i)
+			continue
+		}
+		where := fmt.Sprintf("models[%d] (%s)", i, m.ID)
+		validateModel(m, where, bad)
+		if m.ID != "" {
+			if _, dup := c.byID[m.ID]; dup {
+				bad("%s: duplicate model id", where)
+				continue
+			}
+			c.byID[m.ID] = m
+		}
+		if m.OwnedBy == "" {
+			m.OwnedBy = "llmgw"
+		}
+		c.models = append(c.models, m)
+	}
+
+	names := map[string]bool{}
+	for i, ch := range f.Channels {
+		if ch == nil {
+			bad("channels[%d]: empty entry", i)
+			continue
+		}
+		where := fmt.Sprintf("channels[%d] (%s)", i, ch.Name)
+		if ch.Name == "" {
+			bad("%s: name is required", where)
+		} else if names[ch.Name] {
+			bad("%s: duplicate channel name", where)
+		}
+		names[ch.Name] = true
+		m, ok := c.byID[ch.Model]
+		if !ok {
+			bad("%s: model %q is not in the catalog", where, ch.Model)
+		}
+		if ch.Cluster == "" {
+			bad("%s: cluster is required", where)
+		}
+		if ch.UpstreamModel == "" {
+			bad("%s: upstream_model is required", where)
+		}
+		switch ch.Format {
+		case FormatOpenAI, FormatAnthropic, FormatVideo:
+			if ok && kindFormat[m.Kind] != "" && kindFormat[m.Kind] != ch.Format {
+				bad("%s: format %q cannot serve a %s model (needs %q)", where, ch.Format, m.Kind, kindFormat[m.Kind])
+			}
+		default:
+			bad("%s: format %q is not one of openai, anthropic, video", where, ch.Format)
+		}
+		if ch.Priority < 0 {
+			bad("%s: priority must be >= 0", where)
+		}
+		if ch.Weight != nil && *ch.Weight < 1 {
+			bad("%s: weight must be >= 1", where)
+		}
+		for _, t := range ch.Tiers {
+			if strings.TrimSpace(t) == "" {
+				bad("%s: empty tier name", where)
+			}
+		}
+		switch {
+		case ch.CredentialEnv != "" && ch.CredentialFile != "":
+			bad("%s: set only one of credential_env and credential_file", where)
+		case ch.CredentialEnv != "":
+			v, found := lookupEnv(ch.CredentialEnv)
+			if !found || strings.TrimSpace(v) == "" {
+				bad("%s: environment variable %s is not set", where, ch.CredentialEnv)
+			}
+			ch.credential = strings.TrimSpace(v)
+		case ch.CredentialFile != "":
+			b, err := readFile(ch.CredentialFile)
+			if err != nil {
+				bad("%s: credential_file: %w", where, err)
+			} else if strings.TrimSpace(string(b)) == "" {
+				bad("%s: credential_file %s is empty", where, ch.CredentialFile)
+			}
+			ch.credential = strings.TrimSpace(string(b))
+		default:
+			bad("%s: one of credential_env and credential_file is required", where)
+		}
+		if ok {
+			m.channels = append(m.channels, ch)
+		}
+	}
+	for _, m := range c.models {
+		slices.SortStableFunc(m.channels, func(a, b *Channel) int {
+			if a.Priority != b.Priority {
+				return a.Priority - b.Priority
+			}
+			return strings.Compare(a.Name, b.Name)
+		})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+func validateModel(m *Model, where string, bad func(string, ...any)) {
+	if !wire.ValidModelID(m.ID) {
+		bad("%s: id must be 1 to 256 characters without whitespace", where)
+	}
+	p := m.Prices
+	for _, pr := range []struct {
+		name string
+		v    *int64
+	}{
+		{"input_per_mtok", p.InputPerMTok}, {"output_per_mtok", p.OutputPerMTok},
+		{"per_million_chars", p.PerMillionChars}, {"per_image", p.PerImage}, {"per_second", p.PerSecond},
+	} {
+		if pr.v != nil && *pr.v < 0 {
+			bad("%s: prices.%s must be >= 0", where, pr.name)
+		}
+		if pr.v != nil && m.Free {
+			bad("%s: a free model carries no prices (prices.%s is set)", where, pr.name)
+		}
+	}
+	if m.MaxOutputTokens < 0 {
+		bad("%s: max_output_tokens must be > 0", where)
+	}
+	// used lists the prices a kind is billed by; any other price is a mistake.
+	var used []string
+	switch m.Kind {
+	case KindChat, KindMessages, KindResponses:
+		used = []string{"input_per_mtok", "output_per_mtok"}
+		if m.MaxOutputTokens == 0 {
+			bad("%s: max_output_tokens is required for a %s model", where, m.Kind)
+		}
+	case KindEmbeddings:
+		used = []string{"input_per_mtok"}
+	case KindSpeech:
+		used = []string{"per_million_chars"}
+		if len(m.Voices) == 0 {
+			bad("%s: a speech model needs at least one voice", where)
+		}
+	case KindImage:
+		used = []string{"per_image"}
+	case KindVideo:
+		used = []string{"per_second"}
+		switch v := m.Video; {
+		case v == nil:
+			bad("%s: a video model needs a video section", where)
+		case v.MinDurationSeconds < 1 || v.MaxDurationSeconds < v.MinDurationSeconds:
+			bad("%s: video durations must satisfy 1 <= min_duration_seconds <= max_duration_seconds", where)
+		case v.DefaultDurationSeconds != 0 && (v.DefaultDurationSeconds < v.MinDurationSeconds || v.DefaultDurationSeconds > v.MaxDurationSeconds):
+			bad("%s: video default_duration_seconds is outside the accepted range", where)
+		}
+		if m.Video != nil && m.Video.Resolution == "" {
+			bad("%s: video resolution tier is required", where)
+		}
+	default:
+		bad("%s: kind %q is not one of chat, messages, responses, embeddings, speech, image, video", where, m.Kind)
+		return
+	}
+	if m.Kind != KindVideo && m.Video != nil {
+		bad("%s: only video models have a video section", where)
+	}
+	if m.Kind != KindSpeech && len(m.Voices) > 0 {
+		bad("%s: only speech models have voices", where)
+	}
+	for _, pr := range []struct {
+		name  string
+		isSet bool
+	}{
+		{"input_per_mtok", p.InputPerMTok != nil}, {"output_per_mtok", p.OutputPerMTok != nil},
+		{"per_million_chars", p.PerMillionChars != nil}, {"per_image", p.PerImage != nil}, {"per_second", p.PerSecond != nil},
+	} {
+		if pr.isSet && !slices.Contains(used, pr.name) {
+			bad("%s: prices.%s does not apply to a %s model", where, pr.name, m.Kind)
+		}
+	}
+}

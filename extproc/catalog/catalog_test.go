@@ -1,0 +1,245 @@
+package catalog
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func demoEnv(name string) (string, bool) {
+	v, ok := map[string]string{
+		"DEMO_OPENAI_KEY": "sk-mock-openai", "DEMO_ANTHROPIC_KEY": "sk-mock-anthropic",
+		"DEMO_EXHAUSTED_KEY": "sk-mock-exhausted", "DEMO_VIDEO_KEY": "sk-mock-video",
+	}[name]
+	return v, ok
+}
+
+func noFiles(string) ([]byte, error) { return nil, os.ErrNotExist }
+
+func demoPath(t *testing.T) string {
+	_, here, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(here), "..", "..", "deploy", "local", "catalog.yaml")
+}
+
+// LoadDemo parses deploy/local/catalog.yaml with the local stack's credentials.
+func loadDemo(t *testing.T) *Catalog {
+	t.Helper()
+	data, err := os.ReadFile(demoPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(data, demoEnv, noFiles)
+	if err != nil {
+		t.Fatalf("demo catalog: %v", err)
+	}
+	return c
+}
+
+func TestDemoCatalog(t *testing.T) {
+	c := loadDemo(t)
+	if got := len(c.Models()); got != 13 {
+		t.Fatalf("models = %d, want 13", got)
+	}
+	tests := []struct {
+		name, id      string
+		kind          Kind
+		complete      bool
+		upstream      string
+		credential    string
+		tier          string
+		hasCandidate  bool
+		free, highCst bool
+	}{
+		{name: "free", id: "demo-free", kind: KindChat, complete: true, upstream: "mock-small", credential: "sk-mock-openai", tier: "default", hasCandidate: true, free: true},
+		{name: "chat", id: "demo-chat", kind: KindChat, complete: true, upstream: "mock-gpt", credential: "sk-mock-openai", tier: "default", hasCandidate: true},
+		{name: "claude", id: "demo-claude", kind: KindMessages, complete: true, upstream: "mock-claude", credential: "sk-mock-anthropic", tier: "default", hasCandidate: true},
+		{name: "unpriced", id: "demo-unpriced", kind: KindChat, complete: false, upstream: "mock-gpt", credential: "sk-mock-openai", tier: "default", hasCandidate: true},
+		{name: "exhausted", id: "demo-exhausted", kind: KindChat, complete: true, upstream: "mock-gpt", credential: "sk-mock-exhausted", tier: "default", hasCandidate: true},
+		{name: "premium", id: "demo-premium", kind: KindChat, complete: true, upstream: "mock-gpt-premium", credential: "sk-mock-openai", tier: "default", hasCandidate: true, highCst: true},
+		{name: "video", id: "demo-video", kind: KindVideo, complete: true, upstream: "mock-video", credential: "sk-mock-video", tier: "default", hasCandidate: true},
+		{name: "restricted default tier", id: "demo-restricted", kind: KindChat, complete: true, upstream: "mock-gpt", credential: "sk-mock-openai", tier: "default", hasCandidate: false},
+		{name: "restricted enterprise", id: "demo-restricted", kind: KindChat, complete: true, upstream: "mock-gpt", credential: "sk-mock-openai", tier: "enterprise", hasCandidate: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, ok := c.Model(tt.id)
+			if !ok {
+				t.Fatalf("%s missing", tt.id)
+			}
+			if m.Kind != tt.kind || m.PriceComplete() != tt.complete || m.Free != tt.free || m.HighCost != tt.highCst {
+				t.Errorf("%s: kind=%s complete=%v free=%v high=%v", tt.id, m.Kind, m.PriceComplete(), m.Free, m.HighCost)
+			}
+			if got := m.HasCandidate(tt.tier); got != tt.hasCandidate {
+				t.Errorf("HasCandidate(%s) = %v", tt.tier, got)
+			}
+			ch := m.Channels()[0]
+			if ch.UpstreamModel != tt.upstream || ch.Credential() != tt.credential || ch.Cluster != "mock-providers" {
+				t.Errorf("channel = %+v", ch)
+			}
+			if strings.Contains(ch.String(), tt.credential) {
+				t.Errorf("String leaks the credential: %s", ch)
+			}
+		})
+	}
+	if m, _ := c.Model("demo-chat"); *m.Prices.InputPerMTok != 1_000_000 || *m.Prices.OutputPerMTok != 2_000_000 || m.MaxOutputTokens != 4096 {
+		t.Errorf("demo-chat prices = %+v", m.Prices)
+	}
+	if m, _ := c.Model("demo-tts"); len(m.Voices) != 2 || *m.Prices.PerMillionChars != 15_000_000 {
+		t.Errorf("demo-tts = %+v", m)
+	}
+}
+
+func TestBrokenCatalogReportsEveryProblem(t *testing.T) {
+	doc := `
+models:
+  - id: "bad id"
+    kind: chat
+    max_output_tokens: 10
+  - id: dup
+    kind: chat
+    max_output_tokens: 10
+  - id: dup
+    kind: chat
+    max_output_tokens: 10
+  - id: nokind
+    kind: teleport
+  - id: freepriced
+    kind: chat
+    free: true
+    max_output_tokens: 10
+    prices: {input_per_mtok: 5}
+  - id: negative
+    kind: embeddings
+    prices: {input_per_mtok: -1, per_image: 3}
+  - id: speechless
+    kind: speech
+  - id: vid
+    kind: video
+    video: {min_duration_seconds: 9, max_duration_seconds: 3, resolution: 720p}
+  - id: nomax
+    kind: chat
+channels:
+  - {name: a, model: ghost, cluster: c, format: openai, upstream_model: x, credential_env: K}
+  - {name: a, model: dup, cluster: "", format: openai, upstream_model: "", credential_env: MISSING}
+  - {name: b, model: dup, cluster: c, format: anthropic, upstream_model: x, credential_env: K}
+  - {name: c, model: dup, cluster: c, format: grpc, upstream_model: x}
+  - {name: d, model: dup, cluster: c, format: openai, upstream_model: x, credential_env: K, credential_file: /f, weight: 0, priority: -1}
+`
+	_, err := Parse([]byte(doc), func(k string) (string, bool) {
+		if k == "K" {
+			return "secret", true
+		}
+		return "", false
+	}, noFiles)
+	if err == nil {
+		t.Fatal("broken catalog loaded")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`models[0] (bad id): id must be`,
+		"duplicate model id",
+		`kind "teleport"`,
+		"a free model carries no prices",
+		"prices.input_per_mtok must be >= 0",
+		"prices.per_image does not apply to a embeddings model",
+		"a speech model needs at least one voice",
+		"video durations",
+		"max_output_tokens is required",
+		`model "ghost" is not in the catalog`,
+		"duplicate channel name",
+		"cluster is required",
+		"upstream_model is required",
+		"environment variable MISSING is not set",
+		`format "anthropic" cannot serve a chat model`,
+		`format "grpc" is not one of`,
+		"one of credential_env and credential_file is required",
+		"set only one of credential_env and credential_file",
+		"weight must be >= 1",
+		"priority must be >= 0",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q", want)
+		}
+	}
+	if strings.Contains(msg, "secret") {
+		t.Error("error leaks a credential")
+	}
+	if n := len(strings.Split(msg, "\n")); n < 20 {
+		t.Errorf("only %d problems reported:\n%s", n, msg)
+	}
+}
+
+func TestStrictUnknownField(t *testing.T) {
+	_, err := Parse([]byte("models:\n  - id: a\n    kind: chat\n    max_output_tokens: 1\n    colour: red\n"), demoEnv, noFiles)
+	if err == nil || !strings.Contains(err.Error(), "colour") {
+		t.Fatalf("err = %v, want unknown field colour", err)
+	}
+}
+
+func TestCredentialFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "cred")
+	if err := os.WriteFile(p, []byte("sk-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	doc := "models:\n  - {id: m, kind: chat, max_output_tokens: 5, free: true}\nchannels:\n  - {name: c, model: m, cluster: x, format: openai, upstream_model: u, credential_file: " + p + "}\n"
+	c, err := Parse([]byte(doc), demoEnv, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := c.Model("m")
+	if got := m.Channels()[0].Credential(); got != "sk-file" {
+		t.Errorf("credential = %q", got)
+	}
+	_, err = Parse([]byte(strings.ReplaceAll(doc, p, filepath.Join(dir, "none"))), demoEnv, os.ReadFile)
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: err = %v", err)
+	}
+}
+
+func TestPick(t *testing.T) {
+	w := func(n int) *int { return &n }
+	off := false
+	chans := []*Channel{
+		{Name: "p0-a", Priority: 0, Weight: w(1)},
+		{Name: "p0-b", Priority: 0, Weight: w(3)},
+		{Name: "p1", Priority: 1},
+	}
+	m := &Model{channels: chans}
+	tests := []struct {
+		name  string
+		cands []*Channel
+		draw  int
+		want  string
+	}{
+		{name: "first weight slot", cands: chans, draw: 0, want: "p0-a"},
+		{name: "second weight slots", cands: chans, draw: 1, want: "p0-b"},
+		{name: "last weight slot", cands: chans, draw: 3, want: "p0-b"},
+		{name: "only lower priority", cands: chans[2:], draw: 0, want: "p1"},
+		{name: "none", cands: nil, want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Pick(tt.cands, func(n int) int {
+				if n != 4 {
+					t.Errorf("intn(%d), want total weight 4", n)
+				}
+				return tt.draw
+			})
+			name := ""
+			if got != nil {
+				name = got.Name
+			}
+			if name != tt.want {
+				t.Errorf("Pick = %q, want %q", name, tt.want)
+			}
+		})
+	}
+	chans[0].Enabled, chans[1].Enabled = &off, &off
+	if c := m.Candidates("any"); len(c) != 1 || c[0].Name != "p1" {
+		t.Errorf("candidates with p0 disabled = %v", c)
+	}
+}

@@ -1,0 +1,231 @@
+// Package envoy is the Envoy adapter: the ext_proc ExternalProcessor gRPC server. It
+// reads each ProcessingRequest of a stream (one stream per HTTP request), hands it to
+// the request lifecycle as neutral values, and answers with the matching oneof, exactly
+// once per message and in order (Envoy 1.37+, see design/ENVOY-EXTPROC.md).
+//
+// It is the only package that imports go-control-plane. It holds no business logic:
+// everything it decides is how to express a lifecycle.Action in Envoy's terms —
+// header values in raw_value only, clear_route_cache in the same CommonResponse as the
+// header mutation, both body modes in every mode_override, a distinctive details string
+// on immediate responses.
+//
+// The end of a stream (io.EOF or codes.Canceled from Recv, which race when Envoy resets
+// the stream) is the end of the request: the lifecycle's End settles whatever was not.
+package envoy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/llmgw/gateway/extproc/lifecycle"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// SettleTimeout bounds the settlement call made after a stream ended.
+const SettleTimeout = 5 * time.Second
+
+// Server implements extprocv3.ExternalProcessorServer.
+type Server struct {
+	extprocv3.UnimplementedExternalProcessorServer
+	svc *lifecycle.Service
+	log *zap.Logger
+}
+
+var _ extprocv3.ExternalProcessorServer = (*Server)(nil)
+
+// New returns a Server over the lifecycle service.
+func New(svc *lifecycle.Service, log *zap.Logger) *Server {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Server{svc: svc, log: log}
+}
+
+// Stream is the part of the gRPC stream Process uses, so tests can drive it with a
+// channel-backed fake.
+type Stream interface {
+	Context() context.Context
+	Recv() (*extprocv3.ProcessingRequest, error)
+	Send(*extprocv3.ProcessingResponse) error
+}
+
+// Process serves one HTTP request's stream.
+func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
+	return s.Serve(stream)
+}
+
+// Serve runs the stream loop over any Stream.
+func (s *Server) Serve(stream Stream) error {
+	ctx := stream.Context()
+	req := s.svc.NewRequest()
+	cause := "stream_closed"
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SettleTimeout)
+		defer cancel()
+		req.End(sctx, cause)
+	}()
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
+				return nil
+			}
+			cause = "stream_error"
+			return err
+		}
+		resp := s.handle(ctx, req, msg)
+		if resp == nil {
+			continue
+		}
+		if err := stream.Send(resp); err != nil {
+			cause = "send_failed"
+			if status.Code(err) == codes.Canceled || errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func (s *Server) handle(ctx context.Context, req *lifecycle.Request, msg *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	switch v := msg.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		a := req.RequestHeaders(ctx, readHeaders(v.RequestHeaders.GetHeaders()), v.RequestHeaders.GetEndOfStream())
+		if a.Immediate != nil {
+			return immediate(a.Immediate)
+		}
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
+			RequestHeaders: &extprocv3.HeadersResponse{Response: common(a)}}}
+	case *extprocv3.ProcessingRequest_RequestBody:
+		a := req.RequestBody(ctx, v.RequestBody.GetBody(), v.RequestBody.GetEndOfStream())
+		if a.Immediate != nil {
+			return immediate(a.Immediate)
+		}
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+			RequestBody: &extprocv3.BodyResponse{Response: common(a)}}}
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		h := readHeaders(v.ResponseHeaders.GetHeaders())
+		code := 0
+		for _, x := range h {
+			if x.Name == ":status" {
+				code, _ = strconv.Atoi(x.Value)
+			}
+		}
+		a := req.ResponseHeaders(ctx, code, h)
+		if a.Immediate != nil {
+			return immediate(a.Immediate)
+		}
+		resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+			ResponseHeaders: &extprocv3.HeadersResponse{Response: common(a)}}}
+		if m := bodyMode(a.ResponseBodyMode); a.ResponseBodyMode != lifecycle.ModeUnchanged {
+			// Both body modes are taken literally (1.34+): always send both.
+			resp.ModeOverride = &filterv3.ProcessingMode{
+				RequestHeaderMode:   filterv3.ProcessingMode_SEND,
+				ResponseHeaderMode:  filterv3.ProcessingMode_SEND,
+				RequestBodyMode:     filterv3.ProcessingMode_BUFFERED,
+				ResponseBodyMode:    m,
+				RequestTrailerMode:  filterv3.ProcessingMode_SKIP,
+				ResponseTrailerMode: filterv3.ProcessingMode_SKIP,
+			}
+		}
+		return resp
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		a := req.ResponseBody(ctx, v.ResponseBody.GetBody(), v.ResponseBody.GetEndOfStream())
+		if a.Immediate != nil {
+			return immediate(a.Immediate)
+		}
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+			ResponseBody: &extprocv3.BodyResponse{Response: common(a)}}}
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
+			RequestTrailers: &extprocv3.TrailersResponse{}}}
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
+			ResponseTrailers: &extprocv3.TrailersResponse{}}}
+	}
+	// Messages of other kinds (flow-control frames of newer protocol versions) need no
+	// answer.
+	s.log.Debug("ignoring ext_proc message without a request oneof")
+	return nil
+}
+
+func bodyMode(m lifecycle.BodyMode) filterv3.ProcessingMode_BodySendMode {
+	switch m {
+	case lifecycle.ModeBuffered:
+		return filterv3.ProcessingMode_BUFFERED
+	case lifecycle.ModeStreamed:
+		return filterv3.ProcessingMode_STREAMED
+	}
+	return filterv3.ProcessingMode_NONE
+}
+
+// readHeaders converts Envoy's header map, reading raw_value (value as a fallback).
+func readHeaders(hm *corev3.HeaderMap) []lifecycle.Header {
+	hs := hm.GetHeaders()
+	out := make([]lifecycle.Header, len(hs))
+	for i, h := range hs {
+		v := string(h.GetRawValue())
+		if v == "" {
+			v = h.GetValue()
+		}
+		out[i] = lifecycle.Header{Name: h.GetKey(), Value: v}
+	}
+	return out
+}
+
+// common expresses an Action as a CommonResponse, or nil for "continue unchanged".
+func common(a lifecycle.Action) *extprocv3.CommonResponse {
+	var c extprocv3.CommonResponse
+	empty := true
+	if len(a.SetHeaders) > 0 || len(a.RemoveHeaders) > 0 {
+		c.HeaderMutation = mutation(a.SetHeaders, a.RemoveHeaders)
+		c.ClearRouteCache = a.ClearRouteCache
+		empty = false
+	}
+	if a.ReplaceBody {
+		if len(a.Body) == 0 {
+			c.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_ClearBody{ClearBody: true}}
+		} else {
+			c.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: a.Body}}
+		}
+		empty = false
+	}
+	if empty {
+		return nil
+	}
+	return &c
+}
+
+func mutation(set []lifecycle.Header, remove []string) *extprocv3.HeaderMutation {
+	m := &extprocv3.HeaderMutation{RemoveHeaders: remove}
+	if len(set) > 0 {
+		m.SetHeaders = make([]*corev3.HeaderValueOption, len(set))
+		for i, h := range set {
+			m.SetHeaders[i] = &corev3.HeaderValueOption{
+				Header: &corev3.HeaderValue{Key: h.Name, RawValue: []byte(h.Value)},
+				Append: wrapperspb.Bool(false),
+			}
+		}
+	}
+	return m
+}
+
+func immediate(im *lifecycle.Immediate) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+		ImmediateResponse: &extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(im.Status)},
+			Headers: mutation(im.Headers, nil),
+			Body:    im.Body,
+			Details: im.Details,
+		}}}
+}

@@ -1,0 +1,311 @@
+// Package ledgerclient implements the request lifecycle's Ledger over the accounting
+// gRPC service, with a key cache in front of Authenticate.
+//
+// It is the only extproc package that imports the generated accounting code: it turns
+// refused calls into *ledger.Refusal errors read from the status's accountingv1.Refusal
+// detail (never from messages), and wire types into the ledger domain types.
+//
+// # Key cache
+//
+// Authenticate results are cached by key hash, but only while the WatchChanges stream is
+// connected: every change drops the key's and the account's entries, a RESET (sent
+// first on every stream) or the loss of the stream drops everything, and while the
+// stream is down nothing is cached at all (every call goes to accounting) until it
+// reconnects, with backoff. Entries also have a maximum age (default 30 s). So a revoked
+// key stops working on every replica as soon as the change reaches it (normally well
+// under a second); and Reserve rechecks key and account state authoritatively anyway.
+// Only successful grants are cached: refusals always go back to accounting.
+package ledgerclient
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/lifecycle"
+	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// DefaultMaxAge is how long a cached grant is used at most.
+const DefaultMaxAge = 30 * time.Second
+
+// Options tune a Client; the zero value is usable.
+type Options struct {
+	MaxAge time.Duration
+	// MaxEntries bounds the cache; it is cleared when full. Default 100,000.
+	MaxEntries int
+	// Backoff bounds the reconnect delay of the watch (min, max); defaults 100 ms, 5 s.
+	MinBackoff, MaxBackoff time.Duration
+	Now                    func() time.Time
+	Log                    *zap.Logger
+}
+
+// Client is a lifecycle.Ledger over accountingv1.LedgerServiceClient. Safe for
+// concurrent use.
+type Client struct {
+	rpc  accountingv1.LedgerServiceClient
+	opts Options
+
+	mu        sync.Mutex
+	connected bool // the watch stream is up and has delivered its RESET
+	entries   map[string]entry
+	gen       uint64 // bumped on every invalidation; stale fills are dropped
+}
+
+type entry struct {
+	grant   ledger.Grant
+	expires time.Time
+}
+
+var _ lifecycle.Ledger = (*Client)(nil)
+
+// New returns a Client. Call Watch (in its own goroutine) to enable the cache.
+func New(rpc accountingv1.LedgerServiceClient, opts Options) *Client {
+	if opts.MaxAge <= 0 {
+		opts.MaxAge = DefaultMaxAge
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = 100_000
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = 5 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	return &Client{rpc: rpc, opts: opts, entries: map[string]entry{}}
+}
+
+// Connected reports whether the change stream is up (and the cache in use).
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connected
+}
+
+// Authenticate implements lifecycle.Ledger.
+func (c *Client) Authenticate(ctx context.Context, keyHash []byte) (ledger.Grant, error) {
+	k := string(keyHash)
+	c.mu.Lock()
+	gen, connected := c.gen, c.connected
+	if connected {
+		if e, ok := c.entries[k]; ok && c.opts.Now().Before(e.expires) {
+			c.mu.Unlock()
+			return e.grant, nil
+		}
+	}
+	c.mu.Unlock()
+
+	resp, err := c.rpc.Authenticate(ctx, &accountingv1.AuthenticateRequest{KeyHash: keyHash})
+	if err != nil {
+		return ledger.Grant{}, fromStatus(err)
+	}
+	g := grantFromProto(resp.GetGrant())
+	c.mu.Lock()
+	// Cache only when no invalidation happened during the call and the stream is up.
+	if c.connected && c.gen == gen {
+		if len(c.entries) >= c.opts.MaxEntries {
+			c.entries = map[string]entry{}
+		}
+		c.entries[k] = entry{grant: g, expires: c.opts.Now().Add(c.opts.MaxAge)}
+	}
+	c.mu.Unlock()
+	return g, nil
+}
+
+// Reserve implements lifecycle.Ledger.
+func (c *Client) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
+	pool := accountingv1.Pool_POOL_GENERAL
+	if r.Pool == ledger.PoolHighCost {
+		pool = accountingv1.Pool_POOL_HIGH_COST
+	}
+	resp, err := c.rpc.Reserve(ctx, &accountingv1.ReserveRequest{
+		RequestId: r.RequestID, KeyId: r.KeyID, Model: r.Model, AmountMicros: r.Amount,
+		Pool: pool, TtlSeconds: int32(r.TTL / time.Second),
+	})
+	if err != nil {
+		return ledger.Reservation{}, fromStatus(err)
+	}
+	res := ledger.Reservation{
+		ID: resp.GetReservationId(), AccountID: resp.GetAccountId(), KeyID: r.KeyID, Model: r.Model,
+		Amount: resp.GetAmountMicros(), Pool: r.Pool, State: ledger.StateHeld,
+	}
+	if resp.GetExpiresAt() != nil {
+		res.ExpiresAt = resp.GetExpiresAt().AsTime()
+	}
+	return res, nil
+}
+
+// Commit implements lifecycle.Ledger.
+func (c *Client) Commit(ctx context.Context, cr ledger.CommitRequest) (ledger.CommitResult, error) {
+	resp, err := c.rpc.Commit(ctx, &accountingv1.CommitRequest{
+		ReservationId: cr.ReservationID, ActualMicros: cr.Actual,
+		Usage: &accountingv1.Usage{
+			InputTokens: cr.Usage.InputTokens, OutputTokens: cr.Usage.OutputTokens, Units: cr.Usage.Units,
+		},
+		UpstreamModel: cr.UpstreamModel, Channel: cr.Channel,
+	})
+	if err != nil {
+		return ledger.CommitResult{}, fromStatus(err)
+	}
+	return ledger.CommitResult{Charged: resp.GetChargedMicros(), Capped: resp.GetCapped(), Replayed: resp.GetReplayed()}, nil
+}
+
+// Release implements lifecycle.Ledger.
+func (c *Client) Release(ctx context.Context, id, reason string) (ledger.ReleaseResult, error) {
+	resp, err := c.rpc.Release(ctx, &accountingv1.ReleaseRequest{ReservationId: id, Reason: reason})
+	if err != nil {
+		return ledger.ReleaseResult{}, fromStatus(err)
+	}
+	st := map[accountingv1.ReservationState]ledger.ReservationState{
+		accountingv1.ReservationState_RESERVATION_STATE_HELD:      ledger.StateHeld,
+		accountingv1.ReservationState_RESERVATION_STATE_COMMITTED: ledger.StateCommitted,
+		accountingv1.ReservationState_RESERVATION_STATE_RELEASED:  ledger.StateReleased,
+		accountingv1.ReservationState_RESERVATION_STATE_EXPIRED:   ledger.StateExpired,
+	}[resp.GetState()]
+	return ledger.ReleaseResult{State: st, Charged: resp.GetChargedMicros()}, nil
+}
+
+var reasons = map[accountingv1.Reason]ledger.Reason{
+	accountingv1.Reason_REASON_INVALID_API_KEY:            ledger.ReasonInvalidAPIKey,
+	accountingv1.Reason_REASON_ACCOUNT_SUSPENDED:          ledger.ReasonAccountSuspended,
+	accountingv1.Reason_REASON_INSUFFICIENT_CREDITS:       ledger.ReasonInsufficientCredits,
+	accountingv1.Reason_REASON_KEY_LIMIT_REACHED:          ledger.ReasonKeyLimitReached,
+	accountingv1.Reason_REASON_CONCURRENCY_LIMIT_EXCEEDED: ledger.ReasonConcurrencyLimitExceeded,
+	accountingv1.Reason_REASON_RATE_LIMIT_EXCEEDED:        ledger.ReasonRateLimitExceeded,
+	accountingv1.Reason_REASON_RESERVATION_SETTLED:        ledger.ReasonReservationSettled,
+	accountingv1.Reason_REASON_INVALID_ARGUMENT:           ledger.ReasonInvalidArgument,
+	accountingv1.Reason_REASON_ALREADY_EXISTS:             ledger.ReasonAlreadyExists,
+}
+
+// fromStatus turns a refused call into a *ledger.Refusal (from the status's Refusal
+// detail; REASON_NOT_FOUND becomes ledger.ErrNotFound) and leaves other errors as they
+// are.
+func fromStatus(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	for _, d := range st.Details() {
+		r, ok := d.(*accountingv1.Refusal)
+		if !ok {
+			continue
+		}
+		if r.GetReason() == accountingv1.Reason_REASON_NOT_FOUND {
+			return ledger.ErrNotFound
+		}
+		if reason, known := reasons[r.GetReason()]; known {
+			return &ledger.Refusal{Reason: reason, RetryAfter: int(r.GetRetryAfterSeconds()), Limit: r.GetLimit()}
+		}
+	}
+	return err
+}
+
+func grantFromProto(g *accountingv1.KeyGrant) ledger.Grant {
+	out := ledger.Grant{
+		KeyID: g.GetKeyId(), AccountID: g.GetAccountId(), AllowedModels: g.GetAllowedModels(),
+		AdminCreated: g.GetAdminCreated(), Tier: g.GetTier(),
+		AccountSuspended: g.GetAccountSuspended(), AccountToppedUp: g.GetAccountToppedUp(),
+	}
+	if g.DailyLimitMicros != nil {
+		v := g.GetDailyLimitMicros()
+		out.DailyLimit = &v
+	}
+	if g.MonthlyLimitMicros != nil {
+		v := g.GetMonthlyLimitMicros()
+		out.MonthlyLimit = &v
+	}
+	if ts := g.GetExpiresAt(); ts != nil && ts.IsValid() && !isZero(ts) {
+		t := ts.AsTime()
+		out.ExpiresAt = &t
+	}
+	return out
+}
+
+func isZero(ts *timestamppb.Timestamp) bool { return ts.GetSeconds() == 0 && ts.GetNanos() == 0 }
+
+// Watch follows accounting's change stream until ctx ends, reconnecting with backoff.
+// The cache is used only while a stream is up.
+func (c *Client) Watch(ctx context.Context) {
+	backoff := c.opts.MinBackoff
+	for ctx.Err() == nil {
+		healthy := c.watchOnce(ctx)
+		c.disconnect()
+		if ctx.Err() != nil {
+			return
+		}
+		if healthy {
+			backoff = c.opts.MinBackoff
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, c.opts.MaxBackoff)
+	}
+}
+
+// watchOnce runs one stream; it reports whether the stream delivered anything.
+func (c *Client) watchOnce(ctx context.Context) bool {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.rpc.WatchChanges(sctx, &accountingv1.WatchChangesRequest{})
+	if err != nil {
+		c.opts.Log.Warn("watch changes: connect failed", zap.Error(err))
+		return false
+	}
+	got := false
+	for {
+		ch, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				c.opts.Log.Warn("watch changes: stream lost", zap.Error(err))
+			}
+			return got
+		}
+		got = true
+		c.apply(ch)
+	}
+}
+
+func (c *Client) apply(ch *accountingv1.WatchChangesResponse) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	switch ch.GetKind() {
+	case accountingv1.ChangeKind_CHANGE_KIND_RESET:
+		clear(c.entries)
+		c.connected = true
+	case accountingv1.ChangeKind_CHANGE_KIND_KEY, accountingv1.ChangeKind_CHANGE_KIND_ACCOUNT:
+		for k, e := range c.entries {
+			if (ch.GetKeyId() != "" && e.grant.KeyID == ch.GetKeyId()) ||
+				(ch.GetAccountId() != "" && e.grant.AccountID == ch.GetAccountId()) {
+				delete(c.entries, k)
+			}
+		}
+	default:
+		clear(c.entries)
+	}
+}
+
+func (c *Client) disconnect() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.connected = false
+	clear(c.entries)
+}

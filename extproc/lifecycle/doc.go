@@ -1,0 +1,47 @@
+// Package lifecycle is the request lifecycle of the gateway's data plane: for one HTTP
+// request it routes the endpoint, validates the body, admits the request (key, account,
+// model, price, reservation), picks an upstream channel and says how to mutate the
+// request; on the way back it observes the response and settles the reservation
+// (commit or release) exactly once.
+//
+// It knows nothing of Envoy or protobuf: the Envoy adapter calls the phase methods of a
+// Request (RequestHeaders, RequestBody, ResponseHeaders, ResponseBody, End) and turns the
+// neutral Action each returns into ext_proc messages. It talks to accounting only
+// through the small Ledger interface, with the ledger package's domain types and
+// *ledger.Refusal errors (read with errors.As, never from strings).
+//
+// # Admission order
+//
+//  1. Body too large (413): checked on content-length in the headers phase, and again
+//     on the buffered body (chunked bodies have no content-length).
+//  2. JSON and field validation (400): before the key. Validation needs nothing but the
+//     bytes, costs no accounting round trip, and reveals nothing the public spec does
+//     not: an unauthenticated caller learns only that a body is malformed. A flood of
+//     garbage never reaches accounting. (OpenAI checks the key first; what leaks either
+//     way is the same public rule set, so we prefer the order that protects accounting.)
+//  3. Key present and valid (401 invalid_api_key): missing, malformed, unknown,
+//     disabled, expired or revoked.
+//  4. Account suspended (403 account_suspended).
+//  5. Model known and served on this endpoint: an unknown public id, or a model of
+//     another kind (a Messages model on /chat/completions), is 403 model_not_available
+//     ("no route candidate for the model is available to the key"). The id already
+//     passed the invalid_model shape rule, so 400 invalid_model would be wrong; and the
+//     public catalog is public, so nothing leaks.
+//  6. Model in the key's allowlist (403 model_not_allowed; empty allowlist = all).
+//  7. Paid model on an account without a top-up (403 model_requires_topup).
+//  8. An enabled channel open to the account's tier (403 model_not_available).
+//  9. Complete published price (503 pricing_unavailable): before any upstream call or
+//     charge.
+//  10. Output limit within the model's published maximum: a request asking for more
+//     than max_output_tokens is refused with 400 invalid_max_tokens naming the maximum
+//     (rather than clamped: clamping would need a body edit the client did not ask
+//     for, and the hold must bound what the upstream may produce).
+//  11. Reserve the maximum estimated cost (402 insufficient_credits, 429
+//     key_limit_reached / concurrency_limit_exceeded / rate_limit_exceeded with
+//     Retry-After; taken from the Refusal's reason and retry_after).
+//
+// Only then is a channel picked and the request mutated.
+//
+// A Request is not safe for concurrent use: the adapter drives it from one goroutine.
+// A Service is safe for concurrent use.
+package lifecycle

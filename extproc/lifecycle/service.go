@@ -1,0 +1,518 @@
+package lifecycle
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/anthropic"
+	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/openai"
+	"github.com/llmgw/gateway/extproc/tokens"
+	"github.com/llmgw/gateway/extproc/wire"
+	"go.uber.org/zap"
+)
+
+// RoutingHeader carries the Envoy cluster the request goes to (the route's
+// cluster_header).
+const RoutingHeader = "x-gateway-upstream"
+
+// AnthropicVersion is sent upstream when the client sent no anthropic-version.
+const AnthropicVersion = "2023-06-01"
+
+// DefaultReserveTTL is how long a hold lives unless settled; accounting expires it
+// afterwards, so a crashed extproc never leaks held credits.
+const DefaultReserveTTL = 10 * time.Minute
+
+// Config wires a Service. Catalog, Ledger and Counter are required.
+type Config struct {
+	Catalog *catalog.Catalog
+	Ledger  Ledger
+	Counter *tokens.Counter
+	// Intn draws the weighted channel choice; math/rand/v2.IntN when nil.
+	Intn func(n int) int
+	// NewID makes reservation idempotency keys; 128 random bits in hex when nil.
+	NewID func() string
+	// Now is the clock for key expiry; time.Now when nil.
+	Now        func() time.Time
+	ReserveTTL time.Duration
+	// Log receives lifecycle events; never a key. Nop when nil.
+	Log *zap.Logger
+}
+
+// Service creates Requests. Safe for concurrent use.
+type Service struct {
+	cfg Config
+}
+
+// New returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Catalog == nil || cfg.Ledger == nil || cfg.Counter == nil {
+		return nil, errors.New("lifecycle: Catalog, Ledger and Counter are required")
+	}
+	if cfg.Intn == nil {
+		cfg.Intn = rand.IntN
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = randomID
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ReserveTTL <= 0 {
+		cfg.ReserveTTL = DefaultReserveTTL
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	return &Service{cfg: cfg}, nil
+}
+
+func randomID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// NewRequest starts the lifecycle of one HTTP request.
+func (s *Service) NewRequest() *Request {
+	return &Request{svc: s, contentLength: -1, counted: -1}
+}
+
+// Request is one HTTP request's lifecycle. Not safe for concurrent use.
+type Request struct {
+	svc *Service
+
+	endpoint      Endpoint
+	env           apierr.Envelope
+	contentLength int64
+	hasKey        bool
+	keyOK         bool // the presented key has the gateway key shape
+	keyHash       [sha256.Size]byte
+	clientVersion bool // the client sent anthropic-version
+
+	parsed  wire.Parsed
+	counted int64 // the prompt's plain token count; -1 until counted
+	model   *catalog.Model
+	channel *catalog.Channel
+	grant   ledger.Grant
+
+	reservation *ledger.Reservation
+	settled     bool
+	resp        *responseState
+}
+
+// Reservation returns the request's reservation, if admitted.
+func (r *Request) Reservation() (ledger.Reservation, bool) {
+	if r.reservation == nil {
+		return ledger.Reservation{}, false
+	}
+	return *r.reservation, true
+}
+
+// Channel returns the channel the request was routed to, if admitted.
+func (r *Request) Channel() *catalog.Channel { return r.channel }
+
+func (r *Request) fail(e *apierr.Error) Action {
+	return Action{Immediate: errImmediate(e, r.env)}
+}
+
+// RequestHeaders handles the request headers. endOfStream is true when no body
+// follows (GET, or a body of length 0).
+func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStream bool) Action {
+	var method, path, auth, xKey string
+	for _, h := range headers {
+		switch h.Name {
+		case ":method":
+			method = h.Value
+		case ":path":
+			path = h.Value
+		case "content-length":
+			if n, err := strconv.ParseInt(h.Value, 10, 64); err == nil {
+				r.contentLength = n
+			}
+		case "authorization":
+			auth = h.Value
+		case "x-api-key":
+			xKey = h.Value
+		case "anthropic-version":
+			r.clientVersion = true
+		}
+	}
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	rt, ok := routes[path]
+	if !ok {
+		r.env = apierr.OpenAI
+		return r.fail(apierr.New(apierr.NotFound, "Unknown request URL: "+method+" "+truncate(path, 200)+"."))
+	}
+	r.endpoint, r.env = rt.ep, rt.env
+	if method != rt.method {
+		a := r.fail(apierr.New(apierr.MethodNotAllowed, "Method "+truncate(method, 16)+" is not allowed on "+path+"; use "+rt.method+"."))
+		a.Immediate.Headers = append(a.Immediate.Headers, Header{"allow", rt.method})
+		return a
+	}
+	r.readKey(auth, xKey)
+	if r.endpoint == EndpointModels {
+		return r.listModels(ctx)
+	}
+	if r.contentLength > wire.MaxBodyBytes {
+		return r.fail(tooLarge())
+	}
+	if endOfStream {
+		return r.fail(apierr.New(apierr.InvalidRequest, "The request body is empty; a JSON object is required."))
+	}
+	// Envoy routes on this header: a client's copy must never choose the cluster.
+	return Action{RemoveHeaders: []string{RoutingHeader}}
+}
+
+func tooLarge() *apierr.Error {
+	return apierr.New(apierr.RequestBodyTooLarge, "The request body exceeds the 2 MiB limit.")
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// readKey takes the key from "authorization: Bearer" or x-api-key and keeps only its
+// hash.
+func (r *Request) readKey(auth, xKey string) {
+	key := ""
+	if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		key = strings.TrimSpace(auth[7:])
+	}
+	if key == "" {
+		key = strings.TrimSpace(xKey)
+	}
+	if key == "" {
+		return
+	}
+	r.hasKey = true
+	r.keyOK = strings.HasPrefix(key, "gw-") && len(key) >= 3+43
+	r.keyHash = sha256.Sum256([]byte(key))
+}
+
+// authenticate resolves the key to a grant, or the error to answer with.
+func (r *Request) authenticate(ctx context.Context) *apierr.Error {
+	if !r.hasKey {
+		return apierr.New(apierr.InvalidAPIKey, "Missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
+	}
+	if !r.keyOK {
+		return apierr.New(apierr.InvalidAPIKey, "Invalid API key.")
+	}
+	g, err := r.svc.cfg.Ledger.Authenticate(ctx, r.keyHash[:])
+	if err != nil {
+		return r.ledgerError(err, "authenticate")
+	}
+	if g.ExpiresAt != nil && !r.svc.cfg.Now().Before(*g.ExpiresAt) {
+		return apierr.New(apierr.InvalidAPIKey, "Invalid API key.")
+	}
+	r.grant = g
+	return nil
+}
+
+// ledgerError maps an accounting error to the client's error: a Refusal by its reason,
+// anything else (accounting unreachable) as service_unavailable.
+func (r *Request) ledgerError(err error, op string) *apierr.Error {
+	var ref *ledger.Refusal
+	if !errors.As(err, &ref) {
+		r.svc.cfg.Log.Warn("accounting call failed", zap.String("op", op), zap.Error(err))
+		return apierr.New(apierr.ServiceUnavailable, "The service is temporarily unable to authorize requests.")
+	}
+	switch ref.Reason {
+	case ledger.ReasonInvalidAPIKey:
+		return apierr.New(apierr.InvalidAPIKey, "Invalid API key.")
+	case ledger.ReasonAccountSuspended:
+		return apierr.New(apierr.AccountSuspended, "The account is suspended.")
+	case ledger.ReasonInsufficientCredits:
+		return apierr.New(apierr.InsufficientCredits, "Available credits cannot cover the request's maximum estimated cost (credits held by in-flight requests are not available). Lower the output-token limit, wait for a request to finish, or add credits.")
+	case ledger.ReasonKeyLimitReached:
+		e := apierr.New(apierr.KeyLimitReached, "The request would cross the key's "+limitName(ref.Limit)+"spend limit.")
+		e.RetryAfter = ref.RetryAfter
+		return e
+	case ledger.ReasonConcurrencyLimitExceeded:
+		e := apierr.New(apierr.ConcurrencyLimitExceeded, "Too many requests are in flight on the account.")
+		e.RetryAfter = ref.RetryAfter
+		if e.RetryAfter <= 0 {
+			e.RetryAfter = ledger.ConcurrencyRetryAfter
+		}
+		return e
+	case ledger.ReasonRateLimitExceeded:
+		e := apierr.New(apierr.RateLimitExceeded, "The account's requests-per-minute limit is exceeded.")
+		e.RetryAfter = ref.RetryAfter
+		return e
+	}
+	r.svc.cfg.Log.Warn("unexpected refusal", zap.String("op", op), zap.Stringer("reason", ref.Reason))
+	return apierr.New(apierr.InternalError, "The request could not be processed.")
+}
+
+func limitName(l string) string {
+	if l == "daily" || l == "monthly" {
+		return l + " "
+	}
+	return ""
+}
+
+// RequestBody handles the buffered request body: validation, admission, reservation,
+// channel choice and mutation.
+func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool) Action {
+	if len(body) > wire.MaxBodyBytes {
+		return r.fail(tooLarge())
+	}
+	if !endOfStream {
+		// The request body mode must be BUFFERED (one message with the whole body):
+		// a streamed chunk cannot be validated or rewritten. Fail closed.
+		r.svc.cfg.Log.Error("request body arrived in chunks: configure request_body_mode BUFFERED")
+		return r.fail(apierr.New(apierr.InternalError, "The request could not be processed."))
+	}
+	var perr *apierr.Error
+	switch r.endpoint {
+	case EndpointChat:
+		r.parsed, perr = openai.ParseChat(body)
+	case EndpointMessages:
+		r.parsed, perr = anthropic.ParseMessages(body)
+	case EndpointCountTokens:
+		r.parsed, perr = anthropic.ParseCountTokens(body)
+	default:
+		return Action{}
+	}
+	if perr != nil {
+		return r.fail(perr)
+	}
+	if e := r.admit(ctx); e != nil {
+		return r.fail(e)
+	}
+	if r.endpoint == EndpointCountTokens {
+		n := r.promptTokens()
+		return Action{Immediate: &Immediate{
+			Status:  200,
+			Headers: []Header{{"content-type", "application/json"}},
+			Body:    []byte(`{"input_tokens":` + strconv.FormatInt(n, 10) + `}`),
+			Details: "extproc_count_tokens",
+		}}
+	}
+	if e := r.reserve(ctx); e != nil {
+		return r.fail(e)
+	}
+	a, err := r.mutate(body)
+	if err != nil {
+		r.svc.cfg.Log.Error("request mutation failed", zap.Error(err))
+		r.release(ctx, "mutation_failed")
+		return r.fail(apierr.New(apierr.InternalError, "The request could not be processed."))
+	}
+	return a
+}
+
+// kindOf is the catalog kind each endpoint serves.
+var kindOf = map[Endpoint]catalog.Kind{
+	EndpointChat: catalog.KindChat, EndpointMessages: catalog.KindMessages, EndpointCountTokens: catalog.KindMessages,
+}
+
+// admit runs steps 3 to 10 of the admission order (see the package doc).
+func (r *Request) admit(ctx context.Context) *apierr.Error {
+	if e := r.authenticate(ctx); e != nil {
+		return e
+	}
+	g := &r.grant
+	if g.AccountSuspended {
+		return apierr.New(apierr.AccountSuspended, "The account is suspended.")
+	}
+	id := r.parsed.Model
+	m, ok := r.svc.cfg.Catalog.Model(id)
+	if !ok || m.Kind != kindOf[r.endpoint] {
+		return apierr.Param(apierr.ModelNotAvailable, "model", "The model '"+id+"' is not available on this endpoint.")
+	}
+	r.model = m
+	if len(g.AllowedModels) > 0 && !contains(g.AllowedModels, id) {
+		return apierr.Param(apierr.ModelNotAllowed, "model", "This key is not allowed to call the model '"+id+"'.")
+	}
+	if !m.Free && !g.AccountToppedUp {
+		return apierr.Param(apierr.ModelRequiresTopUp, "model", "The model '"+id+"' requires a top-up; free models remain callable.")
+	}
+	if !m.HasCandidate(g.Tier) {
+		return apierr.Param(apierr.ModelNotAvailable, "model", "No route for the model '"+id+"' is available to this key.")
+	}
+	if !m.PriceComplete() {
+		return apierr.Param(apierr.PricingUnavailable, "model", "No complete published price exists for the model '"+id+"'.")
+	}
+	if r.parsed.MaxOutput > m.MaxOutputTokens && r.endpoint != EndpointCountTokens {
+		return apierr.Param(apierr.InvalidMaxTokens, r.parsed.MaxOutputParam,
+			"'"+r.parsed.MaxOutputParam+"' is too large: the model '"+id+"' supports at most "+strconv.FormatInt(m.MaxOutputTokens, 10)+" output tokens.")
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxCost is the request's maximum estimated cost in micro-credits: the prompt's
+// estimate times the input price plus the output limit (the request's, else the
+// model's) times the output price, each rounded up. Free models cost 0.
+func (r *Request) MaxCost() int64 {
+	m := r.model
+	if m == nil || m.Free {
+		return 0
+	}
+	out := r.parsed.MaxOutput
+	if out == 0 {
+		out = m.MaxOutputTokens
+	}
+	var in, outP int64
+	if m.Prices.InputPerMTok != nil {
+		in = *m.Prices.InputPerMTok
+	}
+	if m.Prices.OutputPerMTok != nil {
+		outP = *m.Prices.OutputPerMTok
+	}
+	return tokens.Cost(tokens.WithMargin(r.promptTokens(), r.parsed.Prompt.Media), in) + tokens.Cost(out, outP)
+}
+
+// promptTokens is the prompt's plain count (no margin), counted once per request.
+func (r *Request) promptTokens() int64 {
+	if r.counted < 0 {
+		r.counted = r.svc.cfg.Counter.Count(r.parsed.Prompt)
+	}
+	return r.counted
+}
+
+func (r *Request) reserve(ctx context.Context) *apierr.Error {
+	pool := ledger.PoolGeneral
+	if r.model.HighCost {
+		pool = ledger.PoolHighCost
+	}
+	res, err := r.svc.cfg.Ledger.Reserve(ctx, ledger.ReserveRequest{
+		RequestID: r.svc.cfg.NewID(),
+		KeyID:     r.grant.KeyID,
+		Model:     r.model.ID,
+		Amount:    r.MaxCost(),
+		Pool:      pool,
+		TTL:       r.svc.cfg.ReserveTTL,
+	})
+	if err != nil {
+		return r.ledgerError(err, "reserve")
+	}
+	r.reservation = &res
+	return nil
+}
+
+// mutate picks the channel and rewrites the request for it.
+func (r *Request) mutate(body []byte) (Action, error) {
+	ch := catalog.Pick(r.model.Candidates(r.grant.Tier), r.svc.cfg.Intn)
+	if ch == nil {
+		return Action{}, errors.New("no candidate channel after admission")
+	}
+	r.channel = ch
+	var err error
+	switch ch.Format {
+	case catalog.FormatAnthropic:
+		body, err = anthropic.SetModel(body, ch.UpstreamModel)
+	default:
+		body, err = openai.SetModel(body, ch.UpstreamModel)
+		if err == nil && r.endpoint == EndpointChat && r.parsed.Stream && !r.parsed.IncludeUsage {
+			body, err = openai.ForceIncludeUsage(body)
+		}
+	}
+	if err != nil {
+		return Action{}, err
+	}
+	a := Action{
+		Body:            body,
+		ReplaceBody:     true,
+		ClearRouteCache: true,
+		SetHeaders: []Header{
+			{"content-length", strconv.Itoa(len(body))},
+			{RoutingHeader, ch.Cluster},
+		},
+	}
+	if ch.Format == catalog.FormatAnthropic {
+		a.SetHeaders = append(a.SetHeaders, Header{"x-api-key", ch.Credential()})
+		if !r.clientVersion {
+			a.SetHeaders = append(a.SetHeaders, Header{"anthropic-version", AnthropicVersion})
+		}
+		a.RemoveHeaders = []string{"authorization"}
+	} else {
+		a.SetHeaders = append(a.SetHeaders, Header{"authorization", "Bearer " + ch.Credential()})
+		a.RemoveHeaders = []string{"x-api-key"}
+	}
+	return a, nil
+}
+
+// release returns the hold, once.
+func (r *Request) release(ctx context.Context, reason string) {
+	if r.reservation == nil || r.settled {
+		return
+	}
+	r.settled = true
+	if _, err := r.svc.cfg.Ledger.Release(ctx, r.reservation.ID, reason); err != nil {
+		// The hold expires server-side; log and move on.
+		r.svc.cfg.Log.Warn("release failed", zap.String("reservation", r.reservation.ID), zap.Error(err))
+	}
+}
+
+// commit charges the actual cost, once.
+func (r *Request) commit(ctx context.Context, in, out int64) {
+	if r.reservation == nil || r.settled {
+		return
+	}
+	r.settled = true
+	m := r.model
+	var actual int64
+	if !m.Free {
+		actual = tokens.Cost(in, deref(m.Prices.InputPerMTok)) + tokens.Cost(out, deref(m.Prices.OutputPerMTok))
+	}
+	_, err := r.svc.cfg.Ledger.Commit(ctx, ledger.CommitRequest{
+		ReservationID: r.reservation.ID,
+		Actual:        actual,
+		Usage:         ledger.Usage{InputTokens: in, OutputTokens: out},
+		UpstreamModel: r.channel.UpstreamModel,
+		Channel:       r.channel.Name,
+	})
+	if err != nil {
+		r.svc.cfg.Log.Error("commit failed", zap.String("reservation", r.reservation.ID), zap.Error(err))
+	}
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// End finishes the request and settles what was not: a stream that had started
+// delivering is charged what it delivered (counted locally, since its usage never
+// came); anything else is released. cause says why, for the record ("stream_closed",
+// ...). Safe to call more than once.
+func (r *Request) End(ctx context.Context, cause string) {
+	if r.reservation == nil || r.settled {
+		return
+	}
+	if st := r.resp; st != nil && st.stream && st.delivered {
+		r.svc.cfg.Log.Info("stream ended without usage: charging what was delivered", zap.String("cause", cause))
+		r.settleDelivered(ctx)
+		return
+	}
+	r.release(ctx, cause)
+}
+
+func apiAccountSuspended() *apierr.Error {
+	return apierr.New(apierr.AccountSuspended, "The account is suspended.")
+}

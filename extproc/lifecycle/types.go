@@ -1,0 +1,97 @@
+package lifecycle
+
+import (
+	"context"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/apierr"
+)
+
+// Ledger is what the lifecycle needs from accounting. Refusals are *ledger.Refusal
+// errors; any other error means accounting could not be asked.
+type Ledger interface {
+	Authenticate(ctx context.Context, keyHash []byte) (ledger.Grant, error)
+	Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error)
+	Commit(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error)
+	Release(ctx context.Context, reservationID, reason string) (ledger.ReleaseResult, error)
+}
+
+// Header is one HTTP header; names are lowercase.
+type Header struct{ Name, Value string }
+
+// Immediate is a complete local answer: the request goes no further.
+type Immediate struct {
+	Status  int
+	Headers []Header
+	Body    []byte
+	// Details is a distinctive string for Envoy's response-code details
+	// ("extproc_<code>"), so local_reply_config can tell our answers from Envoy's own.
+	Details string
+}
+
+// BodyMode is how the adapter asks Envoy to send the response body.
+type BodyMode int
+
+const (
+	// ModeUnchanged keeps the configured mode.
+	ModeUnchanged BodyMode = iota
+	// ModeNone: the body bypasses extproc.
+	ModeNone
+	// ModeBuffered: one message with the whole body.
+	ModeBuffered
+	// ModeStreamed: one message per chunk.
+	ModeStreamed
+)
+
+// Action is a phase's answer. The zero Action means "continue unchanged".
+type Action struct {
+	// Immediate, when set, answers the client now; every other field is ignored.
+	Immediate *Immediate
+	// SetHeaders replace (not append to) any existing values; RemoveHeaders run first.
+	SetHeaders    []Header
+	RemoveHeaders []string
+	// Body, when ReplaceBody is set, replaces the message's body (or this chunk).
+	Body        []byte
+	ReplaceBody bool
+	// ClearRouteCache makes Envoy pick the route again after the header mutation.
+	ClearRouteCache bool
+	// ResponseBodyMode overrides the response body mode (replies to response headers).
+	ResponseBodyMode BodyMode
+}
+
+// Endpoint is a route the gateway serves.
+type Endpoint int
+
+const (
+	EndpointUnknown Endpoint = iota
+	EndpointChat
+	EndpointMessages
+	EndpointCountTokens
+	EndpointModels
+)
+
+// route is an endpoint's method, envelope and name.
+type route struct {
+	method string
+	env    apierr.Envelope
+}
+
+var routes = map[string]struct {
+	ep Endpoint
+	route
+}{
+	"/v1/chat/completions":      {EndpointChat, route{"POST", apierr.OpenAI}},
+	"/v1/messages":              {EndpointMessages, route{"POST", apierr.Anthropic}},
+	"/v1/messages/count_tokens": {EndpointCountTokens, route{"POST", apierr.Anthropic}},
+	"/v1/models":                {EndpointModels, route{"GET", apierr.OpenAI}},
+}
+
+// errImmediate renders e in env as an Immediate.
+func errImmediate(e *apierr.Error, env apierr.Envelope) *Immediate {
+	r := e.Render(env)
+	h := make([]Header, len(r.Headers))
+	for i, x := range r.Headers {
+		h[i] = Header{x.Name, x.Value}
+	}
+	return &Immediate{Status: r.Status, Headers: h, Body: r.Body, Details: "extproc_" + string(e.Code)}
+}

@@ -1,0 +1,201 @@
+// Package openai holds the OpenAI wire format's request rules: validation of a Chat
+// Completions body exactly as the API spec (section 4.1) states, reading fields with gjson
+// from the client's bytes, and the in-place edits the gateway makes to such a body.
+//
+// Every failure is an *apierr.Error with the spec's code and the offending field in
+// Param. It never re-marshals a body: provider extension fields pass through untouched.
+package openai
+
+import (
+	"strconv"
+
+	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/wire"
+	"github.com/tidwall/gjson"
+)
+
+var chatRoles = map[string]bool{"developer": true, "system": true, "user": true, "assistant": true, "tool": true}
+
+// ParseChat validates a Chat Completions request body and returns its neutral form.
+//
+// Decisions the spec leaves open: max_tokens and max_completion_tokens must be written
+// as JSON integers (1.0 and 1e3 are refused: "integer" is a JSON-text property here, and
+// the upstream providers refuse them too); when both are given the larger one bounds the
+// output. n accepts any JSON number equal to 1. null counts as absent for optional
+// fields, except content, where null is an allowed value.
+func ParseChat(body []byte) (wire.Parsed, *apierr.Error) {
+	var p wire.Parsed
+	root, err := wire.Root(body)
+	if err != nil {
+		return p, err
+	}
+	if p.Model, err = wire.Model(root); err != nil {
+		return p, err
+	}
+	if p.Prompt, err = chatMessages(root.Get("messages")); err != nil {
+		return p, err
+	}
+	mt, err := wire.PositiveInt(root, "max_tokens", false)
+	if err != nil {
+		return p, err
+	}
+	mct, err := wire.PositiveInt(root, "max_completion_tokens", false)
+	if err != nil {
+		return p, err
+	}
+	switch {
+	case mct >= mt && mct > 0:
+		p.MaxOutput, p.MaxOutputParam = mct, "max_completion_tokens"
+	case mt > 0:
+		p.MaxOutput, p.MaxOutputParam = mt, "max_tokens"
+	}
+	if p.Stream, err = wire.Stream(root); err != nil {
+		return p, err
+	}
+	if n := root.Get("n"); n.Exists() && n.Type != gjson.Null && (n.Type != gjson.Number || n.Num != 1) {
+		return p, apierr.Param(apierr.InvalidN, "n", "The 'n' field only accepts the value 1.")
+	}
+	if err := wire.Range(root, "temperature", 0, 2); err != nil {
+		return p, err
+	}
+	if err := wire.Range(root, "top_p", 0, 1); err != nil {
+		return p, err
+	}
+	if so := root.Get("stream_options"); so.Exists() && so.Type != gjson.Null {
+		if !so.IsObject() {
+			return p, apierr.Param(apierr.InvalidRequest, "stream_options", "The 'stream_options' field must be an object.")
+		}
+		iu := so.Get("include_usage")
+		if iu.Exists() && iu.Type != gjson.True && iu.Type != gjson.False && iu.Type != gjson.Null {
+			return p, apierr.Param(apierr.InvalidRequest, "stream_options.include_usage", "The 'stream_options.include_usage' field must be a boolean.")
+		}
+		p.IncludeUsage = iu.Type == gjson.True
+	}
+	if err := typed(root); err != nil {
+		return p, err
+	}
+	if t := root.Get("tools"); t.Exists() && t.Type != gjson.Null {
+		p.Prompt.Texts = append(p.Prompt.Texts, t.Raw)
+	}
+	return p, nil
+}
+
+// typed checks the types of the optional fields the spec types.
+func typed(root gjson.Result) *apierr.Error {
+	if s := root.Get("stop"); s.Exists() && s.Type != gjson.Null && s.Type != gjson.String {
+		ok := s.IsArray()
+		if ok {
+			s.ForEach(func(_, v gjson.Result) bool { ok = v.Type == gjson.String; return ok })
+		}
+		if !ok {
+			return apierr.Param(apierr.InvalidRequest, "stop", "The 'stop' field must be a string or an array of strings.")
+		}
+	}
+	if t := root.Get("tools"); t.Exists() && t.Type != gjson.Null {
+		ok := t.IsArray()
+		if ok {
+			t.ForEach(func(_, v gjson.Result) bool { ok = v.IsObject(); return ok })
+		}
+		if !ok {
+			return apierr.Param(apierr.InvalidRequest, "tools", "The 'tools' field must be an array of objects.")
+		}
+	}
+	if tc := root.Get("tool_choice"); tc.Exists() && tc.Type != gjson.Null && tc.Type != gjson.String && !tc.IsObject() {
+		return apierr.Param(apierr.InvalidRequest, "tool_choice", "The 'tool_choice' field must be a string or an object.")
+	}
+	if rf := root.Get("response_format"); rf.Exists() && rf.Type != gjson.Null && !rf.IsObject() {
+		return apierr.Param(apierr.InvalidRequest, "response_format", "The 'response_format' field must be an object.")
+	}
+	if u := root.Get("user"); u.Exists() && u.Type != gjson.Null && u.Type != gjson.String {
+		return apierr.Param(apierr.InvalidRequest, "user", "The 'user' field must be a string.")
+	}
+	return nil
+}
+
+func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
+	var pr wire.Prompt
+	if !msgs.Exists() {
+		return pr, apierr.Param(apierr.InvalidRequest, "messages", "The 'messages' field is required.")
+	}
+	if !msgs.IsArray() {
+		return pr, apierr.Param(apierr.InvalidRequest, "messages", "The 'messages' field must be an array.")
+	}
+	var err *apierr.Error
+	i := 0
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		at := "messages[" + strconv.Itoa(i) + "]"
+		i++
+		if !m.IsObject() {
+			err = apierr.Param(apierr.InvalidRequest, at, "Each message must be an object.")
+			return false
+		}
+		role := m.Get("role")
+		if role.Type != gjson.String || !chatRoles[role.Str] {
+			err = apierr.Param(apierr.InvalidRequest, at+".role",
+				"The message role must be one of developer, system, user, assistant, tool.")
+			return false
+		}
+		c := m.Get("content")
+		switch {
+		case !c.Exists():
+			err = apierr.Param(apierr.InvalidRequest, at+".content", "The message content is required.")
+			return false
+		case c.Type == gjson.Null:
+		case c.Type == gjson.String:
+			pr.Texts = append(pr.Texts, c.Str)
+		case c.IsArray():
+			j := 0
+			c.ForEach(func(_, part gjson.Result) bool {
+				pat := at + ".content[" + strconv.Itoa(j) + "]"
+				j++
+				typ := part.Get("type")
+				if !part.IsObject() || typ.Type != gjson.String {
+					err = apierr.Param(apierr.InvalidRequest, pat+".type", "Each content part must be an object with a string 'type'.")
+					return false
+				}
+				if t := part.Get("text"); t.Exists() && t.Type != gjson.String {
+					err = apierr.Param(apierr.InvalidRequest, pat+".text", "A content part's 'text' must be a string.")
+					return false
+				}
+				if iu := part.Get("image_url"); iu.Exists() && iu.Type != gjson.String && !iu.IsObject() {
+					err = apierr.Param(apierr.InvalidRequest, pat+".image_url", "A content part's 'image_url' must be a string or an object.")
+					return false
+				}
+				if typ.Str == "text" || typ.Str == "refusal" {
+					pr.Texts = append(pr.Texts, part.Get("text").Str, part.Get("refusal").Str)
+				} else {
+					pr.Media++
+				}
+				return true
+			})
+			if err != nil {
+				return false
+			}
+		default:
+			err = apierr.Param(apierr.InvalidRequest, at+".content", "The message content must be a string, an array of content parts, or null.")
+			return false
+		}
+		for _, f := range []string{"name", "tool_call_id"} {
+			if v := m.Get(f); v.Exists() && v.Type != gjson.Null && v.Type != gjson.String {
+				err = apierr.Param(apierr.InvalidRequest, at+"."+f, "The message's '"+f+"' must be a string.")
+				return false
+			}
+		}
+		if tc := m.Get("tool_calls"); tc.Exists() && tc.Type != gjson.Null {
+			if !tc.IsArray() {
+				err = apierr.Param(apierr.InvalidRequest, at+".tool_calls", "The message's 'tool_calls' must be an array.")
+				return false
+			}
+			pr.Texts = append(pr.Texts, tc.Raw)
+		}
+		pr.Messages++
+		return true
+	})
+	if err != nil {
+		return pr, err
+	}
+	if pr.Messages == 0 {
+		return pr, apierr.Param(apierr.InvalidRequest, "messages", "The 'messages' field must hold at least one message.")
+	}
+	return pr, nil
+}

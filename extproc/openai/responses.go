@@ -1,0 +1,143 @@
+package openai
+
+import (
+	"strconv"
+
+	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/wire"
+	"github.com/tidwall/gjson"
+)
+
+// ParseResponses validates a Responses request body (spec section 4.4) and returns its
+// neutral form.
+//
+// input is a string or an array of objects (Responses input items). The prompt the hold
+// is estimated from is every text the items carry: message content (a string, or the
+// text of input_text/output_text/refusal parts), function call arguments and outputs,
+// and any other item as its raw JSON; image, file and audio parts count as media.
+// instructions and tools count as text too. Each item counts as one message of framing.
+func ParseResponses(body []byte) (wire.Parsed, *apierr.Error) {
+	var p wire.Parsed
+	root, err := wire.Root(body)
+	if err != nil {
+		return p, err
+	}
+	if p.Model, err = wire.Model(root); err != nil {
+		return p, err
+	}
+	if p.Prompt, err = responsesInput(root.Get("input")); err != nil {
+		return p, err
+	}
+	if in := root.Get("instructions"); in.Exists() && in.Type != gjson.Null {
+		if in.Type != gjson.String {
+			return p, apierr.Param(apierr.InvalidRequest, "instructions", "The 'instructions' field must be a string.")
+		}
+		p.Prompt.Texts = append(p.Prompt.Texts, in.Str)
+	}
+	if p.MaxOutput, err = wire.PositiveInt(root, "max_output_tokens", false); err != nil {
+		return p, err
+	}
+	if p.MaxOutput > 0 {
+		p.MaxOutputParam = "max_output_tokens"
+	}
+	if p.Stream, err = wire.Stream(root); err != nil {
+		return p, err
+	}
+	if err := wire.Range(root, "temperature", 0, 2); err != nil {
+		return p, err
+	}
+	if err := wire.Range(root, "top_p", 0, 1); err != nil {
+		return p, err
+	}
+	if t := root.Get("tools"); t.Exists() && t.Type != gjson.Null {
+		ok := t.IsArray()
+		if ok {
+			t.ForEach(func(_, v gjson.Result) bool { ok = v.IsObject(); return ok })
+		}
+		if !ok {
+			return p, apierr.Param(apierr.InvalidRequest, "tools", "The 'tools' field must be an array of objects.")
+		}
+		p.Prompt.Texts = append(p.Prompt.Texts, t.Raw)
+	}
+	if tc := root.Get("tool_choice"); tc.Exists() && tc.Type != gjson.Null && tc.Type != gjson.String && !tc.IsObject() {
+		return p, apierr.Param(apierr.InvalidRequest, "tool_choice", "The 'tool_choice' field must be a string or an object.")
+	}
+	if md := root.Get("metadata"); md.Exists() && md.Type != gjson.Null && !md.IsObject() {
+		return p, apierr.Param(apierr.InvalidRequest, "metadata", "The 'metadata' field must be an object.")
+	}
+	return p, nil
+}
+
+// responsesMedia are the content part types that carry no text.
+var responsesMedia = map[string]bool{"input_image": true, "input_file": true, "input_audio": true}
+
+func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
+	var pr wire.Prompt
+	switch {
+	case !in.Exists() || in.Type == gjson.Null:
+		return pr, apierr.Param(apierr.InvalidRequest, "input", "The 'input' field is required.")
+	case in.Type == gjson.String:
+		pr.Texts = append(pr.Texts, in.Str)
+		pr.Messages = 1
+		return pr, nil
+	case !in.IsArray():
+		return pr, apierr.Param(apierr.InvalidRequest, "input", "The 'input' field must be a string or an array of input items.")
+	}
+	var err *apierr.Error
+	i := 0
+	in.ForEach(func(_, item gjson.Result) bool {
+		at := "input[" + strconv.Itoa(i) + "]"
+		i++
+		if !item.IsObject() {
+			err = apierr.Param(apierr.InvalidRequest, at, "Each input item must be an object.")
+			return false
+		}
+		pr.Messages++
+		c := item.Get("content")
+		switch {
+		case c.Type == gjson.String:
+			pr.Texts = append(pr.Texts, c.Str)
+		case c.IsArray():
+			j := 0
+			c.ForEach(func(_, part gjson.Result) bool {
+				pat := at + ".content[" + strconv.Itoa(j) + "]"
+				j++
+				typ := part.Get("type")
+				if !part.IsObject() || typ.Type != gjson.String {
+					err = apierr.Param(apierr.InvalidRequest, pat+".type", "Each content part must be an object with a string 'type'.")
+					return false
+				}
+				if t := part.Get("text"); t.Exists() && t.Type != gjson.String {
+					err = apierr.Param(apierr.InvalidRequest, pat+".text", "A content part's 'text' must be a string.")
+					return false
+				}
+				switch {
+				case responsesMedia[typ.Str]:
+					pr.Media++
+				case typ.Str == "refusal":
+					pr.Texts = append(pr.Texts, part.Get("refusal").Str)
+				default:
+					pr.Texts = append(pr.Texts, part.Get("text").Str)
+				}
+				return true
+			})
+			if err != nil {
+				return false
+			}
+		case c.Exists() && c.Type != gjson.Null:
+			err = apierr.Param(apierr.InvalidRequest, at+".content", "An input item's content must be a string or an array of content parts.")
+			return false
+		default:
+			// Function calls, their outputs, reasoning and other items: count their JSON.
+			pr.Texts = append(pr.Texts, item.Raw)
+		}
+		return true
+	})
+	if err != nil {
+		return pr, err
+	}
+	if pr.Messages == 0 {
+		return pr, apierr.Param(apierr.InvalidRequest, "input", "The 'input' field must hold at least one item.")
+	}
+	return pr, nil
+}

@@ -1,0 +1,131 @@
+package response
+
+import (
+	"mime"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/llmgw/gateway/extproc/apierr"
+)
+
+// UsableSuccess reports whether an upstream response with this status and content type
+// can be rewritten and sent on as a success: a 2xx whose media type is what was asked
+// (text/event-stream for a stream, JSON otherwise). Anything else goes to ClassifyUpstream.
+func UsableSuccess(stream bool, status int, contentType string) bool {
+	if status < 200 || status > 299 {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	if stream {
+		return mt == "text/event-stream"
+	}
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+// ClassifyUpstream returns the API error code that answers an upstream response that is
+// not sent on as a success (a non-2xx, or a 2xx that UsableSuccess or Write refused).
+// Only the code is returned: the provider's message never reaches the client.
+//
+//   - The upstream account cannot serve → apierr.UpstreamAccountUnavailable: any 401
+//     (OpenAI invalid_api_key, Anthropic authentication_error), 402 (Anthropic
+//     billing_error), 403 (Anthropic permission_error; OpenAI request_forbidden such as
+//     unsupported_country_region_territory, or no access to the model), 429 (OpenAI
+//     insufficient_quota or billing_not_active, and rate limits of the upstream account,
+//     which clear later), and an error of any status whose type or code is one of the
+//     providers' account or billing errors, or an Anthropic invalid_request_error whose
+//     message says the credit balance is too low.
+//   - The upstream is down or overloaded → apierr.ServiceUnavailable: 503 (including
+//     Envoy's own "no healthy upstream" and connect failures) and 529 (Anthropic
+//     overloaded_error).
+//   - The provider rejected the request itself as invalid → apierr.InvalidRequest: a 400,
+//     413 or 422 whose body is the provider's error envelope with type
+//     invalid_request_error (for example a prompt over the context window).
+//   - Anything else → apierr.UpstreamError: other 4xx and 5xx, bodies that are not the
+//     provider's error envelope, and every 2xx that reaches this function.
+//
+// f selects the provider family whose shapes are expected; a body in the other family's
+// envelope is recognised too.
+func ClassifyUpstream(f Format, status int, contentType string, body []byte) apierr.Code {
+	if status >= 200 && status <= 299 {
+		return apierr.UpstreamError
+	}
+	e := parseUpstreamError(body)
+	if e.accountProblem() {
+		return apierr.UpstreamAccountUnavailable
+	}
+	switch status {
+	case 401, 402, 403, 429:
+		return apierr.UpstreamAccountUnavailable
+	case 503, 529:
+		return apierr.ServiceUnavailable
+	case 400, 413, 422:
+		if e.typ == "invalid_request_error" {
+			return apierr.InvalidRequest
+		}
+	}
+	if e.typ == "overloaded_error" {
+		return apierr.ServiceUnavailable
+	}
+	return apierr.UpstreamError
+}
+
+// upstreamError is what ClassifyUpstream reads of a provider's error envelope.
+type upstreamError struct {
+	typ, code, message string
+}
+
+// parseUpstreamError reads an OpenAI {"error":{"type","code","message"}} or Anthropic
+// {"type":"error","error":{"type","message"}} envelope; other bodies give a zero value.
+func parseUpstreamError(body []byte) upstreamError {
+	if !gjson.ValidBytes(body) {
+		return upstreamError{}
+	}
+	root := gjson.ParseBytes(body)
+	errObj := root.Get("error")
+	if !errObj.IsObject() {
+		return upstreamError{}
+	}
+	e := upstreamError{
+		typ:     errObj.Get("type").String(),
+		message: errObj.Get("message").String(),
+	}
+	if c := errObj.Get("code"); c.Type == gjson.String {
+		e.code = c.Str
+	}
+	return e
+}
+
+// accountErrors are the providers' error types and codes that mean the upstream account
+// cannot serve requests, whatever the status.
+var accountErrors = map[string]bool{
+	// OpenAI
+	"insufficient_quota":                   true,
+	"billing_not_active":                   true,
+	"billing_hard_limit_reached":           true,
+	"invalid_api_key":                      true,
+	"account_deactivated":                  true,
+	"invalid_organization":                 true,
+	"no_organization":                      true,
+	"unsupported_country_region_territory": true,
+	"request_forbidden":                    true,
+	// Anthropic
+	"authentication_error": true,
+	"permission_error":     true,
+	"billing_error":        true,
+}
+
+func (e upstreamError) accountProblem() bool {
+	if accountErrors[e.typ] || accountErrors[e.code] {
+		return true
+	}
+	// Anthropic reports an exhausted prepaid balance as a 400 invalid_request_error.
+	if e.typ == "invalid_request_error" {
+		m := strings.ToLower(e.message)
+		return strings.Contains(m, "credit balance") || strings.Contains(m, "billing")
+	}
+	return false
+}

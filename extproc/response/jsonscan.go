@@ -1,0 +1,458 @@
+package response
+
+import (
+	"bytes"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// A small, allocation-free scanner for the JSON the rewriter touches: it walks the members
+// of an object or the elements of an array and reports byte offsets, so that edits are
+// made in place and every other byte is kept. It checks structure (strings, brackets,
+// separators) but not the grammar of numbers and literals; anything it cannot walk is
+// reported as malformed.
+
+// member is one member of a JSON object; offsets are relative to the scanned slice.
+type member struct {
+	key      []byte // raw key bytes between the quotes (escapes not decoded)
+	keyStart int    // offset of the key's opening quote
+	valStart int
+	valEnd   int
+	prevEnd  int  // end of the previous member's value, -1 for the first member
+	next     int  // offset of the next member's key (after the comma), or of the closing '}'
+	comma    bool // a comma follows this member
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// stringStop and structural mark the bytes that end a run of plain bytes inside a string
+// and inside a container.
+var stringStop, structural [256]bool
+
+func init() {
+	stringStop['"'], stringStop['\\'] = true, true
+	for _, c := range []byte(`"{}[]`) {
+		structural[c] = true
+	}
+}
+
+// stringEnd returns the offset just past the string whose opening quote is at b[i]. The
+// first bytes are walked one by one (most keys and values are short); longer strings are
+// crossed with IndexByte, each byte looked at a bounded number of times.
+func stringEnd(b []byte, i int) (int, bool) {
+	j := i + 1
+	lim := min(j+16, len(b))
+	for j < lim {
+		if !stringStop[b[j]] {
+			j++
+			continue
+		}
+		if b[j] == '"' {
+			return j + 1, true
+		}
+		j += 2
+		lim = min(lim+2, len(b))
+	}
+	q := -1 // the next '"' at or after j, once found
+	for j < len(b) {
+		if q < j {
+			k := bytes.IndexByte(b[j:], '"')
+			if k < 0 {
+				return 0, false
+			}
+			q = j + k
+		}
+		bs := bytes.IndexByte(b[j:q], '\\')
+		if bs < 0 {
+			return q + 1, true
+		}
+		j += bs + 2
+	}
+	return 0, false
+}
+
+// valueEnd returns the offset just past the JSON value starting at b[i] (no leading space).
+func valueEnd(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); {
+			if !structural[b[j]] {
+				j++
+				continue
+			}
+			switch b[j] {
+			case '"':
+				e, ok := stringEnd(b, j)
+				if !ok {
+					return 0, false
+				}
+				j = e
+				continue
+			case '{', '[':
+				depth++
+			default: // '}', ']'
+				depth--
+				if depth == 0 {
+					return j + 1, true
+				}
+			}
+			j++
+		}
+		return 0, false
+	case ',', ':', '}', ']':
+		return 0, false
+	default:
+		j := i
+		for j < len(b) {
+			c := b[j]
+			if c == ',' || c == '}' || c == ']' || isSpace(c) {
+				break
+			}
+			j++
+		}
+		return j, j > i
+	}
+}
+
+// walkObject calls fn for each member of the object in b (surrounding space allowed,
+// nothing else after it) until fn returns false. ok is false when b is not a well-formed
+// object (as far as it was walked).
+func walkObject(b []byte, fn func(m member) bool) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	prevEnd := -1
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return false
+		}
+		ke, ok := stringEnd(b, i)
+		if !ok {
+			return false
+		}
+		m := member{key: b[i+1 : ke-1], keyStart: i, prevEnd: prevEnd}
+		j := skipSpace(b, ke)
+		if j >= len(b) || b[j] != ':' {
+			return false
+		}
+		m.valStart = skipSpace(b, j+1)
+		if m.valEnd, ok = valueEnd(b, m.valStart); !ok {
+			return false
+		}
+		j = skipSpace(b, m.valEnd)
+		if j >= len(b) {
+			return false
+		}
+		switch b[j] {
+		case ',':
+			m.comma = true
+			m.next = skipSpace(b, j+1)
+			if !fn(m) {
+				return true
+			}
+			prevEnd = m.valEnd
+			i = m.next
+		case '}':
+			m.next = j
+			fn(m)
+			return skipSpace(b, j+1) == len(b)
+		default:
+			return false
+		}
+	}
+}
+
+// scanObject appends the members of the object in b to ms.
+func scanObject(b []byte, ms []member) ([]member, bool) {
+	ok := walkObject(b, func(m member) bool {
+		ms = append(ms, m)
+		return true
+	})
+	return ms, ok
+}
+
+// lookup returns the offsets in b of the value of the first member named key of the object
+// in b.
+func lookup(b []byte, key string) (start, end int, found bool) {
+	walkObject(b, func(m member) bool {
+		if string(m.key) == key {
+			start, end, found = m.valStart, m.valEnd, true
+			return false
+		}
+		return true
+	})
+	return start, end, found
+}
+
+// get returns the value of the first member named key of the object in b.
+func get(b []byte, key string) ([]byte, bool) {
+	s, e, ok := lookup(b, key)
+	if !ok {
+		return nil, false
+	}
+	return b[s:e], true
+}
+
+// getInt returns the integer value of the member named key, if it is one.
+func getInt(b []byte, key string) (int64, bool) {
+	v, ok := get(b, key)
+	if !ok {
+		return 0, false
+	}
+	return jsonInt(v)
+}
+
+// find returns the member named key, if any (the last one when repeated).
+func find(ms []member, key string) (member, bool) {
+	for n := len(ms) - 1; n >= 0; n-- {
+		if string(ms[n].key) == key {
+			return ms[n], true
+		}
+	}
+	return member{}, false
+}
+
+// removal returns the byte range that removes m from its object together with one comma.
+func (m member) removal() (start, end int) {
+	switch {
+	case m.prevEnd >= 0:
+		return m.prevEnd, m.valEnd
+	case m.comma:
+		return m.keyStart, m.next
+	default:
+		return m.keyStart, m.valEnd
+	}
+}
+
+// removalAt returns the byte range of b that removes the member whose key starts at
+// keyStart and whose value ends at valEnd, together with one comma; prevEnd is the end of
+// the previous member's value, -1 for the first member.
+func removalAt(b []byte, keyStart, valEnd, prevEnd int) (start, end int) {
+	if prevEnd >= 0 {
+		return prevEnd, valEnd
+	}
+	if j := skipSpace(b, valEnd); j < len(b) && b[j] == ',' {
+		return keyStart, skipSpace(b, j+1)
+	}
+	return keyStart, valEnd
+}
+
+// eachElement calls fn with the offsets of every element of the array in b[i:j].
+func eachElement(b []byte, fn func(start, end int) bool) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return true
+	}
+	for {
+		e, ok := valueEnd(b, i)
+		if !ok {
+			return false
+		}
+		if !fn(i, e) {
+			return true
+		}
+		j := skipSpace(b, e)
+		if j >= len(b) {
+			return false
+		}
+		switch b[j] {
+		case ',':
+			i = skipSpace(b, j+1)
+		case ']':
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// isNull reports whether v is the literal null.
+func isNull(v []byte) bool { return string(v) == "null" }
+
+// isEmptyArray reports whether v is an array with no elements.
+func isEmptyArray(v []byte) bool {
+	if len(v) < 2 || v[0] != '[' {
+		return false
+	}
+	return skipSpace(v, 1) == len(v)-1
+}
+
+// jsonInt reads a non-negative integer value; ok is false for anything else.
+func jsonInt(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// appendUnquoted appends the decoded contents of the JSON string v (with its quotes) to
+// dst. ok is false when v is not a string.
+func appendUnquoted(dst, v []byte) ([]byte, bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return dst, false
+	}
+	s := v[1 : len(v)-1]
+	if bytes.IndexByte(s, '\\') < 0 {
+		return append(dst, s...), true
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			continue
+		}
+		i++
+		if i >= len(s) {
+			return dst, false
+		}
+		switch s[i] {
+		case '"', '\\', '/':
+			dst = append(dst, s[i])
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, n, ok := hex4(s, i+1)
+			if !ok {
+				return dst, false
+			}
+			i = n - 1
+			if utf16.IsSurrogate(r) {
+				hi := r
+				r = utf8.RuneError
+				if n+1 < len(s) && s[n] == '\\' && s[n+1] == 'u' {
+					if lo, n2, ok2 := hex4(s, n+2); ok2 {
+						if d := utf16.DecodeRune(hi, lo); d != utf8.RuneError {
+							r, i = d, n2-1
+						}
+					}
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return dst, false
+		}
+	}
+	return dst, true
+}
+
+// hex4 reads four hex digits at s[i:]; it returns the rune and the offset after them.
+func hex4(s []byte, i int) (rune, int, bool) {
+	if i+4 > len(s) {
+		return 0, 0, false
+	}
+	v, err := strconv.ParseUint(string(s[i:i+4]), 16, 32)
+	if err != nil {
+		return 0, 0, false
+	}
+	return rune(v), i + 4, true
+}
+
+// parseObject walks the object whose '{' is at b[i], calling fn with each member's key
+// and the offset of its value; fn returns the offset just past the value (it may parse
+// the value itself, in one pass, or call valueEnd). It returns the offset just past the
+// object.
+func parseObject(b []byte, i int, fn func(key []byte, keyStart, valStart int) (int, bool)) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, false
+		}
+		ke, ok := stringEnd(b, i)
+		if !ok {
+			return 0, false
+		}
+		j := skipSpace(b, ke)
+		if j >= len(b) || b[j] != ':' {
+			return 0, false
+		}
+		ve, ok := fn(b[i+1:ke-1], i, skipSpace(b, j+1))
+		if !ok {
+			return 0, false
+		}
+		j = skipSpace(b, ve)
+		if j >= len(b) {
+			return 0, false
+		}
+		switch b[j] {
+		case ',':
+			i = skipSpace(b, j+1)
+		case '}':
+			return j + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// parseArray walks the array whose '[' is at b[i] like parseObject walks an object.
+func parseArray(b []byte, i int, fn func(valStart int) (int, bool)) (int, bool) {
+	if i >= len(b) || b[i] != '[' {
+		return 0, false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		ve, ok := fn(i)
+		if !ok {
+			return 0, false
+		}
+		j := skipSpace(b, ve)
+		if j >= len(b) {
+			return 0, false
+		}
+		switch b[j] {
+		case ',':
+			i = skipSpace(b, j+1)
+		case ']':
+			return j + 1, true
+		default:
+			return 0, false
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package response
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestStringEnd(t *testing.T) {
+	tests := []struct {
+		name string
+		lit  string // a JSON string literal
+	}{
+		{name: "empty", lit: `""`},
+		{name: "short", lit: `"model"`},
+		{name: "escaped quote", lit: `"a\"b"`},
+		{name: "escaped backslash before the end", lit: `"a\\"`},
+		{name: "long plain", lit: `"` + strings.Repeat("x", 100) + `"`},
+		{name: "long with escapes everywhere", lit: `"` + strings.Repeat(`ab\"\\\n`, 40) + `"`},
+		{name: "escape right at the jump", lit: `"` + strings.Repeat("y", 15) + `\"` + strings.Repeat("z", 30) + `\\"`},
+		{name: "unicode", lit: `"caf\u00e9 😀"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s string
+			if err := json.Unmarshal([]byte(tt.lit), &s); err != nil {
+				t.Fatalf("bad test literal: %v", err)
+			}
+			in := []byte(tt.lit + `,"next":"x"}`)
+			if e, ok := stringEnd(in, 0); !ok || e != len(tt.lit) {
+				t.Fatalf("end %d, %v; want %d", e, ok, len(tt.lit))
+			}
+			got, ok := appendUnquoted(nil, []byte(tt.lit))
+			if !ok || string(got) != s {
+				t.Fatalf("unquoted %q, want %q", got, s)
+			}
+		})
+	}
+}
+
+// FuzzScanObject checks the scanner against encoding/json: every valid object is walked,
+// with each member's key and value matching what encoding/json reads.
+func FuzzScanObject(f *testing.F) {
+	f.Add([]byte(`{"model":"m","choices":[{"delta":{"content":"a\"b"}}],"usage":null}`))
+	f.Add([]byte(` { "a" : [1, {"b": "\\"}], "c": true } `))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var want map[string]json.RawMessage
+		valid := json.Valid(in) && bytes.HasPrefix(bytes.TrimSpace(in), []byte("{"))
+		ms, ok := scanObject(in, nil)
+		if !valid {
+			return // the scanner is lenient about numbers and literals
+		}
+		if !ok {
+			t.Fatalf("valid object not walked: %q", in)
+		}
+		if err := json.Unmarshal(in, &want); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, m := range ms {
+			var key string
+			if err := json.Unmarshal(in[m.keyStart:m.keyStart+len(m.key)+2], &key); err != nil {
+				t.Fatalf("key %q: %v", in[m.keyStart:m.keyStart+len(m.key)+2], err)
+			}
+			v := in[m.valStart:m.valEnd]
+			if !json.Valid(v) {
+				t.Fatalf("value %q of %q is not JSON", v, key)
+			}
+			seen[key] = true
+			if s, e := m.removal(); s > e || e > len(in) {
+				t.Fatalf("removal %d..%d", s, e)
+			} else if rest := append(append([]byte{}, in[:s]...), in[e:]...); !json.Valid(rest) {
+				t.Fatalf("removing %q leaves %q", key, rest)
+			}
+		}
+		if len(seen) != len(want) {
+			t.Fatalf("walked keys %v, encoding/json read %d", seen, len(want))
+		}
+	})
+}

@@ -1,0 +1,343 @@
+// Package response is the response side of the gateway's request lifecycle as pure
+// functions of bytes: it rewrites the upstream's model id into the public model id in a
+// JSON body or in every server-sent event of a stream, reads the upstream-reported token
+// usage, estimates the usage of what was delivered when a stream breaks before its usage
+// arrives, and classifies unusable upstream responses into the API's error codes.
+//
+// It knows nothing of protobuf, gRPC or Envoy: the caller (the Envoy adapter and the
+// request lifecycle) feeds it body chunks exactly as they arrive, split at any byte, and
+// sends on the bytes it returns. Edits are made in place: only the model value (and, when
+// the gateway itself asked for stream usage, the usage it caused) changes; every other byte
+// of the upstream's body, including fields this package does not know, is kept.
+//
+// Shape:
+//
+//	rw, err := response.New(response.Options{Format: response.OpenAIChat, PublicModel: "demo-chat", Stream: true})
+//	out, err := rw.Write(chunk, endOfStream) // per upstream chunk, in order
+//	u, ok := rw.Usage()                      // upstream usage, once it came
+//	est := rw.Delivered()                    // what reached the client, for a broken stream
+//
+// Before a body is rewritten, UsableSuccess says whether the upstream's status and content
+// type can be sent on as a success; ClassifyUpstream turns anything else (with the error
+// body, when there is one) into an apierr.Code, never carrying the provider's message.
+//
+// Memory per request is bounded: a stream holds only its current partial event (at most
+// MaxEventSize) plus at most textFlushSize bytes of delivered text not yet counted; a
+// non-streamed body is buffered up to MaxBodySize, except an embeddings body, which is
+// rewritten as it passes (see OpenAIEmbeddings) and holds at most its model value.
+//
+// Usage semantics (for pricing): Usage.InputTokens is every input token the provider
+// billed, including prompt-cache reads and writes; CacheReadInputTokens and
+// CacheCreationInputTokens say how many of them were cache reads (OpenAI
+// prompt_tokens_details.cached_tokens, Responses input_tokens_details.cached_tokens,
+// Anthropic cache_read_input_tokens) and cache writes (Anthropic
+// cache_creation_input_tokens). A price list with a single input price charges
+// InputTokens at that price.
+package response
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Format is the wire format of an upstream response.
+type Format int
+
+const (
+	// OpenAIChat is an OpenAI Chat Completions response (JSON or chunk stream).
+	OpenAIChat Format = iota + 1
+	// AnthropicMessages is an Anthropic Messages response (JSON or named-event stream).
+	AnthropicMessages
+	// OpenAIResponses is an OpenAI Responses response (JSON or typed-event stream).
+	OpenAIResponses
+	// OpenAIEmbeddings is an OpenAI embeddings response (JSON only), rewritten
+	// incrementally: the body is never held, so it can be streamed through at any size.
+	OpenAIEmbeddings
+	// OpenAIImages is an OpenAI image generation response (JSON only; "data" required; a
+	// top-level "model" is rewritten when present; no usage).
+	OpenAIImages
+	// VideoTask is a video provider's task object (JSON only; "id" required; a top-level
+	// "model" is rewritten when present; no usage).
+	VideoTask
+)
+
+// String returns the format's name.
+func (f Format) String() string {
+	switch f {
+	case OpenAIChat:
+		return "openai-chat"
+	case AnthropicMessages:
+		return "anthropic-messages"
+	case OpenAIResponses:
+		return "openai-responses"
+	case OpenAIEmbeddings:
+		return "openai-embeddings"
+	case OpenAIImages:
+		return "openai-images"
+	case VideoTask:
+		return "video-task"
+	}
+	return fmt.Sprintf("Format(%d)", int(f))
+}
+
+// Default limits.
+const (
+	// MaxEventSize bounds a single server-sent event of a stream.
+	MaxEventSize = 1 << 20
+	// MaxBodySize bounds a non-streamed body.
+	MaxBodySize = 16 << 20
+	// textFlushSize is how much delivered text is held before it is counted.
+	textFlushSize = 64 << 10
+)
+
+// Options configure a Rewriter for one response.
+type Options struct {
+	Format Format
+	// PublicModel is the model id the client asked for; it replaces the upstream's model
+	// id wherever the format carries one (top-level "model"; Anthropic
+	// message_start.message.model; Responses response.model).
+	PublicModel string
+	// Stream selects a server-sent event stream (true) or one JSON body (false).
+	Stream bool
+	// ClientWantsUsage is false when the gateway itself added
+	// stream_options.include_usage to an OpenAI chat request: the usage-only final chunk
+	// is then read but not sent on, and the "usage" members the gateway caused are
+	// removed, so the client receives exactly the stream it asked for. It has no effect on
+	// other formats.
+	ClientWantsUsage bool
+	// CountTokens counts the tokens of delivered output text, for Delivered. When nil, a
+	// token is estimated as 4 bytes (rounded up).
+	CountTokens func(text string) int
+	// InputTokens is the caller's own estimate of the prompt's tokens, reported by
+	// Delivered when the upstream never said how many input tokens it counted.
+	InputTokens int64
+	// MaxEventSize and MaxBodySize override the package limits when > 0.
+	MaxEventSize int
+	MaxBodySize  int
+}
+
+// Usage is a count of tokens.
+type Usage struct {
+	// InputTokens counts all input tokens, cache reads and writes included.
+	InputTokens  int64
+	OutputTokens int64
+	// CacheReadInputTokens is the part of InputTokens served from the provider's cache.
+	CacheReadInputTokens int64
+	// CacheCreationInputTokens is the part of InputTokens written to the provider's cache.
+	CacheCreationInputTokens int64
+}
+
+// Rewriter rewrites one upstream response body. It is not safe for concurrent use.
+type Rewriter interface {
+	// Write takes the next upstream chunk and returns the bytes to send on now: a new
+	// slice owned by the caller, possibly empty (a partial event is held until it
+	// completes; a non-streamed body is held until endOfStream). endOfStream flushes.
+	// After an error, or after endOfStream, every further call returns an error.
+	Write(chunk []byte, endOfStream bool) ([]byte, error)
+	// Usage is the upstream-reported usage; ok is false if it never came (yet).
+	Usage() (u Usage, ok bool)
+	// Delivered estimates the usage of what was sent on so far: output text counted with
+	// CountTokens; input as the upstream reported it, else Options.InputTokens. It is for
+	// settling a response that ended before its usage arrived.
+	Delivered() Usage
+}
+
+// Errors returned by Write. Map them with errors.Is.
+var (
+	// ErrUnusable: the upstream body is not a usable response of the format (not JSON,
+	// not an object, or missing the format's required member). The caller answers
+	// apierr.UpstreamError when it still can.
+	ErrUnusable = errors.New("response: upstream body is not a usable response")
+	// ErrTooLarge: a non-streamed body or a single event exceeds its limit.
+	ErrTooLarge = errors.New("response: upstream body exceeds the size limit")
+	// ErrClosed: Write was called after endOfStream or after an error.
+	ErrClosed = errors.New("response: write after end of stream")
+)
+
+// New returns a Rewriter for opts.
+func New(opts Options) (Rewriter, error) {
+	switch opts.Format {
+	case OpenAIChat, AnthropicMessages, OpenAIResponses:
+	case OpenAIEmbeddings, OpenAIImages, VideoTask:
+		if opts.Stream {
+			return nil, fmt.Errorf("response: %v has no stream", opts.Format)
+		}
+	default:
+		return nil, fmt.Errorf("response: unknown format %v", opts.Format)
+	}
+	if opts.PublicModel == "" {
+		return nil, errors.New("response: empty public model")
+	}
+	if opts.MaxEventSize <= 0 {
+		opts.MaxEventSize = MaxEventSize
+	}
+	if opts.MaxBodySize <= 0 {
+		opts.MaxBodySize = MaxBodySize
+	}
+	model, err := quote(opts.PublicModel)
+	if err != nil {
+		return nil, err
+	}
+	c := counter{count: opts.CountTokens}
+	if opts.Stream {
+		return newStream(opts, model, c), nil
+	}
+	if opts.Format == OpenAIEmbeddings {
+		return newIncremental(opts, model), nil
+	}
+	return &bodyRewriter{opts: opts, model: model, counter: c}, nil
+}
+
+// quote returns s as a JSON string.
+func quote(s string) ([]byte, error) {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		b := make([]byte, 0, len(s)+2)
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"'), nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return nil, fmt.Errorf("response: public model: %w", err)
+	}
+	return bytes.TrimSpace(buf.Bytes()), nil
+}
+
+// counter counts delivered output text in batches, holding at most textFlushSize bytes.
+type counter struct {
+	count   func(string) int
+	text    []byte
+	counted int64
+}
+
+func (c *counter) add(quoted []byte) {
+	var ok bool
+	if c.text, ok = appendUnquoted(c.text, quoted); !ok {
+		return
+	}
+	if len(c.text) >= textFlushSize {
+		c.flush()
+	}
+}
+
+func (c *counter) addRaw(b []byte) {
+	c.text = append(c.text, b...)
+	if len(c.text) >= textFlushSize {
+		c.flush()
+	}
+}
+
+func (c *counter) flush() {
+	if len(c.text) == 0 {
+		return
+	}
+	if c.count != nil {
+		c.counted += int64(c.count(string(c.text)))
+	} else {
+		c.counted += int64((len(c.text) + 3) / 4)
+	}
+	c.text = c.text[:0]
+}
+
+func (c *counter) tokens() int64 {
+	c.flush()
+	return c.counted
+}
+
+// edit replaces data[start:end] with repl.
+type edit struct {
+	start, end int
+	repl       []byte
+}
+
+// appendEdited appends data with the edits (sorted, not overlapping) applied.
+func appendEdited(dst, data []byte, edits []edit) []byte {
+	at := 0
+	for _, e := range edits {
+		dst = append(dst, data[at:e.start]...)
+		dst = append(dst, e.repl...)
+		at = e.end
+	}
+	return append(dst, data[at:]...)
+}
+
+// addEdit inserts e keeping edits sorted by start.
+func addEdit(edits []edit, e edit) []edit {
+	edits = append(edits, e)
+	for i := len(edits) - 1; i > 0 && edits[i].start < edits[i-1].start; i-- {
+		edits[i], edits[i-1] = edits[i-1], edits[i]
+	}
+	return edits
+}
+
+// readOpenAIUsage reads chat/embeddings usage (prompt_tokens, completion_tokens).
+func readOpenAIUsage(v []byte) (Usage, bool) {
+	in, ok := getInt(v, "prompt_tokens")
+	if !ok {
+		return Usage{}, false
+	}
+	u := Usage{InputTokens: in}
+	if out, ok := getInt(v, "completion_tokens"); ok {
+		u.OutputTokens = out
+	}
+	if d, ok := get(v, "prompt_tokens_details"); ok {
+		u.CacheReadInputTokens, _ = getInt(d, "cached_tokens")
+	}
+	return u, true
+}
+
+// readResponsesUsage reads Responses usage (input_tokens, output_tokens).
+func readResponsesUsage(v []byte) (Usage, bool) {
+	in, ok1 := getInt(v, "input_tokens")
+	out, ok2 := getInt(v, "output_tokens")
+	if !ok1 || !ok2 {
+		return Usage{}, false
+	}
+	u := Usage{InputTokens: in, OutputTokens: out}
+	if d, ok := get(v, "input_tokens_details"); ok {
+		u.CacheReadInputTokens, _ = getInt(d, "cached_tokens")
+	}
+	return u, true
+}
+
+// anthropicUsage holds the Anthropic usage fields seen so far; Anthropic reports cache
+// tokens apart from input_tokens.
+type anthropicUsage struct {
+	input, output, cacheRead, cacheCreation int64
+}
+
+// merge overrides the fields present in v (an Anthropic usage object).
+func (a *anthropicUsage) merge(v []byte) {
+	if n, ok := getInt(v, "input_tokens"); ok {
+		a.input = n
+	}
+	if n, ok := getInt(v, "output_tokens"); ok {
+		a.output = n
+	}
+	if n, ok := getInt(v, "cache_read_input_tokens"); ok {
+		a.cacheRead = n
+	}
+	if n, ok := getInt(v, "cache_creation_input_tokens"); ok {
+		a.cacheCreation = n
+	}
+}
+
+func (a anthropicUsage) usage() Usage {
+	return Usage{
+		InputTokens:              a.input + a.cacheRead + a.cacheCreation,
+		OutputTokens:             a.output,
+		CacheReadInputTokens:     a.cacheRead,
+		CacheCreationInputTokens: a.cacheCreation,
+	}
+}

@@ -1,0 +1,300 @@
+package response
+
+import (
+	"errors"
+
+	"github.com/llmgw/gateway/extproc/sse"
+)
+
+// streamRewriter rewrites a server-sent event stream event by event.
+type streamRewriter struct {
+	opts  Options
+	model []byte
+	dec   *sse.Decoder
+	counter
+
+	out     []byte   // output of the current Write
+	ms      []member // scratch: top-level members of the current event
+	edits   []edit   // scratch: edits of the current event
+	scratch []byte   // scratch: edited data of a multi-line event
+	drop    bool     // the current event is not sent on
+
+	usage   Usage
+	usageOK bool
+	// Anthropic: usage from message_start, merged with message_delta.
+	anth anthropicUsage
+	// input tokens the upstream reported before the end (Anthropic message_start).
+	inputKnown bool
+
+	closed bool
+	err    error
+
+	emitFn  func(*sse.Event) error // r.emit, bound once
+	editBuf [4]edit
+	msBuf   [8]member
+}
+
+func newStream(opts Options, model []byte, c counter) *streamRewriter {
+	r := &streamRewriter{opts: opts, model: model, counter: c, dec: sse.NewDecoder(opts.MaxEventSize)}
+	r.edits, r.ms = r.editBuf[:0], r.msBuf[:0]
+	r.emitFn = r.emit
+	r.text = make([]byte, 0, 512)
+	return r
+}
+
+func (r *streamRewriter) Write(chunk []byte, endOfStream bool) ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.closed {
+		return nil, ErrClosed
+	}
+	r.out = make([]byte, 0, len(chunk)+r.dec.Buffered()+len(r.model))
+	err := r.dec.Feed(chunk, r.emitFn)
+	if err == nil && endOfStream {
+		err = r.dec.Finish(r.emitFn)
+		r.closed = true
+	}
+	out := r.out
+	r.out = nil
+	if err != nil {
+		if errors.Is(err, sse.ErrEventTooLarge) {
+			err = ErrTooLarge
+		}
+		r.err = err
+		// What was complete before the failure is still sent on.
+		return out, err
+	}
+	return out, nil
+}
+
+func (r *streamRewriter) Usage() (Usage, bool) { return r.usage, r.usageOK }
+
+func (r *streamRewriter) Delivered() Usage {
+	u := Usage{InputTokens: r.opts.InputTokens, OutputTokens: r.tokens()}
+	if r.inputKnown {
+		a := r.anth.usage()
+		u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens =
+			a.InputTokens, a.CacheReadInputTokens, a.CacheCreationInputTokens
+	}
+	return u
+}
+
+var done = []byte("[DONE]")
+
+// emit rewrites one event into r.out.
+func (r *streamRewriter) emit(ev *sse.Event) error {
+	if ev.DataLines == 0 || string(ev.Data) == string(done) {
+		r.out = append(r.out, ev.Raw...)
+		return nil
+	}
+	r.edits = r.edits[:0]
+	r.drop = false
+	var ok bool
+	switch r.opts.Format {
+	case OpenAIChat:
+		ok = r.chat(ev.Data)
+	case AnthropicMessages:
+		ok = r.anthropic(ev.Data)
+	case OpenAIResponses:
+		ok = r.responses(ev.Data)
+	}
+	switch {
+	case !ok:
+		// Not a JSON object: a complete event passes unchanged; the truncated tail of a
+		// stream that ended mid-event is not sent on.
+		if !ev.Incomplete {
+			r.out = append(r.out, ev.Raw...)
+		}
+	case r.drop:
+	case len(r.edits) == 0:
+		r.out = append(r.out, ev.Raw...)
+	default:
+		if s, e, single := ev.DataSpan(); single {
+			r.out = append(r.out, ev.Raw[:s]...)
+			r.out = appendEdited(r.out, ev.Data, r.edits)
+			r.out = append(r.out, ev.Raw[e:]...)
+		} else {
+			r.scratch = appendEdited(r.scratch[:0], ev.Data, r.edits)
+			r.out = ev.AppendWithData(r.out, r.scratch)
+		}
+	}
+	return nil
+}
+
+func (r *streamRewriter) replace(start, end int) {
+	r.edits = addEdit(r.edits, edit{start, end, r.model})
+}
+
+// chat handles one chat.completion.chunk, in one pass over its bytes.
+func (r *streamRewriter) chat(data []byte) bool {
+	i := skipSpace(data, 0)
+	var usageKey, usageStart, usageEnd, usagePrev int
+	hasUsage, choicesEmpty := false, true
+	prevEnd := -1
+	end, ok := parseObject(data, i, func(key []byte, keyStart, vs int) (int, bool) {
+		var ve int
+		var ok bool
+		switch string(key) {
+		case "model":
+			if ve, ok = valueEnd(data, vs); ok {
+				r.replace(vs, ve)
+			}
+		case "choices":
+			ve, ok = r.chatChoices(data, vs)
+			choicesEmpty = ok && isEmptyArray(data[vs:ve])
+		case "usage":
+			ve, ok = valueEnd(data, vs)
+			usageKey, usageStart, usageEnd, usagePrev, hasUsage = keyStart, vs, ve, prevEnd, true
+		default:
+			ve, ok = valueEnd(data, vs)
+		}
+		prevEnd = ve
+		return ve, ok
+	})
+	if !ok || skipSpace(data, end) != len(data) {
+		return false
+	}
+	if hasUsage {
+		v := data[usageStart:usageEnd]
+		remove := false
+		if isNull(v) {
+			remove = !r.opts.ClientWantsUsage
+		} else {
+			if u, ok := readOpenAIUsage(v); ok {
+				r.usage, r.usageOK = u, true
+			}
+			if !r.opts.ClientWantsUsage {
+				r.drop = choicesEmpty
+				remove = !choicesEmpty
+			}
+		}
+		if remove {
+			s, e := removalAt(data, usageKey, usageEnd, usagePrev)
+			r.edits = addEdit(r.edits, edit{s, e, nil})
+		}
+	}
+	return true
+}
+
+// chatChoices walks the choices array at data[i], counting the output text of each
+// choice's delta (content, refusal, tool call arguments); it returns the array's end.
+func (r *streamRewriter) chatChoices(data []byte, i int) (int, bool) {
+	if i >= len(data) || data[i] != '[' {
+		return valueEnd(data, i)
+	}
+	return parseArray(data, i, func(vs int) (int, bool) {
+		if data[vs] != '{' {
+			return valueEnd(data, vs)
+		}
+		return parseObject(data, vs, func(key []byte, _, vs int) (int, bool) {
+			if string(key) != "delta" || data[vs] != '{' {
+				return valueEnd(data, vs)
+			}
+			return parseObject(data, vs, func(key []byte, _, vs int) (int, bool) {
+				ve, ok := valueEnd(data, vs)
+				if !ok {
+					return ve, ok
+				}
+				switch string(key) {
+				case "content", "refusal":
+					r.add(data[vs:ve])
+				case "tool_calls":
+					r.toolCallArgs(data[vs:ve])
+				}
+				return ve, true
+			})
+		})
+	})
+}
+
+// toolCallArgs counts the arguments of tool_calls[].function.
+func (r *streamRewriter) toolCallArgs(v []byte) {
+	eachElement(v, func(s, e int) bool {
+		if fn, ok := get(v[s:e], "function"); ok {
+			if args, ok := get(fn, "arguments"); ok {
+				r.add(args)
+			}
+		}
+		return true
+	})
+}
+
+// anthropic handles one Messages stream event.
+func (r *streamRewriter) anthropic(data []byte) bool {
+	var ok bool
+	if r.ms, ok = scanObject(data, r.ms[:0]); !ok {
+		return false
+	}
+	t, _ := find(r.ms, "type")
+	switch string(data[t.valStart:t.valEnd]) {
+	case `"message_start"`:
+		m, ok := find(r.ms, "message")
+		if !ok {
+			break
+		}
+		msg := data[m.valStart:m.valEnd]
+		if s, e, ok := lookup(msg, "model"); ok {
+			r.replace(m.valStart+s, m.valStart+e)
+		}
+		if u, ok := get(msg, "usage"); ok && !isNull(u) {
+			r.anth.merge(u)
+			r.inputKnown = true
+		}
+	case `"message_delta"`:
+		if m, ok := find(r.ms, "usage"); ok && !isNull(data[m.valStart:m.valEnd]) {
+			r.anth.merge(data[m.valStart:m.valEnd])
+			r.usage, r.usageOK = r.anth.usage(), true
+		}
+	case `"content_block_delta"`:
+		m, ok := find(r.ms, "delta")
+		if !ok {
+			break
+		}
+		delta := data[m.valStart:m.valEnd]
+		dt, _ := get(delta, "type")
+		var field string
+		switch string(dt) {
+		case `"text_delta"`:
+			field = "text"
+		case `"input_json_delta"`:
+			field = "partial_json"
+		case `"thinking_delta"`:
+			field = "thinking"
+		default:
+			return true
+		}
+		if v, ok := get(delta, field); ok {
+			r.add(v)
+		}
+	}
+	return true
+}
+
+// responses handles one Responses stream event.
+func (r *streamRewriter) responses(data []byte) bool {
+	var ok bool
+	if r.ms, ok = scanObject(data, r.ms[:0]); !ok {
+		return false
+	}
+	if m, ok := find(r.ms, "response"); ok {
+		resp := data[m.valStart:m.valEnd]
+		if s, e, ok := lookup(resp, "model"); ok {
+			r.replace(m.valStart+s, m.valStart+e)
+		}
+		if u, ok := get(resp, "usage"); ok && !isNull(u) {
+			if u, ok := readResponsesUsage(u); ok {
+				r.usage, r.usageOK = u, true
+			}
+		}
+	}
+	t, _ := find(r.ms, "type")
+	switch string(data[t.valStart:t.valEnd]) {
+	case `"response.output_text.delta"`, `"response.refusal.delta"`,
+		`"response.function_call_arguments.delta"`:
+		if m, ok := find(r.ms, "delta"); ok {
+			r.add(data[m.valStart:m.valEnd])
+		}
+	}
+	return true
+}

@@ -1,0 +1,237 @@
+// Package wire holds what the request formats share: the field rules common to the
+// OpenAI and Anthropic shapes (model id, stream flag, token limits, sampling ranges) and
+// the neutral description of a validated request (Parsed, Prompt) that the request
+// lifecycle consumes.
+//
+// Fields are read with gjson from the client's bytes; nothing here re-marshals a body.
+// It depends on apierr and gjson only.
+package wire
+
+import (
+	"strconv"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/tidwall/gjson"
+)
+
+// MaxBodyBytes is the spec's JSON request body limit (2 MiB), for every JSON endpoint,
+// chunked bodies and count_tokens included.
+const MaxBodyBytes = 2 << 20
+
+// MaxModelIDLen is the longest model id, in characters.
+const MaxModelIDLen = 256
+
+// ValidModelID reports whether s is a model id: valid UTF-8, 1 to 256 characters, no
+// Unicode whitespace.
+func ValidModelID(s string) bool {
+	if s == "" || !utf8.ValidString(s) || utf8.RuneCountInString(s) > MaxModelIDLen {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// Prompt is what the token counter needs from a request: its text segments (message
+// contents, text parts, system prompt, tools JSON), how many messages frame them and
+// how many non-text parts (images, audio, files) it carries.
+type Prompt struct {
+	Texts    []string
+	Messages int
+	// Media counts image, audio, file and document parts; each is charged a fixed
+	// upper bound of tokens by the estimate.
+	Media int
+}
+
+// Parsed is a validated request in neutral form.
+type Parsed struct {
+	Model  string
+	Stream bool
+	// MaxOutput is the request's output-token limit; 0 when the request gave none.
+	MaxOutput int64
+	// MaxOutputParam names the field MaxOutput came from ("max_tokens", ...).
+	MaxOutputParam string
+	// IncludeUsage: the client itself asked for stream_options.include_usage: true.
+	IncludeUsage bool
+	Prompt       Prompt
+	// KnownTokens are input tokens the request gives as token ids (embeddings token
+	// arrays): counted by their number, added to the prompt's counted text.
+	KnownTokens int64
+	// Units is the billed quantity of a per-unit endpoint: input characters (speech,
+	// Unicode code points) or images. Video seconds are in Video.Duration.
+	Units int64
+	// Voice is the speech voice, checked against the model's voices by the caller.
+	Voice string
+	// Video holds a video submission's fields; nil on other endpoints.
+	Video *Video
+}
+
+// Video is what a video submission asks for, before the model's own rules (duration
+// range, default, resolution tier) are applied.
+type Video struct {
+	// Duration in whole seconds; 0 when omitted (the model's default applies).
+	Duration int64
+	// Resolution is the explicit "resolution" field; empty when omitted.
+	Resolution string
+	// Prompt is the prompt text, where a resolution tier may also be named.
+	Prompt string
+	// WebhookURL is the syntactically checked webhook; its host is resolved later.
+	WebhookURL string
+}
+
+// Root parses body as a JSON object, or returns invalid_request.
+func Root(body []byte) (gjson.Result, *apierr.Error) {
+	if len(body) == 0 {
+		return gjson.Result{}, apierr.New(apierr.InvalidRequest, "The request body is empty; a JSON object is required.")
+	}
+	if !gjson.ValidBytes(body) {
+		return gjson.Result{}, apierr.New(apierr.InvalidRequest, "The request body is not valid JSON.")
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return gjson.Result{}, apierr.New(apierr.InvalidRequest, "The request body must be a JSON object.")
+	}
+	// A repeated top-level key is refused: JSON parsers disagree on which copy wins, so a
+	// body with two "model" fields could be billed as one model and served as another.
+	var seen [32]string
+	keys := seen[:0]
+	var many map[string]struct{}
+	var dup string
+	root.ForEach(func(k, _ gjson.Result) bool {
+		if many != nil {
+			if _, ok := many[k.Str]; ok {
+				dup = k.Str
+				return false
+			}
+			many[k.Str] = struct{}{}
+			return true
+		}
+		for _, s := range keys {
+			if s == k.Str {
+				dup = k.Str
+				return false
+			}
+		}
+		keys = append(keys, k.Str)
+		if len(keys) == cap(seen) {
+			many = make(map[string]struct{}, 2*len(keys))
+			for _, s := range keys {
+				many[s] = struct{}{}
+			}
+		}
+		return true
+	})
+	if dup != "" {
+		return gjson.Result{}, apierr.Param(apierr.InvalidRequest, dup, "The field '"+dup+"' appears more than once.")
+	}
+	return root, nil
+}
+
+// Model reads and checks the required "model" field.
+func Model(root gjson.Result) (string, *apierr.Error) {
+	m := root.Get("model")
+	if !m.Exists() {
+		return "", apierr.Param(apierr.InvalidModel, "model", "The 'model' field is required.")
+	}
+	if m.Type != gjson.String || !ValidModelID(m.Str) {
+		return "", apierr.Param(apierr.InvalidModel, "model",
+			"The 'model' field must be a string of 1 to 256 characters without whitespace.")
+	}
+	return m.Str, nil
+}
+
+// Stream reads the optional "stream" field: absent or null is false; anything but a JSON
+// boolean is invalid_stream.
+func Stream(root gjson.Result) (bool, *apierr.Error) {
+	s := root.Get("stream")
+	switch {
+	case !s.Exists() || s.Type == gjson.Null:
+		return false, nil
+	case s.Type == gjson.True:
+		return true, nil
+	case s.Type == gjson.False:
+		return false, nil
+	}
+	return false, apierr.Param(apierr.InvalidStream, "stream", "The 'stream' field must be the JSON boolean true or false.")
+}
+
+// PositiveInt reads an optional output-token limit named param. It must be a JSON number
+// written as an integer (digits only: no fraction, no exponent, so 1.0 and 1e3 are
+// refused) with a value in 1..2^53; null counts as absent. required makes absence an
+// error too. It returns 0 when absent.
+func PositiveInt(root gjson.Result, param string, required bool) (int64, *apierr.Error) {
+	v := root.Get(param)
+	if !v.Exists() || (v.Type == gjson.Null && !required) {
+		if required {
+			return 0, apierr.Param(apierr.InvalidMaxTokens, param, "The '"+param+"' field is required.")
+		}
+		return 0, nil
+	}
+	if v.Type != gjson.Number || !isIntegerLiteral(v.Raw) {
+		return 0, apierr.Param(apierr.InvalidMaxTokens, param, "The '"+param+"' field must be a positive integer.")
+	}
+	n, err := strconv.ParseInt(v.Raw, 10, 64)
+	if err != nil || n <= 0 || n > 1<<53 {
+		return 0, apierr.Param(apierr.InvalidMaxTokens, param, "The '"+param+"' field must be a positive integer.")
+	}
+	return n, nil
+}
+
+func isIntegerLiteral(raw string) bool {
+	if raw == "" {
+		return false
+	}
+	if raw[0] == '-' {
+		raw = raw[1:]
+	}
+	if raw == "" {
+		return false
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] < '0' || raw[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Range checks an optional number field named param against [lo, hi]; null counts as
+// absent. A non-number or an out-of-range value is invalid_request naming the field.
+func Range(root gjson.Result, param string, lo, hi float64) *apierr.Error {
+	v := root.Get(param)
+	if !v.Exists() || v.Type == gjson.Null {
+		return nil
+	}
+	if v.Type != gjson.Number || v.Num < lo || v.Num > hi {
+		return apierr.Param(apierr.InvalidRequest, param,
+			"The '"+param+"' field must be a number from "+fmtNum(lo)+" to "+fmtNum(hi)+".")
+	}
+	return nil
+}
+
+func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// IsString reports whether v is a JSON string.
+func IsString(v gjson.Result) bool { return v.Type == gjson.String }
+
+// IsIntegerLiteral reports whether raw (a JSON number's text) is written as an integer:
+// an optional minus sign and digits only, no fraction or exponent.
+func IsIntegerLiteral(raw string) bool { return isIntegerLiteral(raw) }
+
+// NoStream reads an optional "stream" field on an endpoint that cannot stream: anything
+// but a boolean is invalid_stream, true is invalid_request naming what cannot stream.
+func NoStream(root gjson.Result, what string) *apierr.Error {
+	s, err := Stream(root)
+	if err != nil {
+		return err
+	}
+	if s {
+		return apierr.Param(apierr.InvalidRequest, "stream", what+" cannot be streamed; omit 'stream' or set it to false.")
+	}
+	return nil
+}
