@@ -20,8 +20,9 @@ run: build ## Start the whole stack on loopback (Ctrl-C stops it)
 	./bin/localstack
 
 .PHONY: test
-test: ## Run every test: unit, PostgreSQL-backed, gRPC replay and end-to-end
+test: ## Run every test: unit, PostgreSQL-backed, gRPC replay, end-to-end, manifests
 	$(GO) test -count=1 -timeout 30m ./...
+	cd deploy && $(GO) test -count=1 ./...
 
 .PHONY: bench
 bench: ## Run the benchmarks (see README for the figures)
@@ -37,6 +38,7 @@ verify: ## Generated code up to date, gofmt, go vet, staticcheck
 	git diff --exit-code -- proto || (echo "generated code is stale: run make proto and commit" >&2; exit 1)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1)
 	$(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 	$(TOOLS) staticcheck ./...
 
 .PHONY: clean

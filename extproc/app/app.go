@@ -23,6 +23,7 @@ import (
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/extproc/tokens"
+	"github.com/llmgw/gateway/extproc/webhook"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
@@ -38,13 +39,16 @@ type Config struct {
 	ServiceTokenFile string
 	CatalogPath      string
 	MetricsAddr      string
+	// PublicHosts are the service's own hostnames, refused as video webhook
+	// destinations (GATEWAY_PUBLIC_HOSTS, comma-separated).
+	PublicHosts []string
 	// StopTimeout bounds the graceful stop of in-flight streams.
 	StopTimeout time.Duration
 }
 
 // Defaults returns the configuration from the environment (EXTPROC_ADDR,
-// ACCOUNTING_ADDR, GATEWAY_SERVICE_TOKEN, GATEWAY_CATALOG, EXTPROC_METRICS_ADDR) with the
-// local stack's defaults.
+// ACCOUNTING_ADDR, GATEWAY_SERVICE_TOKEN, GATEWAY_CATALOG, EXTPROC_METRICS_ADDR,
+// GATEWAY_PUBLIC_HOSTS) with the local stack's defaults.
 func Defaults(getenv func(string) string) Config {
 	or := func(k, d string) string {
 		if v := getenv(k); v != "" {
@@ -58,6 +62,7 @@ func Defaults(getenv func(string) string) Config {
 		ServiceToken:   getenv("GATEWAY_SERVICE_TOKEN"),
 		CatalogPath:    or("GATEWAY_CATALOG", "deploy/local/catalog.yaml"),
 		MetricsAddr:    or("EXTPROC_METRICS_ADDR", "127.0.0.1:9101"),
+		PublicHosts:    webhook.ParseOwnHosts(getenv("GATEWAY_PUBLIC_HOSTS")),
 		StopTimeout:    15 * time.Second,
 	}
 }
@@ -122,7 +127,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer func() { _ = conn.Close() }()
 	ledgerClient := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{Log: log})
-	svc, err := lifecycle.New(lifecycle.Config{Catalog: cat, Ledger: ledgerClient, Counter: counter, Log: log})
+	svc, err := lifecycle.New(lifecycle.Config{
+		Catalog: cat, Ledger: ledgerClient, Counter: counter, Log: log,
+		Webhooks: &webhook.Validator{OwnHosts: cfg.PublicHosts},
+	})
 	if err != nil {
 		return err
 	}

@@ -117,6 +117,9 @@ type Channel struct {
 	Tiers []string `json:"tiers,omitempty"`
 	// Enabled defaults to true.
 	Enabled *bool `json:"enabled,omitempty"`
+	// MultimodalEmbeddings marks an embeddings channel that also serves
+	// /v1/embeddings/multimodal.
+	MultimodalEmbeddings bool `json:"multimodal_embeddings,omitempty"`
 
 	credential string
 }
@@ -284,6 +287,9 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(str
 			}
 		default:
 			bad("%s: format %q is not one of openai, anthropic, video", where, ch.Format)
+		}
+		if ch.MultimodalEmbeddings && ok && m.Kind != KindEmbeddings {
+			bad("%s: multimodal_embeddings applies to embeddings models only", where)
 		}
 		if ch.Priority < 0 {
 			bad("%s: priority must be >= 0", where)

@@ -127,6 +127,7 @@ channels:
   - {name: b, model: dup, cluster: c, format: anthropic, upstream_model: x, credential_env: K}
   - {name: c, model: dup, cluster: c, format: grpc, upstream_model: x}
   - {name: d, model: dup, cluster: c, format: openai, upstream_model: x, credential_env: K, credential_file: /f, weight: 0, priority: -1}
+  - {name: e, model: dup, cluster: c, format: openai, upstream_model: x, credential_env: K, multimodal_embeddings: true}
 `
 	_, err := Parse([]byte(doc), func(k string) (string, bool) {
 		if k == "K" {
@@ -159,6 +160,7 @@ channels:
 		"set only one of credential_env and credential_file",
 		"weight must be >= 1",
 		"priority must be >= 0",
+		"multimodal_embeddings applies to embeddings models only",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q", want)

@@ -309,3 +309,33 @@ func (c *Client) disconnect() {
 	c.connected = false
 	clear(c.entries)
 }
+
+// RecordVideoTask implements lifecycle.Ledger.
+func (c *Client) RecordVideoTask(ctx context.Context, taskID, keyID, model string) error {
+	_, err := c.rpc.RecordVideoTask(ctx, &accountingv1.RecordVideoTaskRequest{TaskId: taskID, KeyId: keyID, Model: model})
+	if err != nil {
+		return fromStatus(err)
+	}
+	return nil
+}
+
+// GetVideoTask implements lifecycle.Ledger: an unknown task is ledger.ErrNotFound; the
+// age is accounting's.
+func (c *Client) GetVideoTask(ctx context.Context, taskID string) (lifecycle.VideoTask, error) {
+	resp, err := c.rpc.GetVideoTask(ctx, &accountingv1.GetVideoTaskRequest{TaskId: taskID})
+	if err != nil {
+		return lifecycle.VideoTask{}, fromStatus(err)
+	}
+	t := resp.GetTask()
+	out := lifecycle.VideoTask{
+		VideoTask: ledger.VideoTask{
+			TaskID: t.GetTaskId(), AccountID: t.GetAccountId(), KeyID: t.GetKeyId(),
+			AdminCreatedKey: t.GetAdminCreatedKey(), Model: t.GetModel(),
+		},
+		Age: time.Duration(t.GetAgeSeconds()) * time.Second,
+	}
+	if ts := t.GetCreatedAt(); ts != nil && ts.IsValid() && !isZero(ts) {
+		out.CreatedAt = ts.AsTime()
+	}
+	return out, nil
+}

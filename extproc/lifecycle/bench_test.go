@@ -24,6 +24,10 @@ func (nopLedger) Commit(_ context.Context, c ledger.CommitRequest) (ledger.Commi
 func (nopLedger) Release(context.Context, string, string) (ledger.ReleaseResult, error) {
 	return ledger.ReleaseResult{State: ledger.StateReleased}, nil
 }
+func (nopLedger) RecordVideoTask(context.Context, string, string, string) error { return nil }
+func (nopLedger) GetVideoTask(context.Context, string) (lifecycle.VideoTask, error) {
+	return lifecycle.VideoTask{}, ledger.ErrNotFound
+}
 
 // BenchmarkRequestSide is one admitted chat request through the lifecycle: headers,
 // body (validation, token estimate, reservation, mutation), a JSON response with usage

@@ -36,11 +36,32 @@
 //     than max_output_tokens is refused with 400 invalid_max_tokens naming the maximum
 //     (rather than clamped: clamping would need a body edit the client did not ask
 //     for, and the hold must bound what the upstream may produce).
+//     The same step applies the other endpoints' model rules: a speech voice the model
+//     lists; a video duration inside the model's range (invalid_duration naming it),
+//     the model's resolution tier (resolution_not_priced) and a webhook URL whose host
+//     resolves to public addresses (invalid_webhook_url; its syntax was checked in step
+//     2, the resolution waits for a valid key so that anonymous callers cannot make the
+//     gateway resolve names).
 //  11. Reserve the maximum estimated cost (402 insufficient_credits, 429
 //     key_limit_reached / concurrency_limit_exceeded / rate_limit_exceeded with
 //     Retry-After; taken from the Refusal's reason and retry_after).
 //
 // Only then is a channel picked and the request mutated.
+//
+// # Units
+//
+// Token endpoints (chat, messages, responses) hold the estimate above and commit the
+// upstream's usage. Embeddings hold the input's estimate (token ids counted exactly) and
+// commit usage.prompt_tokens. Speech holds and commits the exact cost of the input's
+// Unicode code points (on a 2xx audio response; the body bypasses extproc). Images hold
+// and commit one image. Video holds and commits duration × price per second once the
+// upstream returned a task id and accounting recorded the task (before the response
+// reaches the client).
+//
+// GET /v1/videos/{taskId} is decided in the headers phase: invalid_task_id, the key,
+// then the task's owner (the account, or the key alone for an admin-created key) and age
+// by accounting's clock (task_not_found, task_expired); a readable task is routed,
+// unbilled, to its model's highest-priority channel.
 //
 // A Request is not safe for concurrent use: the adapter drives it from one goroutine.
 // A Service is safe for concurrent use.

@@ -3,44 +3,73 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"mime"
+	"strings"
 
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/response"
+	"github.com/llmgw/gateway/extproc/video"
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 )
 
-// responseState is the response side of an admitted request.
+// responseState is the response side of an admitted (or proxied) request.
 //
 // A usable success (2xx with the media type asked for) is rewritten by extproc/response:
-// JSON bodies are buffered, SSE bodies streamed chunk by chunk (content-length removed);
-// the public model id is written back and usage read. Anything else is buffered,
-// classified by response.ClassifyUpstream and replaced by our envelope (the provider's
-// message is never shown), and the hold is released.
+// the public model id is written back and usage read. How the body travels depends on
+// the endpoint:
+//
+//   - SSE streams (chat, messages, responses with stream true): STREAMED, event by event.
+//   - Embeddings: STREAMED too, rewritten incrementally so that a large body is never
+//     held (content-length removed in both cases).
+//   - Other JSON (chat, messages, responses, images, video tasks): BUFFERED.
+//   - Speech audio: NONE — the binary body bypasses extproc; it is charged on the
+//     headers (the exact cost of the input's characters was held).
+//
+// Anything else is buffered, classified by response.ClassifyUpstream and replaced by our
+// envelope (the provider's message is never shown), and the hold is released.
 //
 // Settlement: upstream usage → commit its cost. A stream that ended without usage (cut,
 // client gone) → commit what was delivered, counted locally (input as counted, output
 // text as sent). A JSON body without usage → release: it cannot be priced, and the full
-// hold is never charged.
+// hold is never charged. Images: one image on a body whose data has an item. Video: the
+// held seconds once the upstream returned a task id and accounting recorded it.
 type responseState struct {
 	status    int
 	ct        string
 	rw        response.Rewriter
-	stream    bool
-	delivered bool // some bytes of a streamed success went downstream
-	broken    bool // the rewriter failed mid-stream; later chunks pass unchanged
+	chunked   bool // the body comes in STREAMED chunks (SSE or incremental JSON)
+	delivered bool // some bytes of a chunked success went downstream
+	broken    bool // the rewriter failed mid-body; later chunks are dropped
 }
 
+// format is the response format of the endpoint.
 func (r *Request) format() response.Format {
-	if r.endpoint == EndpointMessages {
+	switch r.endpoint {
+	case EndpointMessages:
 		return response.AnthropicMessages
+	case EndpointResponses:
+		return response.OpenAIResponses
+	case EndpointEmbeddings, EndpointEmbeddingsMultimodal:
+		return response.OpenAIEmbeddings
+	case EndpointImages:
+		return response.OpenAIImages
+	case EndpointVideoSubmit, EndpointVideoGet:
+		return response.VideoTask
 	}
 	return response.OpenAIChat
+}
+
+// awaiting reports whether the response still matters: an unsettled reservation, or a
+// proxied read.
+func (r *Request) awaiting() bool {
+	return (r.reservation != nil && !r.settled) || r.proxied
 }
 
 // ResponseHeaders handles the upstream's response headers (or Envoy's own local reply
 // when no upstream answered).
 func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Header) Action {
-	if r.reservation == nil || r.settled {
+	if !r.awaiting() {
 		return Action{}
 	}
 	st := &responseState{status: status}
@@ -54,6 +83,14 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 		// Buffer the error body so it can be classified before anything reaches the
 		// client.
 		return Action{ResponseBodyMode: ModeBuffered}
+	}
+	if r.endpoint == EndpointSpeech {
+		if !audioType(st.ct) {
+			r.release(ctx, "upstream_unusable_response")
+			return r.fail(upstreamError(apierr.UpstreamError))
+		}
+		r.commitUnits(ctx, "characters", r.units)
+		return Action{ResponseBodyMode: ModeNone}
 	}
 	if !response.UsableSuccess(r.parsed.Stream, status, st.ct) {
 		r.release(ctx, "upstream_unusable_response")
@@ -72,30 +109,44 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 		r.release(ctx, "internal_error")
 		return r.fail(apierr.New(apierr.InternalError, "The response could not be processed."))
 	}
-	st.rw, st.stream = rw, r.parsed.Stream
-	if st.stream {
+	st.rw = rw
+	st.chunked = r.parsed.Stream || r.format() == response.OpenAIEmbeddings
+	if st.chunked {
 		return Action{ResponseBodyMode: ModeStreamed, RemoveHeaders: []string{"content-length"}}
 	}
 	return Action{ResponseBodyMode: ModeBuffered}
+}
+
+// audioType reports whether a speech response's content type is audio (audio/*, or
+// application/octet-stream for raw PCM).
+func audioType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (strings.HasPrefix(mt, "audio/") || mt == "application/octet-stream")
 }
 
 // ResponseBody handles a response body message: the whole body (buffered) or one chunk
 // (streamed). endOfStream true is the only proof that the response is complete.
 func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bool) Action {
 	st := r.resp
-	if st == nil || r.reservation == nil {
+	if st == nil || !r.awaiting() && !st.broken {
 		return Action{}
 	}
 	if st.rw == nil {
 		r.release(ctx, "upstream_status")
-		return r.fail(upstreamError(response.ClassifyUpstream(r.format(), st.status, st.ct, chunk)))
+		code := response.ClassifyUpstream(r.format(), st.status, st.ct, chunk)
+		if r.endpoint == EndpointVideoGet && st.status == 404 {
+			return r.fail(taskNotFound())
+		}
+		return r.fail(upstreamError(code))
 	}
 	if st.broken {
-		return Action{}
+		// The rewriter failed after the headers went downstream: drop the rest, so the
+		// client never sees the upstream's own model id, and let the body end.
+		return Action{ReplaceBody: true}
 	}
 	out, err := st.rw.Write(chunk, endOfStream)
 	if err != nil {
-		if !st.stream {
+		if !st.chunked {
 			r.release(ctx, "upstream_unusable_response")
 			code := apierr.UpstreamError
 			if !errors.Is(err, response.ErrUnusable) && !errors.Is(err, response.ErrTooLarge) {
@@ -104,30 +155,89 @@ func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bo
 			return r.fail(upstreamError(code))
 		}
 		// Headers already went downstream: an immediate response would only reset the
-		// stream. Pass the rest unchanged and settle on what was delivered.
-		r.svc.cfg.Log.Warn("response rewrite failed mid-stream", zap.Error(err))
+		// stream. Send what the rewriter still returned, drop every later chunk, and
+		// settle on what was delivered (a stream's counted text; a JSON body that cannot
+		// be completed carries no usage and is released).
+		r.svc.cfg.Log.Warn("response rewrite failed mid-body", zap.Error(err))
 		st.broken = true
-		r.settleDelivered(ctx)
-		return Action{}
+		if len(out) > 0 {
+			st.delivered = true
+		}
+		if r.parsed.Stream {
+			r.settleDelivered(ctx)
+		} else {
+			r.release(ctx, "upstream_unusable_response")
+		}
+		return Action{ReplaceBody: true, Body: out}
 	}
-	if st.stream {
+	if st.chunked {
 		if len(out) > 0 {
 			st.delivered = true
 		}
 		if endOfStream {
-			r.settleStream(ctx)
+			if r.parsed.Stream {
+				r.settleStream(ctx)
+			} else {
+				r.settleUsage(ctx)
+			}
 		}
 		return Action{ReplaceBody: true, Body: out}
 	}
 	if endOfStream {
-		if u, ok := st.rw.Usage(); ok {
-			r.commit(ctx, u.InputTokens, u.OutputTokens)
-		} else {
-			r.svc.cfg.Log.Warn("response without usage: releasing the hold", zap.String("model", r.model.ID))
-			r.release(ctx, "usage_unavailable")
+		if e := r.settleBody(ctx, out); e != nil {
+			return r.fail(e)
 		}
 	}
 	return Action{ReplaceBody: true, Body: out, SetHeaders: []Header{{"content-length", itoa(len(out))}}}
+}
+
+// settleBody settles a complete buffered success by endpoint, or returns the error to
+// answer instead (the hold then released).
+func (r *Request) settleBody(ctx context.Context, out []byte) *apierr.Error {
+	switch r.endpoint {
+	case EndpointVideoGet:
+		r.proxied = false
+		return nil
+	case EndpointImages:
+		if gjson.GetBytes(out, "data.#").Int() < 1 {
+			r.release(ctx, "upstream_unusable_response")
+			return upstreamError(apierr.UpstreamError)
+		}
+		r.commitUnits(ctx, "images", r.units)
+		return nil
+	case EndpointVideoSubmit:
+		return r.settleVideo(ctx, out)
+	}
+	r.settleUsage(ctx)
+	return nil
+}
+
+// settleUsage commits the upstream's usage, or releases when there was none.
+func (r *Request) settleUsage(ctx context.Context) {
+	if u, ok := r.resp.rw.Usage(); ok {
+		r.commit(ctx, u.InputTokens, u.OutputTokens)
+		return
+	}
+	r.svc.cfg.Log.Warn("response without usage: releasing the hold", zap.String("model", r.model.ID))
+	r.release(ctx, "usage_unavailable")
+}
+
+// settleVideo records an accepted video task in accounting (before the response reaches
+// the client, so the client can read it at once) and charges its seconds. An answer
+// without a usable task id, or a task accounting could not record, is released.
+func (r *Request) settleVideo(ctx context.Context, out []byte) *apierr.Error {
+	id := gjson.GetBytes(out, "id")
+	if id.Type != gjson.String || !video.ValidTaskID(id.Str) {
+		r.release(ctx, "upstream_unusable_response")
+		return upstreamError(apierr.UpstreamError)
+	}
+	if err := r.svc.cfg.Ledger.RecordVideoTask(ctx, id.Str, r.grant.KeyID, r.model.ID); err != nil {
+		r.svc.cfg.Log.Error("record video task failed", zap.String("task", id.Str), zap.Error(err))
+		r.release(ctx, "task_not_recorded")
+		return apierr.New(apierr.ServiceUnavailable, "The video task could not be recorded; nothing was charged. Please retry.")
+	}
+	r.commitUnits(ctx, "seconds", r.units)
+	return nil
 }
 
 // settleStream settles a streamed success: upstream usage when it came, else what was

@@ -17,6 +17,8 @@ import (
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/openai"
 	"github.com/llmgw/gateway/extproc/tokens"
+	"github.com/llmgw/gateway/extproc/video"
+	"github.com/llmgw/gateway/extproc/webhook"
 	"github.com/llmgw/gateway/extproc/wire"
 	"go.uber.org/zap"
 )
@@ -44,6 +46,9 @@ type Config struct {
 	// Now is the clock for key expiry; time.Now when nil.
 	Now        func() time.Time
 	ReserveTTL time.Duration
+	// Webhooks checks video webhook URLs (own hosts, DNS); a Validator with the system
+	// resolver and no own hosts when nil.
+	Webhooks *webhook.Validator
 	// Log receives lifecycle events; never a key. Nop when nil.
 	Log *zap.Logger
 }
@@ -72,6 +77,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
+	}
+	if cfg.Webhooks == nil {
+		cfg.Webhooks = &webhook.Validator{}
 	}
 	return &Service{cfg: cfg}, nil
 }
@@ -105,9 +113,14 @@ type Request struct {
 	channel *catalog.Channel
 	grant   ledger.Grant
 
+	units int64 // billed units of a per-unit endpoint (characters, images, seconds)
+
 	reservation *ledger.Reservation
 	settled     bool
-	resp        *responseState
+	// proxied: the request was routed upstream without a reservation (video task
+	// reads); its response is rewritten but never settled.
+	proxied bool
+	resp    *responseState
 }
 
 // Reservation returns the request's reservation, if admitted.
@@ -151,6 +164,11 @@ func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStr
 		path = path[:i]
 	}
 	rt, ok := routes[path]
+	taskID := ""
+	if !ok && strings.HasPrefix(path, videoTaskPrefix) {
+		rt.ep, rt.route, ok = EndpointVideoGet, route{"GET", apierr.OpenAI}, true
+		taskID = path[len(videoTaskPrefix):]
+	}
 	if !ok {
 		r.env = apierr.OpenAI
 		return r.fail(apierr.New(apierr.NotFound, "Unknown request URL: "+method+" "+truncate(path, 200)+"."))
@@ -162,8 +180,11 @@ func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStr
 		return a
 	}
 	r.readKey(auth, xKey)
-	if r.endpoint == EndpointModels {
+	switch r.endpoint {
+	case EndpointModels:
 		return r.listModels(ctx)
+	case EndpointVideoGet:
+		return r.videoTask(ctx, taskID)
 	}
 	if r.contentLength > wire.MaxBodyBytes {
 		return r.fail(tooLarge())
@@ -277,21 +298,18 @@ func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool
 		r.svc.cfg.Log.Error("request body arrived in chunks: configure request_body_mode BUFFERED")
 		return r.fail(apierr.New(apierr.InternalError, "The request could not be processed."))
 	}
-	var perr *apierr.Error
-	switch r.endpoint {
-	case EndpointChat:
-		r.parsed, perr = openai.ParseChat(body)
-	case EndpointMessages:
-		r.parsed, perr = anthropic.ParseMessages(body)
-	case EndpointCountTokens:
-		r.parsed, perr = anthropic.ParseCountTokens(body)
-	default:
+	parse, ok := parsers[r.endpoint]
+	if !ok {
 		return Action{}
 	}
-	if perr != nil {
+	var perr *apierr.Error
+	if r.parsed, perr = parse(body); perr != nil {
 		return r.fail(perr)
 	}
 	if e := r.admit(ctx); e != nil {
+		return r.fail(e)
+	}
+	if e := r.modelRules(ctx); e != nil {
 		return r.fail(e)
 	}
 	if r.endpoint == EndpointCountTokens {
@@ -315,9 +333,25 @@ func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool
 	return a
 }
 
+// parsers validate each endpoint's body (the wire-format packages' rules).
+var parsers = map[Endpoint]func([]byte) (wire.Parsed, *apierr.Error){
+	EndpointChat:                 openai.ParseChat,
+	EndpointMessages:             anthropic.ParseMessages,
+	EndpointCountTokens:          anthropic.ParseCountTokens,
+	EndpointResponses:            openai.ParseResponses,
+	EndpointEmbeddings:           openai.ParseEmbeddings,
+	EndpointEmbeddingsMultimodal: openai.ParseMultimodalEmbeddings,
+	EndpointSpeech:               openai.ParseSpeech,
+	EndpointImages:               openai.ParseImages,
+	EndpointVideoSubmit:          video.ParseSubmit,
+}
+
 // kindOf is the catalog kind each endpoint serves.
 var kindOf = map[Endpoint]catalog.Kind{
 	EndpointChat: catalog.KindChat, EndpointMessages: catalog.KindMessages, EndpointCountTokens: catalog.KindMessages,
+	EndpointResponses: catalog.KindResponses, EndpointEmbeddings: catalog.KindEmbeddings,
+	EndpointEmbeddingsMultimodal: catalog.KindEmbeddings, EndpointSpeech: catalog.KindSpeech,
+	EndpointImages: catalog.KindImage, EndpointVideoSubmit: catalog.KindVideo, EndpointVideoGet: catalog.KindVideo,
 }
 
 // admit runs steps 3 to 10 of the admission order (see the package doc).
@@ -341,7 +375,7 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 	if !m.Free && !g.AccountToppedUp {
 		return apierr.Param(apierr.ModelRequiresTopUp, "model", "The model '"+id+"' requires a top-up; free models remain callable.")
 	}
-	if !m.HasCandidate(g.Tier) {
+	if len(r.candidates()) == 0 {
 		return apierr.Param(apierr.ModelNotAvailable, "model", "No route for the model '"+id+"' is available to this key.")
 	}
 	if !m.PriceComplete() {
@@ -363,13 +397,68 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// MaxCost is the request's maximum estimated cost in micro-credits: the prompt's
-// estimate times the input price plus the output limit (the request's, else the
-// model's) times the output price, each rounded up. Free models cost 0.
+// candidates are the admitted model's channels open to the key's tier (and, for
+// multimodal embeddings, only the channels that serve them).
+func (r *Request) candidates() []*catalog.Channel {
+	cs := r.model.Candidates(r.grant.Tier)
+	if r.endpoint != EndpointEmbeddingsMultimodal {
+		return cs
+	}
+	out := cs[:0]
+	for _, c := range cs {
+		if c.MultimodalEmbeddings {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// modelRules applies the endpoint's rules that need the model (step 10 of the
+// admission order): a speech voice the model lists; a video duration inside the model's
+// range, its resolution tier, and a webhook URL whose host resolves to public
+// addresses. The webhook is resolved only here, after the key was accepted, so that
+// unauthenticated callers cannot make the gateway resolve names.
+func (r *Request) modelRules(ctx context.Context) *apierr.Error {
+	switch r.endpoint {
+	case EndpointSpeech:
+		if !contains(r.model.Voices, r.parsed.Voice) {
+			return apierr.Param(apierr.InvalidRequest, "voice",
+				"The voice '"+truncate(r.parsed.Voice, 64)+"' is not supported by the model '"+r.model.ID+"'; use one of: "+strings.Join(r.model.Voices, ", ")+".")
+		}
+		r.units = r.parsed.Units
+	case EndpointImages:
+		r.units = r.parsed.Units
+	case EndpointVideoSubmit:
+		d, e := video.Admit(r.parsed.Video, r.model)
+		if e != nil {
+			return e
+		}
+		r.units = d
+		if u := r.parsed.Video.WebhookURL; u != "" {
+			if e := r.svc.cfg.Webhooks.Check(ctx, u); e != nil {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// MaxCost is the request's maximum estimated cost in micro-credits. Token kinds: the
+// prompt's estimate times the input price plus the output limit (the request's, else
+// the model's) times the output price, each rounded up. Embeddings: the input's
+// estimate (token ids counted exactly) times the input price. Speech: the exact cost of
+// its characters. Images and video: units times the unit price. Free models cost 0.
 func (r *Request) MaxCost() int64 {
 	m := r.model
 	if m == nil || m.Free {
 		return 0
+	}
+	switch m.Kind {
+	case catalog.KindEmbeddings:
+		known := r.parsed.KnownTokens
+		return tokens.Cost(tokens.WithMargin(r.promptTokens()-known, r.parsed.Prompt.Media)+known, deref(m.Prices.InputPerMTok))
+	case catalog.KindSpeech, catalog.KindImage, catalog.KindVideo:
+		return r.unitCost(r.units)
 	}
 	out := r.parsed.MaxOutput
 	if out == 0 {
@@ -385,10 +474,39 @@ func (r *Request) MaxCost() int64 {
 	return tokens.Cost(tokens.WithMargin(r.promptTokens(), r.parsed.Prompt.Media), in) + tokens.Cost(out, outP)
 }
 
+// unitCost is the price of n units of a per-unit model: characters per million,
+// images and seconds each.
+func (r *Request) unitCost(n int64) int64 {
+	m := r.model
+	if m.Free {
+		return 0
+	}
+	switch m.Kind {
+	case catalog.KindSpeech:
+		return tokens.Cost(n, deref(m.Prices.PerMillionChars))
+	case catalog.KindImage:
+		return n * deref(m.Prices.PerImage)
+	case catalog.KindVideo:
+		return n * deref(m.Prices.PerSecond)
+	}
+	return 0
+}
+
 // promptTokens is the prompt's plain count (no margin), counted once per request.
+// Embedding inputs have no message framing: their count is the texts' tokens, media
+// parts at their fixed bound, and the token ids given.
 func (r *Request) promptTokens() int64 {
 	if r.counted < 0 {
-		r.counted = r.svc.cfg.Counter.Count(r.parsed.Prompt)
+		p := r.parsed.Prompt
+		if r.endpoint == EndpointEmbeddings || r.endpoint == EndpointEmbeddingsMultimodal {
+			n := r.parsed.KnownTokens + int64(p.Media)*tokens.MediaPart
+			for _, t := range p.Texts {
+				n += int64(r.svc.cfg.Counter.Text(t))
+			}
+			r.counted = n
+		} else {
+			r.counted = r.svc.cfg.Counter.Count(p)
+		}
 	}
 	return r.counted
 }
@@ -415,7 +533,7 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 
 // mutate picks the channel and rewrites the request for it.
 func (r *Request) mutate(body []byte) (Action, error) {
-	ch := catalog.Pick(r.model.Candidates(r.grant.Tier), r.svc.cfg.Intn)
+	ch := catalog.Pick(r.candidates(), r.svc.cfg.Intn)
 	if ch == nil {
 		return Action{}, errors.New("no candidate channel after admission")
 	}
@@ -461,29 +579,51 @@ func (r *Request) release(ctx context.Context, reason string) {
 		return
 	}
 	r.settled = true
-	if _, err := r.svc.cfg.Ledger.Release(ctx, r.reservation.ID, reason); err != nil {
+	ctx, cancel := settleContext(ctx)
+	defer cancel()
+	err := retrySettle(ctx, func() error {
+		_, err := r.svc.cfg.Ledger.Release(ctx, r.reservation.ID, reason)
+		return err
+	})
+	if err != nil {
 		// The hold expires server-side; log and move on.
 		r.svc.cfg.Log.Warn("release failed", zap.String("reservation", r.reservation.ID), zap.Error(err))
 	}
 }
 
-// commit charges the actual cost, once.
+// commit charges the actual cost of token usage, once.
 func (r *Request) commit(ctx context.Context, in, out int64) {
-	if r.reservation == nil || r.settled {
-		return
-	}
-	r.settled = true
 	m := r.model
 	var actual int64
 	if !m.Free {
 		actual = tokens.Cost(in, deref(m.Prices.InputPerMTok)) + tokens.Cost(out, deref(m.Prices.OutputPerMTok))
 	}
-	_, err := r.svc.cfg.Ledger.Commit(ctx, ledger.CommitRequest{
-		ReservationID: r.reservation.ID,
-		Actual:        actual,
-		Usage:         ledger.Usage{InputTokens: in, OutputTokens: out},
-		UpstreamModel: r.channel.UpstreamModel,
-		Channel:       r.channel.Name,
+	r.charge(ctx, actual, ledger.Usage{InputTokens: in, OutputTokens: out})
+}
+
+// commitUnits charges n units of a per-unit endpoint ("characters", "images",
+// "seconds"), once.
+func (r *Request) commitUnits(ctx context.Context, unit string, n int64) {
+	r.charge(ctx, r.unitCost(n), ledger.Usage{Units: map[string]int64{unit: n}})
+}
+
+// charge commits actual with its usage record, once.
+func (r *Request) charge(ctx context.Context, actual int64, u ledger.Usage) {
+	if r.reservation == nil || r.settled {
+		return
+	}
+	r.settled = true
+	ctx, cancel := settleContext(ctx)
+	defer cancel()
+	err := retrySettle(ctx, func() error {
+		_, err := r.svc.cfg.Ledger.Commit(ctx, ledger.CommitRequest{
+			ReservationID: r.reservation.ID,
+			Actual:        actual,
+			Usage:         u,
+			UpstreamModel: r.channel.UpstreamModel,
+			Channel:       r.channel.Name,
+		})
+		return err
 	})
 	if err != nil {
 		r.svc.cfg.Log.Error("commit failed", zap.String("reservation", r.reservation.ID), zap.Error(err))
@@ -505,7 +645,7 @@ func (r *Request) End(ctx context.Context, cause string) {
 	if r.reservation == nil || r.settled {
 		return
 	}
-	if st := r.resp; st != nil && st.stream && st.delivered {
+	if st := r.resp; st != nil && st.chunked && r.parsed.Stream && st.delivered {
 		r.svc.cfg.Log.Info("stream ended without usage: charging what was delivered", zap.String("cause", cause))
 		r.settleDelivered(ctx)
 		return
@@ -515,4 +655,33 @@ func (r *Request) End(ctx context.Context, cause string) {
 
 func apiAccountSuspended() *apierr.Error {
 	return apierr.New(apierr.AccountSuspended, "The account is suspended.")
+}
+
+// settleTimeout bounds one settlement, retries included.
+const settleTimeout = 10 * time.Second
+
+// settleContext detaches settlement from the ext_proc stream's context: Envoy resets the
+// stream as soon as the client has what it needs (or is gone), and a commit or release
+// must not be cancelled with it.
+func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+}
+
+// retrySettle retries a settlement call that failed for a reason other than a refusal
+// (accounting unreachable, a lost connection). Commit and Release are idempotent by
+// reservation id, so a retry can never charge twice; a refusal (already settled) is final.
+func retrySettle(ctx context.Context, call func() error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := call()
+		if err == nil || ledger.ReasonOf(err) != 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
 }

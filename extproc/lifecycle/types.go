@@ -2,19 +2,36 @@ package lifecycle
 
 import (
 	"context"
+	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/apierr"
 )
 
 // Ledger is what the lifecycle needs from accounting. Refusals are *ledger.Refusal
-// errors; any other error means accounting could not be asked.
+// errors; an unknown video task is ledger.ErrNotFound; any other error means accounting
+// could not be asked.
 type Ledger interface {
 	Authenticate(ctx context.Context, keyHash []byte) (ledger.Grant, error)
 	Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error)
 	Commit(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error)
 	Release(ctx context.Context, reservationID, reason string) (ledger.ReleaseResult, error)
+	// RecordVideoTask stores that the key's account submitted the task (model is the
+	// public model id).
+	RecordVideoTask(ctx context.Context, taskID, keyID, model string) error
+	// GetVideoTask returns a task's owner and age.
+	GetVideoTask(ctx context.Context, taskID string) (VideoTask, error)
 }
+
+// VideoTask is a recorded video task and its age by accounting's clock (so every
+// replica agrees on retention).
+type VideoTask struct {
+	ledger.VideoTask
+	Age time.Duration
+}
+
+// VideoRetention is how long a video task stays readable.
+const VideoRetention = 24 * time.Hour
 
 // Header is one HTTP header; names are lowercase.
 type Header struct{ Name, Value string }
@@ -68,6 +85,15 @@ const (
 	EndpointMessages
 	EndpointCountTokens
 	EndpointModels
+	EndpointResponses
+	EndpointEmbeddings
+	EndpointEmbeddingsMultimodal
+	EndpointSpeech
+	EndpointImages
+	EndpointVideoSubmit
+	// EndpointVideoGet is GET /v1/videos/{taskId}: answered or routed in the headers
+	// phase, never billed.
+	EndpointVideoGet
 )
 
 // route is an endpoint's method, envelope and name.
@@ -84,7 +110,16 @@ var routes = map[string]struct {
 	"/v1/messages":              {EndpointMessages, route{"POST", apierr.Anthropic}},
 	"/v1/messages/count_tokens": {EndpointCountTokens, route{"POST", apierr.Anthropic}},
 	"/v1/models":                {EndpointModels, route{"GET", apierr.OpenAI}},
+	"/v1/responses":             {EndpointResponses, route{"POST", apierr.OpenAI}},
+	"/v1/embeddings":            {EndpointEmbeddings, route{"POST", apierr.OpenAI}},
+	"/v1/embeddings/multimodal": {EndpointEmbeddingsMultimodal, route{"POST", apierr.OpenAI}},
+	"/v1/audio/speech":          {EndpointSpeech, route{"POST", apierr.OpenAI}},
+	"/v1/images/generations":    {EndpointImages, route{"POST", apierr.OpenAI}},
+	"/v1/video/generations":     {EndpointVideoSubmit, route{"POST", apierr.OpenAI}},
 }
+
+// videoTaskPrefix is the path prefix of GET /v1/videos/{taskId}.
+const videoTaskPrefix = "/v1/videos/"
 
 // errImmediate renders e in env as an Immediate.
 func errImmediate(e *apierr.Error, env apierr.Envelope) *Immediate {

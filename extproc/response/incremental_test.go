@@ -160,3 +160,21 @@ func TestOtherJSONFormats(t *testing.T) {
 		t.Fatal("streamed video task accepted")
 	}
 }
+
+// BenchmarkIncrementalEmbeddings measures the embeddings rewrite on a 1 MB body fed in
+// 64 KiB chunks.
+func BenchmarkIncrementalEmbeddings(b *testing.B) {
+	item := `{"object":"embedding","index":0,"embedding":[` + strings.Repeat("0.0123456,", 99) + `1]},`
+	body := []byte(`{"object":"list","data":[` + strings.Repeat(item, 1<<20/len(item)) + `{}],"model":"m","usage":{"prompt_tokens":9,"total_tokens":9}}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		rw, _ := New(Options{Format: OpenAIEmbeddings, PublicModel: "p"})
+		for i := 0; i < len(body); i += 64 << 10 {
+			end := min(i+64<<10, len(body))
+			if _, err := rw.Write(body[i:end], end == len(body)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -68,12 +68,13 @@ func Counter(t testing.TB) *tokens.Counter {
 }
 
 // Service builds a lifecycle service over the demo catalog and l, with the first
-// channel always picked and sequential reservation ids.
-func Service(t testing.TB, l lifecycle.Ledger) *lifecycle.Service {
+// channel always picked and sequential reservation ids; opts adjust the config (a fake
+// webhook resolver, another catalog).
+func Service(t testing.TB, l lifecycle.Ledger, opts ...func(*lifecycle.Config)) *lifecycle.Service {
 	t.Helper()
 	var mu sync.Mutex
 	n := 0
-	svc, err := lifecycle.New(lifecycle.Config{
+	cfg := lifecycle.Config{
 		Catalog: DemoCatalog(t), Ledger: l, Counter: Counter(t),
 		Intn: func(int) int { return 0 },
 		NewID: func() string {
@@ -82,7 +83,11 @@ func Service(t testing.TB, l lifecycle.Ledger) *lifecycle.Service {
 			n++
 			return "req-" + strconv.Itoa(n)
 		},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc, err := lifecycle.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +239,11 @@ type FakeLedger struct {
 	Commits  []ledger.CommitRequest
 	Releases []string
 	Auths    int
+	// Tasks are the video tasks GetVideoTask returns (RecordVideoTask adds to them);
+	// Recorded lists every RecordVideoTask call's task id; RecordE fails those calls.
+	Tasks    map[string]lifecycle.VideoTask
+	Recorded []string
+	RecordE  error
 }
 
 var _ lifecycle.Ledger = (*FakeLedger)(nil)
@@ -292,4 +302,48 @@ func (f *FakeLedger) Counts() (reserves, commits, releases int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.Reserves), len(f.Commits), len(f.Releases)
+}
+
+// RecordVideoTask implements lifecycle.Ledger: the task is owned by the key's grant (as
+// registered with AddKey) and has age 0. RecordE, when set, is returned instead.
+func (f *FakeLedger) RecordVideoTask(_ context.Context, taskID, keyID, model string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Recorded = append(f.Recorded, taskID)
+	if f.RecordE != nil {
+		return f.RecordE
+	}
+	if f.Tasks == nil {
+		f.Tasks = map[string]lifecycle.VideoTask{}
+	}
+	t := lifecycle.VideoTask{VideoTask: ledger.VideoTask{TaskID: taskID, KeyID: keyID, Model: model}}
+	for _, g := range f.Grants {
+		if g.KeyID == keyID {
+			t.AccountID, t.AdminCreatedKey = g.AccountID, g.AdminCreated
+		}
+	}
+	f.Tasks[taskID] = t
+	return nil
+}
+
+// GetVideoTask implements lifecycle.Ledger from Tasks; unknown ids are
+// ledger.ErrNotFound.
+func (f *FakeLedger) GetVideoTask(_ context.Context, taskID string) (lifecycle.VideoTask, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.Tasks[taskID]
+	if !ok {
+		return lifecycle.VideoTask{}, ledger.ErrNotFound
+	}
+	return t, nil
+}
+
+// SetTask stores a task as accounting would return it (owner and age).
+func (f *FakeLedger) SetTask(t lifecycle.VideoTask) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Tasks == nil {
+		f.Tasks = map[string]lifecycle.VideoTask{}
+	}
+	f.Tasks[t.TaskID] = t
 }

@@ -1,0 +1,506 @@
+package front
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Config is the subset of an Envoy bootstrap that the front emulates, extracted and
+// checked by FromBootstrap.
+type Config struct {
+	// Listen is the listener's address (host:port).
+	Listen string
+	// BufferLimit is the request (and buffered response) body limit in bytes; a body of
+	// exactly this size is accepted.
+	BufferLimit int64
+	// StreamIdleTimeout is the HCM stream idle timeout (0: none).
+	StreamIdleTimeout time.Duration
+	Routes            []Route
+	ExtProc           ExtProc
+	Clusters          map[string]*Cluster
+	LocalReply        []Mapper
+}
+
+// Route is one route of the single virtual host.
+type Route struct {
+	Prefix string
+	// Exactly one of Cluster and ClusterHeader is set.
+	Cluster, ClusterHeader string
+	ClusterNotFoundStatus  int
+	AutoHostRewrite        bool
+	// IdleTimeout overrides the stream idle timeout for this route (0: unset).
+	IdleTimeout time.Duration
+}
+
+// ExtProc is the ext_proc filter's configuration.
+type ExtProc struct {
+	Cluster           string
+	Mode              Mode
+	AllowModeOverride bool
+	MessageTimeout    time.Duration
+	MaxMessageTimeout time.Duration
+}
+
+// Mode is an ext_proc processing mode: header modes SEND/SKIP, body modes NONE,
+// STREAMED or BUFFERED (the values of extprocv3.ProcessingMode).
+type Mode struct {
+	RequestHeader  extprocv3.ProcessingMode_HeaderSendMode
+	RequestBody    extprocv3.ProcessingMode_BodySendMode
+	ResponseHeader extprocv3.ProcessingMode_HeaderSendMode
+	ResponseBody   extprocv3.ProcessingMode_BodySendMode
+}
+
+// Cluster is one upstream cluster with its single endpoint.
+type Cluster struct {
+	Name string
+	// Addr is host:port of the endpoint.
+	Addr string
+	// Host is the endpoint's host name, used by auto_host_rewrite for DNS clusters.
+	Host  string
+	DNS   bool
+	HTTP2 bool
+	// TLS is the client TLS configuration of a cluster with an UpstreamTlsContext.
+	TLS *tls.Config
+}
+
+const defaultBufferLimit = 1 << 20 // Envoy's per_connection_buffer_limit_bytes default
+
+// allowed lists, per message type, the fields the front emulates (or that have no
+// observable effect on what the front does, such as names and stat prefixes). Any other
+// field set in the configuration makes FromBootstrap fail, naming it.
+var allowed = map[protoreflect.FullName][]protoreflect.Name{
+	"envoy.config.bootstrap.v3.Bootstrap":                                               {"admin", "static_resources"},
+	"envoy.config.bootstrap.v3.Bootstrap.StaticResources":                               {"listeners", "clusters"},
+	"envoy.config.bootstrap.v3.Admin":                                                   {"address"},
+	"envoy.config.core.v3.Address":                                                      {"socket_address"},
+	"envoy.config.core.v3.SocketAddress":                                                {"address", "port_value"},
+	"envoy.config.listener.v3.Listener":                                                 {"name", "address", "per_connection_buffer_limit_bytes", "filter_chains"},
+	"envoy.config.listener.v3.FilterChain":                                              {"filters"},
+	"envoy.config.listener.v3.Filter":                                                   {"name", "typed_config"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {"stat_prefix", "codec_type", "stream_idle_timeout", "request_timeout", "route_config", "http_filters", "local_reply_config"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter":            {"name", "typed_config"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.LocalReplyConfig":      {"mappers"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.ResponseMapper":        {"filter", "status_code", "headers_to_add", "body", "body_format_override"},
+	"envoy.config.route.v3.RouteConfiguration":                                          {"name", "virtual_hosts"},
+	"envoy.config.route.v3.VirtualHost":                                                 {"name", "domains", "routes"},
+	"envoy.config.route.v3.Route":                                                       {"name", "match", "route"},
+	"envoy.config.route.v3.RouteMatch":                                                  {"prefix"},
+	"envoy.config.route.v3.RouteAction":                                                 {"cluster", "cluster_header", "cluster_not_found_response_code", "auto_host_rewrite", "timeout", "idle_timeout"},
+	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor":                       {"grpc_service", "failure_mode_allow", "processing_mode", "message_timeout", "max_message_timeout", "allow_mode_override", "stat_prefix"},
+	"envoy.extensions.filters.http.ext_proc.v3.ProcessingMode":                          {"request_header_mode", "response_header_mode", "request_body_mode", "response_body_mode", "request_trailer_mode", "response_trailer_mode"},
+	"envoy.config.core.v3.GrpcService":                                                  {"envoy_grpc"},
+	"envoy.config.core.v3.GrpcService.EnvoyGrpc":                                        {"cluster_name"},
+	"envoy.extensions.filters.http.router.v3.Router":                                    {},
+	"envoy.config.accesslog.v3.AccessLogFilter":                                         {"extension_filter"},
+	"envoy.config.accesslog.v3.ExtensionFilter":                                         {"name", "typed_config"},
+	"envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter":                   {"expression"},
+	"envoy.config.core.v3.HeaderValueOption":                                            {"header", "append_action"},
+	"envoy.config.core.v3.HeaderValue":                                                  {"key", "value"},
+	"envoy.config.core.v3.SubstitutionFormatString":                                     {"json_format"},
+	"envoy.config.core.v3.DataSource":                                                   {"inline_string", "filename"},
+	"envoy.config.cluster.v3.Cluster":                                                   {"name", "type", "connect_timeout", "load_assignment", "typed_extension_protocol_options", "transport_socket", "dns_lookup_family"},
+	"envoy.config.endpoint.v3.ClusterLoadAssignment":                                    {"cluster_name", "endpoints"},
+	"envoy.config.endpoint.v3.LocalityLbEndpoints":                                      {"lb_endpoints"},
+	"envoy.config.endpoint.v3.LbEndpoint":                                               {"endpoint"},
+	"envoy.config.endpoint.v3.Endpoint":                                                 {"address"},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                            {"explicit_http_config"},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig":         {"http_protocol_options", "http2_protocol_options"},
+	"envoy.config.core.v3.Http1ProtocolOptions":                                         {},
+	"envoy.config.core.v3.Http2ProtocolOptions":                                         {},
+	"envoy.config.core.v3.TransportSocket":                                              {"name", "typed_config"},
+	"envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext":                      {"sni", "common_tls_context"},
+	"envoy.extensions.transport_sockets.tls.v3.CommonTlsContext":                        {"validation_context"},
+	"envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext":            {"trusted_ca", "match_typed_subject_alt_names"},
+	"envoy.extensions.transport_sockets.tls.v3.SubjectAltNameMatcher":                   {"san_type", "matcher"},
+	"envoy.type.matcher.v3.StringMatcher":                                               {"exact"},
+}
+
+// leaves are message types accepted whole.
+var leaves = map[protoreflect.FullName]bool{
+	"google.protobuf.Duration":    true,
+	"google.protobuf.UInt32Value": true,
+	"google.protobuf.UInt64Value": true,
+	"google.protobuf.BoolValue":   true,
+	"google.protobuf.Struct":      true,
+}
+
+// checkSupported walks m and reports every set field the front does not emulate.
+func checkSupported(m protoreflect.Message, path string, problems *[]string) {
+	name := m.Descriptor().FullName()
+	if leaves[name] {
+		return
+	}
+	if a, ok := m.Interface().(*anypb.Any); ok {
+		inner, err := a.UnmarshalNew()
+		if err != nil {
+			*problems = append(*problems, fmt.Sprintf("%s: %v", path, err))
+			return
+		}
+		checkSupported(inner.ProtoReflect(), path+"("+string(inner.ProtoReflect().Descriptor().FullName())+")", problems)
+		return
+	}
+	fields, ok := allowed[name]
+	if !ok {
+		*problems = append(*problems, fmt.Sprintf("%s: message type %s is not emulated", path, name))
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		fpath := path + "." + string(fd.Name())
+		if !containsName(fields, fd.Name()) {
+			*problems = append(*problems, fmt.Sprintf("%s: setting not emulated by the Envoy test front", fpath))
+			return true
+		}
+		switch {
+		case fd.Kind() != protoreflect.MessageKind:
+		case fd.IsList():
+			for i := 0; i < v.List().Len(); i++ {
+				checkSupported(v.List().Get(i).Message(), fmt.Sprintf("%s[%d]", fpath, i), problems)
+			}
+		case fd.IsMap():
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				checkSupported(mv.Message(), fpath+"["+k.String()+"]", problems)
+				return true
+			})
+		default:
+			checkSupported(v.Message(), fpath, problems)
+		}
+		return true
+	})
+}
+
+func containsName(list []protoreflect.Name, n protoreflect.Name) bool {
+	for _, x := range list {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// FromBootstrap extracts the emulated configuration from bs, refusing (with every
+// problem listed) any setting the front does not emulate.
+func FromBootstrap(bs *bootstrapv3.Bootstrap) (*Config, error) {
+	var problems []string
+	checkSupported(bs.ProtoReflect(), "bootstrap", &problems)
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("envoy test front: unsupported configuration:\n  %s", strings.Join(problems, "\n  "))
+	}
+	c := &Config{Clusters: map[string]*Cluster{}}
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+
+	for _, cl := range bs.GetStaticResources().GetClusters() {
+		cc, err := clusterFrom(cl)
+		if err != nil {
+			fail("cluster %q: %v", cl.GetName(), err)
+			continue
+		}
+		c.Clusters[cc.Name] = cc
+	}
+
+	ls := bs.GetStaticResources().GetListeners()
+	if len(ls) != 1 {
+		fail("exactly one listener is emulated, found %d", len(ls))
+		return nil, joinProblems(problems)
+	}
+	l := ls[0]
+	c.Listen = socketAddr(l.GetAddress().GetSocketAddress())
+	c.BufferLimit = defaultBufferLimit
+	if v := l.GetPerConnectionBufferLimitBytes(); v != nil {
+		c.BufferLimit = int64(v.GetValue())
+	}
+	if len(l.GetFilterChains()) != 1 || len(l.GetFilterChains()[0].GetFilters()) != 1 {
+		fail("listener: exactly one filter chain with one network filter is emulated")
+		return nil, joinProblems(problems)
+	}
+	hcm := &hcmv3.HttpConnectionManager{}
+	if err := l.GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(hcm); err != nil {
+		fail("listener filter: only the HTTP connection manager is emulated: %v", err)
+		return nil, joinProblems(problems)
+	}
+	switch hcm.GetCodecType() {
+	case hcmv3.HttpConnectionManager_AUTO, hcmv3.HttpConnectionManager_HTTP1, hcmv3.HttpConnectionManager_HTTP2:
+	default:
+		fail("codec_type %v not emulated", hcm.GetCodecType())
+	}
+	c.StreamIdleTimeout = 5 * time.Minute // Envoy's default
+	if d := hcm.GetStreamIdleTimeout(); d != nil {
+		c.StreamIdleTimeout = d.AsDuration()
+	}
+	if d := hcm.GetRequestTimeout(); d != nil && d.AsDuration() != 0 {
+		fail("request_timeout other than 0s not emulated")
+	}
+
+	vhs := hcm.GetRouteConfig().GetVirtualHosts()
+	if len(vhs) != 1 || len(vhs[0].GetDomains()) != 1 || vhs[0].GetDomains()[0] != "*" {
+		fail("exactly one virtual host with domains [\"*\"] is emulated")
+	} else {
+		for i, r := range vhs[0].GetRoutes() {
+			rr, err := routeFrom(r)
+			if err != nil {
+				fail("route %d: %v", i, err)
+				continue
+			}
+			if rr.Cluster != "" && c.Clusters[rr.Cluster] == nil {
+				fail("route %d: cluster %q is not defined", i, rr.Cluster)
+			}
+			c.Routes = append(c.Routes, rr)
+		}
+	}
+
+	filters := hcm.GetHttpFilters()
+	if len(filters) != 2 {
+		fail("http_filters: exactly [ext_proc, router] is emulated, found %d filters", len(filters))
+	} else {
+		ep := &extprocv3.ExternalProcessor{}
+		if err := filters[0].GetTypedConfig().UnmarshalTo(ep); err != nil {
+			fail("http_filters[0]: only ext_proc is emulated first: %v", err)
+		} else if err := extProcFrom(ep, &c.ExtProc); err != nil {
+			fail("ext_proc: %v", err)
+		} else if c.Clusters[c.ExtProc.Cluster] == nil {
+			fail("ext_proc: grpc_service cluster %q is not defined", c.ExtProc.Cluster)
+		}
+		if !filters[1].GetTypedConfig().MessageIs(&routerv3.Router{}) {
+			fail("http_filters[1]: the last filter must be the router")
+		}
+	}
+
+	for i, m := range hcm.GetLocalReplyConfig().GetMappers() {
+		mm, err := mapperFrom(m)
+		if err != nil {
+			fail("local_reply_config.mappers[%d]: %v", i, err)
+			continue
+		}
+		c.LocalReply = append(c.LocalReply, mm)
+	}
+	if len(problems) > 0 {
+		return nil, joinProblems(problems)
+	}
+	return c, nil
+}
+
+func joinProblems(p []string) error {
+	return errors.New("envoy test front: unsupported configuration:\n  " + strings.Join(p, "\n  "))
+}
+
+func socketAddr(sa *corev3.SocketAddress) string {
+	return net.JoinHostPort(sa.GetAddress(), strconv.Itoa(int(sa.GetPortValue())))
+}
+
+func clusterFrom(cl *clusterv3.Cluster) (*Cluster, error) {
+	c := &Cluster{Name: cl.GetName()}
+	switch cl.GetType() {
+	case clusterv3.Cluster_STATIC:
+	case clusterv3.Cluster_LOGICAL_DNS, clusterv3.Cluster_STRICT_DNS:
+		c.DNS = true
+	default:
+		return nil, fmt.Errorf("cluster type %v not emulated", cl.GetType())
+	}
+	var eps []string
+	for _, le := range cl.GetLoadAssignment().GetEndpoints() {
+		for _, lb := range le.GetLbEndpoints() {
+			sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
+			eps = append(eps, socketAddr(sa))
+			c.Host = sa.GetAddress()
+		}
+	}
+	if len(eps) != 1 {
+		return nil, fmt.Errorf("exactly one endpoint is emulated, found %d", len(eps))
+	}
+	c.Addr = eps[0]
+	for name, a := range cl.GetTypedExtensionProtocolOptions() {
+		opts := &httpv3.HttpProtocolOptions{}
+		if err := a.UnmarshalTo(opts); err != nil {
+			return nil, fmt.Errorf("typed_extension_protocol_options[%s]: %v", name, err)
+		}
+		c.HTTP2 = opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil
+	}
+	if ts := cl.GetTransportSocket(); ts != nil {
+		up := &tlsv3.UpstreamTlsContext{}
+		if err := ts.GetTypedConfig().UnmarshalTo(up); err != nil {
+			return nil, fmt.Errorf("transport_socket: only UpstreamTlsContext is emulated: %v", err)
+		}
+		tc, err := tlsConfigFrom(up)
+		if err != nil {
+			return nil, err
+		}
+		c.TLS = tc
+	}
+	return c, nil
+}
+
+// tlsConfigFrom builds a client TLS configuration as Envoy's UpstreamTlsContext
+// behaves: SNI from sni; the chain verified against trusted_ca; the certificate's DNS
+// SANs checked against match_typed_subject_alt_names (exact matchers). Like Envoy, the
+// SNI itself is not checked against the certificate.
+func tlsConfigFrom(up *tlsv3.UpstreamTlsContext) (*tls.Config, error) {
+	vc := up.GetCommonTlsContext().GetValidationContext()
+	var roots *x509.CertPool
+	switch f := vc.GetTrustedCa().GetFilename(); {
+	case f != "":
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("trusted_ca: %v", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("trusted_ca %s: no certificates", f)
+		}
+	case vc.GetTrustedCa() != nil:
+		return nil, errors.New("trusted_ca: only filename is emulated")
+	default:
+		return nil, errors.New("a TLS cluster without trusted_ca (no verification) is not emulated")
+	}
+	var sans []string
+	for _, m := range vc.GetMatchTypedSubjectAltNames() {
+		if m.GetSanType() != tlsv3.SubjectAltNameMatcher_DNS || m.GetMatcher().GetExact() == "" {
+			return nil, errors.New("match_typed_subject_alt_names: only DNS exact matchers are emulated")
+		}
+		sans = append(sans, m.GetMatcher().GetExact())
+	}
+	return &tls.Config{
+		ServerName: up.GetSni(),
+		MinVersion: tls.VersionTLS12,
+		// Verification is done below, Envoy's way (chain + SAN matchers, not the SNI).
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("no peer certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			leaf := cs.PeerCertificates[0]
+			if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err != nil {
+				return err
+			}
+			if len(sans) == 0 {
+				return nil
+			}
+			for _, want := range sans {
+				for _, got := range leaf.DNSNames {
+					if got == want {
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("certificate SANs %v match none of %v", leaf.DNSNames, sans)
+		},
+	}, nil
+}
+
+func routeFrom(r *routev3.Route) (Route, error) {
+	var rr Route
+	rr.Prefix = r.GetMatch().GetPrefix()
+	if rr.Prefix == "" {
+		return rr, errors.New("only prefix matches are emulated")
+	}
+	ra := r.GetRoute()
+	if ra == nil {
+		return rr, errors.New("only route actions are emulated")
+	}
+	switch {
+	case ra.GetClusterHeader() != "":
+		rr.ClusterHeader = strings.ToLower(ra.GetClusterHeader())
+	case ra.GetCluster() != "":
+		rr.Cluster = ra.GetCluster()
+	default:
+		return rr, errors.New("only cluster and cluster_header are emulated")
+	}
+	switch ra.GetClusterNotFoundResponseCode() {
+	case routev3.RouteAction_SERVICE_UNAVAILABLE:
+		rr.ClusterNotFoundStatus = 503
+	case routev3.RouteAction_NOT_FOUND:
+		rr.ClusterNotFoundStatus = 404
+	case routev3.RouteAction_INTERNAL_SERVER_ERROR:
+		rr.ClusterNotFoundStatus = 500
+	}
+	rr.AutoHostRewrite = ra.GetAutoHostRewrite().GetValue()
+	if d := ra.GetTimeout(); d != nil && d.AsDuration() != 0 {
+		return rr, errors.New("route timeout other than 0s not emulated")
+	}
+	if d := ra.GetIdleTimeout(); d != nil {
+		rr.IdleTimeout = d.AsDuration()
+	}
+	return rr, nil
+}
+
+func extProcFrom(ep *extprocv3.ExternalProcessor, out *ExtProc) error {
+	out.Cluster = ep.GetGrpcService().GetEnvoyGrpc().GetClusterName()
+	if out.Cluster == "" {
+		return errors.New("grpc_service.envoy_grpc.cluster_name is required")
+	}
+	if ep.GetFailureModeAllow() {
+		return errors.New("failure_mode_allow: true not emulated")
+	}
+	out.AllowModeOverride = ep.GetAllowModeOverride()
+	out.MessageTimeout = durationOr(ep.GetMessageTimeout(), 200*time.Millisecond)
+	out.MaxMessageTimeout = durationOr(ep.GetMaxMessageTimeout(), 0)
+	pm := ep.GetProcessingMode()
+	out.Mode = Mode{
+		RequestHeader: pm.GetRequestHeaderMode(), RequestBody: pm.GetRequestBodyMode(),
+		ResponseHeader: pm.GetResponseHeaderMode(), ResponseBody: pm.GetResponseBodyMode(),
+	}
+	// DEFAULT header mode means SEND.
+	if out.Mode.RequestHeader == extprocv3.ProcessingMode_DEFAULT {
+		out.Mode.RequestHeader = extprocv3.ProcessingMode_SEND
+	}
+	if out.Mode.ResponseHeader == extprocv3.ProcessingMode_DEFAULT {
+		out.Mode.ResponseHeader = extprocv3.ProcessingMode_SEND
+	}
+	var errs []string
+	if out.Mode.RequestHeader != extprocv3.ProcessingMode_SEND || out.Mode.ResponseHeader != extprocv3.ProcessingMode_SEND {
+		errs = append(errs, "processing_mode: header modes other than SEND not emulated")
+	}
+	if !requestBodyModeOK(out.Mode.RequestBody) {
+		errs = append(errs, fmt.Sprintf("processing_mode.request_body_mode %v not emulated", out.Mode.RequestBody))
+	}
+	if !responseBodyModeOK(out.Mode.ResponseBody) {
+		errs = append(errs, fmt.Sprintf("processing_mode.response_body_mode %v not emulated", out.Mode.ResponseBody))
+	}
+	for _, tm := range []extprocv3.ProcessingMode_HeaderSendMode{pm.GetRequestTrailerMode(), pm.GetResponseTrailerMode()} {
+		if tm != extprocv3.ProcessingMode_SKIP && tm != extprocv3.ProcessingMode_DEFAULT {
+			errs = append(errs, "processing_mode: trailer modes other than SKIP not emulated")
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func requestBodyModeOK(m extprocv3.ProcessingMode_BodySendMode) bool {
+	return m == extprocv3.ProcessingMode_NONE || m == extprocv3.ProcessingMode_BUFFERED
+}
+
+func responseBodyModeOK(m extprocv3.ProcessingMode_BodySendMode) bool {
+	return m == extprocv3.ProcessingMode_NONE || m == extprocv3.ProcessingMode_BUFFERED ||
+		m == extprocv3.ProcessingMode_STREAMED
+}
+
+func durationOr(d *durationpb.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.AsDuration()
+}

@@ -1,0 +1,667 @@
+package front
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/status"
+)
+
+// exchange is one downstream request and its ext_proc stream. Owned by the handler
+// goroutine, except complete (read by the STREAMED body reader) and the stream's Send
+// during a STREAMED body (only the reader sends then).
+type exchange struct {
+	f    *Front
+	w    http.ResponseWriter
+	r    *http.Request
+	ctx  context.Context
+	mode Mode
+
+	stream       extprocsvc.ExternalProcessor_ProcessClient
+	streamCancel context.CancelFunc
+	replies      chan recvResult
+	sentFirst    bool
+	// complete: ext_proc processing is over (stream closed by the server, immediate
+	// response, error); nothing more is sent and data passes unmodified.
+	complete atomic.Bool
+
+	reqH        headerList
+	route       routeChoice
+	headersSent bool
+	// abort: reset the downstream stream once cleanup is done.
+	abort bool
+	// upCancel cancels the upstream request (nil for local replies).
+	upCancel context.CancelFunc
+}
+
+type recvResult struct {
+	resp *extprocsvc.ProcessingResponse
+	err  error
+}
+
+type awaitStatus int
+
+const (
+	awaitReply     awaitStatus = iota
+	awaitImmediate             // resp holds an immediate_response
+	awaitClosed                // the server closed the stream with OK: continue without it
+	awaitFailed                // gRPC error, timeout or spurious reply: local reply (status, details)
+	awaitCanceled              // the downstream went away
+)
+
+type awaitResult struct {
+	st      awaitStatus
+	resp    *extprocsvc.ProcessingResponse
+	status  int
+	details string
+}
+
+func (x *exchange) openStream() error {
+	ctx, cancel := context.WithCancel(x.ctx)
+	s, err := x.f.extproc.Process(ctx)
+	if err != nil {
+		cancel()
+		return err
+	}
+	x.stream, x.streamCancel = s, cancel
+	x.replies = make(chan recvResult, 16)
+	go func() {
+		for {
+			resp, err := s.Recv()
+			select {
+			case x.replies <- recvResult{resp, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// closeStream ends the ext_proc stream as Envoy does when a request is done:
+// half-close, then reset.
+func (x *exchange) closeStream() {
+	if x.stream == nil {
+		return
+	}
+	_ = x.stream.CloseSend()
+	x.streamCancel()
+	x.stream = nil
+}
+
+// finish marks processing complete and resets the stream.
+func (x *exchange) finish() {
+	x.complete.Store(true)
+	if x.streamCancel != nil {
+		x.streamCancel()
+	}
+}
+
+// send sends one message unless processing is complete; the first message carries
+// protocol_config and metadata_context.
+func (x *exchange) send(req *extprocsvc.ProcessingRequest) bool {
+	if x.complete.Load() {
+		return false
+	}
+	if !x.sentFirst {
+		x.sentFirst = true
+		m := x.f.cfg.ExtProc.Mode
+		req.ProtocolConfig = &extprocsvc.ProtocolConfiguration{
+			RequestBodyMode: m.RequestBody, ResponseBodyMode: m.ResponseBody,
+		}
+		req.MetadataContext = &corev3.Metadata{}
+	}
+	// A failed Send surfaces as the stream's status on Recv.
+	_ = x.stream.Send(req)
+	return true
+}
+
+// await waits for the reply to the oldest unanswered message; want says whether a
+// reply is of the expected kind.
+func (x *exchange) await(want func(*extprocsvc.ProcessingResponse) bool) awaitResult {
+	timeout := x.f.cfg.ExtProc.MessageTimeout
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-x.ctx.Done():
+			x.finish()
+			return awaitResult{st: awaitCanceled}
+		case <-timer.C:
+			x.finish()
+			return awaitResult{st: awaitFailed, status: http.StatusGatewayTimeout, details: detailsMessageTimeout}
+		case rr := <-x.replies:
+			switch {
+			case errors.Is(rr.err, io.EOF):
+				x.complete.Store(true)
+				return awaitResult{st: awaitClosed}
+			case rr.err != nil:
+				if x.ctx.Err() != nil {
+					x.finish()
+					return awaitResult{st: awaitCanceled}
+				}
+				x.finish()
+				return awaitResult{st: awaitFailed, status: http.StatusInternalServerError,
+					details: grpcErrorDetails(int(status.Code(rr.err)))}
+			}
+			resp := rr.resp
+			if d := resp.GetOverrideMessageTimeout(); d != nil {
+				max := x.f.cfg.ExtProc.MaxMessageTimeout
+				if nd := d.AsDuration(); max > 0 && nd >= time.Millisecond && nd <= max {
+					timer.Reset(nd)
+				}
+				continue
+			}
+			if resp.GetImmediateResponse() != nil {
+				x.finish()
+				return awaitResult{st: awaitImmediate, resp: resp}
+			}
+			if !want(resp) {
+				x.finish()
+				return awaitResult{st: awaitFailed, status: http.StatusInternalServerError, details: detailsSpurious}
+			}
+			return awaitResult{st: awaitReply, resp: resp}
+		}
+	}
+}
+
+// settle turns a non-reply await result into the downstream outcome; it reports
+// whether processing of the request goes on.
+func (x *exchange) settle(ar awaitResult) bool {
+	switch ar.st {
+	case awaitReply, awaitClosed:
+		return true
+	case awaitImmediate:
+		x.immediate(ar.resp.GetImmediateResponse())
+	case awaitFailed:
+		x.directLocalReply(ar.status, "", ar.details, nil)
+	case awaitCanceled:
+	}
+	return false
+}
+
+// applyModeOverride honours mode_override in a headers reply; false when the
+// effective mode is one the front does not emulate (answered 500).
+func (x *exchange) applyModeOverride(resp *extprocsvc.ProcessingResponse) bool {
+	if !x.f.cfg.ExtProc.AllowModeOverride || resp.GetModeOverride() == nil {
+		return true
+	}
+	m, ok := modeFromOverride(resp.GetModeOverride())
+	if !ok {
+		x.f.logf("envoyfront: mode_override %v is not emulated", resp.GetModeOverride())
+		x.finish()
+		x.directLocalReply(http.StatusInternalServerError, "", detailsUnsupported, nil)
+		return false
+	}
+	x.mode = m
+	return true
+}
+
+func (x *exchange) path() string {
+	p, _ := x.reqH.get(":path")
+	return p
+}
+
+// immediate sends ext_proc's immediate_response as a local reply.
+func (x *exchange) immediate(ir *extprocsvc.ImmediateResponse) {
+	code := int(ir.GetStatus().GetCode())
+	if code < 200 || code > 599 {
+		code = http.StatusOK
+	}
+	details := strings.Join(strings.Fields(ir.GetDetails()), "_")
+	x.directLocalReply(code, string(ir.GetBody()), details, func(h *headerList) {
+		applyHeaderMutation(h, ir.GetHeaders(), mutationRules{permissive: true, response: true, allowContentLength: true})
+	})
+}
+
+// directLocalReply sends a local reply straight downstream, past ext_proc (Envoy's
+// path for replies sent by ext_proc itself or once response headers were seen); after
+// response headers went downstream it resets the stream instead.
+func (x *exchange) directLocalReply(code int, body, details string, modify func(*headerList)) {
+	x.finish()
+	if x.headersSent {
+		x.abort = true
+		return
+	}
+	lr := buildLocalReply(x.f.cfg.LocalReply, x.path(), code, body, details, modify)
+	h := append(headerList{{":status", strconv.Itoa(lr.status)}}, lr.headers...)
+	x.writeHeaders(h)
+	_, _ = x.w.Write(lr.body)
+}
+
+// routerLocalReply is a local reply generated before any upstream response (by the
+// router or the connection manager): rewritten by local_reply_config, then sent
+// through the encoder path, so ext_proc sees its response headers (Envoy 1.37+).
+func (x *exchange) routerLocalReply(code int, body, details string) {
+	lr := buildLocalReply(x.f.cfg.LocalReply, x.path(), code, body, details, nil)
+	h := append(headerList{{":status", strconv.Itoa(lr.status)}}, lr.headers...)
+	x.encode(h, bytes.NewReader(lr.body), len(lr.body) == 0)
+}
+
+func (x *exchange) writeHeaders(h headerList) {
+	code := http.StatusOK
+	for _, e := range h {
+		if e.Key == ":status" {
+			code, _ = strconv.Atoi(e.Value)
+			continue
+		}
+		if strings.HasPrefix(e.Key, ":") || hopByHop[e.Key] {
+			continue
+		}
+		x.w.Header()[http.CanonicalHeaderKey(e.Key)] = append(x.w.Header()[http.CanonicalHeaderKey(e.Key)], e.Value)
+	}
+	x.w.WriteHeader(code)
+	x.headersSent = true
+}
+
+func isRequestHeaders(r *extprocsvc.ProcessingResponse) bool  { return r.GetRequestHeaders() != nil }
+func isRequestBody(r *extprocsvc.ProcessingResponse) bool     { return r.GetRequestBody() != nil }
+func isResponseHeaders(r *extprocsvc.ProcessingResponse) bool { return r.GetResponseHeaders() != nil }
+func isResponseBody(r *extprocsvc.ProcessingResponse) bool    { return r.GetResponseBody() != nil }
+
+// run processes the request from headers to the end of the response.
+func (x *exchange) run() {
+	x.reqH = requestHeaders(x.r)
+	x.route = x.f.chooseRoute(x.reqH)
+	hasBody := x.r.Body != nil && x.r.Body != http.NoBody && x.r.ContentLength != 0
+	reqRules := mutationRules{allowContentLength: true}
+
+	if err := x.openStream(); err != nil {
+		x.directLocalReply(http.StatusInternalServerError, "", grpcErrorDetails(int(status.Code(err))), nil)
+		return
+	}
+
+	// Request headers.
+	var body io.Reader
+	replaced := false
+	x.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extprocsvc.HttpHeaders{Headers: x.reqH.toProto(), EndOfStream: !hasBody},
+	}})
+	ar := x.await(isRequestHeaders)
+	if !x.settle(ar) {
+		return
+	}
+	if ar.st == awaitReply {
+		if !x.applyModeOverride(ar.resp) {
+			return
+		}
+		cr := ar.resp.GetRequestHeaders().GetResponse()
+		applyHeaderMutation(&x.reqH, cr.GetHeaderMutation(), reqRules)
+		if cr.GetClearRouteCache() && cr.GetHeaderMutation() != nil {
+			x.route = x.f.chooseRoute(x.reqH)
+		}
+		if cr.GetStatus() == extprocsvc.CommonResponse_CONTINUE_AND_REPLACE {
+			replaced = true
+			body = bytes.NewReader(cr.GetBodyMutation().GetBody())
+			x.mode.RequestBody = extprocv3.ProcessingMode_NONE
+		}
+	}
+
+	// Request body.
+	if hasBody && !replaced {
+		if x.mode.RequestBody == extprocv3.ProcessingMode_BUFFERED && !x.complete.Load() {
+			b, err := readLimited(x.r.Body, x.f.cfg.BufferLimit)
+			if errors.Is(err, errTooLarge) {
+				// Over the limit: 413 before ext_proc ever sees a body (1.35+).
+				x.routerLocalReply(http.StatusRequestEntityTooLarge, "Payload Too Large", detailsPayloadTooLarge)
+				return
+			}
+			if err != nil {
+				return // the client went away
+			}
+			x.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_RequestBody{
+				RequestBody: &extprocsvc.HttpBody{Body: b, EndOfStream: true},
+			}})
+			ar := x.await(isRequestBody)
+			if !x.settle(ar) {
+				return
+			}
+			if ar.st == awaitReply {
+				cr := ar.resp.GetRequestBody().GetResponse()
+				applyHeaderMutation(&x.reqH, cr.GetHeaderMutation(), reqRules)
+				mutated := false
+				switch {
+				case cr.GetBodyMutation().GetClearBody():
+					b, mutated = nil, true
+				case cr.GetBodyMutation().GetBody() != nil:
+					b, mutated = cr.GetBodyMutation().GetBody(), true
+				}
+				if cl, ok := x.reqH.get("content-length"); mutated && ok && cl != strconv.Itoa(len(b)) {
+					x.directLocalReply(http.StatusInternalServerError, "", detailsMismatchCL, nil)
+					return
+				}
+				if cr.GetClearRouteCache() && cr.GetHeaderMutation() != nil {
+					x.route = x.f.chooseRoute(x.reqH)
+				}
+			}
+			body = bytes.NewReader(b)
+		} else {
+			body = x.r.Body
+		}
+	}
+	x.proxy(body)
+}
+
+// proxy sends the request to the routed cluster and the response downstream.
+func (x *exchange) proxy(body io.Reader) {
+	rc := x.route
+	if rc.route == nil {
+		x.routerLocalReply(http.StatusNotFound, "", detailsRoutNotFound)
+		return
+	}
+	cl := x.f.cfg.Clusters[rc.cluster]
+	if cl == nil {
+		x.routerLocalReply(rc.route.ClusterNotFoundStatus, "", detailsClusterNotFound)
+		return
+	}
+	idle := rc.route.IdleTimeout
+	if idle == 0 {
+		idle = x.f.cfg.StreamIdleTimeout
+	}
+	upCtx, upCancel := context.WithCancel(x.ctx)
+	defer upCancel()
+	x.upCancel = upCancel
+	var idleFired atomic.Bool
+	var watchdog *time.Timer
+	if idle > 0 {
+		watchdog = time.AfterFunc(idle, func() { idleFired.Store(true); upCancel() })
+		defer watchdog.Stop()
+	}
+
+	scheme := "http"
+	if cl.TLS != nil {
+		scheme = "https"
+	}
+	method, _ := x.reqH.get(":method")
+	req, err := http.NewRequestWithContext(upCtx, method, scheme+"://"+cl.Addr+x.path(), body)
+	if err != nil {
+		x.routerLocalReply(http.StatusServiceUnavailable, "", detailsUpstreamReset)
+		return
+	}
+	req.Host, _ = x.reqH.get(":authority")
+	if rc.route.AutoHostRewrite && cl.DNS {
+		req.Host = cl.Host
+	}
+	req.ContentLength = 0
+	if body != nil {
+		req.ContentLength = -1
+	}
+	for _, e := range x.reqH {
+		switch {
+		case strings.HasPrefix(e.Key, ":"):
+		case e.Key == "content-length":
+			if n, err := strconv.ParseInt(e.Value, 10, 64); err == nil {
+				req.ContentLength = n
+			}
+		default:
+			req.Header.Add(e.Key, e.Value)
+		}
+	}
+	if req.ContentLength == 0 {
+		req.Body = http.NoBody
+	}
+	resp, err := x.f.transports[cl.Name].RoundTrip(req)
+	if err != nil {
+		switch {
+		case x.ctx.Err() != nil:
+			x.finish()
+		case idleFired.Load():
+			x.routerLocalReply(http.StatusGatewayTimeout, "stream timeout", detailsStreamIdleTimeout)
+		case isConnectError(err):
+			x.routerLocalReply(http.StatusServiceUnavailable,
+				"upstream connect error or disconnect/reset before headers. reset reason: remote connection failure",
+				detailsConnectFailure)
+		default:
+			x.routerLocalReply(http.StatusServiceUnavailable,
+				"upstream connect error or disconnect/reset before headers. reset reason: remote reset",
+				detailsUpstreamReset)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	h := append(headerList{{":status", strconv.Itoa(resp.StatusCode)}}, fromHTTP(resp.Header)...)
+	if _, ok := h.get("content-length"); !ok && resp.ContentLength >= 0 {
+		h.add("content-length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	var rd io.Reader = resp.Body
+	if watchdog != nil {
+		watchdog.Reset(idle)
+		rd = &idleReader{r: resp.Body, t: watchdog, d: idle}
+	}
+	x.encode(h, rd, resp.ContentLength == 0)
+}
+
+// idleReader restarts the stream idle timer on every read.
+type idleReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (i *idleReader) Read(p []byte) (int, error) {
+	n, err := i.r.Read(p)
+	i.t.Reset(i.d)
+	return n, err
+}
+
+// encode runs the response (upstream or local reply) through ext_proc's encoder side
+// and downstream.
+func (x *exchange) encode(h headerList, body io.Reader, eos bool) {
+	if !x.complete.Load() && x.mode.ResponseHeader == extprocv3.ProcessingMode_SEND {
+		x.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_ResponseHeaders{
+			ResponseHeaders: &extprocsvc.HttpHeaders{Headers: h.toProto(), EndOfStream: eos},
+		}})
+		ar := x.await(isResponseHeaders)
+		if !x.settle(ar) {
+			return
+		}
+		if ar.st == awaitReply {
+			if !x.applyModeOverride(ar.resp) {
+				return
+			}
+			cr := ar.resp.GetResponseHeaders().GetResponse()
+			// After a STREAMED override Envoy keeps the upstream's content-length and
+			// ignores a set (a remove still works).
+			streamed := x.mode.ResponseBody == extprocv3.ProcessingMode_STREAMED
+			applyHeaderMutation(&h, cr.GetHeaderMutation(), mutationRules{response: true, allowContentLength: !streamed})
+			if cr.GetStatus() == extprocsvc.CommonResponse_CONTINUE_AND_REPLACE {
+				body, eos = bytes.NewReader(cr.GetBodyMutation().GetBody()), false
+				x.mode.ResponseBody = extprocv3.ProcessingMode_NONE
+			}
+		}
+	}
+	if eos || x.complete.Load() || x.mode.ResponseBody == extprocv3.ProcessingMode_NONE {
+		x.writeHeaders(h)
+		x.copyThrough(body)
+		return
+	}
+	if x.mode.ResponseBody == extprocv3.ProcessingMode_BUFFERED {
+		x.bufferedResponse(h, body)
+		return
+	}
+	x.writeHeaders(h)
+	http.NewResponseController(x.w).Flush()
+	x.streamedResponse(body)
+}
+
+// copyThrough copies body downstream, flushing every read.
+func (x *exchange) copyThrough(body io.Reader) {
+	if body == nil {
+		return
+	}
+	rc := http.NewResponseController(x.w)
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := x.w.Write(buf[:n]); werr != nil {
+				return
+			}
+			_ = rc.Flush()
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			// Upstream reset mid-response: reset downstream too.
+			x.abort = x.ctx.Err() == nil
+			return
+		}
+	}
+}
+
+func (x *exchange) bufferedResponse(h headerList, body io.Reader) {
+	b, err := readLimited(body, x.f.cfg.BufferLimit)
+	switch {
+	case errors.Is(err, errTooLarge):
+		x.directLocalReply(http.StatusInternalServerError, "", detailsResponseTooLarge, nil)
+		return
+	case err != nil:
+		x.finish()
+		x.abort = x.ctx.Err() == nil
+		return
+	}
+	x.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_ResponseBody{
+		ResponseBody: &extprocsvc.HttpBody{Body: b, EndOfStream: true},
+	}})
+	ar := x.await(isResponseBody)
+	if !x.settle(ar) {
+		return
+	}
+	if ar.st == awaitReply {
+		cr := ar.resp.GetResponseBody().GetResponse()
+		applyHeaderMutation(&h, cr.GetHeaderMutation(), mutationRules{response: true, allowContentLength: true})
+		mutated := false
+		switch {
+		case cr.GetBodyMutation().GetClearBody():
+			b, mutated = nil, true
+		case cr.GetBodyMutation().GetBody() != nil:
+			b, mutated = cr.GetBodyMutation().GetBody(), true
+		}
+		if cl, ok := h.get("content-length"); mutated && ok && cl != strconv.Itoa(len(b)) {
+			x.directLocalReply(http.StatusInternalServerError, "", detailsMismatchCL, nil)
+			return
+		}
+	}
+	x.writeHeaders(h)
+	_, _ = x.w.Write(b)
+}
+
+type chunk struct {
+	data []byte
+	eos  bool
+	sent bool // a response_body message went to ext_proc for it
+	err  error
+}
+
+// streamedResponse sends one response_body per upstream read without waiting for
+// replies (pipelined), applies the replies in order and flushes every chunk
+// downstream. An upstream reset, client disconnect, ext_proc error or immediate
+// response after the headers went out resets the downstream stream; no final
+// end_of_stream is sent unless the upstream body ended.
+func (x *exchange) streamedResponse(body io.Reader) {
+	pending := make(chan chunk, 64)
+	readerCtx, stopReader := context.WithCancel(x.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(pending)
+		buf := make([]byte, 32*1024)
+		for {
+			n, err := body.Read(buf)
+			var c chunk
+			switch {
+			case n > 0:
+				c.data = bytes.Clone(buf[:n])
+				c.sent = x.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_ResponseBody{
+					ResponseBody: &extprocsvc.HttpBody{Body: c.data},
+				}})
+			case err == io.EOF:
+				c.eos = true
+				c.sent = x.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_ResponseBody{
+					ResponseBody: &extprocsvc.HttpBody{EndOfStream: true},
+				}})
+			case err != nil:
+				c.err = err
+			default:
+				continue
+			}
+			select {
+			case pending <- c:
+			case <-readerCtx.Done():
+				return
+			}
+			if c.eos || c.err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		stopReader()
+		if x.upCancel != nil {
+			x.upCancel() // unblocks a reader waiting on the upstream
+		}
+		if x.streamCancel != nil && !x.complete.Load() {
+			// Not a normal end: reset the ext_proc stream so a blocked Send returns.
+			x.finish()
+		}
+		wg.Wait()
+	}()
+
+	rc := http.NewResponseController(x.w)
+	for c := range pending {
+		if c.err != nil {
+			x.finish()
+			x.abort = x.ctx.Err() == nil
+			return
+		}
+		out := c.data
+		if c.sent && !x.complete.Load() {
+			ar := x.await(isResponseBody)
+			switch ar.st {
+			case awaitReply:
+				bm := ar.resp.GetResponseBody().GetResponse().GetBodyMutation()
+				switch {
+				case bm.GetClearBody():
+					out = nil
+				case bm.GetBody() != nil:
+					out = bm.GetBody()
+				}
+			case awaitClosed:
+			case awaitCanceled:
+				return
+			default:
+				// An immediate response or failure after headers went out: reset.
+				x.finish()
+				x.abort = true
+				return
+			}
+		}
+		if len(out) > 0 {
+			if _, err := x.w.Write(out); err != nil {
+				x.finish()
+				return
+			}
+			_ = rc.Flush()
+		}
+		if c.eos {
+			x.complete.Store(true)
+			return
+		}
+	}
+}

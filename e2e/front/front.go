@@ -1,0 +1,229 @@
+// Package front is the Envoy test front: an HTTP server that behaves like Envoy for
+// exactly the subset of configuration envoy/envoy.yaml uses, reading that same file,
+// and refusing to start on any setting it does not emulate. Per request it drives one
+// ext_proc gRPC stream the way Envoy 1.37+ does (shared/design/ENVOY-EXTPROC.md): the
+// message sequence, header and body mutations, mode overrides, pipelined STREAMED
+// response bodies, immediate responses, local replies through local_reply_config, and
+// routing by cluster_header.
+//
+// It is a test double for Envoy, used by the e2e suite and `make run` where no Envoy
+// binary can be installed; it is never a production path. It depends on the Envoy
+// config loader (envoy/config) and go-control-plane, not on extproc or accounting.
+package front
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Front serves HTTP like Envoy configured by a Config. Safe for concurrent use.
+type Front struct {
+	cfg        *Config
+	conn       *grpc.ClientConn
+	extproc    extprocsvc.ExternalProcessorClient
+	transports map[string]*http.Transport
+	logf       func(format string, args ...any)
+}
+
+// New returns a Front for cfg. It dials the ext_proc cluster lazily.
+func New(cfg *Config, logger *log.Logger) (*Front, error) {
+	ep := cfg.Clusters[cfg.ExtProc.Cluster]
+	conn, err := grpc.NewClient("passthrough:///"+ep.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("ext_proc cluster %s: %w", ep.Name, err)
+	}
+	f := &Front{
+		cfg: cfg, conn: conn, extproc: extprocsvc.NewExternalProcessorClient(conn),
+		transports: map[string]*http.Transport{},
+		logf:       func(string, ...any) {},
+	}
+	if logger != nil {
+		f.logf = logger.Printf
+	}
+	for name, c := range cfg.Clusters {
+		f.transports[name] = newTransport(c)
+	}
+	return f, nil
+}
+
+func newTransport(c *Cluster) *http.Transport {
+	t := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     60 * time.Second,
+		TLSClientConfig:     c.TLS,
+	}
+	if c.HTTP2 {
+		t.Protocols = new(http.Protocols)
+		if c.TLS != nil {
+			t.Protocols.SetHTTP2(true)
+		} else {
+			t.Protocols.SetUnencryptedHTTP2(true)
+		}
+	}
+	return t
+}
+
+// Close releases the ext_proc connection and idle upstream connections.
+func (f *Front) Close() error {
+	for _, t := range f.transports {
+		t.CloseIdleConnections()
+	}
+	return f.conn.Close()
+}
+
+// Handler returns the HTTP handler (HTTP/1.1 and, with the server's protocols, h2c).
+func (f *Front) Handler() http.Handler { return f }
+
+// ServeHTTP handles one downstream request.
+func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	x := &exchange{f: f, w: w, r: r, ctx: ctx, mode: f.cfg.ExtProc.Mode}
+	x.run()
+	x.closeStream()
+	cancel()
+	if x.abort {
+		// Reset the downstream stream, as Envoy does after response headers went out:
+		// net/http's documented way (HTTP/1 closes the connection, HTTP/2 sends
+		// RST_STREAM) and the server does not log it.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// Details strings of Envoy's own local replies.
+const (
+	detailsRoutNotFound      = "route_not_found"
+	detailsClusterNotFound   = "cluster_not_found"
+	detailsPayloadTooLarge   = "request_payload_too_large"
+	detailsResponseTooLarge  = "response_payload_too_large"
+	detailsMismatchCL        = "mismatch_between_content_length_and_the_length_of_the_mutated_body"
+	detailsMessageTimeout    = "ext_proc_error_per-message_timeout_exceeded"
+	detailsSpurious          = "spurious_message"
+	detailsConnectFailure    = "upstream_reset_before_response_started{remote_connection_failure}"
+	detailsUpstreamReset     = "upstream_reset_before_response_started{remote_reset}"
+	detailsStreamIdleTimeout = "stream_idle_timeout"
+	// detailsUnsupported marks what the front cannot emulate (a test double's refusal).
+	detailsUnsupported = "envoyfront_unsupported_mode_override"
+)
+
+func grpcErrorDetails(code int) string { return fmt.Sprintf("ext_proc_error_gRPC_error_%d", code) }
+
+// newRequestID returns a random UUID v4, as Envoy generates x-request-id.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// requestHeaders builds the header map Envoy's connection manager hands to filters.
+func requestHeaders(r *http.Request) headerList {
+	h := headerList{
+		{":authority", r.Host}, {":path", r.URL.RequestURI()}, {":method", r.Method}, {":scheme", "http"},
+	}
+	if r.RequestURI != "" && !strings.HasPrefix(r.RequestURI, "http") {
+		h[1].Value = r.RequestURI
+	}
+	for _, e := range fromHTTP(r.Header) {
+		if e.Key == "host" {
+			continue
+		}
+		h = append(h, e)
+	}
+	if r.ContentLength > 0 {
+		if _, ok := h.get("content-length"); !ok {
+			h.add("content-length", strconv.FormatInt(r.ContentLength, 10))
+		}
+	}
+	if _, ok := h.get("x-forwarded-proto"); !ok {
+		h.add("x-forwarded-proto", "http")
+	}
+	if _, ok := h.get("x-request-id"); !ok {
+		h.add("x-request-id", newRequestID())
+	}
+	return h
+}
+
+func (f *Front) matchRoute(h headerList) *Route {
+	path, _ := h.get(":path")
+	for i := range f.cfg.Routes {
+		if strings.HasPrefix(path, f.cfg.Routes[i].Prefix) {
+			return &f.cfg.Routes[i]
+		}
+	}
+	return nil
+}
+
+// routeChoice is the cached result of route matching, as Envoy caches the route and
+// its cluster_header cluster until a clear_route_cache.
+type routeChoice struct {
+	route   *Route
+	cluster string
+}
+
+func (f *Front) chooseRoute(h headerList) routeChoice {
+	rt := f.matchRoute(h)
+	if rt == nil {
+		return routeChoice{}
+	}
+	if rt.ClusterHeader != "" {
+		v, _ := h.get(rt.ClusterHeader)
+		return routeChoice{route: rt, cluster: v}
+	}
+	return routeChoice{route: rt, cluster: rt.Cluster}
+}
+
+func isConnectError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// readLimited reads all of r, failing with errTooLarge past limit bytes.
+func readLimited(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+var errTooLarge = errors.New("body over the buffer limit")
+
+// validMode reports whether the front emulates an effective processing mode.
+func validMode(m Mode) bool {
+	return requestBodyModeOK(m.RequestBody) && responseBodyModeOK(m.ResponseBody)
+}
+
+func modeFromOverride(pm *extprocv3.ProcessingMode) (Mode, bool) {
+	m := Mode{
+		RequestHeader: pm.GetRequestHeaderMode(), RequestBody: pm.GetRequestBodyMode(),
+		ResponseHeader: pm.GetResponseHeaderMode(), ResponseBody: pm.GetResponseBodyMode(),
+	}
+	if m.ResponseHeader == extprocv3.ProcessingMode_DEFAULT {
+		m.ResponseHeader = extprocv3.ProcessingMode_SEND
+	}
+	trailersOK := func(t extprocv3.ProcessingMode_HeaderSendMode) bool {
+		return t == extprocv3.ProcessingMode_DEFAULT || t == extprocv3.ProcessingMode_SKIP
+	}
+	return m, validMode(m) && trailersOK(pm.GetRequestTrailerMode()) && trailersOK(pm.GetResponseTrailerMode())
+}

@@ -1,0 +1,276 @@
+package front
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/llmgw/gateway/envoy/config"
+)
+
+const waitFor = 10 * time.Second
+
+// fakeProc is a scripted ext_proc server: each stream is handed to the test's handler,
+// which reads the messages the front sends and writes replies.
+type fakeProc struct {
+	extprocsvc.UnimplementedExternalProcessorServer
+	handler  func(s *session) error
+	sessions chan *session
+}
+
+var _ extprocsvc.ExternalProcessorServer = (*fakeProc)(nil)
+
+// session is one ext_proc stream seen by the fake.
+type session struct {
+	stream extprocsvc.ExternalProcessor_ProcessServer
+	msgs   chan *extprocsvc.ProcessingRequest
+	// end receives the stream's terminal Recv error (io.EOF or a status error).
+	end chan error
+	// log is every message received, in order (filled by next).
+	log []*extprocsvc.ProcessingRequest
+}
+
+func (f *fakeProc) Process(stream extprocsvc.ExternalProcessor_ProcessServer) error {
+	s := &session{stream: stream, msgs: make(chan *extprocsvc.ProcessingRequest, 64), end: make(chan error, 1)}
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				s.end <- err
+				close(s.msgs)
+				return
+			}
+			s.msgs <- m
+		}
+	}()
+	select {
+	case f.sessions <- s:
+	default:
+	}
+	return f.handler(s)
+}
+
+// next returns the next message, failing the test if none arrives in time.
+func (s *session) next() *extprocsvc.ProcessingRequest {
+	select {
+	case m, ok := <-s.msgs:
+		if !ok {
+			return nil
+		}
+		s.log = append(s.log, m)
+		return m
+	case <-time.After(waitFor):
+		return nil
+	}
+}
+
+// waitEnd waits for the stream to end and returns whether any message was still
+// pending (and its kind).
+func (s *session) waitEnd() ([]*extprocsvc.ProcessingRequest, error) {
+	var rest []*extprocsvc.ProcessingRequest
+	for m := range s.msgs {
+		rest = append(rest, m)
+	}
+	select {
+	case err := <-s.end:
+		return rest, err
+	case <-time.After(waitFor):
+		return rest, errors.New("stream did not end")
+	}
+}
+
+func (s *session) send(r *extprocsvc.ProcessingResponse) error { return s.stream.Send(r) }
+
+// harness is a front wired to a fake ext_proc server and an upstream test server.
+type harness struct {
+	front    *httptest.Server
+	proc     *fakeProc
+	upstream *httptest.Server
+}
+
+// newHarness loads envoy/envoy.yaml with edit applied (nil: unchanged), pointing its
+// extproc and mock-providers clusters at the fakes.
+func newHarness(t *testing.T, upstream http.Handler, handler func(s *session) error, edit func(string) string) *harness {
+	t.Helper()
+	h := &harness{proc: &fakeProc{handler: handler, sessions: make(chan *session, 16)}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	extprocsvc.RegisterExternalProcessorServer(gs, h.proc)
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+	if upstream == nil {
+		upstream = http.NotFoundHandler()
+	}
+	h.upstream = httptest.NewServer(upstream)
+	t.Cleanup(h.upstream.Close)
+
+	raw, err := os.ReadFile("../../envoy/envoy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	text = strings.Replace(text, "port_value: 50051", "port_value: "+port(ln.Addr().String()), 1)
+	text = strings.Replace(text, "port_value: 18080", "port_value: "+port(h.upstream.Listener.Addr().String()), 1)
+	if edit != nil {
+		text = edit(text)
+	}
+	bs, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := FromBootstrap(bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	h.front = httptest.NewUnstartedServer(f)
+	h.front.Config.Protocols = new(http.Protocols)
+	h.front.Config.Protocols.SetHTTP1(true)
+	h.front.Config.Protocols.SetUnencryptedHTTP2(true) // as Start serves
+	h.front.Start()
+	t.Cleanup(h.front.Close)
+	return h
+}
+
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// session returns the next ext_proc stream the fake saw.
+func (h *harness) session(t *testing.T) *session {
+	t.Helper()
+	select {
+	case s := <-h.proc.sessions:
+		return s
+	case <-time.After(waitFor):
+		t.Fatal("no ext_proc stream")
+		return nil
+	}
+}
+
+// do sends a request through the front and returns status, headers and body.
+func (h *harness) do(t *testing.T, method, path string, headers map[string]string, body io.Reader) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, h.front.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading body: %v", err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+// ---- reply builders ----
+
+func setHeader(k, v string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)}}
+}
+
+func reqHeadersReply(cr *extprocsvc.CommonResponse) *extprocsvc.ProcessingResponse {
+	return &extprocsvc.ProcessingResponse{Response: &extprocsvc.ProcessingResponse_RequestHeaders{
+		RequestHeaders: &extprocsvc.HeadersResponse{Response: cr}}}
+}
+
+func reqBodyReply(cr *extprocsvc.CommonResponse) *extprocsvc.ProcessingResponse {
+	return &extprocsvc.ProcessingResponse{Response: &extprocsvc.ProcessingResponse_RequestBody{
+		RequestBody: &extprocsvc.BodyResponse{Response: cr}}}
+}
+
+func respHeadersReply(cr *extprocsvc.CommonResponse) *extprocsvc.ProcessingResponse {
+	return &extprocsvc.ProcessingResponse{Response: &extprocsvc.ProcessingResponse_ResponseHeaders{
+		ResponseHeaders: &extprocsvc.HeadersResponse{Response: cr}}}
+}
+
+func respBodyReply(cr *extprocsvc.CommonResponse) *extprocsvc.ProcessingResponse {
+	return &extprocsvc.ProcessingResponse{Response: &extprocsvc.ProcessingResponse_ResponseBody{
+		ResponseBody: &extprocsvc.BodyResponse{Response: cr}}}
+}
+
+func immediate(code int, body, details string) *extprocsvc.ProcessingResponse {
+	return &extprocsvc.ProcessingResponse{Response: &extprocsvc.ProcessingResponse_ImmediateResponse{
+		ImmediateResponse: &extprocsvc.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(code)},
+			Headers: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("content-type", "application/json")}},
+			Body:    []byte(body), Details: details,
+		}}}
+}
+
+// routeTo is the request-headers reply extproc gives: pick the cluster, clear the
+// route cache, in one CommonResponse.
+func routeTo(cluster string, extra ...*corev3.HeaderValueOption) *extprocsvc.ProcessingResponse {
+	return reqHeadersReply(&extprocsvc.CommonResponse{
+		HeaderMutation: &extprocsvc.HeaderMutation{
+			SetHeaders:    append([]*corev3.HeaderValueOption{setHeader("x-gateway-upstream", cluster)}, extra...),
+			RemoveHeaders: []string{"authorization", "x-api-key"},
+		},
+		ClearRouteCache: true,
+	})
+}
+
+func headerMap(m *corev3.HeaderMap) map[string][]string {
+	out := map[string][]string{}
+	for _, h := range m.GetHeaders() {
+		out[h.GetKey()] = append(out[h.GetKey()], string(h.GetRawValue()))
+	}
+	return out
+}
+
+func appendHeader(k, v string) *corev3.HeaderValueOption {
+	o := setHeader(k, v)
+	//lint:ignore SA1019 ext_proc reads only the deprecated append flag (append_action is ignored).
+	o.Append = wrapperspb.Bool(true)
+	return o
+}
+
+type corev3HVO = corev3.HeaderValueOption
+
+func mustRead(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../envoy/envoy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func configParse(yaml string) (*bootstrapv3.Bootstrap, error) { return config.Parse([]byte(yaml)) }
+
+func mustParse(t *testing.T, yaml string) *bootstrapv3.Bootstrap {
+	t.Helper()
+	bs, err := configParse(yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}

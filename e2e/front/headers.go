@@ -1,0 +1,138 @@
+package front
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+)
+
+// header is one header entry; keys are lowercase, as in Envoy's header maps.
+type header struct{ Key, Value string }
+
+// headerList is an ordered header map allowing repeated keys. Not safe for concurrent use.
+type headerList []header
+
+func (h headerList) get(key string) (string, bool) {
+	for _, e := range h {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+func (h *headerList) del(key string) {
+	out := (*h)[:0]
+	for _, e := range *h {
+		if e.Key != key {
+			out = append(out, e)
+		}
+	}
+	*h = out
+}
+
+func (h *headerList) add(key, value string) { *h = append(*h, header{key, value}) }
+
+func (h *headerList) set(key, value string) {
+	h.del(key)
+	h.add(key, value)
+}
+
+// toProto renders h as ext_proc sends it: one HeaderValue per value, in raw_value.
+func (h headerList) toProto() *corev3.HeaderMap {
+	m := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, len(h))}
+	for _, e := range h {
+		m.Headers = append(m.Headers, &corev3.HeaderValue{Key: e.Key, RawValue: []byte(e.Value)})
+	}
+	return m
+}
+
+// hopByHop are connection-level headers that Envoy's codecs never pass on.
+var hopByHop = map[string]bool{
+	"connection": true, "keep-alive": true, "proxy-connection": true, "transfer-encoding": true,
+	"upgrade": true, "te": true, "trailer": true,
+}
+
+// fromHTTP converts Go header map entries to a lowercase header list, dropping
+// hop-by-hop headers.
+func fromHTTP(hdr http.Header) headerList {
+	var out headerList
+	for k, vs := range hdr {
+		lk := strings.ToLower(k)
+		if hopByHop[lk] {
+			continue
+		}
+		for _, v := range vs {
+			out.add(lk, v)
+		}
+	}
+	return out
+}
+
+// mutationRules are the header mutation checks of Envoy's default rules, or of the
+// permissive rules Envoy uses for immediate responses (allow_all_routing, allow_envoy).
+type mutationRules struct {
+	permissive bool
+	// response: the target is a response header map (":status" may be set).
+	response bool
+	// allowContentLength: a set of content-length is applied (it is ignored on a
+	// streamed response, where Envoy keeps the upstream's value).
+	allowContentLength bool
+}
+
+func (r mutationRules) allowed(key string, removing bool) bool {
+	switch {
+	case key == "" || strings.ContainsAny(key, " \t\r\n:\x00") && !strings.HasPrefix(key, ":"):
+		return false
+	case key == ":authority" || key == "host" || key == ":method" || key == ":scheme":
+		return r.permissive && !removing
+	case key == ":path":
+		return !r.response && !removing
+	case key == ":status":
+		return r.response && !removing
+	case strings.HasPrefix(key, ":"):
+		return false
+	case strings.HasPrefix(key, "x-envoy-"):
+		return r.permissive
+	}
+	return true
+}
+
+// applyHeaderMutation applies m to h as Envoy's ext_proc filter does: removes first,
+// then sets; only raw_value is read; the deprecated append flag decides between adding
+// and replacing; disallowed mutations are skipped silently.
+func applyHeaderMutation(h *headerList, m *extprocsvc.HeaderMutation, rules mutationRules) {
+	if m == nil {
+		return
+	}
+	for _, k := range m.GetRemoveHeaders() {
+		k = strings.ToLower(k)
+		if rules.allowed(k, true) {
+			h.del(k)
+		}
+	}
+	for _, o := range m.GetSetHeaders() {
+		k := strings.ToLower(o.GetHeader().GetKey())
+		v := string(o.GetHeader().GetRawValue())
+		if !rules.allowed(k, false) || strings.ContainsAny(v, "\r\n\x00") {
+			continue
+		}
+		if k == "content-length" && !rules.allowContentLength {
+			continue
+		}
+		if k == ":status" {
+			if n, err := strconv.Atoi(v); err != nil || n < 200 || n > 999 {
+				continue
+			}
+		}
+		//lint:ignore SA1019 ext_proc reads only the deprecated append flag (append_action is ignored).
+		if o.GetAppend().GetValue() {
+			h.add(k, v)
+		} else {
+			h.set(k, v)
+		}
+	}
+}

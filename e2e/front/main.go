@@ -1,0 +1,81 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/llmgw/gateway/envoy/config"
+)
+
+// Main runs the front: `envoyfront --config envoy/envoy.yaml`. It serves until ctx is
+// done and returns the process exit code.
+func Main(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("envoyfront", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "envoy/envoy.yaml", "Envoy bootstrap file to emulate")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	logger := log.New(stderr, "envoyfront: ", log.LstdFlags)
+	srv, ln, err := Start(*path, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "envoyfront:", err)
+		return 1
+	}
+	logger.Printf("listening on %s (Envoy test front for %s)", ln.Addr(), *path)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return 0
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "envoyfront:", err)
+		return 1
+	}
+}
+
+// Start loads the Envoy bootstrap at path, checks that the front emulates every
+// setting in it, and returns an HTTP server (HTTP/1.1 and h2c) with its listener.
+func Start(path string, logger *log.Logger) (*http.Server, net.Listener, error) {
+	bs, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := FromBootstrap(bs)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := New(cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           f,
+		Protocols:         protocols,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          logger,
+	}
+	srv.RegisterOnShutdown(func() { _ = f.Close() })
+	return srv, ln, nil
+}

@@ -1,0 +1,91 @@
+package front
+
+import (
+	"strings"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestApplyHeaderMutation(t *testing.T) {
+	base := func() headerList {
+		return headerList{{":authority", "gw"}, {":path", "/v1/a"}, {":method", "POST"}, {"x-a", "1"}, {"x-a", "2"}, {"authorization", "Bearer gw-x"}}
+	}
+	tests := []struct {
+		name  string
+		rules mutationRules
+		m     *extprocsvc.HeaderMutation
+		want  headerList
+	}{
+		{name: "set replaces every value", m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("x-a", "9")}},
+			want: headerList{{":authority", "gw"}, {":path", "/v1/a"}, {":method", "POST"}, {"authorization", "Bearer gw-x"}, {"x-a", "9"}}},
+		{name: "append adds", m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{appendHeader("x-a", "3")}},
+			want: append(base(), header{"x-a", "3"})},
+		{name: "removes before sets", m: &extprocsvc.HeaderMutation{
+			RemoveHeaders: []string{"authorization"}, SetHeaders: []*corev3.HeaderValueOption{setHeader("authorization", "Bearer sk")}},
+			want: headerList{{":authority", "gw"}, {":path", "/v1/a"}, {":method", "POST"}, {"x-a", "1"}, {"x-a", "2"}, {"authorization", "Bearer sk"}}},
+		{name: "value field is not read", m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-b", Value: "v"}}}},
+			want: append(base(), header{"x-b", ""})},
+		{name: "routing and envoy headers ignored", m: &extprocsvc.HeaderMutation{
+			SetHeaders:    []*corev3.HeaderValueOption{setHeader(":authority", "evil"), setHeader(":method", "GET"), setHeader("host", "evil"), setHeader("x-envoy-x", "1")},
+			RemoveHeaders: []string{":path", "x-envoy-y"}},
+			want: base()},
+		{name: "path may be set", m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(":path", "/v1/b")}},
+			want: headerList{{":authority", "gw"}, {":method", "POST"}, {"x-a", "1"}, {"x-a", "2"}, {"authorization", "Bearer gw-x"}, {":path", "/v1/b"}}},
+		{name: "permissive allows routing headers", rules: mutationRules{permissive: true}, m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("x-envoy-x", "1")}},
+			want: append(base(), header{"x-envoy-x", "1"})},
+		{name: "keys lowercased, bad values skipped", m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("X-Up", "ok"), setHeader("x-bad", "a\r\nb")}},
+			want: append(base(), header{"x-up", "ok"})},
+		{name: "content-length ignored when not allowed", m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("content-length", "5")}},
+			want: base()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := base()
+			applyHeaderMutation(&h, tt.m, tt.rules)
+			if d := cmp.Diff(tt.want, h); d != "" {
+				t.Errorf("(-want +got)\n%s", d)
+			}
+		})
+	}
+}
+
+func TestCEL(t *testing.T) {
+	a := attrs{Path: "/v1/messages", Code: 503, Details: "cluster_not_found"}
+	tests := []struct {
+		name, expr string
+		want       bool
+		wantErr    string
+	}{
+		{name: "equality", expr: "response.code_details == 'cluster_not_found'", want: true},
+		{name: "startsWith and", expr: "request.path.startsWith('/v1/messages') && response.code >= 500", want: true},
+		{name: "not", expr: "!response.code_details.startsWith('extproc_')", want: true},
+		{name: "or parens", expr: "(response.code == 404 || response.code == 503) && response.code != 1", want: true},
+		{name: "double quotes", expr: `response.code_details == "x"`, want: false},
+		{name: "unknown attribute", expr: "response.flags == 1", wantErr: "unsupported"},
+		{name: "unknown method", expr: "request.path.endsWith('x')", wantErr: "unsupported"},
+		{name: "not boolean", expr: "response.code", wantErr: "boolean"},
+		{name: "type mismatch", expr: "response.code == 'x'", wantErr: "boolean"},
+		{name: "trailing garbage", expr: "response.code == 1 )", wantErr: "unexpected"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := parseCEL(tt.expr)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := e.eval(a)
+			if err != nil || v.b != tt.want {
+				t.Errorf("= %v (%v), want %v", v.b, err, tt.want)
+			}
+		})
+	}
+}

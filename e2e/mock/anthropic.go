@@ -1,0 +1,105 @@
+package mock
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+type anthropicUsage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+type anthropicBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type anthropicMessage struct {
+	ID           string           `json:"id"`
+	Type         string           `json:"type"`
+	Role         string           `json:"role"`
+	Model        string           `json:"model"`
+	Content      []anthropicBlock `json:"content"`
+	StopReason   *string          `json:"stop_reason"`
+	StopSequence *string          `json:"stop_sequence"`
+	Usage        anthropicUsage   `json:"usage"`
+}
+
+// anthropicInput returns the system and message texts and the last user text.
+func anthropicInput(body map[string]any) (all []string, last string) {
+	if sys := textOf(body["system"]); sys != "" {
+		all = append(all, sys)
+	}
+	a, l := messagesText(body["messages"])
+	return append(all, a...), l
+}
+
+func (s *Server) countTokens(w http.ResponseWriter, q *request) {
+	all, _ := anthropicInput(q.body)
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": generate("", all, 0).input})
+}
+
+func (s *Server) messages(w http.ResponseWriter, q *request) {
+	maxTokens := intField(q.body, "max_tokens")
+	if maxTokens == 0 {
+		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "max_tokens: Field required")
+		return
+	}
+	all, last := anthropicInput(q.body)
+	a := generate(last, all, maxTokens)
+	stop := "end_turn"
+	if a.truncated {
+		stop = "max_tokens"
+	}
+	msg := anthropicMessage{
+		ID: idFor("msg_mock", q.raw), Type: "message", Role: "assistant", Model: q.model,
+		Content: []anthropicBlock{{Type: "text", Text: a.text()}}, StopReason: &stop,
+		Usage: anthropicUsage{a.input, len(a.tokens)},
+	}
+	if stream, _ := q.body["stream"].(bool); !stream {
+		if !sleep(q.r.Context(), secs(a.dir.slow)) {
+			return
+		}
+		writeJSON(w, http.StatusOK, msg)
+		return
+	}
+	ev := newSSE(w)
+	send := func(typ string, v map[string]any) bool {
+		v["type"] = typ
+		b, _ := json.Marshal(v)
+		return ev.event(typ, b)
+	}
+	start := msg
+	start.Content, start.StopReason = []anthropicBlock{}, nil
+	start.Usage = anthropicUsage{a.input, 1}
+	if !send("message_start", map[string]any{"message": start}) ||
+		!send("content_block_start", map[string]any{"index": 0, "content_block": anthropicBlock{Type: "text"}}) ||
+		!send("ping", map[string]any{}) {
+		return
+	}
+	p := &pacer{r: q.r, slow: a.dir.slow}
+	for i, tok := range a.tokens {
+		if a.dir.cut && i == cutAfter {
+			drop()
+		}
+		if !p.beforeChunk() {
+			return
+		}
+		if !send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": tok}}) {
+			return
+		}
+	}
+	if a.dir.cut {
+		drop()
+	}
+	if !p.beforeEnd() {
+		return
+	}
+	_ = send("content_block_stop", map[string]any{"index": 0}) &&
+		send("message_delta", map[string]any{
+			"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+			"usage": map[string]any{"output_tokens": len(a.tokens)},
+		}) &&
+		send("message_stop", map[string]any{})
+}

@@ -1,0 +1,241 @@
+// Package mock is the mock upstream providers of the local stack and the e2e suite: an
+// OpenAI-compatible provider (chat completions, responses, embeddings, speech, images),
+// an Anthropic-compatible provider (messages) and a small video-task provider, all on
+// one HTTP listener, speaking the real wire formats (JSON and SSE) and reporting usage
+// the way each real provider does.
+//
+// Answers are deterministic: they derive from the request (the words of the last user
+// message are echoed), and directives in that message steer tests ([[mock:tokens=K]],
+// [[mock:slow=N]], [[mock:cut]]; see shared/design/LOCAL-STACK.md). Credentials follow
+// the team conventions: any sk-mock-* key works except sk-mock-exhausted (the provider's
+// own out-of-funds error); anything else gets the provider's 401; a request carrying a
+// gateway key (a gw- header value) is refused. Upstream model mock-broken answers an
+// unusable HTML page. Every response names the upstream model it was asked for.
+//
+// The package depends only on the standard library.
+package mock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Server is the mock providers' HTTP handler. Safe for concurrent use.
+type Server struct {
+	mux *http.ServeMux
+	// now is the clock (tests may replace it before serving).
+	now func() time.Time
+
+	mu     sync.Mutex
+	videos map[string]*videoTask
+	seq    int
+}
+
+// New returns a Server with every route registered.
+func New() *Server {
+	s := &Server{mux: http.NewServeMux(), now: time.Now, videos: map[string]*videoTask{}}
+	s.mux.HandleFunc("POST /v1/chat/completions", s.openAI(s.chatCompletions))
+	s.mux.HandleFunc("POST /v1/responses", s.openAI(s.responses))
+	s.mux.HandleFunc("POST /v1/embeddings", s.openAI(s.embeddings))
+	s.mux.HandleFunc("POST /v1/audio/speech", s.openAI(s.speech))
+	s.mux.HandleFunc("POST /v1/images/generations", s.openAI(s.images))
+	s.mux.HandleFunc("POST /v1/messages", s.anthropic(s.messages))
+	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.anthropic(s.countTokens))
+	s.mux.HandleFunc("POST /v1/video/generations", s.openAI(s.videoSubmit))
+	s.mux.HandleFunc("GET /v1/videos/{id}", s.openAI(s.videoGet))
+	return s
+}
+
+// ServeHTTP serves the mock providers.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// request is a parsed provider request.
+type request struct {
+	r    *http.Request
+	body map[string]any
+	raw  []byte
+	// key is the provider credential presented.
+	key   string
+	model string
+}
+
+type handlerFunc func(w http.ResponseWriter, q *request)
+
+const (
+	exhaustedKey = "sk-mock-exhausted"
+	mockPrefix   = "sk-mock-"
+	brokenModel  = "mock-broken"
+)
+
+// leaksGatewayKey reports whether any header carries a gateway key.
+func leaksGatewayKey(h http.Header) bool {
+	for _, vs := range h {
+		for _, v := range vs {
+			v = strings.TrimSpace(v)
+			if strings.HasPrefix(v, "gw-") || strings.HasPrefix(strings.TrimPrefix(v, "Bearer "), "gw-") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Server) parse(w http.ResponseWriter, r *http.Request, key string, fail func(status int, typ, code, msg string)) (*request, bool) {
+	if leaksGatewayKey(r.Header) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "gateway key leaked to provider"}})
+		return nil, false
+	}
+	q := &request{r: r, key: key, body: map[string]any{}}
+	if r.Method == http.MethodPost {
+		raw, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, false
+		}
+		q.raw = raw
+		if err := json.Unmarshal(raw, &q.body); err != nil {
+			fail(http.StatusBadRequest, "invalid_request_error", "", "We could not parse the JSON body of your request.")
+			return nil, false
+		}
+		q.model, _ = q.body["model"].(string)
+	}
+	return q, true
+}
+
+// openAI wraps an OpenAI-format route: leak check, JSON, bearer credential.
+func (s *Server) openAI(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		fail := func(status int, typ, code, msg string) { openAIError(w, status, typ, code, msg) }
+		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		q, ok := s.parse(w, r, key, fail)
+		if !ok {
+			return
+		}
+		switch {
+		case key == exhaustedKey:
+			openAIError(w, http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota",
+				"You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.")
+			return
+		case !strings.HasPrefix(key, mockPrefix) || len(key) == len(mockPrefix):
+			openAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+				"Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.")
+			return
+		case q.model == brokenModel:
+			writeBroken(w)
+			return
+		}
+		h(w, q)
+	}
+}
+
+// anthropic wraps an Anthropic-format route: leak check, JSON, x-api-key credential,
+// anthropic-version header.
+func (s *Server) anthropic(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		fail := func(status int, typ, _, msg string) { anthropicError(w, status, typ, msg) }
+		key := r.Header.Get("X-Api-Key")
+		q, ok := s.parse(w, r, key, fail)
+		if !ok {
+			return
+		}
+		switch {
+		case key == exhaustedKey:
+			anthropicError(w, http.StatusBadRequest, "invalid_request_error",
+				"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.")
+			return
+		case !strings.HasPrefix(key, mockPrefix) || len(key) == len(mockPrefix):
+			anthropicError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+			return
+		case r.Header.Get("Anthropic-Version") == "":
+			anthropicError(w, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
+			return
+		case q.model == brokenModel:
+			writeBroken(w)
+			return
+		}
+		h(w, q)
+	}
+}
+
+func writeBroken(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, "<html><head><title>502 Bad Gateway</title></head><body><h1>upstream maintenance</h1></body></html>\n")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func openAIError(w http.ResponseWriter, status int, typ, code, msg string) {
+	var c any
+	if code != "" {
+		c = code
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}})
+}
+
+func anthropicError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
+}
+
+// sleep waits d or until ctx ends; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Main runs the mock providers: `mockproviders --listen 127.0.0.1:18080`, until ctx is
+// done; it returns the process exit code.
+func Main(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mockproviders", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", envOr("MOCK_ADDR", "127.0.0.1:18080"), "address to listen on")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintln(stderr, "mockproviders:", err)
+		return 1
+	}
+	logger := log.New(stderr, "mockproviders: ", log.LstdFlags)
+	srv := &http.Server{Handler: New(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+	logger.Printf("mock OpenAI, Anthropic and video providers listening on %s", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return 0
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "mockproviders:", err)
+		return 1
+	}
+}

@@ -1,0 +1,303 @@
+// Package envoy_test checks envoy.yaml: it parses into Envoy's own v3 protos (strictly,
+// with every typed_config resolved and validated) and its wiring is what extproc and the
+// rest of the gateway expect.
+package envoy_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	celv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/filters/cel/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+
+	"github.com/llmgw/gateway/envoy/config"
+)
+
+const twoMiB = 2 * 1024 * 1024
+
+func load(t *testing.T) (*bootstrapv3.Bootstrap, *hcmv3.HttpConnectionManager) {
+	t.Helper()
+	bs, err := config.Load("envoy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := bs.GetStaticResources().GetListeners()
+	if len(ls) != 1 {
+		t.Fatalf("%d listeners, want 1", len(ls))
+	}
+	hcm := &hcmv3.HttpConnectionManager{}
+	if err := ls[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(hcm); err != nil {
+		t.Fatal(err)
+	}
+	return bs, hcm
+}
+
+func clusters(bs *bootstrapv3.Bootstrap) map[string]*clusterv3.Cluster {
+	m := map[string]*clusterv3.Cluster{}
+	for _, c := range bs.GetStaticResources().GetClusters() {
+		m[c.GetName()] = c
+	}
+	return m
+}
+
+func extProc(t *testing.T, hcm *hcmv3.HttpConnectionManager) *extprocv3.ExternalProcessor {
+	t.Helper()
+	fs := hcm.GetHttpFilters()
+	if len(fs) != 2 {
+		t.Fatalf("%d http filters, want ext_proc and router", len(fs))
+	}
+	ep := &extprocv3.ExternalProcessor{}
+	if err := fs[0].GetTypedConfig().UnmarshalTo(ep); err != nil {
+		t.Fatalf("first filter is not ext_proc: %v", err)
+	}
+	if !fs[1].GetTypedConfig().MessageIs(&routerv3.Router{}) {
+		t.Fatalf("last filter is not the router")
+	}
+	return ep
+}
+
+func TestListenerAndLimits(t *testing.T) {
+	bs, hcm := load(t)
+	l := bs.GetStaticResources().GetListeners()[0]
+	sa := l.GetAddress().GetSocketAddress()
+	if sa.GetAddress() != "127.0.0.1" || sa.GetPortValue() != 8080 {
+		t.Errorf("listener on %s:%d", sa.GetAddress(), sa.GetPortValue())
+	}
+	if a := bs.GetAdmin().GetAddress().GetSocketAddress(); a.GetAddress() != "127.0.0.1" || a.GetPortValue() != 9901 {
+		t.Errorf("admin on %s:%d", a.GetAddress(), a.GetPortValue())
+	}
+	if got := l.GetPerConnectionBufferLimitBytes().GetValue(); got != twoMiB {
+		t.Errorf("per_connection_buffer_limit_bytes = %d, want %d", got, twoMiB)
+	}
+	// No route-level limit may override the listener's (it would change the 2 MiB rule).
+	for _, vh := range hcm.GetRouteConfig().GetVirtualHosts() {
+		//lint:ignore SA1019 a deprecated limit still overrides the listener's in Envoy 1.37.
+		if vh.GetPerRequestBufferLimitBytes() != nil || vh.GetRequestBodyBufferLimit() != nil {
+			t.Errorf("virtual host %s overrides the buffer limit", vh.GetName())
+		}
+		for _, r := range vh.GetRoutes() {
+			//lint:ignore SA1019 a deprecated limit still overrides the listener's in Envoy 1.37.
+			if r.GetPerRequestBufferLimitBytes() != nil || r.GetRequestBodyBufferLimit() != nil {
+				t.Errorf("route %v overrides the buffer limit", r.GetMatch())
+			}
+		}
+	}
+	if hcm.GetCodecType() != hcmv3.HttpConnectionManager_AUTO {
+		t.Errorf("codec_type = %v, want AUTO (HTTP/1.1 and h2c)", hcm.GetCodecType())
+	}
+	if d := hcm.GetStreamIdleTimeout().AsDuration(); d < 5*time.Minute {
+		t.Errorf("stream_idle_timeout = %v, want >= 300s", d)
+	}
+	if hcm.GetRequestTimeout() == nil || hcm.GetRequestTimeout().AsDuration() != 0 {
+		t.Errorf("request_timeout = %v, want 0s (no overall deadline on streams)", hcm.GetRequestTimeout())
+	}
+}
+
+func TestExtProcWiring(t *testing.T) {
+	bs, hcm := load(t)
+	ep := extProc(t, hcm)
+	cs := clusters(bs)
+	name := ep.GetGrpcService().GetEnvoyGrpc().GetClusterName()
+	c := cs[name]
+	if name != "extproc" || c == nil {
+		t.Fatalf("ext_proc cluster %q not defined", name)
+	}
+	// extproc speaks gRPC: the cluster must be HTTP/2.
+	opts := &httpv3.HttpProtocolOptions{}
+	a := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
+	if a == nil || a.UnmarshalTo(opts) != nil || opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() == nil {
+		t.Errorf("extproc cluster is not HTTP/2")
+	}
+	pm := ep.GetProcessingMode()
+	tests := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"request_header_mode", pm.GetRequestHeaderMode(), extprocv3.ProcessingMode_SEND},
+		{"request_body_mode", pm.GetRequestBodyMode(), extprocv3.ProcessingMode_BUFFERED},
+		{"request_trailer_mode", pm.GetRequestTrailerMode(), extprocv3.ProcessingMode_SKIP},
+		{"response_header_mode", pm.GetResponseHeaderMode(), extprocv3.ProcessingMode_SEND},
+		{"response_body_mode", pm.GetResponseBodyMode(), extprocv3.ProcessingMode_NONE},
+		{"response_trailer_mode", pm.GetResponseTrailerMode(), extprocv3.ProcessingMode_SKIP},
+		{"allow_mode_override", ep.GetAllowModeOverride(), true},
+		{"failure_mode_allow", ep.GetFailureModeAllow(), false},
+		{"allowed_override_modes empty", len(ep.GetAllowedOverrideModes()), 0},
+		{"no request attributes", len(ep.GetRequestAttributes()), 0},
+		{"disable_clear_route_cache", ep.GetDisableClearRouteCache(), false},
+		{"route_cache_action", ep.GetRouteCacheAction(), extprocv3.ExternalProcessor_DEFAULT},
+		{"immediate responses enabled", ep.GetDisableImmediateResponse(), false},
+		{"observability_mode", ep.GetObservabilityMode(), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %v, want %v", tt.got, tt.want)
+			}
+		})
+	}
+	mt := ep.GetMessageTimeout().AsDuration()
+	if mt < time.Second || mt > 5*time.Second {
+		t.Errorf("message_timeout = %v, want a database round trip's worth (1–5 s)", mt)
+	}
+	if ep.GetMaxMessageTimeout() != nil && ep.GetMaxMessageTimeout().AsDuration() < mt {
+		t.Errorf("max_message_timeout %v below message_timeout %v", ep.GetMaxMessageTimeout().AsDuration(), mt)
+	}
+}
+
+func TestRouting(t *testing.T) {
+	bs, hcm := load(t)
+	cs := clusters(bs)
+	vhs := hcm.GetRouteConfig().GetVirtualHosts()
+	if len(vhs) != 1 {
+		t.Fatalf("%d virtual hosts", len(vhs))
+	}
+	var v1 *routev3.Route
+	for _, r := range vhs[0].GetRoutes() {
+		if ra := r.GetRoute(); ra != nil && ra.GetCluster() != "" && cs[ra.GetCluster()] == nil {
+			t.Errorf("route %v names undefined cluster %q", r.GetMatch(), ra.GetCluster())
+		}
+		if r.GetMatch().GetPrefix() == "/v1/" {
+			v1 = r
+		}
+	}
+	if v1 == nil {
+		t.Fatal("no route for prefix /v1/")
+	}
+	ra := v1.GetRoute()
+	if ra.GetClusterHeader() != "x-gateway-upstream" {
+		t.Errorf("cluster_header = %q", ra.GetClusterHeader())
+	}
+	if ra.GetTimeout() == nil || ra.GetTimeout().AsDuration() != 0 {
+		t.Errorf("route timeout = %v, want 0s", ra.GetTimeout())
+	}
+	if d := ra.GetIdleTimeout().AsDuration(); d < 5*time.Minute {
+		t.Errorf("route idle_timeout = %v, want >= 300s", d)
+	}
+	for _, want := range []string{"extproc", "mock-providers", "openai", "anthropic"} {
+		if cs[want] == nil {
+			t.Errorf("cluster %q missing", want)
+		}
+	}
+}
+
+func TestTLSClusters(t *testing.T) {
+	bs, _ := load(t)
+	cs := clusters(bs)
+	for _, name := range []string{"openai", "anthropic"} {
+		t.Run(name, func(t *testing.T) {
+			c := cs[name]
+			host := "api." + name + ".com"
+			ep := c.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+			if ep.GetAddress() != host || ep.GetPortValue() != 443 {
+				t.Errorf("endpoint %s:%d", ep.GetAddress(), ep.GetPortValue())
+			}
+			up := &tlsv3.UpstreamTlsContext{}
+			if err := c.GetTransportSocket().GetTypedConfig().UnmarshalTo(up); err != nil {
+				t.Fatal(err)
+			}
+			if up.GetSni() != host {
+				t.Errorf("sni = %q", up.GetSni())
+			}
+			vc := up.GetCommonTlsContext().GetValidationContext()
+			if vc.GetTrustedCa().GetFilename() == "" {
+				t.Error("certificates are not verified against a CA bundle")
+			}
+			if len(vc.GetMatchTypedSubjectAltNames()) == 0 {
+				t.Error("no SAN check")
+			}
+		})
+	}
+}
+
+func TestLocalReplyMappers(t *testing.T) {
+	_, hcm := load(t)
+	lr := hcm.GetLocalReplyConfig()
+	if lr.GetBodyFormat() != nil {
+		t.Error("a top-level body_format would rewrite extproc's own replies")
+	}
+	codes := map[string]bool{}
+	for i, m := range lr.GetMappers() {
+		cel := &celv3.ExpressionFilter{}
+		if err := m.GetFilter().GetExtensionFilter().GetTypedConfig().UnmarshalTo(cel); err != nil {
+			t.Fatalf("mapper %d: %v", i, err)
+		}
+		expr := cel.GetExpression()
+		// A mapper that could match extproc's own replies must exclude them.
+		if !strings.Contains(expr, "response.code_details ==") && !strings.Contains(expr, "!response.code_details.startsWith('extproc_')") &&
+			!strings.Contains(expr, "response.code_details.startsWith('upstream_')") {
+			t.Errorf("mapper %d (%s) may rewrite extproc's replies", i, expr)
+		}
+		js := m.GetBodyFormatOverride().GetJsonFormat().AsMap()
+		anth := strings.Contains(expr, "/v1/messages")
+		var code string
+		if anth {
+			e, _ := js["error"].(map[string]any)
+			if js["type"] != "error" || e["type"] == nil || e["message"] == nil {
+				t.Errorf("mapper %d: not the Anthropic envelope: %v", i, js)
+			}
+			code, _ = e["code"].(string)
+		} else {
+			e, _ := js["error"].(map[string]any)
+			for _, f := range []string{"message", "type", "code", "retryable", "doc_url"} {
+				if _, ok := e[f]; !ok {
+					t.Errorf("mapper %d: OpenAI envelope lacks %s", i, f)
+				}
+			}
+			if p, ok := e["param"]; !ok || p != nil {
+				t.Errorf("mapper %d: param = %v, want null", i, p)
+			}
+			code, _ = e["code"].(string)
+		}
+		codes[code] = true
+		if len(m.GetHeadersToAdd()) == 0 || m.GetHeadersToAdd()[0].GetHeader().GetKey() != "x-should-retry" {
+			t.Errorf("mapper %d: no x-should-retry", i)
+		}
+	}
+	for _, c := range []string{"request_body_too_large", "service_unavailable", "upstream_error", "internal_error"} {
+		if !codes[c] {
+			t.Errorf("no mapper answers %s", c)
+		}
+	}
+}
+
+func TestLoadRejectsUnknownFields(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+	}{
+		{name: "unknown field", yaml: "static_resources: {clusterz: []}"},
+		{name: "unresolvable typed_config", yaml: `
+static_resources:
+  clusters:
+  - name: x
+    transport_socket:
+      name: t
+      typed_config: {"@type": type.googleapis.com/envoy.extensions.transport_sockets.nope.v3.Nope}`},
+		{name: "invalid typed_config contents", yaml: `
+static_resources:
+  listeners:
+  - name: l
+    address: {socket_address: {address: 127.0.0.1, port_value: 1}}
+    filter_chains:
+    - filters:
+      - name: hcm
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ""`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := config.Parse([]byte(tt.yaml)); err == nil {
+				t.Error("accepted")
+			}
+		})
+	}
+}

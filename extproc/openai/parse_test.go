@@ -1,0 +1,70 @@
+package openai
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/wire"
+)
+
+func TestParsedForBilling(t *testing.T) {
+	tests := []struct {
+		name  string
+		parse func([]byte) (wire.Parsed, error)
+		body  string
+		want  wire.Parsed
+	}{
+		{
+			name: "responses items", parse: wrap(ParseResponses),
+			body: `{"model":"m","instructions":"be brief","max_output_tokens":9,"stream":true,"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"x"}]},{"role":"assistant","content":"b"},{"type":"function_call_output","call_id":"c","output":"o"}]}`,
+			want: wire.Parsed{Model: "m", Stream: true, MaxOutput: 9, MaxOutputParam: "max_output_tokens",
+				Prompt: wire.Prompt{Texts: []string{"a", "b", `{"type":"function_call_output","call_id":"c","output":"o"}`, "be brief"}, Messages: 3, Media: 1}},
+		},
+		{
+			name: "responses string", parse: wrap(ParseResponses), body: `{"model":"m","input":"hi"}`,
+			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Texts: []string{"hi"}, Messages: 1}},
+		},
+		{
+			name: "embeddings strings", parse: wrap(ParseEmbeddings), body: `{"model":"m","input":["a","b"]}`,
+			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Texts: []string{"a", "b"}}},
+		},
+		{
+			name: "embeddings token ids", parse: wrap(ParseEmbeddings), body: `{"model":"m","input":[0,1,2]}`,
+			want: wire.Parsed{Model: "m", KnownTokens: 3},
+		},
+		{
+			name: "multimodal", parse: wrap(ParseMultimodalEmbeddings), body: `{"model":"m","input":[{"text":"a"},{"image":"https://x"},"b"]}`,
+			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Texts: []string{"a", "b"}, Media: 1}},
+		},
+		{
+			name: "speech counts code points", parse: wrap(ParseSpeech), body: `{"model":"m","input":"日本語 ok","voice":"v"}`,
+			want: wire.Parsed{Model: "m", Units: 6, Voice: "v"},
+		},
+		{
+			name: "image is one unit", parse: wrap(ParseImages), body: `{"model":"m","prompt":"p","n":1.0}`,
+			want: wire.Parsed{Model: "m", Units: 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.parse([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Fatalf("parsed (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func wrap(f func([]byte) (wire.Parsed, *apierr.Error)) func([]byte) (wire.Parsed, error) {
+	return func(b []byte) (wire.Parsed, error) {
+		p, e := f(b)
+		if e != nil {
+			return p, e
+		}
+		return p, nil
+	}
+}
