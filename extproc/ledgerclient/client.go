@@ -177,6 +177,15 @@ func (c *Client) Release(ctx context.Context, id, reason string) (ledger.Release
 	return ledger.ReleaseResult{State: st, Charged: resp.GetChargedMicros()}, nil
 }
 
+// Renew pushes a held reservation's expiry forward.
+func (c *Client) Renew(ctx context.Context, id string, ttl time.Duration) (time.Time, error) {
+	resp, err := c.rpc.Renew(ctx, &accountingv1.RenewRequest{ReservationId: id, TtlSeconds: int32(ttl / time.Second)})
+	if err != nil {
+		return time.Time{}, fromStatus(err)
+	}
+	return resp.GetExpiresAt().AsTime(), nil
+}
+
 var reasons = map[accountingv1.Reason]ledger.Reason{
 	accountingv1.Reason_REASON_INVALID_API_KEY:            ledger.ReasonInvalidAPIKey,
 	accountingv1.Reason_REASON_ACCOUNT_SUSPENDED:          ledger.ReasonAccountSuspended,

@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/internal/replay"
@@ -25,6 +26,9 @@ func (nopLedger) Release(context.Context, string, string) (ledger.ReleaseResult,
 	return ledger.ReleaseResult{State: ledger.StateReleased}, nil
 }
 func (nopLedger) RecordVideoTask(context.Context, string, string, string) error { return nil }
+func (nopLedger) Renew(context.Context, string, time.Duration) (time.Time, error) {
+	return time.Time{}, nil
+}
 func (nopLedger) GetVideoTask(context.Context, string) (lifecycle.VideoTask, error) {
 	return lifecycle.VideoTask{}, ledger.ErrNotFound
 }

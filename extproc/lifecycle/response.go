@@ -144,6 +144,7 @@ func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bo
 		// client never sees the upstream's own model id, and let the body end.
 		return Action{ReplaceBody: true}
 	}
+	r.renewIfDue(ctx)
 	out, err := st.rw.Write(chunk, endOfStream)
 	if err != nil {
 		if !st.chunked {

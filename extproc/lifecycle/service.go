@@ -115,6 +115,9 @@ type Request struct {
 
 	units int64 // billed units of a per-unit endpoint (characters, images, seconds)
 
+	requestID string // Envoy's x-request-id, for the record
+	renewAt   time.Time
+
 	reservation *ledger.Reservation
 	settled     bool
 	// proxied: the request was routed upstream without a reservation (video task
@@ -156,6 +159,8 @@ func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStr
 			auth = h.Value
 		case "x-api-key":
 			xKey = h.Value
+		case "x-request-id":
+			r.requestID = h.Value
 		case "anthropic-version":
 			r.clientVersion = true
 		}
@@ -528,7 +533,22 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 		return r.ledgerError(err, "reserve")
 	}
 	r.reservation = &res
+	r.renewAt = r.svc.cfg.Now().Add(r.svc.cfg.ReserveTTL / 2)
 	return nil
+}
+
+// renewIfDue keeps a long stream's hold alive: past half its lifetime, the hold is
+// renewed for another ReserveTTL, so the accounting sweeper never expires a reservation
+// whose response is still flowing (the route's stream idle timeout is far shorter than
+// the TTL, so chunks arrive often enough to get here).
+func (r *Request) renewIfDue(ctx context.Context) {
+	if r.reservation == nil || r.settled || r.svc.cfg.Now().Before(r.renewAt) {
+		return
+	}
+	r.renewAt = r.svc.cfg.Now().Add(r.svc.cfg.ReserveTTL / 2)
+	if _, err := r.svc.cfg.Ledger.Renew(ctx, r.reservation.ID, r.svc.cfg.ReserveTTL); err != nil {
+		r.svc.cfg.Log.Warn("renew failed", zap.String("reservation", r.reservation.ID), zap.Error(err))
+	}
 }
 
 // mutate picks the channel and rewrites the request for it.
@@ -588,7 +608,9 @@ func (r *Request) release(ctx context.Context, reason string) {
 	if err != nil {
 		// The hold expires server-side; log and move on.
 		r.svc.cfg.Log.Warn("release failed", zap.String("reservation", r.reservation.ID), zap.Error(err))
+		return
 	}
+	r.logSettled("released", ledger.Usage{}, 0, zap.String("reason", reason))
 }
 
 // commit charges the actual cost of token usage, once.
@@ -615,8 +637,10 @@ func (r *Request) charge(ctx context.Context, actual int64, u ledger.Usage) {
 	r.settled = true
 	ctx, cancel := settleContext(ctx)
 	defer cancel()
+	var res ledger.CommitResult
 	err := retrySettle(ctx, func() error {
-		_, err := r.svc.cfg.Ledger.Commit(ctx, ledger.CommitRequest{
+		var err error
+		res, err = r.svc.cfg.Ledger.Commit(ctx, ledger.CommitRequest{
 			ReservationID: r.reservation.ID,
 			Actual:        actual,
 			Usage:         u,
@@ -627,7 +651,34 @@ func (r *Request) charge(ctx context.Context, actual int64, u ledger.Usage) {
 	})
 	if err != nil {
 		r.svc.cfg.Log.Error("commit failed", zap.String("reservation", r.reservation.ID), zap.Error(err))
+		return
 	}
+	r.logSettled("committed", u, res.Charged, zap.Int64("actual_micros", actual), zap.Bool("capped", res.Capped))
+}
+
+// logSettled writes the one record of a request's money: who, what, usage, hold and
+// charge. It never carries a secret: keys appear by id only.
+func (r *Request) logSettled(outcome string, u ledger.Usage, charged int64, extra ...zap.Field) {
+	var channel, upstream string
+	if r.channel != nil {
+		channel, upstream = r.channel.Name, r.channel.UpstreamModel
+	}
+	fields := []zap.Field{
+		zap.String("outcome", outcome),
+		zap.String("request_id", r.requestID),
+		zap.String("reservation", r.reservation.ID),
+		zap.String("account", r.grant.AccountID),
+		zap.String("key_id", r.grant.KeyID),
+		zap.String("model", r.model.ID),
+		zap.String("upstream_model", upstream),
+		zap.String("channel", channel),
+		zap.Int64("input_tokens", u.InputTokens),
+		zap.Int64("output_tokens", u.OutputTokens),
+		zap.Any("units", u.Units),
+		zap.Int64("hold_micros", r.reservation.Amount),
+		zap.Int64("charged_micros", charged),
+	}
+	r.svc.cfg.Log.Info("settled", append(fields, extra...)...)
 }
 
 func deref(p *int64) int64 {

@@ -16,6 +16,8 @@ type Ledger interface {
 	Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error)
 	Commit(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error)
 	Release(ctx context.Context, reservationID, reason string) (ledger.ReleaseResult, error)
+	// Renew pushes a held reservation's expiry ttl into the future (long streams).
+	Renew(ctx context.Context, reservationID string, ttl time.Duration) (time.Time, error)
 	// RecordVideoTask stores that the key's account submitted the task (model is the
 	// public model id).
 	RecordVideoTask(ctx context.Context, taskID, keyID, model string) error

@@ -238,6 +238,7 @@ type FakeLedger struct {
 	Reserves []ledger.ReserveRequest
 	Commits  []ledger.CommitRequest
 	Releases []string
+	Renewals []string
 	Auths    int
 	// Tasks are the video tasks GetVideoTask returns (RecordVideoTask adds to them);
 	// Recorded lists every RecordVideoTask call's task id; RecordE fails those calls.
@@ -306,6 +307,14 @@ func (f *FakeLedger) Counts() (reserves, commits, releases int) {
 
 // RecordVideoTask implements lifecycle.Ledger: the task is owned by the key's grant (as
 // registered with AddKey) and has age 0. RecordE, when set, is returned instead.
+// Renew records the renewal.
+func (f *FakeLedger) Renew(_ context.Context, id string, ttl time.Duration) (time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Renewals = append(f.Renewals, id)
+	return time.Now().Add(ttl), nil
+}
+
 func (f *FakeLedger) RecordVideoTask(_ context.Context, taskID, keyID, model string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
