@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -56,6 +57,7 @@ var checks = []check{
 	{"envoy wiring", checkEnvoy},
 	{"extproc wiring", checkExtproc},
 	{"accounting wiring", checkAccounting},
+	{"graceful stop", checkGracefulStop},
 	{"catalog", checkCatalog},
 }
 
@@ -1283,3 +1285,62 @@ func checkCatalog(b *bundle) []error {
 }
 
 func path2Clean(p string) string { return path.Clean(p) }
+
+// settleBound is how long extproc may take, after its drain deadline, to settle the
+// streams it cut (envoy.SettleTimeout).
+const settleBound = 5 * time.Second
+
+// checkGracefulStop checks that each process's stop fits in its pod's grace period:
+// extproc's preStop sleep + drain deadline + settlement, accounting's preStop sleep +
+// shutdown timeout. A pod killed before extproc settled would leave holds to expire.
+// It also checks that extproc knows its own public hostnames.
+func checkGracefulStop(b *bundle) []error {
+	var errs []error
+	preStop := func(c *corev1.Container) time.Duration {
+		if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
+			return 0
+		}
+		return time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+	}
+	grace := func(t *corev1.PodTemplateSpec) time.Duration {
+		if t.Spec.TerminationGracePeriodSeconds == nil {
+			return 30 * time.Second
+		}
+		return time.Duration(*t.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	if gw, ok := b.Deployments["gateway"]; ok {
+		t := &gw.Spec.Template
+		c := findContainer(t, "extproc")
+		drain := 30 * time.Second // extproc's default
+		if v, ok := b.envValue(c, "EXTPROC_DRAIN_TIMEOUT"); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				errs = append(errs, fmt.Errorf("extproc EXTPROC_DRAIN_TIMEOUT %q is not a positive duration", v))
+			}
+			drain = d
+		}
+		if need := preStop(c) + drain + settleBound; need >= grace(t) {
+			errs = append(errs, fmt.Errorf("gateway: extproc needs %v to stop (preStop %v + drain %v + settle %v) but the grace period is %v",
+				need, preStop(c), drain, settleBound, grace(t)))
+		}
+		if v, ok := b.envValue(c, "GATEWAY_PUBLIC_HOSTS"); !ok || strings.TrimSpace(v) == "" {
+			errs = append(errs, errors.New("extproc: GATEWAY_PUBLIC_HOSTS is not set (video webhooks could target the gateway itself)"))
+		}
+	}
+	if acc, ok := b.Deployments["accounting"]; ok {
+		t := &acc.Spec.Template
+		c := findContainer(t, "accounting")
+		stop := 10 * time.Second // accounting's default --shutdown-timeout
+		if v, ok := flagValue(c.Args, "shutdown-timeout"); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("accounting --shutdown-timeout %q: %v", v, err))
+			}
+			stop = d
+		}
+		if need := preStop(c) + stop; need >= grace(t) {
+			errs = append(errs, fmt.Errorf("accounting needs %v to stop but the grace period is %v", need, grace(t)))
+		}
+	}
+	return errs
+}

@@ -1,7 +1,17 @@
 // Package app is the accounting service's process: configuration from flags and
 // environment, the database (created when missing, migrated), the reservation
-// sweeper, the gRPC server with its credentials, the health endpoints, and an
-// orderly shutdown. cmd/accounting only wires signals and calls Main.
+// sweeper, the gRPC server with its credentials, the health and metrics endpoints, and
+// an orderly shutdown. cmd/accounting only wires signals and calls Main.
+//
+// With --migrate-only it ensures the database exists, applies pending migrations and
+// exits 0, needing only DATABASE_URL (and libpq's PGSSL* variables, which pgx reads):
+// no tokens, no listeners. That is the Kubernetes migrations Job.
+//
+// Each role (service, admin) accepts several tokens at once, for rotation without an
+// outage: comma-separated in the environment variable, or one per line in the file.
+//
+// On stop, the gRPC server stops gracefully within --shutdown-timeout (unary calls in
+// flight finish; watch streams end at once), then cuts what is left.
 //
 // It wires packages together and holds no ledger logic: the domain is
 // accounting/ledger, persistence accounting/store, the wire accounting/server.
@@ -29,6 +39,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/metrics"
 	"github.com/llmgw/gateway/accounting/server"
 	"github.com/llmgw/gateway/accounting/store"
 )
@@ -50,7 +61,9 @@ type Config struct {
 	Listen        string
 	DatabaseURL   string
 	MetricsListen string
-	Tokens        authn.Tokens
+	Tokens        TokenSets
+	// MigrateOnly: ensure the database, apply migrations, exit.
+	MigrateOnly bool
 	// SweepInterval is how often held reservations past their expiry are released.
 	SweepInterval time.Duration
 	// ShutdownTimeout bounds the graceful stop before in-flight calls are cut.
@@ -75,6 +88,13 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log := newLogger(stderr)
 	defer func() { _ = log.Sync() }()
+	if cfg.MigrateOnly {
+		if err := Migrate(ctx, cfg.DatabaseURL, log); err != nil {
+			log.Error("migration failed", zap.Error(err))
+			return 1
+		}
+		return 0
+	}
 	if err := Run(ctx, cfg, log); err != nil {
 		log.Error("accounting failed", zap.Error(err))
 		return 1
@@ -107,6 +127,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	adminFile := fs.String("admin-token-file", "", "file holding the admin token (else env "+authn.EnvAdminToken+")")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often expired reservations are released")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "graceful stop deadline")
+	fs.BoolVar(&cfg.MigrateOnly, "migrate-only", false, "create the database if missing, apply pending migrations and exit (needs only "+EnvDatabaseURL+")")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -115,15 +136,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	var errs []error
 	var err error
-	if cfg.Tokens.Service, err = authn.LoadToken(*serviceFile, authn.EnvServiceToken, getenv); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Tokens.Admin, err = authn.LoadToken(*adminFile, authn.EnvAdminToken, getenv); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) == 0 {
-		if err := cfg.Tokens.Validate(); err != nil {
+	if !cfg.MigrateOnly {
+		if cfg.Tokens.Service, err = loadTokens(*serviceFile, authn.EnvServiceToken, getenv); err != nil {
 			errs = append(errs, err)
+		}
+		if cfg.Tokens.Admin, err = loadTokens(*adminFile, authn.EnvAdminToken, getenv); err != nil {
+			errs = append(errs, err)
+		}
+		if len(errs) == 0 {
+			if err := cfg.Tokens.Validate(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if cfg.SweepInterval <= 0 {
@@ -167,26 +190,49 @@ func connectionURL(raw string) string {
 	return u.String()
 }
 
+// Migrate creates the database of databaseURL when it is missing and applies the
+// pending migrations (store.Open migrates, serialized by an advisory lock).
+func Migrate(ctx context.Context, databaseURL string, log *zap.Logger) error {
+	log.Info("migrating ledger database", zap.String("database", redactURL(databaseURL)))
+	st, err := openStore(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	st.Close()
+	log.Info("ledger database migrated")
+	return nil
+}
+
+func openStore(ctx context.Context, databaseURL string) (*store.Store, error) {
+	if err := store.EnsureDatabase(ctx, connectionURL(databaseURL)); err != nil {
+		return nil, fmt.Errorf("ensure database: %w", err)
+	}
+	st, err := store.Open(ctx, databaseURL, store.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("open ledger store: %w", err)
+	}
+	return st, nil
+}
+
 // Run serves until ctx ends, then stops gracefully within cfg.ShutdownTimeout.
 func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
-	az, err := authn.NewAuthorizer(cfg.Tokens)
+	az, err := newMultiAuthorizer(cfg.Tokens)
 	if err != nil {
 		return err
 	}
 	log.Info("opening ledger database", zap.String("database", redactURL(cfg.DatabaseURL)))
-	if err := store.EnsureDatabase(ctx, connectionURL(cfg.DatabaseURL)); err != nil {
-		return fmt.Errorf("ensure database: %w", err)
-	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{})
+	st, err := openStore(ctx, cfg.DatabaseURL)
 	if err != nil {
-		return fmt.Errorf("open ledger store: %w", err)
+		return err
 	}
 	defer st.Close()
 	return serve(ctx, cfg, log, az, st)
 }
 
 // serve runs the listeners, the hub and the sweeper over st.
-func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorizer, st ledger.Store) error {
+func serve(ctx context.Context, cfg Config, log *zap.Logger, az *multiAuthorizer, raw ledger.Store) error {
+	m := metrics.New()
+	st := m.WrapStore(raw)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -197,7 +243,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		return fmt.Errorf("listen for health: %w", err)
 	}
 
-	opts := append(az.ServerOptions(),
+	// The metrics interceptor runs first, so refused credentials are timed too.
+	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor())}, az.serverOptions()...)
+	opts = append(opts,
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	)
@@ -207,7 +255,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 
 	sw := &sweeper{store: st, log: log.Named("sweeper"), interval: cfg.SweepInterval}
 	var serving atomic.Bool
-	hs := &http.Server{Handler: healthMux(&serving, sw, cfg.SweepInterval), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: healthMux(&serving, sw, cfg.SweepInterval, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
 
 	// Background work stops with bgCtx; the gRPC server is stopped explicitly.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -258,10 +306,11 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	return result
 }
 
-// healthMux serves /healthz (the process is up) and /readyz (serving, and the last
-// sweep reached the database recently).
-func healthMux(serving *atomic.Bool, sw *sweeper, interval time.Duration) http.Handler {
+// healthMux serves /healthz (the process is up), /readyz (serving, and the last sweep
+// reached the database recently) and /metrics.
+func healthMux(serving *atomic.Bool, sw *sweeper, interval time.Duration, metricsHandler http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metricsHandler)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

@@ -2,6 +2,23 @@
 // loads the catalog and the tokenizer, dials accounting, serves the ext_proc gRPC API
 // and the health/metrics HTTP endpoints, and stops gracefully when ctx ends. The main
 // package only wires signals to ctx and calls Main, so the whole binary is testable.
+//
+// # Health
+//
+// /healthz is liveness only (the process serves HTTP). /readyz is ready while the
+// change stream to accounting is connected (accounting is reachable and the key cache
+// coherent) and the process is not draining.
+//
+// # Drain
+//
+// When ctx ends (SIGTERM), extproc turns not ready, stops accepting ext_proc streams
+// and lets the open ones finish, for at most DrainTimeout. Streams still open then are
+// cut; each one's handler still runs the lifecycle's End, which settles its reservation
+// (a stream that delivered part of an answer is charged what it delivered, anything
+// else is released), and the process waits for those settlements (each bounded by
+// envoy.SettleTimeout) before it closes the accounting connection and exits. So exit
+// comes at most DrainTimeout + envoy.SettleTimeout after the signal, and never with a
+// hold extproc could have settled.
 package app
 
 import (
@@ -14,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -22,10 +40,10 @@ import (
 	"github.com/llmgw/gateway/extproc/envoy"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/extproc/metrics"
 	"github.com/llmgw/gateway/extproc/tokens"
 	"github.com/llmgw/gateway/extproc/webhook"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
@@ -42,35 +60,53 @@ type Config struct {
 	// PublicHosts are the service's own hostnames, refused as video webhook
 	// destinations (GATEWAY_PUBLIC_HOSTS, comma-separated).
 	PublicHosts []string
-	// StopTimeout bounds the graceful stop of in-flight streams.
-	StopTimeout time.Duration
+	// DrainTimeout bounds how long in-flight streams may run on after the stop signal
+	// (EXTPROC_DRAIN_TIMEOUT, --drain-timeout); streams still open then are cut and
+	// settled.
+	DrainTimeout time.Duration
 }
+
+// DefaultDrainTimeout is the drain deadline when none is configured.
+const DefaultDrainTimeout = 30 * time.Second
 
 // Defaults returns the configuration from the environment (EXTPROC_ADDR,
 // ACCOUNTING_ADDR, GATEWAY_SERVICE_TOKEN, GATEWAY_CATALOG, EXTPROC_METRICS_ADDR,
-// GATEWAY_PUBLIC_HOSTS) with the local stack's defaults.
-func Defaults(getenv func(string) string) Config {
+// GATEWAY_PUBLIC_HOSTS, EXTPROC_DRAIN_TIMEOUT) with the local stack's defaults. An
+// unparsable EXTPROC_DRAIN_TIMEOUT is an error.
+func Defaults(getenv func(string) string) (Config, error) {
 	or := func(k, d string) string {
 		if v := getenv(k); v != "" {
 			return v
 		}
 		return d
 	}
-	return Config{
+	cfg := Config{
 		ListenAddr:     or("EXTPROC_ADDR", "127.0.0.1:50051"),
 		AccountingAddr: or("ACCOUNTING_ADDR", "127.0.0.1:50052"),
 		ServiceToken:   getenv("GATEWAY_SERVICE_TOKEN"),
 		CatalogPath:    or("GATEWAY_CATALOG", "deploy/local/catalog.yaml"),
 		MetricsAddr:    or("EXTPROC_METRICS_ADDR", "127.0.0.1:9101"),
 		PublicHosts:    webhook.ParseOwnHosts(getenv("GATEWAY_PUBLIC_HOSTS")),
-		StopTimeout:    15 * time.Second,
+		DrainTimeout:   DefaultDrainTimeout,
 	}
+	if v := getenv("EXTPROC_DRAIN_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return cfg, fmt.Errorf("EXTPROC_DRAIN_TIMEOUT: %w", err)
+		}
+		cfg.DrainTimeout = d
+	}
+	return cfg, nil
 }
 
 // Main runs extproc until ctx ends and returns the process exit code: 0 after a
 // graceful stop, 2 for bad flags or configuration, 1 when serving failed.
 func Main(ctx context.Context, args []string, stderr io.Writer) int {
-	cfg := Defaults(os.Getenv)
+	cfg, err := Defaults(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "extproc: %v\n", err)
+		return 2
+	}
 	fs := flag.NewFlagSet("extproc", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.ListenAddr, "listen", cfg.ListenAddr, "ext_proc gRPC listen address (env EXTPROC_ADDR)")
@@ -78,7 +114,12 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.ServiceTokenFile, "service-token-file", "", "file holding the accounting service token (else env GATEWAY_SERVICE_TOKEN)")
 	fs.StringVar(&cfg.CatalogPath, "catalog", cfg.CatalogPath, "model catalog YAML (env GATEWAY_CATALOG)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "health and metrics HTTP address (env EXTPROC_METRICS_ADDR)")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "how long in-flight streams may finish after SIGTERM before they are cut and settled (env EXTPROC_DRAIN_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if cfg.DrainTimeout <= 0 {
+		fmt.Fprintln(stderr, "extproc: --drain-timeout must be positive")
 		return 2
 	}
 	log := newLogger(stderr)
@@ -96,6 +137,18 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 
 type configError struct{ error }
 
+// firstToken is the token extproc presents from a token file: its first line that is
+// neither blank nor a '#' comment. During a rotation the file accounting reads holds
+// several tokens, one per line (deploy/README.md); the first is the one to present.
+func firstToken(content string) string {
+	for _, line := range strings.Split(content, "\n") {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
+			return t
+		}
+	}
+	return ""
+}
+
 func newLogger(w io.Writer) *zap.Logger {
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), zap.InfoLevel))
@@ -108,7 +161,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		if err != nil {
 			return configError{fmt.Errorf("service token: %w", err)}
 		}
-		token = strings.TrimSpace(string(b))
+		token = firstToken(string(b))
 	}
 	if token == "" {
 		return configError{errors.New("no accounting service token: set GATEWAY_SERVICE_TOKEN or --service-token-file")}
@@ -121,14 +174,16 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	conn, err := client.Dial(ctx, cfg.AccountingAddr, token)
+	m := metrics.New(cat)
+	dialOpts := append(ledgerclient.DialOptions(), grpc.WithChainUnaryInterceptor(m.AccountingInterceptor()))
+	conn, err := client.Dial(ctx, cfg.AccountingAddr, token, dialOpts...)
 	if err != nil {
 		return configError{err}
 	}
 	defer func() { _ = conn.Close() }()
 	ledgerClient := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{Log: log})
 	svc, err := lifecycle.New(lifecycle.Config{
-		Catalog: cat, Ledger: ledgerClient, Counter: counter, Log: log,
+		Catalog: cat, Ledger: m.WrapLedger(ledgerClient), Counter: counter, Log: log,
 		Webhooks: &webhook.Validator{OwnHosts: cfg.PublicHosts},
 	})
 	if err != nil {
@@ -144,24 +199,15 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		_ = lis.Close()
 		return configError{err}
 	}
-	gs := grpc.NewServer()
-	extprocv3.RegisterExternalProcessorServer(gs, envoy.New(svc, log))
+	// WaitForHandlers: Stop (after the drain deadline) returns only once every handler
+	// has returned, that is once every cut stream has been settled.
+	gs := grpc.NewServer(grpc.WaitForHandlers(true))
+	extprocv3.RegisterExternalProcessorServer(gs, envoy.New(svc, log, envoy.WithObserver(m)))
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		// Ready once the change stream to accounting is up: accounting is reachable and
-		// the key cache is coherent.
-		if !ledgerClient.Connected() {
-			http.Error(w, "accounting change stream not connected", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.Handle("/metrics", promhttp.Handler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	var draining atomic.Bool
+	hs := &http.Server{Handler: healthMux(ledgerClient.Connected, &draining, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
 
-	wctx, stopWatch := context.WithCancel(ctx)
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()
 	go ledgerClient.Watch(wctx)
 
@@ -180,16 +226,50 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
-	log.Info("extproc stopping")
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(cfg.StopTimeout):
-		gs.Stop()
-	}
+	draining.Store(true)
+	log.Info("extproc draining", zap.Duration("deadline", cfg.DrainTimeout))
+	drain(gs, cfg.DrainTimeout, log)
+	log.Info("extproc stopped: every stream settled")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	return serveErr
+}
+
+// drain stops gs gracefully: no new streams, open ones may finish within timeout; then
+// the rest are cut. It returns once every handler returned (WaitForHandlers), which
+// includes each cut stream's settlement.
+func drain(gs *grpc.Server, timeout time.Duration, log *zap.Logger) {
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+		log.Warn("drain deadline passed: cutting the streams still open and settling them")
+		gs.Stop()
+		<-stopped
+	}
+}
+
+// healthMux serves /healthz (liveness), /readyz (connected to accounting and not
+// draining) and /metrics.
+func healthMux(connected func() bool, draining *atomic.Bool, metricsHandler http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case draining.Load():
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+		case !connected():
+			// The change stream to accounting is down: accounting is unreachable (or
+			// refuses the service token) and the key cache is off.
+			http.Error(w, "accounting change stream not connected", http.StatusServiceUnavailable)
+		default:
+			_, _ = io.WriteString(w, "ok\n")
+		}
+	})
+	mux.Handle("/metrics", metricsHandler)
+	return mux
 }

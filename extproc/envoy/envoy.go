@@ -11,6 +11,13 @@
 //
 // The end of a stream (io.EOF or codes.Canceled from Recv, which race when Envoy resets
 // the stream) is the end of the request: the lifecycle's End settles whatever was not.
+// That includes a stream cut by the server's own stop (graceful drain past its
+// deadline): the handler still returns through End, with a context detached from the
+// stream's.
+//
+// An optional Observer (metrics) hears how long each phase took and how each stream
+// ended; the adapter reports facts (the phase, the code of an error it answered, the
+// upstream status) and leaves their interpretation to the Observer.
 package envoy
 
 import (
@@ -18,12 +25,14 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -39,16 +48,65 @@ type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
 	svc *lifecycle.Service
 	log *zap.Logger
+	obs Observer
 }
 
 var _ extprocv3.ExternalProcessorServer = (*Server)(nil)
 
+// Phase names a part of a request's processing, as the Observer hears it.
+type Phase string
+
+// The phases: one per ext_proc message kind, and the settlement at the end of a stream.
+const (
+	PhaseRequestHeaders  Phase = "request_headers"
+	PhaseRequestBody     Phase = "request_body"
+	PhaseResponseHeaders Phase = "response_headers"
+	PhaseResponseBody    Phase = "response_body"
+	PhaseSettle          Phase = "settle"
+)
+
+// Outcome is how one stream ended, as far as the adapter saw it.
+type Outcome struct {
+	// Code is the API error code extproc answered with (an immediate response of status
+	// 400 or more), "" when it answered none.
+	Code apierr.Code
+	// CodePhase is the phase whose reply carried Code.
+	CodePhase Phase
+	// Answered is true when the client got an answer: an immediate response, or
+	// upstream response headers that extproc let through.
+	Answered bool
+	// UpstreamStatus is the :status of the response headers (the upstream's, or Envoy's
+	// own local reply), 0 when none came.
+	UpstreamStatus int
+	// Streamed is true when the response body was switched to STREAMED; Complete when
+	// its last chunk (end_of_stream) arrived.
+	Streamed, Complete bool
+}
+
+// Observer hears about every stream. Its methods are called from the stream's
+// goroutine, so they must be cheap and safe for concurrent use.
+type Observer interface {
+	ObservePhase(p Phase, d time.Duration)
+	// ObserveStream is called once per stream, after the request was settled.
+	ObserveStream(req *lifecycle.Request, o Outcome)
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithObserver makes the Server report to o.
+func WithObserver(o Observer) Option { return func(s *Server) { s.obs = o } }
+
 // New returns a Server over the lifecycle service.
-func New(svc *lifecycle.Service, log *zap.Logger) *Server {
+func New(svc *lifecycle.Service, log *zap.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Server{svc: svc, log: log}
+	s := &Server{svc: svc, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Stream is the part of the gRPC stream Process uses, so tests can drive it with a
@@ -69,10 +127,19 @@ func (s *Server) Serve(stream Stream) error {
 	ctx := stream.Context()
 	req := s.svc.NewRequest()
 	cause := "stream_closed"
+	var out Outcome
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SettleTimeout)
 		defer cancel()
+		_, admitted := req.Reservation()
+		start := time.Now()
 		req.End(sctx, cause)
+		if s.obs != nil {
+			if admitted {
+				s.obs.ObservePhase(PhaseSettle, time.Since(start))
+			}
+			s.obs.ObserveStream(req, out)
+		}
 	}()
 	for {
 		msg, err := stream.Recv()
@@ -83,7 +150,15 @@ func (s *Server) Serve(stream Stream) error {
 			cause = "stream_error"
 			return err
 		}
+		start := time.Now()
 		resp := s.handle(ctx, req, msg)
+		if s.obs != nil {
+			p := phaseOf(msg)
+			if p != "" {
+				s.obs.ObservePhase(p, time.Since(start))
+			}
+			out.note(p, msg, resp)
+		}
 		if resp == nil {
 			continue
 		}
@@ -157,6 +232,53 @@ func (s *Server) handle(ctx context.Context, req *lifecycle.Request, msg *extpro
 	// answer.
 	s.log.Debug("ignoring ext_proc message without a request oneof")
 	return nil
+}
+
+// phaseOf names the phase of a message; "" for trailers and unknown kinds.
+func phaseOf(msg *extprocv3.ProcessingRequest) Phase {
+	switch msg.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return PhaseRequestHeaders
+	case *extprocv3.ProcessingRequest_RequestBody:
+		return PhaseRequestBody
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return PhaseResponseHeaders
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return PhaseResponseBody
+	}
+	return ""
+}
+
+// note records what one message and its reply say about the stream's outcome.
+func (o *Outcome) note(p Phase, msg *extprocv3.ProcessingRequest, resp *extprocv3.ProcessingResponse) {
+	if im := resp.GetImmediateResponse(); im != nil {
+		o.Answered = true
+		if code := int(im.GetStatus().GetCode()); code >= 400 && o.Code == "" {
+			c, _ := strings.CutPrefix(im.GetDetails(), "extproc_")
+			o.Code, o.CodePhase = apierr.Code(c), p
+		}
+		return
+	}
+	switch p {
+	case PhaseResponseHeaders:
+		o.Answered = true
+		for _, h := range msg.GetResponseHeaders().GetHeaders().GetHeaders() {
+			if h.GetKey() == ":status" {
+				v := string(h.GetRawValue())
+				if v == "" {
+					v = h.GetValue()
+				}
+				o.UpstreamStatus, _ = strconv.Atoi(v)
+			}
+		}
+		if resp.GetModeOverride().GetResponseBodyMode() == filterv3.ProcessingMode_STREAMED {
+			o.Streamed = true
+		}
+	case PhaseResponseBody:
+		if msg.GetResponseBody().GetEndOfStream() {
+			o.Complete = true
+		}
+	}
 }
 
 func bodyMode(m lifecycle.BodyMode) filterv3.ProcessingMode_BodySendMode {

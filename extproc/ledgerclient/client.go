@@ -15,6 +15,13 @@
 // key stops working on every replica as soon as the change reaches it (normally well
 // under a second); and Reserve rechecks key and account state authoritatively anyway.
 // Only successful grants are cached: refusals always go back to accounting.
+//
+// # Load balancing
+//
+// DialOptions selects gRPC's round_robin policy: with a target that resolves to every
+// accounting replica (dns:///accounting-headless:50052) calls spread over all of them,
+// and a replica that goes away is dropped from the rotation, instead of pick_first's
+// one connection per process.
 package ledgerclient
 
 import (
@@ -27,9 +34,19 @@ import (
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
+
+// ServiceConfig is the default gRPC service config of the accounting connection: the
+// round_robin load-balancing policy.
+const ServiceConfig = `{"loadBalancingConfig":[{"round_robin":{}}]}`
+
+// DialOptions are the options extproc dials accounting with (see the package doc).
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithDefaultServiceConfig(ServiceConfig)}
+}
 
 // DefaultMaxAge is how long a cached grant is used at most.
 const DefaultMaxAge = 30 * time.Second

@@ -1,0 +1,218 @@
+// Package metrics is the accounting service's Prometheus instrumentation, on a registry
+// of its own (served at /metrics on the health listener):
+//
+//   - accounting_grpc_request_duration_seconds{method,code}: a unary server interceptor
+//     times every call by method and gRPC status code (refused credentials included);
+//   - accounting_ledger_errors_total{op}: a decorator of ledger.Store counts the store
+//     operations that failed for a reason other than a refusal, a missing row or a
+//     caller that went away: the database errors;
+//   - accounting_reservations_expired_total: the same decorator counts the
+//     reservations the sweeper expired.
+//
+// It knows the ledger's error taxonomy (ledger.Refusal, ledger.ErrNotFound) but neither
+// PostgreSQL nor the wire. Labels come from fixed sets: method names of the registered
+// services, status codes, store method names.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+)
+
+// Metrics holds the collectors. Safe for concurrent use.
+type Metrics struct {
+	reg          *prometheus.Registry
+	calls        *prometheus.HistogramVec
+	ledgerErrors *prometheus.CounterVec
+	expired      prometheus.Counter
+}
+
+// New returns the collectors, registered on a new registry together with the Go
+// runtime and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "accounting_grpc_request_duration_seconds",
+			Help:    "Time accounting takes to handle each unary gRPC call, by method and status code.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"method", "code"}),
+		ledgerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "accounting_ledger_errors_total",
+			Help: "Ledger operations that failed inside accounting (database errors; refusals and missing rows are not errors).",
+		}, []string{"op"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "accounting_reservations_expired_total",
+			Help: "Held reservations released by the sweeper because their expiry passed.",
+		}),
+	}
+	m.reg.MustRegister(m.calls, m.ledgerErrors, m.expired,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the registry the collectors are on.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// UnaryServerInterceptor times unary calls by method (the last element of the full
+// method name) and status code.
+func (m *Metrics) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		m.calls.WithLabelValues(methodName(info.FullMethod), status.Code(err).String()).Observe(time.Since(start).Seconds())
+		return resp, err
+	}
+}
+
+func methodName(full string) string {
+	if i := strings.LastIndexByte(full, '/'); i >= 0 {
+		return full[i+1:]
+	}
+	return full
+}
+
+// failed counts err against op when it is a failure of the ledger itself.
+func (m *Metrics) failed(ctx context.Context, op string, err error) {
+	if err == nil || ledger.ReasonOf(err) != 0 || errors.Is(err, ledger.ErrNotFound) {
+		return
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The caller gave up: not the ledger's failure.
+		return
+	}
+	m.ledgerErrors.WithLabelValues(op).Inc()
+}
+
+// WrapStore returns st with its failures and expiries counted.
+func (m *Metrics) WrapStore(st ledger.Store) ledger.Store { return &countingStore{st: st, m: m} }
+
+// countingStore is WrapStore's decorator. Every method of ledger.Store is listed, so a
+// method added to the interface fails to compile here until it is counted too.
+type countingStore struct {
+	st ledger.Store
+	m  *Metrics
+}
+
+var _ ledger.Store = (*countingStore)(nil)
+
+func (s *countingStore) CreateAccount(ctx context.Context, tier string) (ledger.Account, error) {
+	v, err := s.st.CreateAccount(ctx, tier)
+	s.m.failed(ctx, "CreateAccount", err)
+	return v, err
+}
+
+func (s *countingStore) GetAccount(ctx context.Context, id string) (ledger.Account, error) {
+	v, err := s.st.GetAccount(ctx, id)
+	s.m.failed(ctx, "GetAccount", err)
+	return v, err
+}
+
+func (s *countingStore) TopUp(ctx context.Context, accountID string, amount ledger.Micros, idempotencyKey string) (ledger.Account, error) {
+	v, err := s.st.TopUp(ctx, accountID, amount, idempotencyKey)
+	s.m.failed(ctx, "TopUp", err)
+	return v, err
+}
+
+func (s *countingStore) SetAccountSuspended(ctx context.Context, accountID string, suspended bool) (ledger.Account, error) {
+	v, err := s.st.SetAccountSuspended(ctx, accountID, suspended)
+	s.m.failed(ctx, "SetAccountSuspended", err)
+	return v, err
+}
+
+func (s *countingStore) CreateKey(ctx context.Context, k ledger.NewKey) (ledger.Key, error) {
+	v, err := s.st.CreateKey(ctx, k)
+	s.m.failed(ctx, "CreateKey", err)
+	return v, err
+}
+
+func (s *countingStore) GetKey(ctx context.Context, id string) (ledger.Key, error) {
+	v, err := s.st.GetKey(ctx, id)
+	s.m.failed(ctx, "GetKey", err)
+	return v, err
+}
+
+func (s *countingStore) SetKeyDisabled(ctx context.Context, id string, disabled bool) (ledger.Key, error) {
+	v, err := s.st.SetKeyDisabled(ctx, id, disabled)
+	s.m.failed(ctx, "SetKeyDisabled", err)
+	return v, err
+}
+
+func (s *countingStore) RevokeKey(ctx context.Context, id string) (ledger.Key, error) {
+	v, err := s.st.RevokeKey(ctx, id)
+	s.m.failed(ctx, "RevokeKey", err)
+	return v, err
+}
+
+func (s *countingStore) Authenticate(ctx context.Context, hash []byte) (ledger.Grant, error) {
+	v, err := s.st.Authenticate(ctx, hash)
+	s.m.failed(ctx, "Authenticate", err)
+	return v, err
+}
+
+func (s *countingStore) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
+	v, err := s.st.Reserve(ctx, r)
+	s.m.failed(ctx, "Reserve", err)
+	return v, err
+}
+
+func (s *countingStore) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error) {
+	v, err := s.st.Commit(ctx, c)
+	s.m.failed(ctx, "Commit", err)
+	return v, err
+}
+
+func (s *countingStore) Release(ctx context.Context, reservationID, reason string) (ledger.ReleaseResult, error) {
+	v, err := s.st.Release(ctx, reservationID, reason)
+	s.m.failed(ctx, "Release", err)
+	return v, err
+}
+
+func (s *countingStore) Renew(ctx context.Context, reservationID string, ttl time.Duration) (time.Time, error) {
+	v, err := s.st.Renew(ctx, reservationID, ttl)
+	s.m.failed(ctx, "Renew", err)
+	return v, err
+}
+
+func (s *countingStore) ExpireDue(ctx context.Context, limit int) (int, error) {
+	n, err := s.st.ExpireDue(ctx, limit)
+	s.m.failed(ctx, "ExpireDue", err)
+	if err == nil && n > 0 {
+		s.m.expired.Add(float64(n))
+	}
+	return n, err
+}
+
+func (s *countingStore) RecordVideoTask(ctx context.Context, taskID, keyID, model string) (ledger.VideoTask, error) {
+	v, err := s.st.RecordVideoTask(ctx, taskID, keyID, model)
+	s.m.failed(ctx, "RecordVideoTask", err)
+	return v, err
+}
+
+func (s *countingStore) GetVideoTask(ctx context.Context, taskID string) (ledger.VideoTask, error) {
+	v, err := s.st.GetVideoTask(ctx, taskID)
+	s.m.failed(ctx, "GetVideoTask", err)
+	return v, err
+}
+
+func (s *countingStore) Changes(ctx context.Context) (<-chan ledger.Change, error) {
+	ch, err := s.st.Changes(ctx)
+	s.m.failed(ctx, "Changes", err)
+	return ch, err
+}

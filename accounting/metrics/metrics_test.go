@@ -1,0 +1,133 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/metrics"
+	"github.com/llmgw/gateway/accounting/server/servertest"
+)
+
+// value reads one series (a counter's value, a histogram's sample count) by name and
+// label pairs; 0 when absent.
+func value(t *testing.T, m *metrics.Metrics, name string, labels ...string) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			if !match(mt.GetLabel(), labels) {
+				continue
+			}
+			if mt.Histogram != nil {
+				return float64(mt.GetHistogram().GetSampleCount())
+			}
+			return mt.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+func match(have []*dto.LabelPair, want []string) bool {
+	if len(have) != len(want)/2 {
+		return false
+	}
+	got := map[string]string{}
+	for _, l := range have {
+		got[l.GetName()] = l.GetValue()
+	}
+	for i := 0; i+1 < len(want); i += 2 {
+		if got[want[i]] != want[i+1] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLedgerErrorsCountOnlyFailures(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name    string
+		ctx     context.Context
+		err     error
+		counted bool
+	}{
+		{"database down", context.Background(), errors.New("ledger store: reserve failed: database unavailable"), true},
+		{"statement timeout of the server", context.Background(), context.DeadlineExceeded, true},
+		{"refusal", context.Background(), ledger.Refuse(ledger.ReasonInsufficientCredits, "no"), false},
+		{"wrapped refusal", context.Background(), errors.Join(errors.New("x"), ledger.Refuse(ledger.ReasonRateLimitExceeded, "no")), false},
+		{"not found", context.Background(), ledger.ErrNotFound, false},
+		{"caller gone", canceled, context.Canceled, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := metrics.New()
+			mem := servertest.NewMemory()
+			st := m.WrapStore(mem)
+			mem.FailNext(tt.err)
+			if _, err := st.GetAccount(tt.ctx, "acct_1"); !errors.Is(err, tt.err) {
+				t.Fatalf("error %v not passed through", err)
+			}
+			want := 0.0
+			if tt.counted {
+				want = 1
+			}
+			if got := value(t, m, "accounting_ledger_errors_total", "op", "GetAccount"); got != want {
+				t.Errorf("ledger errors = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestExpiredCounted(t *testing.T) {
+	m := metrics.New()
+	st := m.WrapStore(expiring{Store: servertest.NewMemory(), n: 3})
+	for range 2 {
+		if _, err := st.ExpireDue(context.Background(), 500); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := value(t, m, "accounting_reservations_expired_total"); got != 6 {
+		t.Errorf("expired = %v, want 6", got)
+	}
+}
+
+// expiring is a store whose every sweep expires n reservations.
+type expiring struct {
+	ledger.Store
+	n int
+}
+
+func (e expiring) ExpireDue(context.Context, int) (int, error) { return e.n, nil }
+
+func TestInterceptorByMethodAndCode(t *testing.T) {
+	m := metrics.New()
+	ic := m.UnaryServerInterceptor()
+	info := &grpc.UnaryServerInfo{FullMethod: "/accounting.v1.LedgerService/Reserve"}
+	ok := func(context.Context, any) (any, error) { return "ok", nil }
+	refused := func(context.Context, any) (any, error) {
+		return nil, status.Error(codes.FailedPrecondition, "insufficient credits")
+	}
+	for _, h := range []grpc.UnaryHandler{ok, ok, refused} {
+		_, _ = ic(context.Background(), nil, info, h)
+	}
+	if got := value(t, m, "accounting_grpc_request_duration_seconds", "method", "Reserve", "code", "OK"); got != 2 {
+		t.Errorf("OK calls = %v, want 2", got)
+	}
+	if got := value(t, m, "accounting_grpc_request_duration_seconds", "method", "Reserve", "code", "FailedPrecondition"); got != 1 {
+		t.Errorf("refused calls = %v, want 1", got)
+	}
+}

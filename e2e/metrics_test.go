@@ -1,0 +1,210 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+)
+
+// scrape reads a Prometheus text endpoint into series → value, the series spelled as
+// the client library prints it (labels sorted by name).
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s/metrics = %d %s", addr, resp.StatusCode, b)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// series spells a series name with its labels (pairs), sorted as the client prints them.
+func series(name string, kv ...string) string {
+	if len(kv) == 0 {
+		return name
+	}
+	type pair struct{ k, v string }
+	ps := make([]pair, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		ps = append(ps, pair{kv[i], kv[i+1]})
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].k < ps[j].k })
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = p.k + `="` + p.v + `"`
+	}
+	return name + "{" + strings.Join(parts, ",") + "}"
+}
+
+// waitIdle polls extproc's metrics until no reservation is in flight, so that no
+// settlement of an earlier request can land inside a measured window.
+func waitIdle(t *testing.T) map[string]float64 {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		m := scrape(t, gw.ExtprocMetricsAddr)
+		if v, ok := m["gateway_reservations_in_flight"]; !ok {
+			t.Fatal("extproc exports no gateway_reservations_in_flight")
+		} else if v == 0 {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reservations still in flight: %v", m["gateway_reservations_in_flight"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestMetrics drives a success, a refusal and an upstream failure through the stack and
+// finds each in extproc's and accounting's /metrics with exact deltas.
+//
+// It is deliberately not parallel: Go runs every sequential top-level test before the
+// parallel ones start, so no other request of the suite moves the counters between the
+// two scrapes (the shared totals such as gateway_tokens_total have no label that would
+// single out this test's requests). waitIdle makes sure no earlier settlement lands
+// inside the window.
+func TestMetrics(t *testing.T) {
+	paid := newCustomer(t, customerOpts{topup: "10"})
+	unpaid := newCustomer(t, customerOpts{})
+	beforeBalance := paid.balance(t)
+
+	ex0 := waitIdle(t)
+	ac0 := scrape(t, gw.AccountingMetricsAdr)
+
+	ctx := context.Background()
+	paidClient, unpaidClient := openaiClient(paid.key), openaiClient(unpaid.key)
+	resp, err := paidClient.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:     "demo-chat",
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("count for the metrics [[mock:tokens=9]]")},
+		MaxTokens: openai.Int(64),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = unpaidClient.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "demo-chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("refused")},
+	})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != "model_requires_topup" {
+		t.Fatalf("unpaid request: %v", err)
+	}
+	_, err = paidClient.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "demo-exhausted",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("upstream out of funds")},
+	})
+	if !errors.As(err, &apiErr) || apiErr.Code != "upstream_account_unavailable" {
+		t.Fatalf("exhausted upstream: %v", err)
+	}
+	paid.waitSettled(t)
+	ex1 := waitIdle(t)
+	ac1 := scrape(t, gw.AccountingMetricsAdr)
+	charged := beforeBalance - paid.balance(t)
+
+	delta := func(m0, m1 map[string]float64, s string) float64 { return m1[s] - m0[s] }
+	chat := "/v1/chat/completions"
+	exact := []struct {
+		name   string
+		series string
+		want   float64
+	}{
+		{"the success", series("gateway_requests_total", "endpoint", chat, "model", "demo-chat", "channel", "mock-demo-chat", "code", "ok"), 1},
+		{"the refusal", series("gateway_requests_total", "endpoint", chat, "model", "demo-chat", "channel", "none", "code", "model_requires_topup"), 1},
+		{"the upstream failure", series("gateway_requests_total", "endpoint", chat, "model", "demo-exhausted", "channel", "mock-demo-exhausted", "code", "upstream_account_unavailable"), 1},
+		{"its kind", series("gateway_upstream_errors_total", "kind", "account_unavailable"), 1},
+		{"input tokens billed", series("gateway_tokens_total", "direction", "input"), float64(resp.Usage.PromptTokens)},
+		{"output tokens billed", series("gateway_tokens_total", "direction", "output"), 9},
+		{"credits committed", series("gateway_credits_micros_total", "kind", "committed"), float64(charged)},
+		{"reserve calls", series("gateway_accounting_call_duration_seconds_count", "method", "Reserve"), 2},
+		{"commit calls", series("gateway_accounting_call_duration_seconds_count", "method", "Commit"), 1},
+		{"release calls", series("gateway_accounting_call_duration_seconds_count", "method", "Release"), 1},
+		{"request bodies handled", series("gateway_phase_duration_seconds_count", "phase", "request_body"), 3},
+		{"settlements", series("gateway_phase_duration_seconds_count", "phase", "settle"), 2},
+	}
+	for _, e := range exact {
+		if got := delta(ex0, ex1, e.series); got != e.want {
+			t.Errorf("extproc %s: %s moved by %v, want %v", e.name, e.series, got, e.want)
+		}
+	}
+	if charged != tokenCost(resp.Usage.PromptTokens, resp.Usage.CompletionTokens, 1_000_000, 2_000_000) || charged <= 0 {
+		t.Errorf("charged %d for %+v", charged, resp.Usage)
+	}
+	held := delta(ex0, ex1, series("gateway_credits_micros_total", "kind", "held"))
+	released := delta(ex0, ex1, series("gateway_credits_micros_total", "kind", "released"))
+	if held <= float64(charged) || held != float64(charged)+released {
+		t.Errorf("held %v = committed %d + released %v does not hold", held, charged, released)
+	}
+	if ex1["gateway_reservations_in_flight"] != 0 {
+		t.Errorf("in flight %v after settlement", ex1["gateway_reservations_in_flight"])
+	}
+
+	acExact := []struct {
+		series string
+		want   float64
+	}{
+		{series("accounting_grpc_request_duration_seconds_count", "method", "Reserve", "code", "OK"), 2},
+		{series("accounting_grpc_request_duration_seconds_count", "method", "Commit", "code", "OK"), 1},
+		{series("accounting_grpc_request_duration_seconds_count", "method", "Release", "code", "OK"), 1},
+	}
+	for _, e := range acExact {
+		if got := delta(ac0, ac1, e.series); got != e.want {
+			t.Errorf("accounting: %s moved by %v, want %v", e.series, got, e.want)
+		}
+	}
+	for s, v := range ac1 {
+		if strings.HasPrefix(s, "accounting_ledger_errors_total") && v != ac0[s] {
+			t.Errorf("ledger errors during the test: %s %v → %v", s, ac0[s], v)
+		}
+	}
+	if _, ok := ac1["accounting_reservations_expired_total"]; !ok {
+		t.Error("accounting exports no accounting_reservations_expired_total")
+	}
+
+	// Health endpoints of both processes.
+	for _, u := range []string{gw.ExtprocMetricsAddr, gw.AccountingMetricsAdr} {
+		for _, path := range []string{"/healthz", "/readyz"} {
+			r, err := http.Get("http://" + u + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Body.Close()
+			if r.StatusCode != http.StatusOK {
+				t.Errorf("%s%s = %d", u, path, r.StatusCode)
+			}
+		}
+	}
+}

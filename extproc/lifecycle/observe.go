@@ -1,0 +1,31 @@
+package lifecycle
+
+// Read-only accessors for observers (metrics, logs). They never change the request.
+
+// Endpoint returns the request's endpoint; EndpointUnknown until the request headers
+// named a known route.
+func (r *Request) Endpoint() Endpoint { return r.endpoint }
+
+// ModelID returns the catalog id of the model the request resolved to or, before
+// admission resolved it, the model id the body asked for (untrusted, possibly not in
+// the catalog: observers must bound it); "" when no body was parsed.
+func (r *Request) ModelID() string {
+	if r.model != nil {
+		return r.model.ID
+	}
+	return r.parsed.Model
+}
+
+// Path returns the endpoint's route as a fixed template ("/v1/chat/completions",
+// "/v1/videos/{task_id}"), or "unknown": a label of bounded cardinality.
+func (e Endpoint) Path() string {
+	if e == EndpointVideoGet {
+		return videoTaskPrefix + "{task_id}"
+	}
+	for path, rt := range routes {
+		if rt.ep == e && e != EndpointUnknown {
+			return path
+		}
+	}
+	return "unknown"
+}

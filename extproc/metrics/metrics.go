@@ -1,0 +1,359 @@
+// Package metrics is extproc's Prometheus instrumentation, on a registry of its own
+// (served on the health/metrics listener at /metrics). It observes; it never decides:
+//
+//   - the Envoy adapter reports phases and stream outcomes through envoy.Observer
+//     (gateway_requests_total, gateway_phase_duration_seconds,
+//     gateway_upstream_errors_total);
+//   - a decorator of the lifecycle's Ledger sees every hold and settlement
+//     (gateway_credits_micros_total, gateway_tokens_total,
+//     gateway_reservations_in_flight);
+//   - a gRPC client interceptor times every accounting call
+//     (gateway_accounting_call_duration_seconds).
+//
+// Label values come only from fixed sets: models and channels from the catalog (any
+// other value is "unknown"), endpoints from the lifecycle's route templates, codes from
+// the API's error table. A client can therefore never create a series. The names and
+// meanings are documented for operators in deploy/README.md.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/envoy"
+	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+)
+
+// Label values used when the real value is absent or outside the bounded set.
+const (
+	Unknown  = "unknown"
+	NoneLbl  = "none"
+	CodeOK   = "ok"
+	Canceled = "canceled"
+)
+
+// Upstream error kinds (gateway_upstream_errors_total{kind}).
+const (
+	KindAccountUnavailable = "account_unavailable" // the provider account is out of funds, revoked or rate limited
+	KindUnavailable        = "unavailable"         // the provider is down or overloaded, or no upstream is healthy
+	KindTimeout            = "timeout"             // Envoy timed the upstream out (504/408)
+	KindRejected           = "rejected_request"    // the provider refused the request as invalid
+	KindUnusable           = "unusable_response"   // a 2xx that is not what was asked for
+	KindServerError        = "server_error"        // another 5xx
+	KindClientError        = "client_error"        // another 4xx
+	KindDisconnect         = "disconnect"          // a streamed answer ended before its last chunk
+)
+
+// Metrics holds extproc's collectors. Safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests       *prometheus.CounterVec
+	phases         *prometheus.HistogramVec
+	accounting     *prometheus.HistogramVec
+	tokens         *prometheus.CounterVec
+	credits        *prometheus.CounterVec
+	inFlight       prometheus.Gauge
+	upstreamErrors *prometheus.CounterVec
+
+	models, channels map[string]bool
+	codes            map[apierr.Code]bool
+
+	mu        sync.Mutex
+	holds     map[string]hold // unsettled reservations by id
+	lastPrune time.Time
+}
+
+// hold is a reservation the Ledger decorator saw granted and not yet settled.
+type hold struct {
+	amount  int64
+	expires time.Time
+}
+
+var _ envoy.Observer = (*Metrics)(nil)
+
+// New returns the collectors, registered on a new registry together with the Go
+// runtime and process collectors. Model and channel labels are limited to cat's.
+func New(cat *catalog.Catalog) *Metrics {
+	m := &Metrics{
+		reg:      prometheus.NewRegistry(),
+		models:   map[string]bool{},
+		channels: map[string]bool{},
+		codes:    map[apierr.Code]bool{},
+		holds:    map[string]hold{},
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_requests_total",
+			Help: "Requests finished, by API endpoint, public model, channel and the API code answered (ok or the error code).",
+		}, []string{"endpoint", "model", "channel", "code"}),
+		phases: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gateway_phase_duration_seconds",
+			Help:    "Time extproc spends handling each phase of a request (including the accounting calls made in it).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"phase"}),
+		accounting: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gateway_accounting_call_duration_seconds",
+			Help:    "Latency of each accounting RPC made by extproc, as extproc sees it.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"method"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_tokens_total",
+			Help: "Tokens billed (committed), by direction: input or output.",
+		}, []string{"direction"}),
+		credits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_credits_micros_total",
+			Help: "Micro-credits held by reservations, committed (charged) and released (given back: a release, or the part of a hold a commit did not charge).",
+		}, []string{"kind"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gateway_reservations_in_flight",
+			Help: "Reservations held right now: requests admitted and not settled.",
+		}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_upstream_errors_total",
+			Help: "Upstream failures by kind (account_unavailable, unavailable, timeout, rejected_request, unusable_response, server_error, client_error, disconnect).",
+		}, []string{"kind"}),
+	}
+	if cat != nil {
+		for _, md := range cat.Models() {
+			m.models[md.ID] = true
+			for _, ch := range md.Channels() {
+				m.channels[ch.Name] = true
+			}
+		}
+	}
+	for _, c := range apierr.Codes() {
+		m.codes[c] = true
+	}
+	m.reg.MustRegister(m.requests, m.phases, m.accounting, m.tokens, m.credits, m.inFlight, m.upstreamErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Series operators alert on exist from the start, at zero.
+	for _, d := range []string{"input", "output"} {
+		m.tokens.WithLabelValues(d)
+	}
+	for _, k := range []string{"held", "committed", "released"} {
+		m.credits.WithLabelValues(k)
+	}
+	return m
+}
+
+// Registry returns the registry the collectors are on.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+func (m *Metrics) model(id string) string {
+	switch {
+	case id == "":
+		return NoneLbl
+	case m.models[id]:
+		return id
+	}
+	return Unknown
+}
+
+func (m *Metrics) channel(ch *catalog.Channel) string {
+	switch {
+	case ch == nil:
+		return NoneLbl
+	case m.channels[ch.Name]:
+		return ch.Name
+	}
+	return Unknown
+}
+
+// ObservePhase implements envoy.Observer.
+func (m *Metrics) ObservePhase(p envoy.Phase, d time.Duration) {
+	m.phases.WithLabelValues(string(p)).Observe(d.Seconds())
+}
+
+// ObserveStream implements envoy.Observer: it counts the request and, when the upstream
+// failed it, the upstream error.
+func (m *Metrics) ObserveStream(req *lifecycle.Request, o envoy.Outcome) {
+	code := CodeOK
+	switch {
+	case o.Code != "" && m.codes[o.Code]:
+		code = string(o.Code)
+	case o.Code != "":
+		code = Unknown
+	case !o.Answered:
+		// The stream ended before any answer: the client (or Envoy) gave up.
+		code = Canceled
+	}
+	m.requests.WithLabelValues(req.Endpoint().Path(), m.model(req.ModelID()), m.channel(req.Channel()), code).Inc()
+	if kind := UpstreamKind(o); kind != "" {
+		m.upstreamErrors.WithLabelValues(kind).Inc()
+	}
+}
+
+// UpstreamKind classifies a stream's upstream failure, "" when the upstream did not
+// fail it: an error answered in a response phase with one of the upstream codes, or a
+// streamed success cut before its last chunk.
+func UpstreamKind(o envoy.Outcome) string {
+	if o.Code == "" {
+		if o.Streamed && !o.Complete && o.UpstreamStatus >= 200 && o.UpstreamStatus <= 299 {
+			return KindDisconnect
+		}
+		return ""
+	}
+	if o.CodePhase != envoy.PhaseResponseHeaders && o.CodePhase != envoy.PhaseResponseBody {
+		return ""
+	}
+	s := o.UpstreamStatus
+	switch o.Code {
+	case apierr.UpstreamAccountUnavailable:
+		return KindAccountUnavailable
+	case apierr.ServiceUnavailable, apierr.UpstreamError, apierr.InvalidRequest:
+	default:
+		// Answers of the response phase that are not upstream failures: an internal
+		// error of the rewriter, an unknown video task.
+		return ""
+	}
+	switch {
+	case s == 504 || s == 408:
+		return KindTimeout
+	case o.Code == apierr.ServiceUnavailable:
+		return KindUnavailable
+	case o.Code == apierr.InvalidRequest:
+		return KindRejected
+	case s >= 200 && s <= 299:
+		return KindUnusable
+	case s >= 500:
+		return KindServerError
+	}
+	return KindClientError
+}
+
+// AccountingInterceptor times every unary accounting call by method (the last element
+// of the full method name: Authenticate, Reserve, Commit, Release, ...).
+func (m *Metrics) AccountingInterceptor() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		start := time.Now()
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		m.accounting.WithLabelValues(methodName(method)).Observe(time.Since(start).Seconds())
+		return err
+	}
+}
+
+func methodName(full string) string {
+	if i := strings.LastIndexByte(full, '/'); i >= 0 {
+		return full[i+1:]
+	}
+	return full
+}
+
+// WrapLedger returns next with its holds and settlements counted. Methods it does not
+// override pass through the embedded Ledger.
+func (m *Metrics) WrapLedger(next lifecycle.Ledger) lifecycle.Ledger {
+	return &countingLedger{Ledger: next, m: m}
+}
+
+// countingLedger is the Ledger decorator of WrapLedger.
+type countingLedger struct {
+	lifecycle.Ledger
+	m *Metrics
+}
+
+// staleAfter is how long past its expiry an unsettled hold stays in the in-flight
+// gauge: by then accounting's sweeper has released it (credited back as released).
+const staleAfter = time.Hour
+
+func (l *countingLedger) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
+	res, err := l.Ledger.Reserve(ctx, r)
+	if err == nil {
+		l.m.held(res)
+	}
+	return res, err
+}
+
+func (l *countingLedger) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error) {
+	res, err := l.Ledger.Commit(ctx, c)
+	if err == nil {
+		l.m.committed(c, res)
+	}
+	return res, err
+}
+
+func (l *countingLedger) Release(ctx context.Context, id, reason string) (ledger.ReleaseResult, error) {
+	res, err := l.Ledger.Release(ctx, id, reason)
+	if err == nil || ledger.ReasonOf(err) == ledger.ReasonReservationSettled {
+		// Released now, or already settled elsewhere (expired): either way no longer
+		// in flight here.
+		l.m.released(id)
+	}
+	return res, err
+}
+
+func (m *Metrics) held(r ledger.Reservation) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dup := m.holds[r.ID]; dup {
+		return
+	}
+	m.pruneLocked()
+	m.holds[r.ID] = hold{amount: r.Amount, expires: r.ExpiresAt}
+	m.credits.WithLabelValues("held").Add(float64(r.Amount))
+	m.inFlight.Set(float64(len(m.holds)))
+}
+
+// committed counts a successful commit once: a replayed commit of a reservation
+// already settled here is not counted again.
+func (m *Metrics) committed(c ledger.CommitRequest, res ledger.CommitResult) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.holds[c.ReservationID]
+	if !ok {
+		return
+	}
+	delete(m.holds, c.ReservationID)
+	m.inFlight.Set(float64(len(m.holds)))
+	m.credits.WithLabelValues("committed").Add(float64(res.Charged))
+	if back := h.amount - res.Charged; back > 0 {
+		m.credits.WithLabelValues("released").Add(float64(back))
+	}
+	if c.Usage.InputTokens > 0 {
+		m.tokens.WithLabelValues("input").Add(float64(c.Usage.InputTokens))
+	}
+	if c.Usage.OutputTokens > 0 {
+		m.tokens.WithLabelValues("output").Add(float64(c.Usage.OutputTokens))
+	}
+}
+
+func (m *Metrics) released(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.holds[id]
+	if !ok {
+		return
+	}
+	delete(m.holds, id)
+	m.inFlight.Set(float64(len(m.holds)))
+	m.credits.WithLabelValues("released").Add(float64(h.amount))
+}
+
+// pruneLocked drops holds long past their expiry (their settlement failed for good;
+// accounting expired them), so the map stays bounded through an accounting outage.
+func (m *Metrics) pruneLocked() {
+	now := time.Now()
+	if now.Sub(m.lastPrune) < time.Minute {
+		return
+	}
+	m.lastPrune = now
+	for id, h := range m.holds {
+		if !h.expires.IsZero() && now.After(h.expires.Add(staleAfter)) {
+			delete(m.holds, id)
+			m.credits.WithLabelValues("released").Add(float64(h.amount))
+		}
+	}
+}

@@ -1,0 +1,360 @@
+package metrics_test
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/envoy"
+	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/extproc/metrics"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
+)
+
+const keyPaid = "gw-paid0000000000000000000000000000000000000000"
+
+// fakeStream is a channel-free envoy.Stream: Recv plays msgs in order, then io.EOF.
+type fakeStream struct {
+	msgs []*extprocv3.ProcessingRequest
+	sent []*extprocv3.ProcessingResponse
+}
+
+var _ envoy.Stream = (*fakeStream)(nil)
+
+func (f *fakeStream) Context() context.Context { return context.Background() }
+
+func (f *fakeStream) Recv() (*extprocv3.ProcessingRequest, error) {
+	if len(f.msgs) == 0 {
+		return nil, io.EOF
+	}
+	m := f.msgs[0]
+	f.msgs = f.msgs[1:]
+	return m, nil
+}
+
+func (f *fakeStream) Send(r *extprocv3.ProcessingResponse) error {
+	f.sent = append(f.sent, r)
+	return nil
+}
+
+// fixture is the Envoy adapter over the demo catalog and a fake ledger, reporting to a
+// fresh Metrics.
+type fixture struct {
+	m   *metrics.Metrics
+	srv *envoy.Server
+	l   *replay.FakeLedger
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	l := &replay.FakeLedger{}
+	l.AddKey(keyPaid, ledger.Grant{KeyID: "k1", AccountID: "a1", Tier: "default", AccountToppedUp: true})
+	m := metrics.New(replay.DemoCatalog(t))
+	svc := replay.Service(t, m.WrapLedger(l))
+	return &fixture{m: m, srv: envoy.New(svc, nil, envoy.WithObserver(m)), l: l}
+}
+
+func (f *fixture) play(t *testing.T, msgs ...*extprocv3.ProcessingRequest) *fakeStream {
+	t.Helper()
+	s := &fakeStream{msgs: msgs}
+	if err := f.srv.Serve(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func post(path, body string, headers ...string) []*extprocv3.ProcessingRequest {
+	return []*extprocv3.ProcessingRequest{
+		replay.PostHeaders(path, len(body), headers...),
+		replay.RequestBody([]byte(body), true),
+	}
+}
+
+func auth() []string { return []string{"authorization", "Bearer " + keyPaid} }
+
+const chat = `{"model":"demo-chat","max_tokens":100,"messages":[{"role":"user","content":"hello"}]}`
+
+func TestRequestsAndCredits(t *testing.T) {
+	type series struct {
+		endpoint, model, channel, code string
+	}
+	tests := []struct {
+		name     string
+		msgs     []*extprocv3.ProcessingRequest
+		want     series
+		upstream string // the upstream error kind counted, "" for none
+		commit   bool   // the hold is committed (else released, or never held)
+		held     bool
+		in, out  float64
+	}{
+		{
+			name: "buffered success",
+			msgs: append(post("/v1/chat/completions", chat, auth()...),
+				replay.ResponseHeaders(200, "content-type", "application/json"),
+				replay.ResponseBody([]byte(`{"model":"mock-gpt","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34}}`), true)),
+			want: series{"/v1/chat/completions", "demo-chat", "mock-demo-chat", "ok"},
+			held: true, commit: true, in: 12, out: 34,
+		},
+		{
+			name: "no key: the model asked for is still a label",
+			msgs: post("/v1/chat/completions", chat),
+			want: series{"/v1/chat/completions", "demo-chat", "none", "invalid_api_key"},
+		},
+		{
+			name: "a model outside the catalog is unknown",
+			msgs: post("/v1/chat/completions", `{"model":"gpt-made-up-by-a-client","messages":[{"role":"user","content":"x"}]}`, auth()...),
+			want: series{"/v1/chat/completions", "unknown", "none", "model_not_available"},
+		},
+		{
+			name: "unknown path",
+			msgs: []*extprocv3.ProcessingRequest{replay.RequestHeaders(true, ":method", "GET", ":path", "/v1/secret/admin?x=1")},
+			want: series{"unknown", "none", "none", "not_found"},
+		},
+		{
+			name: "model list is ok",
+			msgs: []*extprocv3.ProcessingRequest{replay.RequestHeaders(true, ":method", "GET", ":path", "/v1/models")},
+			want: series{"/v1/models", "none", "none", "ok"},
+		},
+		{
+			name: "upstream account out of funds",
+			msgs: append(post("/v1/chat/completions", chat, auth()...),
+				replay.ResponseHeaders(429, "content-type", "application/json"),
+				replay.ResponseBody([]byte(`{"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"x"}}`), true)),
+			want:     series{"/v1/chat/completions", "demo-chat", "mock-demo-chat", "upstream_account_unavailable"},
+			upstream: metrics.KindAccountUnavailable, held: true,
+		},
+		{
+			name: "envoy timed the upstream out",
+			msgs: append(post("/v1/chat/completions", chat, auth()...),
+				replay.ResponseHeaders(504, "content-type", "text/plain"),
+				replay.ResponseBody([]byte(`upstream request timeout`), true)),
+			want:     series{"/v1/chat/completions", "demo-chat", "mock-demo-chat", "upstream_error"},
+			upstream: metrics.KindTimeout, held: true,
+		},
+		{
+			name: "stream cut after a delivered event is charged and counted as a disconnect",
+			msgs: append(post("/v1/chat/completions", `{"model":"demo-chat","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hello"}]}`, auth()...),
+				replay.ResponseHeaders(200, "content-type", "text/event-stream"),
+				replay.ResponseBody([]byte("data: {\"id\":\"c\",\"model\":\"mock-gpt\",\"choices\":[{\"delta\":{\"content\":\"hi there\"}}]}\n\n"), false)),
+			want:     series{"/v1/chat/completions", "demo-chat", "mock-demo-chat", "ok"},
+			upstream: metrics.KindDisconnect, held: true, commit: true,
+		},
+		{
+			name: "admitted but gone before any answer",
+			msgs: post("/v1/chat/completions", chat, auth()...),
+			want: series{"/v1/chat/completions", "demo-chat", "mock-demo-chat", "canceled"},
+			held: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.play(t, tt.msgs...)
+			m := f.m
+			w := tt.want
+			if got := value(t, m, "gateway_requests_total", "endpoint", w.endpoint, "model", w.model, "channel", w.channel, "code", w.code); got != 1 {
+				t.Errorf("requests%v = %v, want 1; all:\n%s", w, got, scrape(t, m))
+			}
+			if n := count(t, m, "gateway_requests_total"); n != 1 {
+				t.Errorf("%d request series, want 1", n)
+			}
+			kinds := count(t, m, "gateway_upstream_errors_total")
+			switch {
+			case tt.upstream == "" && kinds != 0:
+				t.Errorf("upstream errors counted: %s", scrape(t, m))
+			case tt.upstream != "" && value(t, m, "gateway_upstream_errors_total", "kind", tt.upstream) != 1:
+				t.Errorf("upstream error %s not counted: %s", tt.upstream, scrape(t, m))
+			}
+			held := credits(m, "held")
+			var hold float64
+			if len(f.l.Reserves) > 0 {
+				hold = float64(f.l.Reserves[0].Amount)
+			}
+			if !tt.held {
+				if held != 0 || len(f.l.Reserves) != 0 {
+					t.Errorf("held %v", held)
+				}
+				return
+			}
+			var charged float64
+			if len(f.l.Commits) > 0 {
+				charged = float64(f.l.Commits[0].Actual)
+			}
+			if (len(f.l.Commits) == 1) != tt.commit {
+				t.Fatalf("commits %v, want commit %v", f.l.Commits, tt.commit)
+			}
+			if held != hold || credits(m, "committed") != charged || credits(m, "released") != hold-charged {
+				t.Errorf("held %v committed %v released %v; want %v %v %v", held, credits(m, "committed"), credits(m, "released"), hold, charged, hold-charged)
+			}
+			if g := value(t, m, "gateway_reservations_in_flight"); g != 0 {
+				t.Errorf("in flight %v after settlement", g)
+			}
+			if tt.in > 0 || tt.out > 0 {
+				if in, out := value(t, m, "gateway_tokens_total", "direction", "input"), value(t, m, "gateway_tokens_total", "direction", "output"); in != tt.in || out != tt.out {
+					t.Errorf("tokens %v/%v, want %v/%v", in, out, tt.in, tt.out)
+				}
+			}
+		})
+	}
+}
+
+func credits(m *metrics.Metrics, kind string) float64 {
+	return value(nil, m, "gateway_credits_micros_total", "kind", kind)
+}
+
+// value reads one series of m's registry (a counter's or gauge's value, a histogram's
+// sample count) by name and label pairs; 0 when the series does not exist.
+func value(t *testing.T, m *metrics.Metrics, name string, labels ...string) float64 {
+	for _, mt := range family(t, m, name).GetMetric() {
+		if !sameLabels(mt.GetLabel(), labels) {
+			continue
+		}
+		switch {
+		case mt.Counter != nil:
+			return mt.GetCounter().GetValue()
+		case mt.Gauge != nil:
+			return mt.GetGauge().GetValue()
+		case mt.Histogram != nil:
+			return float64(mt.GetHistogram().GetSampleCount())
+		}
+	}
+	return 0
+}
+
+// count is the number of series of a metric.
+func count(t *testing.T, m *metrics.Metrics, name string) int {
+	return len(family(t, m, name).GetMetric())
+}
+
+func family(t *testing.T, m *metrics.Metrics, name string) *dto.MetricFamily {
+	fams, err := m.Registry().Gather()
+	if err != nil && t != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name {
+			return f
+		}
+	}
+	return nil
+}
+
+func sameLabels(have []*dto.LabelPair, want []string) bool {
+	if len(have) != len(want)/2 {
+		return false
+	}
+	for i := 0; i+1 < len(want); i += 2 {
+		found := false
+		for _, l := range have {
+			if l.GetName() == want[i] && l.GetValue() == want[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	var b strings.Builder
+	for _, l := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(l, "gateway_") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+func TestInFlightWhileHeld(t *testing.T) {
+	f := newFixture(t)
+	// Admit, then hold: the stream is still open when the gauge is read.
+	res, err := f.m.WrapLedger(f.l).Reserve(context.Background(), ledger.ReserveRequest{RequestID: "r1", KeyID: "k1", Amount: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := value(t, f.m, "gateway_reservations_in_flight"); g != 1 {
+		t.Fatalf("in flight %v, want 1", g)
+	}
+	l := f.m.WrapLedger(f.l)
+	if _, err := l.Commit(context.Background(), ledger.CommitRequest{ReservationID: res.ID, Actual: 200, Usage: ledger.Usage{InputTokens: 1, OutputTokens: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	// A replayed commit (a retry after a lost answer) and a late release count nothing.
+	_, _ = l.Commit(context.Background(), ledger.CommitRequest{ReservationID: res.ID, Actual: 200})
+	_, _ = l.Release(context.Background(), res.ID, "late")
+	if g := value(t, f.m, "gateway_reservations_in_flight"); g != 0 {
+		t.Errorf("in flight %v, want 0", g)
+	}
+	if c, r := credits(f.m, "committed"), credits(f.m, "released"); c != 200 || r != 300 {
+		t.Errorf("committed %v released %v, want 200 300", c, r)
+	}
+}
+
+func TestUpstreamKind(t *testing.T) {
+	tests := []struct {
+		name string
+		o    envoy.Outcome
+		want string
+	}{
+		{"success", envoy.Outcome{Answered: true, UpstreamStatus: 200}, ""},
+		{"complete stream", envoy.Outcome{Answered: true, UpstreamStatus: 200, Streamed: true, Complete: true}, ""},
+		{"cut stream", envoy.Outcome{Answered: true, UpstreamStatus: 200, Streamed: true}, metrics.KindDisconnect},
+		{"refused before upstream", envoy.Outcome{Code: apierr.InsufficientCredits, CodePhase: envoy.PhaseRequestBody}, ""},
+		{"invalid request of ours", envoy.Outcome{Code: apierr.InvalidRequest, CodePhase: envoy.PhaseRequestBody}, ""},
+		{"account", envoy.Outcome{Code: apierr.UpstreamAccountUnavailable, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 401}, metrics.KindAccountUnavailable},
+		{"overloaded", envoy.Outcome{Code: apierr.ServiceUnavailable, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 529}, metrics.KindUnavailable},
+		{"timeout", envoy.Outcome{Code: apierr.UpstreamError, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 504}, metrics.KindTimeout},
+		{"provider says invalid", envoy.Outcome{Code: apierr.InvalidRequest, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 400}, metrics.KindRejected},
+		{"html 200", envoy.Outcome{Code: apierr.UpstreamError, CodePhase: envoy.PhaseResponseHeaders, UpstreamStatus: 200}, metrics.KindUnusable},
+		{"500", envoy.Outcome{Code: apierr.UpstreamError, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 500}, metrics.KindServerError},
+		{"404", envoy.Outcome{Code: apierr.UpstreamError, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 404}, metrics.KindClientError},
+		{"unknown video task", envoy.Outcome{Code: apierr.TaskNotFound, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 404}, ""},
+		{"rewriter failure", envoy.Outcome{Code: apierr.InternalError, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 200}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := metrics.UpstreamKind(tt.o); got != tt.want {
+				t.Errorf("kind = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAccountingInterceptor(t *testing.T) {
+	m := metrics.New(nil)
+	ic := m.AccountingInterceptor()
+	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	for range 3 {
+		_ = ic(context.Background(), "/accounting.v1.LedgerService/Reserve", nil, nil, nil, invoke)
+	}
+	if n := count(t, m, "gateway_accounting_call_duration_seconds"); n != 1 {
+		t.Fatalf("%d series, want 1", n)
+	}
+	if !strings.Contains(scrape(t, m), `gateway_accounting_call_duration_seconds_count{method="Reserve"} 3`) {
+		t.Errorf("scrape:\n%s", scrape(t, m))
+	}
+}
+
+func TestPhasesObserved(t *testing.T) {
+	f := newFixture(t)
+	f.play(t, append(post("/v1/chat/completions", chat, auth()...),
+		replay.ResponseHeaders(200, "content-type", "application/json"),
+		replay.ResponseBody([]byte(`{"model":"mock-gpt","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}`), true))...)
+	out := scrape(t, f.m)
+	for _, p := range []envoy.Phase{envoy.PhaseRequestHeaders, envoy.PhaseRequestBody, envoy.PhaseResponseHeaders, envoy.PhaseResponseBody, envoy.PhaseSettle} {
+		if !strings.Contains(out, `gateway_phase_duration_seconds_count{phase="`+string(p)+`"} 1`) {
+			t.Errorf("phase %s not observed once:\n%s", p, out)
+		}
+	}
+}
