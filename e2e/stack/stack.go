@@ -350,7 +350,12 @@ func dialOK(addr string) bool {
 	return true
 }
 
-// Stop stops every part in reverse order of start: SIGTERM, then SIGKILL after 15 s.
+// stopGrace is how long Stop waits for a part after SIGTERM before killing it: longer
+// than extproc's default drain (30 s) plus its settlement bound, so that in-flight
+// streams are settled, never cut by the launcher.
+const stopGrace = 45 * time.Second
+
+// Stop stops every part in reverse order of start: SIGTERM, then SIGKILL after stopGrace.
 func (s *Stack) Stop() {
 	s.mu.Lock()
 	procs := s.procs
@@ -361,7 +366,7 @@ func (s *Stack) Stop() {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-p.done:
-		case <-time.After(15 * time.Second):
+		case <-time.After(stopGrace):
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 			<-p.done
 		}
