@@ -521,6 +521,12 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 	if r.model.HighCost {
 		pool = ledger.PoolHighCost
 	}
+	// The reservation is made with a context detached from the ext_proc stream: were the
+	// stream cancelled while accounting commits the hold, the hold would exist with no one
+	// knowing its id until it expired. Detached, the id always comes back, and End
+	// releases it if the stream is gone by then.
+	ctx, cancel := settleContext(ctx)
+	defer cancel()
 	res, err := r.svc.cfg.Ledger.Reserve(ctx, ledger.ReserveRequest{
 		RequestID: r.svc.cfg.NewID(),
 		KeyID:     r.grant.KeyID,
