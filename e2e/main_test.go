@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/e2e/stack"
 )
 
@@ -92,6 +94,17 @@ func run(m *testing.M) int {
 	fmt.Printf("e2e: stack up at %s through the %s\n", gw.BaseURL, gw.Front)
 	code := m.Run()
 	gw.Stop()
+	if code == 0 {
+		// Whatever the tests did, the ledger they leave must be exact: balances equal
+		// the sum of their ledger, every charge made once, nothing held after the stack
+		// has stopped and settled.
+		if err := checkLedger(dbURL); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: ledger after the suite:", err)
+			code = 1
+		} else {
+			fmt.Println("e2e: ledger exact after the suite (invariants hold, nothing held)")
+		}
+	}
 	if code != 0 {
 		dumpLog(logFile.Name())
 	}
@@ -147,6 +160,28 @@ func freshDatabase() (string, func(), error) {
 		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	}
 	return u, drop, nil
+}
+
+// checkLedger runs the store's invariant checks on the suite's database and checks
+// that no reservation is still held.
+func checkLedger(dbURL string) error {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		return err
+	}
+	var held int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM reservations WHERE state = 'held'").Scan(&held); err != nil {
+		return err
+	}
+	if held != 0 {
+		return fmt.Errorf("%d reservations still held after the stack stopped", held)
+	}
+	return nil
 }
 
 // ctl runs gatewayctl against the stack and decodes its JSON output.
