@@ -30,12 +30,8 @@ func ParseCountTokens(body []byte) (wire.Parsed, *apierr.Error) {
 }
 
 func parse(body []byte, full bool) (wire.Parsed, *apierr.Error) {
-	var p wire.Parsed
-	root, err := wire.Root(body)
+	root, p, err := wire.Begin(body)
 	if err != nil {
-		return p, err
-	}
-	if p.Model, err = wire.Model(root); err != nil {
 		return p, err
 	}
 	if full {
@@ -83,17 +79,16 @@ func parse(body []byte, full bool) (wire.Parsed, *apierr.Error) {
 		return p, err
 	}
 	if ss := root.Get("stop_sequences"); ss.Exists() && ss.Type != gjson.Null {
-		ok := ss.IsArray()
-		if ok {
-			ss.ForEach(func(_, v gjson.Result) bool { ok = v.Type == gjson.String; return ok })
-		}
-		if !ok {
+		if !wire.ArrayOf(ss, wire.IsString) {
 			return p, apierr.Param(apierr.InvalidRequest, "stop_sequences", "stop_sequences: must be an array of strings.")
 		}
 	}
 	return p, nil
 }
 
+// messages walks the messages array. It resembles openai's chatMessages but encodes a
+// different rule (roles user and assistant only, content required and never null) with
+// the Anthropic wording, so the two stay apart.
 func messages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 	var pr wire.Prompt
 	if !msgs.Exists() {
@@ -146,6 +141,10 @@ func messages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 // blocks checks an array of content blocks (objects with a string type) and adds their
 // text to pr: text blocks' text, tool_use input, tool_result content; image and
 // document blocks count as media.
+//
+// It is not wire.ContentPart: the Anthropic rule differs (a text block's "text" is
+// required, other blocks' "text" is not checked) and its messages name the offending
+// path the Anthropic way, as do the other rules of this package.
 func blocks(arr gjson.Result, at string, pr *wire.Prompt) *apierr.Error {
 	var err *apierr.Error
 	j := 0

@@ -24,12 +24,8 @@ var chatRoles = map[string]bool{"developer": true, "system": true, "user": true,
 // output. n accepts any JSON number equal to 1. null counts as absent for optional
 // fields, except content, where null is an allowed value.
 func ParseChat(body []byte) (wire.Parsed, *apierr.Error) {
-	var p wire.Parsed
-	root, err := wire.Root(body)
+	root, p, err := wire.Begin(body)
 	if err != nil {
-		return p, err
-	}
-	if p.Model, err = wire.Model(root); err != nil {
 		return p, err
 	}
 	if p.Prompt, err = chatMessages(root.Get("messages")); err != nil {
@@ -52,8 +48,8 @@ func ParseChat(body []byte) (wire.Parsed, *apierr.Error) {
 	if p.Stream, err = wire.Stream(root); err != nil {
 		return p, err
 	}
-	if n := root.Get("n"); n.Exists() && n.Type != gjson.Null && (n.Type != gjson.Number || n.Num != 1) {
-		return p, apierr.Param(apierr.InvalidN, "n", "The 'n' field only accepts the value 1.")
+	if err := wire.OnlyOne(root, "The 'n' field only accepts the value 1."); err != nil {
+		return p, err
 	}
 	if err := wire.Range(root, "temperature", 0, 2); err != nil {
 		return p, err
@@ -61,55 +57,46 @@ func ParseChat(body []byte) (wire.Parsed, *apierr.Error) {
 	if err := wire.Range(root, "top_p", 0, 1); err != nil {
 		return p, err
 	}
+	if err := wire.OptionalObject(root, "stream_options"); err != nil {
+		return p, err
+	}
 	if so := root.Get("stream_options"); so.Exists() && so.Type != gjson.Null {
-		if !so.IsObject() {
-			return p, apierr.Param(apierr.InvalidRequest, "stream_options", "The 'stream_options' field must be an object.")
-		}
 		iu := so.Get("include_usage")
 		if iu.Exists() && iu.Type != gjson.True && iu.Type != gjson.False && iu.Type != gjson.Null {
 			return p, apierr.Param(apierr.InvalidRequest, "stream_options.include_usage", "The 'stream_options.include_usage' field must be a boolean.")
 		}
 		p.IncludeUsage = iu.Type == gjson.True
 	}
-	if err := typed(root); err != nil {
+	tools, err := typed(root)
+	if err != nil {
 		return p, err
 	}
-	if t := root.Get("tools"); t.Exists() && t.Type != gjson.Null {
-		p.Prompt.Texts = append(p.Prompt.Texts, t.Raw)
+	if tools != "" {
+		p.Prompt.Texts = append(p.Prompt.Texts, tools)
 	}
 	return p, nil
 }
 
-// typed checks the types of the optional fields the spec types.
-func typed(root gjson.Result) *apierr.Error {
-	if s := root.Get("stop"); s.Exists() && s.Type != gjson.Null && s.Type != gjson.String {
-		ok := s.IsArray()
-		if ok {
-			s.ForEach(func(_, v gjson.Result) bool { ok = v.Type == gjson.String; return ok })
-		}
-		if !ok {
-			return apierr.Param(apierr.InvalidRequest, "stop", "The 'stop' field must be a string or an array of strings.")
-		}
+// typed checks the types of the optional fields the spec types, and returns the raw
+// tools JSON ("" when absent).
+func typed(root gjson.Result) (tools string, err *apierr.Error) {
+	if s := root.Get("stop"); s.Exists() && s.Type != gjson.Null && s.Type != gjson.String &&
+		!wire.ArrayOf(s, wire.IsString) {
+		return "", apierr.Param(apierr.InvalidRequest, "stop", "The 'stop' field must be a string or an array of strings.")
 	}
-	if t := root.Get("tools"); t.Exists() && t.Type != gjson.Null {
-		ok := t.IsArray()
-		if ok {
-			t.ForEach(func(_, v gjson.Result) bool { ok = v.IsObject(); return ok })
-		}
-		if !ok {
-			return apierr.Param(apierr.InvalidRequest, "tools", "The 'tools' field must be an array of objects.")
-		}
+	if tools, err = wire.OptionalObjectArray(root, "tools"); err != nil {
+		return "", err
 	}
-	if tc := root.Get("tool_choice"); tc.Exists() && tc.Type != gjson.Null && tc.Type != gjson.String && !tc.IsObject() {
-		return apierr.Param(apierr.InvalidRequest, "tool_choice", "The 'tool_choice' field must be a string or an object.")
+	if err := wire.OptionalStringOrObject(root, "tool_choice"); err != nil {
+		return "", err
 	}
-	if rf := root.Get("response_format"); rf.Exists() && rf.Type != gjson.Null && !rf.IsObject() {
-		return apierr.Param(apierr.InvalidRequest, "response_format", "The 'response_format' field must be an object.")
+	if err := wire.OptionalObject(root, "response_format"); err != nil {
+		return "", err
 	}
-	if u := root.Get("user"); u.Exists() && u.Type != gjson.Null && u.Type != gjson.String {
-		return apierr.Param(apierr.InvalidRequest, "user", "The 'user' field must be a string.")
+	if _, err := wire.OptionalString(root, "user"); err != nil {
+		return "", err
 	}
-	return nil
+	return tools, nil
 }
 
 func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
@@ -148,20 +135,15 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 			c.ForEach(func(_, part gjson.Result) bool {
 				pat := at + ".content[" + strconv.Itoa(j) + "]"
 				j++
-				typ := part.Get("type")
-				if !part.IsObject() || typ.Type != gjson.String {
-					err = apierr.Param(apierr.InvalidRequest, pat+".type", "Each content part must be an object with a string 'type'.")
-					return false
-				}
-				if t := part.Get("text"); t.Exists() && t.Type != gjson.String {
-					err = apierr.Param(apierr.InvalidRequest, pat+".text", "A content part's 'text' must be a string.")
+				var typ string
+				if typ, err = wire.ContentPart(part, pat); err != nil {
 					return false
 				}
 				if iu := part.Get("image_url"); iu.Exists() && iu.Type != gjson.String && !iu.IsObject() {
 					err = apierr.Param(apierr.InvalidRequest, pat+".image_url", "A content part's 'image_url' must be a string or an object.")
 					return false
 				}
-				if typ.Str == "text" || typ.Str == "refusal" {
+				if typ == "text" || typ == "refusal" {
 					pr.Texts = append(pr.Texts, part.Get("text").Str, part.Get("refusal").Str)
 				} else {
 					pr.Media++

@@ -14,12 +14,8 @@ import (
 // prompt's texts (counted by the tokenizer, no message framing); token arrays count by
 // their length in KnownTokens.
 func ParseEmbeddings(body []byte) (wire.Parsed, *apierr.Error) {
-	var p wire.Parsed
-	root, err := wire.Root(body)
+	root, p, err := wire.Begin(body)
 	if err != nil {
-		return p, err
-	}
-	if p.Model, err = wire.Model(root); err != nil {
 		return p, err
 	}
 	bad := func(msg string) (wire.Parsed, *apierr.Error) {
@@ -75,7 +71,7 @@ func ParseEmbeddings(body []byte) (wire.Parsed, *apierr.Error) {
 			return p, apierr.Param(apierr.InvalidRequest, "dimensions", "The 'dimensions' field must be an integer greater than 0.")
 		}
 	}
-	if err := optionalString(root, "user"); err != nil {
+	if _, err := wire.OptionalString(root, "user"); err != nil {
 		return p, err
 	}
 	if err := wire.NoStream(root, "Embeddings"); err != nil {
@@ -99,12 +95,8 @@ func tokenIDs(items []gjson.Result) bool {
 // are checked. The hold is estimated from every string under a "text" member (or a
 // plain string item) and every other object part of input as one media part.
 func ParseMultimodalEmbeddings(body []byte) (wire.Parsed, *apierr.Error) {
-	var p wire.Parsed
-	root, err := wire.Root(body)
+	root, p, err := wire.Begin(body)
 	if err != nil {
-		return p, err
-	}
-	if p.Model, err = wire.Model(root); err != nil {
 		return p, err
 	}
 	in := root.Get("input")
@@ -142,24 +134,18 @@ var speechFormats = map[string]bool{"mp3": true, "opus": true, "aac": true, "fla
 // length in Unicode code points (the billed unit); Voice is checked against the model's
 // voices by the caller, once the model is known.
 func ParseSpeech(body []byte) (wire.Parsed, *apierr.Error) {
-	var p wire.Parsed
-	root, err := wire.Root(body)
+	root, p, err := wire.Begin(body)
 	if err != nil {
 		return p, err
 	}
-	if p.Model, err = wire.Model(root); err != nil {
+	in, err := wire.RequiredText(root, "input")
+	if err != nil {
 		return p, err
 	}
-	in := root.Get("input")
-	if in.Type != gjson.String || in.Str == "" {
-		return p, apierr.Param(apierr.InvalidRequest, "input", "The 'input' field is required and must be a non-empty string.")
+	p.Units = int64(utf8.RuneCountInString(in))
+	if p.Voice, err = wire.RequiredText(root, "voice"); err != nil {
+		return p, err
 	}
-	p.Units = int64(utf8.RuneCountInString(in.Str))
-	v := root.Get("voice")
-	if v.Type != gjson.String || v.Str == "" {
-		return p, apierr.Param(apierr.InvalidRequest, "voice", "The 'voice' field is required and must be a non-empty string.")
-	}
-	p.Voice = v.Str
 	if f := root.Get("response_format"); f.Exists() && f.Type != gjson.Null && (f.Type != gjson.String || !speechFormats[f.Str]) {
 		return p, apierr.Param(apierr.InvalidRequest, "response_format", "The 'response_format' field must be one of mp3, opus, aac, flac, wav, pcm.")
 	}
@@ -176,26 +162,21 @@ func ParseSpeech(body []byte) (wire.Parsed, *apierr.Error) {
 // ParseImages validates an image generation request body (spec section 4.7): one image
 // per request (Units 1).
 func ParseImages(body []byte) (wire.Parsed, *apierr.Error) {
-	var p wire.Parsed
-	root, err := wire.Root(body)
+	root, p, err := wire.Begin(body)
 	if err != nil {
 		return p, err
 	}
-	if p.Model, err = wire.Model(root); err != nil {
+	if _, err := wire.RequiredText(root, "prompt"); err != nil {
 		return p, err
 	}
-	pr := root.Get("prompt")
-	if pr.Type != gjson.String || pr.Str == "" {
-		return p, apierr.Param(apierr.InvalidRequest, "prompt", "The 'prompt' field is required and must be a non-empty string.")
-	}
-	if n := root.Get("n"); n.Exists() && n.Type != gjson.Null && (n.Type != gjson.Number || n.Num != 1) {
-		return p, apierr.Param(apierr.InvalidN, "n", "The 'n' field only accepts the value 1: one image is generated and billed per request.")
+	if err := wire.OnlyOne(root, "The 'n' field only accepts the value 1: one image is generated and billed per request."); err != nil {
+		return p, err
 	}
 	if f := root.Get("response_format"); f.Exists() && f.Type != gjson.Null && (f.Type != gjson.String || (f.Str != "url" && f.Str != "b64_json")) {
 		return p, apierr.Param(apierr.InvalidRequest, "response_format", "The 'response_format' field must be 'url' or 'b64_json'.")
 	}
 	for _, f := range []string{"size", "quality", "style", "user"} {
-		if err := optionalString(root, f); err != nil {
+		if _, err := wire.OptionalString(root, f); err != nil {
 			return p, err
 		}
 	}
@@ -204,13 +185,4 @@ func ParseImages(body []byte) (wire.Parsed, *apierr.Error) {
 	}
 	p.Units = 1
 	return p, nil
-}
-
-// optionalString checks that the optional field f, when present and not null, is a
-// string.
-func optionalString(root gjson.Result, f string) *apierr.Error {
-	if v := root.Get(f); v.Exists() && v.Type != gjson.Null && v.Type != gjson.String {
-		return apierr.Param(apierr.InvalidRequest, f, "The '"+f+"' field must be a string.")
-	}
-	return nil
 }

@@ -17,20 +17,16 @@ import (
 // and any other item as its raw JSON; image, file and audio parts count as media.
 // instructions and tools count as text too. Each item counts as one message of framing.
 func ParseResponses(body []byte) (wire.Parsed, *apierr.Error) {
-	var p wire.Parsed
-	root, err := wire.Root(body)
+	root, p, err := wire.Begin(body)
 	if err != nil {
-		return p, err
-	}
-	if p.Model, err = wire.Model(root); err != nil {
 		return p, err
 	}
 	if p.Prompt, err = responsesInput(root.Get("input")); err != nil {
 		return p, err
 	}
 	if in := root.Get("instructions"); in.Exists() && in.Type != gjson.Null {
-		if in.Type != gjson.String {
-			return p, apierr.Param(apierr.InvalidRequest, "instructions", "The 'instructions' field must be a string.")
+		if _, err := wire.OptionalString(root, "instructions"); err != nil {
+			return p, err
 		}
 		p.Prompt.Texts = append(p.Prompt.Texts, in.Str)
 	}
@@ -49,21 +45,18 @@ func ParseResponses(body []byte) (wire.Parsed, *apierr.Error) {
 	if err := wire.Range(root, "top_p", 0, 1); err != nil {
 		return p, err
 	}
-	if t := root.Get("tools"); t.Exists() && t.Type != gjson.Null {
-		ok := t.IsArray()
-		if ok {
-			t.ForEach(func(_, v gjson.Result) bool { ok = v.IsObject(); return ok })
-		}
-		if !ok {
-			return p, apierr.Param(apierr.InvalidRequest, "tools", "The 'tools' field must be an array of objects.")
-		}
-		p.Prompt.Texts = append(p.Prompt.Texts, t.Raw)
+	tools, err := wire.OptionalObjectArray(root, "tools")
+	if err != nil {
+		return p, err
 	}
-	if tc := root.Get("tool_choice"); tc.Exists() && tc.Type != gjson.Null && tc.Type != gjson.String && !tc.IsObject() {
-		return p, apierr.Param(apierr.InvalidRequest, "tool_choice", "The 'tool_choice' field must be a string or an object.")
+	if tools != "" {
+		p.Prompt.Texts = append(p.Prompt.Texts, tools)
 	}
-	if md := root.Get("metadata"); md.Exists() && md.Type != gjson.Null && !md.IsObject() {
-		return p, apierr.Param(apierr.InvalidRequest, "metadata", "The 'metadata' field must be an object.")
+	if err := wire.OptionalStringOrObject(root, "tool_choice"); err != nil {
+		return p, err
+	}
+	if err := wire.OptionalObject(root, "metadata"); err != nil {
+		return p, err
 	}
 	return p, nil
 }
@@ -102,19 +95,15 @@ func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 			c.ForEach(func(_, part gjson.Result) bool {
 				pat := at + ".content[" + strconv.Itoa(j) + "]"
 				j++
-				typ := part.Get("type")
-				if !part.IsObject() || typ.Type != gjson.String {
-					err = apierr.Param(apierr.InvalidRequest, pat+".type", "Each content part must be an object with a string 'type'.")
-					return false
-				}
-				if t := part.Get("text"); t.Exists() && t.Type != gjson.String {
-					err = apierr.Param(apierr.InvalidRequest, pat+".text", "A content part's 'text' must be a string.")
+				typ, e := wire.ContentPart(part, pat)
+				if e != nil {
+					err = e
 					return false
 				}
 				switch {
-				case responsesMedia[typ.Str]:
+				case responsesMedia[typ]:
 					pr.Media++
-				case typ.Str == "refusal":
+				case typ == "refusal":
 					pr.Texts = append(pr.Texts, part.Get("refusal").Str)
 				default:
 					pr.Texts = append(pr.Texts, part.Get("text").Str)

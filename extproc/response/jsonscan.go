@@ -386,9 +386,9 @@ func hex4(s []byte, i int) (rune, int, bool) {
 }
 
 // parseObject walks the object whose '{' is at b[i], calling fn with each member's key
-// and the offset of its value; fn returns the offset just past the value (it may parse
-// the value itself, in one pass, or call valueEnd). It returns the offset just past the
-// object.
+// and the offset of its value (always inside b, so fn may look at b[valStart]); fn returns
+// the offset just past the value (it may parse the value itself, in one pass, or call
+// valueEnd). It returns the offset just past the object.
 func parseObject(b []byte, i int, fn func(key []byte, keyStart, valStart int) (int, bool)) (int, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return 0, false
@@ -409,7 +409,11 @@ func parseObject(b []byte, i int, fn func(key []byte, keyStart, valStart int) (i
 		if j >= len(b) || b[j] != ':' {
 			return 0, false
 		}
-		ve, ok := fn(b[i+1:ke-1], i, skipSpace(b, j+1))
+		vs := skipSpace(b, j+1)
+		if vs >= len(b) {
+			return 0, false // no value: fn may index b[vs]
+		}
+		ve, ok := fn(b[i+1:ke-1], i, vs)
 		if !ok {
 			return 0, false
 		}
@@ -438,6 +442,9 @@ func parseArray(b []byte, i int, fn func(valStart int) (int, bool)) (int, bool) 
 		return i + 1, true
 	}
 	for {
+		if i >= len(b) {
+			return 0, false // no element: fn may index b[i]
+		}
 		ve, ok := fn(i)
 		if !ok {
 			return 0, false

@@ -49,7 +49,11 @@ func (r *streamRewriter) Write(chunk []byte, endOfStream bool) ([]byte, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
-	r.out = make([]byte, 0, len(chunk)+r.dec.Buffered()+len(r.model))
+	n := len(chunk) + r.dec.Buffered()
+	if n > 0 {
+		n += len(r.model)
+	}
+	r.out = make([]byte, 0, n) // no allocation at an empty end of stream
 	err := r.dec.Feed(chunk, r.emitFn)
 	if err == nil && endOfStream {
 		err = r.dec.Finish(r.emitFn)

@@ -44,21 +44,14 @@ func ValidTaskID(id string) bool {
 // Admit. A duration that is not a whole number is kept as -1 so that Admit can answer
 // invalid_duration naming the model's range.
 func ParseSubmit(body []byte) (wire.Parsed, *apierr.Error) {
-	var p wire.Parsed
-	root, err := wire.Root(body)
+	root, p, err := wire.Begin(body)
 	if err != nil {
-		return p, err
-	}
-	if p.Model, err = wire.Model(root); err != nil {
 		return p, err
 	}
 	v := &wire.Video{}
 	p.Video = v
-	if pr := root.Get("prompt"); pr.Exists() && pr.Type != gjson.Null {
-		if pr.Type != gjson.String {
-			return p, apierr.Param(apierr.InvalidRequest, "prompt", "The 'prompt' field must be a string.")
-		}
-		v.Prompt = pr.Str
+	if v.Prompt, err = wire.OptionalString(root, "prompt"); err != nil {
+		return p, err
 	}
 	if d := root.Get("duration"); d.Exists() && d.Type != gjson.Null {
 		v.Duration = -1
@@ -68,12 +61,14 @@ func ParseSubmit(body []byte) (wire.Parsed, *apierr.Error) {
 			}
 		}
 	}
+	// resolution is not wire.RequiredText: it is optional, but when given must be non-empty.
 	if r := root.Get("resolution"); r.Exists() && r.Type != gjson.Null {
 		if r.Type != gjson.String || r.Str == "" {
 			return p, apierr.Param(apierr.InvalidRequest, "resolution", "The 'resolution' field must be a non-empty string.")
 		}
 		v.Resolution = r.Str
 	}
+	// webhook_url is not wire.OptionalString: the spec answers invalid_webhook_url for it.
 	if w := root.Get("webhook_url"); w.Exists() && w.Type != gjson.Null {
 		if w.Type != gjson.String {
 			return p, apierr.Param(apierr.InvalidWebhookURL, "webhook_url", "The 'webhook_url' field must be a string.")
