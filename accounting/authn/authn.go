@@ -135,10 +135,7 @@ func (a *Authorizer) RoleOf(token string) Role {
 	return RoleNone
 }
 
-var (
-	ledgerPrefix = "/" + accountingv1.LedgerService_ServiceDesc.ServiceName + "/"
-	adminPrefix  = "/" + accountingv1.AdminService_ServiceDesc.ServiceName + "/"
-)
+var ledgerPrefix = "/" + accountingv1.LedgerService_ServiceDesc.ServiceName + "/"
 
 // Allowed reports whether role may call fullMethod. LedgerService needs the service or
 // the admin role; every other method, AdminService included, needs the admin role.

@@ -335,6 +335,9 @@ func mutation(set []lifecycle.Header, remove []string) *extprocv3.HeaderMutation
 		for i, h := range set {
 			m.SetHeaders[i] = &corev3.HeaderValueOption{
 				Header: &corev3.HeaderValue{Key: h.Name, RawValue: []byte(h.Value)},
+				// Envoy reads only the deprecated append flag here, not append_action
+				// (ENVOY-EXTPROC.md, "Mutations"): false replaces any existing value.
+				//lint:ignore SA1019 ext_proc honours append, not append_action
 				Append: wrapperspb.Bool(false),
 			}
 		}

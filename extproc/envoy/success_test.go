@@ -22,6 +22,7 @@ func setHeaders(t *testing.T, c *extprocv3.CommonResponse) map[string]string {
 		if h.GetHeader().GetValue() != "" {
 			t.Errorf("header %s uses value", h.GetHeader().GetKey())
 		}
+		//lint:ignore SA1019 ext_proc honours append, not append_action
 		if h.GetAppend().GetValue() {
 			t.Errorf("header %s appends", h.GetHeader().GetKey())
 		}
