@@ -20,7 +20,7 @@ run: build ## Start the whole stack on loopback (Ctrl-C stops it)
 	./bin/localstack
 
 .PHONY: test
-test: ## Run every test: unit, PostgreSQL-backed, gRPC replay, end-to-end, manifests
+test: lint ## Lint, then run every test: unit, PostgreSQL-backed, gRPC replay, end-to-end, manifests
 	$(GO) test -count=1 -timeout 30m ./...
 	cd deploy && $(GO) test -count=1 ./...
 
@@ -32,14 +32,18 @@ bench: ## Run the benchmarks (see README for the figures)
 proto: ## Regenerate the gRPC code from proto/
 	cd proto && $(TOOLS) buf lint && $(TOOLS) buf generate
 
-.PHONY: verify
-verify: ## Generated code up to date, gofmt, go vet, staticcheck
-	$(MAKE) proto
-	git diff --exit-code -- proto || (echo "generated code is stale: run make proto and commit" >&2; exit 1)
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck (pinned in tools/go.mod)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1)
 	$(GO) vet ./...
 	cd deploy && $(GO) vet ./...
 	$(TOOLS) staticcheck ./...
+
+.PHONY: verify
+verify: ## Generated code up to date, then lint
+	$(MAKE) proto
+	git diff --exit-code -- proto || (echo "generated code is stale: run make proto and commit" >&2; exit 1)
+	$(MAKE) lint
 
 .PHONY: clean
 clean: ## Remove build output
