@@ -13,7 +13,9 @@
 // the stream) is the end of the request: the lifecycle's End settles whatever was not.
 // That includes a stream cut by the server's own stop (graceful drain past its
 // deadline): the handler still returns through End, with a context detached from the
-// stream's.
+// stream's. A panic in a phase ends only its own stream (codes.Internal; Envoy fails the
+// request closed) and still goes through End; it never takes the process, and with it
+// every other stream's settlement, down.
 //
 // An optional Observer (metrics) hears how long each phase took and how each stream
 // ended; the adapter reports facts (the phase, the code of an error it answered, the
@@ -133,7 +135,7 @@ func (s *Server) Serve(stream Stream) error {
 		defer cancel()
 		_, admitted := req.Reservation()
 		start := time.Now()
-		req.End(sctx, cause)
+		s.end(sctx, req, cause)
 		if s.obs != nil {
 			if admitted {
 				s.obs.ObservePhase(PhaseSettle, time.Since(start))
@@ -151,7 +153,13 @@ func (s *Server) Serve(stream Stream) error {
 			return err
 		}
 		start := time.Now()
-		resp := s.handle(ctx, req, msg)
+		resp, ok := s.safeHandle(ctx, req, msg)
+		if !ok {
+			// The request's state is suspect: answer nothing more, end the stream (Envoy
+			// fails the request closed) and let End settle what it can.
+			cause = "panic"
+			return status.Error(codes.Internal, "ext_proc: internal error")
+		}
 		if s.obs != nil {
 			p := phaseOf(msg)
 			if p != "" {
@@ -170,6 +178,33 @@ func (s *Server) Serve(stream Stream) error {
 			return err
 		}
 	}
+}
+
+// safeHandle is handle with a panic contained to its stream: a panic in one request's
+// phase must not take the process down, since every other stream's hold would then
+// wait for accounting's expiry and partly delivered streams would go uncharged. ok is
+// false after a panic.
+func (s *Server) safeHandle(ctx context.Context, req *lifecycle.Request, msg *extprocv3.ProcessingRequest) (resp *extprocv3.ProcessingResponse, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("panic in an ext_proc phase", zap.String("phase", string(phaseOf(msg))),
+				zap.Any("panic", v), zap.Stack("stack"))
+			resp, ok = nil, false
+		}
+	}()
+	return s.handle(ctx, req, msg), true
+}
+
+// end settles the request (the lifecycle's End), containing a panic there too: the
+// hold then expires server-side, and the process keeps serving the other streams.
+func (s *Server) end(ctx context.Context, req *lifecycle.Request, cause string) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("panic while settling: the hold expires server-side", zap.String("cause", cause),
+				zap.Any("panic", v), zap.Stack("stack"))
+		}
+	}()
+	req.End(ctx, cause)
 }
 
 func (s *Server) handle(ctx context.Context, req *lifecycle.Request, msg *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {

@@ -25,7 +25,7 @@ func (c *clock) Add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// TestLongStreamRenewsItsHold checks that a stream still flowing past half the hold's
+// TestLongStreamRenewsItsHold checks that a stream still flowing past a third of the hold's
 // lifetime renews it, so the accounting sweeper never expires a live reservation.
 func TestLongStreamRenewsItsHold(t *testing.T) {
 	f := newFake()
@@ -46,7 +46,7 @@ func TestLongStreamRenewsItsHold(t *testing.T) {
 	clk.Add(time.Minute)
 	x.Send(replay.ResponseBody(chunk, false))
 	if len(f.Renewals) != 1 {
-		t.Fatalf("renewals = %v, want one after half the TTL", f.Renewals)
+		t.Fatalf("renewals = %v, want one after a third of the TTL", f.Renewals)
 	}
 	clk.Add(5 * time.Minute)
 	x.Send(replay.ResponseBody(chunk, false))
@@ -98,6 +98,17 @@ func TestSettlementAgainstRealAccounting(t *testing.T) {
 				sse(`{"id":"c","model":"mock-gpt","choices":[{"index":0,"delta":{"content":"lo"}}],"usage":null}`,
 					`{"id":"c","model":"mock-gpt","choices":[],"usage":{"prompt_tokens":2000,"completion_tokens":333,"total_tokens":2333}}`, `[DONE]`),
 			},
+			charged: 2000 + 666,
+		},
+		{
+			// The client closed on [DONE] before Envoy's end_of_stream frame: the usage
+			// that came is what the upstream billed.
+			name: "client gone after usage", request: streamReq, status: 200, ct: "text/event-stream",
+			chunks: []string{
+				sse(`{"id":"c","model":"mock-gpt","choices":[{"index":0,"delta":{"content":"hello"}}],"usage":null}`),
+				sse(`{"id":"c","model":"mock-gpt","choices":[],"usage":{"prompt_tokens":2000,"completion_tokens":333,"total_tokens":2333}}`, `[DONE]`),
+			},
+			cancel:  true,
 			charged: 2000 + 666,
 		},
 		{

@@ -72,6 +72,7 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 	if !r.awaiting() {
 		return Action{}
 	}
+	r.renewIfDue(ctx)
 	st := &responseState{status: status}
 	r.resp = st
 	for _, h := range headers {
@@ -157,15 +158,15 @@ func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bo
 		}
 		// Headers already went downstream: an immediate response would only reset the
 		// stream. Send what the rewriter still returned, drop every later chunk, and
-		// settle on what was delivered (a stream's counted text; a JSON body that cannot
-		// be completed carries no usage and is released).
+		// settle: a stream on its usage if it already came, else on its counted text; a
+		// JSON body that cannot be completed carries no usage and is released.
 		r.svc.cfg.Log.Warn("response rewrite failed mid-body", zap.Error(err))
 		st.broken = true
 		if len(out) > 0 {
 			st.delivered = true
 		}
 		if r.parsed.Stream {
-			r.settleDelivered(ctx)
+			r.settleStream(ctx)
 		} else {
 			r.release(ctx, "upstream_unusable_response")
 		}
@@ -241,8 +242,8 @@ func (r *Request) settleVideo(ctx context.Context, out []byte) *apierr.Error {
 	return nil
 }
 
-// settleStream settles a streamed success: upstream usage when it came, else what was
-// delivered.
+// settleStream settles a streamed success, complete or not: upstream usage when it
+// came (that is what the upstream billed), else what was delivered.
 func (r *Request) settleStream(ctx context.Context) {
 	if u, ok := r.resp.rw.Usage(); ok {
 		r.commit(ctx, u.InputTokens, u.OutputTokens)

@@ -539,19 +539,23 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 		return r.ledgerError(err, "reserve")
 	}
 	r.reservation = &res
-	r.renewAt = r.svc.cfg.Now().Add(r.svc.cfg.ReserveTTL / 2)
+	r.renewAt = r.svc.cfg.Now().Add(r.svc.cfg.ReserveTTL / 3)
 	return nil
 }
 
-// renewIfDue keeps a long stream's hold alive: past half its lifetime, the hold is
-// renewed for another ReserveTTL, so the accounting sweeper never expires a reservation
-// whose response is still flowing (the route's stream idle timeout is far shorter than
-// the TTL, so chunks arrive often enough to get here).
+// renewIfDue keeps a long response's hold alive: at every response message (headers
+// and each body chunk) past a third of the hold's lifetime since the last renewal, the
+// hold is renewed for another ReserveTTL, so the accounting sweeper never expires a
+// reservation whose response is still coming. Envoy cuts a response after 300 s
+// without a byte (the route's idle timeout, half the default TTL), so consecutive
+// messages may be nearly 300 s apart: renewing at a third leaves the hold a sixth of
+// its lifetime (100 s) of margin, for clock skew between extproc and accounting and
+// for the sweeper's period. (Renewing at half-life left none.)
 func (r *Request) renewIfDue(ctx context.Context) {
 	if r.reservation == nil || r.settled || r.svc.cfg.Now().Before(r.renewAt) {
 		return
 	}
-	r.renewAt = r.svc.cfg.Now().Add(r.svc.cfg.ReserveTTL / 2)
+	r.renewAt = r.svc.cfg.Now().Add(r.svc.cfg.ReserveTTL / 3)
 	if _, err := r.svc.cfg.Ledger.Renew(ctx, r.reservation.ID, r.svc.cfg.ReserveTTL); err != nil {
 		r.svc.cfg.Log.Warn("renew failed", zap.String("reservation", r.reservation.ID), zap.Error(err))
 	}
@@ -694,18 +698,23 @@ func deref(p *int64) int64 {
 	return *p
 }
 
-// End finishes the request and settles what was not: a stream that had started
-// delivering is charged what it delivered (counted locally, since its usage never
-// came); anything else is released. cause says why, for the record ("stream_closed",
-// ...). Safe to call more than once.
+// End finishes the request and settles what was not: a response whose upstream usage
+// already came (the client left after the usage event, before Envoy's end_of_stream)
+// is charged that usage; a stream that had started delivering is charged what it
+// delivered (counted locally, since its usage never came); anything else is released.
+// cause says why, for the record ("stream_closed", ...). Safe to call more than once.
 func (r *Request) End(ctx context.Context, cause string) {
 	if r.reservation == nil || r.settled {
 		return
 	}
-	if st := r.resp; st != nil && st.chunked && r.parsed.Stream && st.delivered {
-		r.svc.cfg.Log.Info("stream ended without usage: charging what was delivered", zap.String("cause", cause))
-		r.settleDelivered(ctx)
-		return
+	if st := r.resp; st != nil && st.rw != nil {
+		_, usage := st.rw.Usage()
+		if usage || st.chunked && r.parsed.Stream && st.delivered {
+			r.svc.cfg.Log.Info("response ended before its end of stream: charging its usage, else what was delivered",
+				zap.String("cause", cause), zap.Bool("usage", usage))
+			r.settleStream(ctx)
+			return
+		}
 	}
 	r.release(ctx, cause)
 }
@@ -725,13 +734,14 @@ func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // retrySettle retries a settlement call that failed for a reason other than a refusal
-// (accounting unreachable, a lost connection). Commit and Release are idempotent by
-// reservation id, so a retry can never charge twice; a refusal (already settled) is final.
+// or an unknown reservation (accounting unreachable, a lost connection). Commit and
+// Release are idempotent by reservation id, so a retry can never charge twice; a
+// refusal (already settled) and ledger.ErrNotFound are final.
 func retrySettle(ctx context.Context, call func() error) error {
 	backoff := 50 * time.Millisecond
 	for {
 		err := call()
-		if err == nil || ledger.ReasonOf(err) != 0 {
+		if err == nil || ledger.ReasonOf(err) != 0 || errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}
 		select {
