@@ -5,7 +5,9 @@ import (
 	"errors"
 	"mime"
 	"strings"
+	"time"
 
+	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/response"
 	"github.com/llmgw/gateway/extproc/video"
@@ -233,7 +235,7 @@ func (r *Request) settleVideo(ctx context.Context, out []byte) *apierr.Error {
 		r.release(ctx, "upstream_unusable_response")
 		return upstreamError(apierr.UpstreamError)
 	}
-	if err := r.svc.cfg.Ledger.RecordVideoTask(ctx, id.Str, r.grant.KeyID, r.model.ID); err != nil {
+	if err := r.recordTask(ctx, id.Str); err != nil {
 		r.svc.cfg.Log.Error("record video task failed", zap.String("task", id.Str), zap.Error(err))
 		r.release(ctx, "task_not_recorded")
 		return apierr.New(apierr.ServiceUnavailable, "The video task could not be recorded; nothing was charged. Please retry.")
@@ -290,4 +292,28 @@ func itoa(n int) string {
 		n /= 10
 	}
 	return string(b[i:])
+}
+
+// recordTimeout bounds recording a video task, retries included.
+const recordTimeout = 1500 * time.Millisecond
+
+// recordTask records the submitted task's owner in accounting, retrying transient
+// failures (detached from the stream, like settlement): an upstream task that was
+// accepted must not go unrecorded, and so uncharged, over a brief accounting hiccup. A
+// retry that finds the task already recorded means an earlier attempt got through.
+//
+// The retries are bounded by recordTimeout, under Envoy's ext_proc message timeout (2 s):
+// the client is still waiting for this reply.
+func (r *Request) recordTask(ctx context.Context, taskID string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	attempt := 0
+	return retrySettle(ctx, func() error {
+		attempt++
+		err := r.svc.cfg.Ledger.RecordVideoTask(ctx, taskID, r.grant.KeyID, r.model.ID)
+		if attempt > 1 && ledger.ReasonOf(err) == ledger.ReasonAlreadyExists {
+			return nil
+		}
+		return err
+	})
 }

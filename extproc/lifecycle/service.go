@@ -524,16 +524,24 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 	// The reservation is made with a context detached from the ext_proc stream: were the
 	// stream cancelled while accounting commits the hold, the hold would exist with no one
 	// knowing its id until it expired. Detached, the id always comes back, and End
-	// releases it if the stream is gone by then.
+	// releases it if the stream is gone by then. A reply lost in transit is retried with
+	// the same request id, which accounting answers with the same reservation, so a hold
+	// is never made twice nor left behind unknown.
 	ctx, cancel := settleContext(ctx)
 	defer cancel()
-	res, err := r.svc.cfg.Ledger.Reserve(ctx, ledger.ReserveRequest{
+	req := ledger.ReserveRequest{
 		RequestID: r.svc.cfg.NewID(),
 		KeyID:     r.grant.KeyID,
 		Model:     r.model.ID,
 		Amount:    r.MaxCost(),
 		Pool:      pool,
 		TTL:       r.svc.cfg.ReserveTTL,
+	}
+	var res ledger.Reservation
+	err := retrySettle(ctx, func() error {
+		var err error
+		res, err = r.svc.cfg.Ledger.Reserve(ctx, req)
+		return err
 	})
 	if err != nil {
 		return r.ledgerError(err, "reserve")
@@ -625,6 +633,7 @@ func (r *Request) release(ctx context.Context, reason string) {
 
 // commit charges the actual cost of token usage, once.
 func (r *Request) commit(ctx context.Context, in, out int64) {
+	in, out = clampUsage(in), clampUsage(out)
 	m := r.model
 	var actual int64
 	if !m.Free {
@@ -723,14 +732,31 @@ func apiAccountSuspended() *apierr.Error {
 	return apierr.New(apierr.AccountSuspended, "The account is suspended.")
 }
 
+// maxUsage bounds a usage count taken from an upstream: beyond it the number is not a
+// real count, and the charge is capped at the hold anyway.
+const maxUsage = 1 << 40
+
+// clampUsage turns an upstream's usage count into one that prices safely: negative
+// counts are zero, absurd ones are maxUsage (so the cost never overflows).
+func clampUsage(n int64) int64 {
+	return min(max(n, 0), maxUsage)
+}
+
 // settleTimeout bounds one settlement, retries included.
 const settleTimeout = 10 * time.Second
 
 // settleContext detaches settlement from the ext_proc stream's context: Envoy resets the
 // stream as soon as the client has what it needs (or is gone), and a commit or release
 // must not be cancelled with it.
+//
+// A deadline the caller set (the adapter bounds End's settlement) is kept when it is
+// sooner than settleTimeout: only cancellation is dropped.
 func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	deadline := time.Now().Add(settleTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
 // retrySettle retries a settlement call that failed for a reason other than a refusal
