@@ -744,7 +744,7 @@ func TestLocalReplyMappersOfEnvoyYAML(t *testing.T) {
 			if env.Error.Code != tt.wantCode || env.Error.Message == "" {
 				t.Errorf("body %s", lr.body)
 			}
-			if tt.anthropic != (env.Type == "error") || (!tt.anthropic && (env.Error.Retryable == nil || string(env.Error.Param) != "null")) {
+			if tt.anthropic != (env.Type == "error") || (!tt.anthropic && (env.Error.Retryable == nil || env.Error.Param != nil)) {
 				t.Errorf("wrong envelope: %s", lr.body)
 			}
 			if v, _ := lr.headers.get("x-should-retry"); v != "false" {

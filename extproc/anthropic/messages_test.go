@@ -51,7 +51,7 @@ func TestParseMessagesRules(t *testing.T) {
 		{name: "stream true", body: base + `,"stream":true}`, want: ok},
 		{name: "stream string", body: base + `,"stream":"true"}`, want: want{apierr.InvalidStream, "stream"}},
 		{name: "stream 1", body: base + `,"stream":1}`, want: want{apierr.InvalidStream, "stream"}},
-		{name: "stream null", body: base + `,"stream":null}`, want: ok},
+		{name: "stream null", body: base + `,"stream":null}`, want: want{apierr.InvalidStream, "stream"}},
 		{name: "temperature 0", body: base + `,"temperature":0}`, want: ok},
 		{name: "temperature 1", body: base + `,"temperature":1}`, want: ok},
 		{name: "temperature 1.0000001", body: base + `,"temperature":1.0000001}`, want: want{apierr.InvalidRequest, "temperature"}},

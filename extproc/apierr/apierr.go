@@ -157,12 +157,14 @@ type openAIBody struct {
 }
 
 type openAIError struct {
-	Message   string  `json:"message"`
-	Type      string  `json:"type"`
-	Code      Code    `json:"code"`
-	Retryable bool    `json:"retryable"`
-	Param     *string `json:"param"`
-	DocURL    string  `json:"doc_url"`
+	Message   string `json:"message"`
+	Type      string `json:"type"`
+	Code      Code   `json:"code"`
+	Retryable bool   `json:"retryable"`
+	// Param is present only when a request field is at fault: the spec types it as a
+	// string, so it is omitted rather than null.
+	Param  string `json:"param,omitempty"`
+	DocURL string `json:"doc_url"`
 }
 
 type anthropicBody struct {
@@ -194,13 +196,9 @@ func (e *Error) Render(env Envelope) Response {
 			Type: spec.AnthropicType, Message: e.Message, Code: e.Code,
 		}})
 	} else {
-		var param *string
-		if e.Param != "" {
-			param = &e.Param
-		}
 		body, _ = json.Marshal(openAIBody{Error: openAIError{
 			Message: e.Message, Type: spec.OpenAIType, Code: e.Code, Retryable: spec.Retryable,
-			Param: param, DocURL: DocURL + "#" + string(e.Code),
+			Param: e.Param, DocURL: DocURL + "#" + string(e.Code),
 		}})
 	}
 	return Response{Status: spec.Status, Headers: h, Body: body}

@@ -344,9 +344,12 @@ func TestImages(t *testing.T) {
 		ct     string
 		body   string
 		w      *want
+		free   bool
 	}{
 		{name: "url", status: 200, ct: "application/json", body: `{"created":1,"data":[{"url":"https://images.mock.invalid/a.png","revised_prompt":"a cat"}]}`},
-		{name: "no image", status: 200, ct: "application/json", body: `{"created":1,"data":[]}`, w: &want{502, "upstream_error", "api_error", "", false, ""}},
+		{name: "b64", status: 200, ct: "application/json", body: `{"created":1,"data":[{"b64_json":"` + strings.Repeat("QUJD", 1<<20) + `"}]}`},
+		// An empty "data" passes through (the headers already went out) and is not billed.
+		{name: "no image", status: 200, ct: "application/json", body: `{"created":1,"data":[ ]}`, free: true},
 		{name: "upstream out of funds", status: 429, ct: "application/json", body: `{"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"quota"}}`, w: &want{503, "upstream_account_unavailable", "api_error", "", true, ""}},
 	}
 	for _, tt := range tests {
@@ -355,20 +358,44 @@ func TestImages(t *testing.T) {
 			h := replay.Start(t, replay.Service(t, f))
 			x := admitPath(t, h, "/v1/images/generations", `{"model":"demo-image","prompt":"a cat","n":1,"size":"1024x1024","response_format":"url"}`)
 			r := x.Send(replay.ResponseHeaders(tt.status, "content-type", tt.ct))
-			if r.GetModeOverride().GetResponseBodyMode().String() != "BUFFERED" {
+			// Errors are buffered to be replaced; images stream through, so a b64_json
+			// body of any size never meets Envoy's buffer limit.
+			wantMode := "STREAMED"
+			if tt.w != nil {
+				wantMode = "BUFFERED"
+			}
+			if r.GetModeOverride().GetResponseBodyMode().String() != wantMode {
 				t.Fatalf("mode %v", r.GetModeOverride())
 			}
-			r = x.Send(replay.ResponseBody([]byte(tt.body), true))
+			if tt.w != nil {
+				r = x.Send(replay.ResponseBody([]byte(tt.body), true))
+			} else {
+				// In two chunks split inside "data", then Envoy's empty last chunk.
+				var got []byte
+				half := len(tt.body) / 2
+				for _, part := range [][]byte{[]byte(tt.body[:half]), []byte(tt.body[half:])} {
+					r = x.Send(replay.ResponseBody(part, false))
+					got = append(got, r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()...)
+				}
+				r = x.Send(replay.ResponseBody(nil, true))
+				got = append(got, r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()...)
+				if string(got) != tt.body {
+					t.Errorf("body changed (%d bytes in, %d out)", len(tt.body), len(got))
+				}
+			}
 			x.Close()
+			if tt.free {
+				if len(f.Commits) != 0 || len(f.Releases) != 1 {
+					t.Errorf("commits %v releases %v", f.Commits, f.Releases)
+				}
+				return
+			}
 			if tt.w != nil {
 				checkError(t, r, *tt.w, false)
 				if len(f.Commits) != 0 || len(f.Releases) != 1 {
 					t.Errorf("commits %v releases %v", f.Commits, f.Releases)
 				}
 				return
-			}
-			if got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()); got != tt.body {
-				t.Errorf("body %s", got)
 			}
 			ledgerCheck(t, f, 40000, 40000)
 		})

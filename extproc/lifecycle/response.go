@@ -113,7 +113,9 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 		return r.fail(apierr.New(apierr.InternalError, "The response could not be processed."))
 	}
 	st.rw = rw
-	st.chunked = r.parsed.Stream || r.format() == response.OpenAIEmbeddings
+	// Embeddings and images (b64_json) can be many megabytes: they are rewritten as they
+	// pass, never buffered by Envoy (whose buffer is the 2 MiB request limit).
+	st.chunked = r.parsed.Stream || r.format() == response.OpenAIEmbeddings || r.format() == response.OpenAIImages
 	if st.chunked {
 		return Action{ResponseBodyMode: ModeStreamed, RemoveHeaders: []string{"content-length"}}
 	}
@@ -179,9 +181,18 @@ func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bo
 			st.delivered = true
 		}
 		if endOfStream {
-			if r.parsed.Stream {
+			switch {
+			case r.parsed.Stream:
 				r.settleStream(ctx)
-			} else {
+			case r.endpoint == EndpointImages:
+				// The rewriter has checked the body is one JSON object with "data": one
+				// image is billed per request, none when "data" came back empty.
+				if f, ok := st.rw.(interface{ RequiredFilled() bool }); ok && !f.RequiredFilled() {
+					r.release(ctx, "no_image")
+				} else {
+					r.commitUnits(ctx, "images", r.units)
+				}
+			default:
 				r.settleUsage(ctx)
 			}
 		}

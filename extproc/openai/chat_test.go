@@ -55,7 +55,7 @@ func TestParseChatRules(t *testing.T) {
 		{name: "stream true", body: `{"model":"m",` + msgs + `,"stream":true}`, want: ok},
 		{name: "stream string", body: `{"model":"m",` + msgs + `,"stream":"true"}`, want: want{apierr.InvalidStream, "stream"}},
 		{name: "stream 1", body: `{"model":"m",` + msgs + `,"stream":1}`, want: want{apierr.InvalidStream, "stream"}},
-		{name: "stream null", body: `{"model":"m",` + msgs + `,"stream":null}`, want: ok},
+		{name: "stream null", body: `{"model":"m",` + msgs + `,"stream":null}`, want: want{apierr.InvalidStream, "stream"}},
 		{name: "n 1", body: `{"model":"m",` + msgs + `,"n":1}`, want: ok},
 		{name: "n 1.0", body: `{"model":"m",` + msgs + `,"n":1.0}`, want: ok},
 		{name: "n 2", body: `{"model":"m",` + msgs + `,"n":2}`, want: want{apierr.InvalidN, "n"}},

@@ -32,10 +32,13 @@ type incrementalRewriter struct {
 	usageBig bool
 
 	sawRequired bool
-	usage       Usage
-	usageOK     bool
-	closed      bool
-	err         error
+	// inRequired: the current value is the required member's; requiredFilled: that
+	// value is not an empty array (an images response with "data": [] holds no image).
+	inRequired, requiredFilled bool
+	usage                      Usage
+	usageOK                    bool
+	closed                     bool
+	err                        error
 }
 
 const (
@@ -136,8 +139,10 @@ func (r *incrementalRewriter) Write(chunk []byte, endOfStream bool) ([]byte, err
 			r.depth, r.inStr, r.esc, r.scalar = 0, false, false, false
 			r.hold = k == "model"
 			r.capture = k == "usage"
-			if k == required(r.opts.Format) {
+			r.inRequired = k == required(r.opts.Format)
+			if r.inRequired {
 				r.sawRequired = true
+				r.requiredFilled = c != '['
 			}
 			if r.hold {
 				out = append(out, chunk[run:i]...)
@@ -168,6 +173,9 @@ func (r *incrementalRewriter) Write(chunk []byte, endOfStream bool) ([]byte, err
 				break
 			}
 			r.keep(c)
+			if r.inRequired && r.depth == 1 && !r.inStr && !isSpace(c) && c != ']' {
+				r.requiredFilled = true
+			}
 			switch {
 			case r.esc:
 				r.esc = false
@@ -246,3 +254,7 @@ func (r *incrementalRewriter) endValue(out *[]byte, chunk []byte, run *int, end 
 		}
 	}
 }
+
+// RequiredFilled reports whether the body's required member (an images response's
+// "data") held anything: false for an empty array.
+func (r *incrementalRewriter) RequiredFilled() bool { return r.sawRequired && r.requiredFilled }

@@ -184,7 +184,7 @@ func New(opts Options) (Rewriter, error) {
 	if opts.Stream {
 		return newStream(opts, model, c), nil
 	}
-	if opts.Format == OpenAIEmbeddings {
+	if opts.Format == OpenAIEmbeddings || opts.Format == OpenAIImages {
 		return newIncremental(opts, model), nil
 	}
 	return &bodyRewriter{opts: opts, model: model, counter: c}, nil

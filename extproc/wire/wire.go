@@ -145,12 +145,13 @@ func Model(root gjson.Result) (string, *apierr.Error) {
 	return m.Str, nil
 }
 
-// Stream reads the optional "stream" field: absent or null is false; anything but a JSON
-// boolean is invalid_stream.
+// Stream reads the optional "stream" field of an endpoint that can stream: absent is
+// false; anything but the JSON boolean true or false is invalid_stream, null included
+// (the spec's rule: "must be a JSON boolean").
 func Stream(root gjson.Result) (bool, *apierr.Error) {
 	s := root.Get("stream")
 	switch {
-	case !s.Exists() || s.Type == gjson.Null:
+	case !s.Exists():
 		return false, nil
 	case s.Type == gjson.True:
 		return true, nil
@@ -223,9 +224,13 @@ func IsString(v gjson.Result) bool { return v.Type == gjson.String }
 // an optional minus sign and digits only, no fraction or exponent.
 func IsIntegerLiteral(raw string) bool { return isIntegerLiteral(raw) }
 
-// NoStream reads an optional "stream" field on an endpoint that cannot stream: anything
-// but a boolean is invalid_stream, true is invalid_request naming what cannot stream.
+// NoStream reads an optional "stream" field on an endpoint that cannot stream (the spec
+// gives these endpoints no such field): absent, null and false pass, another non-boolean
+// is invalid_stream, true is invalid_request naming what cannot stream.
 func NoStream(root gjson.Result, what string) *apierr.Error {
+	if root.Get("stream").Type == gjson.Null {
+		return nil
+	}
 	s, err := Stream(root)
 	if err != nil {
 		return err

@@ -133,7 +133,7 @@ func TestStream(t *testing.T) {
 		want   want
 	}{
 		{name: "absent", body: `{}`},
-		{name: "null", body: `{"stream":null}`},
+		{name: "null", body: `{"stream":null}`, want: invalid},
 		{name: "true", body: `{"stream":true}`, stream: true},
 		{name: "false", body: `{"stream":false}`},
 		{name: "string true", body: `{"stream":"true"}`, want: invalid},
