@@ -201,6 +201,7 @@ func TestSpecKeyHeaders(t *testing.T) {
 		{"basic scheme", []string{"authorization", "Basic " + c.key}, false},
 		{"x-api-key with bearer prefix", []string{"x-api-key", "Bearer " + c.key}, false},
 		{"not a gateway key", []string{"x-api-key", "sk-mock-openai"}, false},
+		{"two different keys", []string{"authorization", "Bearer " + c.key, "x-api-key", "gw-" + strings.Repeat("x", 43)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, h, b := rawRequest(t, http.MethodPost, "/chat/completions", "", body, tc.headers...)

@@ -104,6 +104,7 @@ type Request struct {
 	contentLength int64
 	hasKey        bool
 	keyOK         bool // the presented key has the gateway key shape
+	keyConflict   bool // Authorization and x-api-key carry different keys
 	keyHash       [sha256.Size]byte
 	clientVersion bool // the client sent anthropic-version
 
@@ -214,19 +215,25 @@ func truncate(s string, n int) string {
 
 // readKey takes the key from "authorization: Bearer" or x-api-key and keeps only its
 // hash.
+//
+// The two headers are two ways to send the same key (spec section 5): a request that
+// sends two different keys is refused rather than served on either.
 func (r *Request) readKey(auth, xKey string) {
-	key := ""
+	bearer := ""
 	if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
-		key = strings.TrimSpace(auth[7:])
+		bearer = strings.TrimSpace(auth[7:])
 	}
+	other := strings.TrimSpace(xKey)
+	key := bearer
 	if key == "" {
-		key = strings.TrimSpace(xKey)
+		key = other
 	}
 	if key == "" {
 		return
 	}
 	r.hasKey = true
-	r.keyOK = strings.HasPrefix(key, "gw-") && len(key) >= 3+43
+	r.keyConflict = bearer != "" && other != "" && bearer != other
+	r.keyOK = !r.keyConflict && strings.HasPrefix(key, "gw-") && len(key) >= 3+43
 	r.keyHash = sha256.Sum256([]byte(key))
 }
 
@@ -234,6 +241,9 @@ func (r *Request) readKey(auth, xKey string) {
 func (r *Request) authenticate(ctx context.Context) *apierr.Error {
 	if !r.hasKey {
 		return apierr.New(apierr.InvalidAPIKey, "Missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
+	}
+	if r.keyConflict {
+		return apierr.New(apierr.InvalidAPIKey, "'Authorization' and 'x-api-key' carry different keys: send one key.")
 	}
 	if !r.keyOK {
 		return apierr.New(apierr.InvalidAPIKey, "Invalid API key.")

@@ -23,6 +23,7 @@ package tokens
 import (
 	"fmt"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/llmgw/gateway/extproc/wire"
 	"github.com/pkoukk/tiktoken-go"
@@ -57,13 +58,53 @@ func New() (*Counter, error) {
 	return &Counter{enc: enc}, nil
 }
 
-// Text counts the tokens of s. Special-token text is counted as ordinary text.
+// MaxRun is the longest run of non-space bytes encoded in one piece. BPE merging is
+// quadratic in the length of one pre-token, so a client could make a single 2 MiB word
+// cost minutes of CPU; longer runs are cut into MaxRun-byte pieces (at rune boundaries)
+// and counted piece by piece. Text without such runs counts exactly as before; a cut run
+// counts at least as many tokens as whole (no merge crosses a cut), so estimates stay
+// upper bounds.
+const MaxRun = 256
+
+// Text counts the tokens of s. Special-token text is counted as ordinary text. Its cost
+// is linear in len(s) (see MaxRun).
 func (c *Counter) Text(s string) int {
+	n, done, run := 0, 0, -1 // done: s[:done] is counted; run: start of the current word
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) && !isSpace(s[i]) {
+			if run < 0 {
+				run = i
+			}
+			continue
+		}
+		if run >= 0 && i-run > MaxRun {
+			n += c.encode(s[done:run])
+			for w := s[run:i]; w != ""; {
+				cut := min(MaxRun, len(w))
+				for cut < len(w) && cut > 0 && !utf8.RuneStart(w[cut]) {
+					cut--
+				}
+				if cut == 0 { // not UTF-8: cut at the byte limit
+					cut = min(MaxRun, len(w))
+				}
+				n += c.encode(w[:cut])
+				w = w[cut:]
+			}
+			done = i
+		}
+		run = -1
+	}
+	return n + c.encode(s[done:])
+}
+
+func (c *Counter) encode(s string) int {
 	if s == "" {
 		return 0
 	}
 	return len(c.enc.EncodeOrdinary(s))
 }
+
+func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
 
 // Count is the plain count of a prompt: its text tokens, the per-message framing and
 // the reply priming, with media parts at MediaPart each, and no margin.

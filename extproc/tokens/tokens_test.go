@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/llmgw/gateway/extproc/wire"
@@ -54,5 +55,35 @@ func TestCountAndEstimate(t *testing.T) {
 				t.Errorf("Estimate = %d, want %d", got, tt.estim)
 			}
 		})
+	}
+}
+
+// TestTextLongRuns checks that runs of non-space bytes longer than MaxRun are counted
+// piece by piece: ordinary text counts as the tokenizer counts it, a cut run counts at
+// least as many tokens as whole, and a single 2 MiB word (quadratic for BPE as one
+// piece) is counted at all — this test would time out if it were not.
+func TestTextLongRuns(t *testing.T) {
+	c, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ordinary := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 200)
+	if got, want := c.Text(ordinary), len(c.enc.EncodeOrdinary(ordinary)); got != want {
+		t.Errorf("ordinary text: %d tokens, tokenizer says %d", got, want)
+	}
+	for _, word := range []string{
+		strings.Repeat("a", MaxRun+1),
+		strings.Repeat("ab1/", 300),
+		strings.Repeat("héllo", 100),    // cut at rune boundaries
+		strings.Repeat("\xff\x80", 400), // not UTF-8
+	} {
+		s := "before " + word + " after"
+		if got, whole := c.Text(s), len(c.enc.EncodeOrdinary(s)); got < whole {
+			t.Errorf("%.20q…: %d tokens cut, %d whole: the estimate must not shrink", word, got, whole)
+		}
+	}
+	huge := strings.Repeat("a", 2<<20)
+	if n := c.Text(huge); n <= 0 || n > len(huge) {
+		t.Errorf("2 MiB word: %d tokens", n)
 	}
 }
