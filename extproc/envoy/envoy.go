@@ -231,7 +231,7 @@ func (s *Server) handle(ctx context.Context, req *lifecycle.Request, msg *extpro
 				code, _ = strconv.Atoi(x.Value)
 			}
 		}
-		a := req.ResponseHeaders(ctx, code, h)
+		a := req.ResponseHeaders(ctx, code, h, v.ResponseHeaders.GetEndOfStream())
 		if a.Immediate != nil {
 			return immediate(a.Immediate)
 		}

@@ -57,7 +57,7 @@ func BenchmarkRequestSide(b *testing.B) {
 		if a := r.RequestBody(ctx, body, true); a.Immediate != nil || !a.ReplaceBody {
 			b.Fatal(string(a.Immediate.Body))
 		}
-		r.ResponseHeaders(ctx, 200, respHeaders)
+		r.ResponseHeaders(ctx, 200, respHeaders, false)
 		r.ResponseBody(ctx, resp, true)
 		r.End(ctx, "done")
 	}

@@ -69,8 +69,9 @@ func (r *Request) awaiting() bool {
 }
 
 // ResponseHeaders handles the upstream's response headers (or Envoy's own local reply
-// when no upstream answered).
-func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Header) Action {
+// when no upstream answered). endOfStream says no body follows: then no body message
+// will come either, so a response that needs one is answered here.
+func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Header, endOfStream bool) Action {
 	if !r.awaiting() {
 		return Action{}
 	}
@@ -81,6 +82,21 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 		if h.Name == "content-type" {
 			st.ct = h.Value
 		}
+	}
+	if endOfStream {
+		// Every endpoint's answer has a body: an error status without one is classified
+		// on its status alone, and a bodiless success is unusable. Either way the hold is
+		// released and the client gets our envelope, never the upstream's bare status.
+		r.release(ctx, "upstream_no_body")
+		r.proxied = false
+		if r.endpoint == EndpointVideoGet && status == 404 {
+			return r.fail(taskNotFound())
+		}
+		code := apierr.UpstreamError
+		if status < 200 || status > 299 {
+			code = response.ClassifyUpstream(r.format(), status, st.ct, nil)
+		}
+		return r.fail(upstreamError(code))
 	}
 	if status < 200 || status > 299 {
 		// Buffer the error body so it can be classified before anything reaches the
