@@ -81,7 +81,19 @@ type Cluster struct {
 	HTTP2 bool
 	// TLS is the client TLS configuration of a cluster with an UpstreamTlsContext.
 	TLS *tls.Config
+	// MaxInFlight is how many requests (HTTP/2: streams) the cluster's default-priority
+	// circuit breakers let be in flight at once: max_requests, and for HTTP/1 also no
+	// more than max_connections + max_pending_requests (each request holds a connection
+	// or waits in the pending queue). Envoy's defaults are 1024 each.
+	MaxInFlight int
+	// KeepaliveInterval and KeepaliveTimeout are the HTTP/2 connection_keepalive PING
+	// settings (0: no keepalive).
+	KeepaliveInterval, KeepaliveTimeout time.Duration
 }
+
+// defaultCircuitBreaker is Envoy's default for max_connections, max_pending_requests and
+// max_requests.
+const defaultCircuitBreaker = 1024
 
 const defaultBufferLimit = 1 << 20 // Envoy's per_connection_buffer_limit_bytes default
 
@@ -118,7 +130,9 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.config.core.v3.HeaderValue":                                                  {"key", "value"},
 	"envoy.config.core.v3.SubstitutionFormatString":                                     {"json_format"},
 	"envoy.config.core.v3.DataSource":                                                   {"inline_string", "filename"},
-	"envoy.config.cluster.v3.Cluster":                                                   {"name", "type", "connect_timeout", "load_assignment", "typed_extension_protocol_options", "transport_socket", "dns_lookup_family"},
+	"envoy.config.cluster.v3.Cluster":                                                   {"name", "type", "connect_timeout", "load_assignment", "typed_extension_protocol_options", "transport_socket", "dns_lookup_family", "circuit_breakers"},
+	"envoy.config.cluster.v3.CircuitBreakers":                                           {"thresholds"},
+	"envoy.config.cluster.v3.CircuitBreakers.Thresholds":                                {"max_connections", "max_pending_requests", "max_requests"},
 	"envoy.config.endpoint.v3.ClusterLoadAssignment":                                    {"cluster_name", "endpoints"},
 	"envoy.config.endpoint.v3.LocalityLbEndpoints":                                      {"lb_endpoints"},
 	"envoy.config.endpoint.v3.LbEndpoint":                                               {"endpoint"},
@@ -126,7 +140,8 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                            {"explicit_http_config"},
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig":         {"http_protocol_options", "http2_protocol_options"},
 	"envoy.config.core.v3.Http1ProtocolOptions":                                         {},
-	"envoy.config.core.v3.Http2ProtocolOptions":                                         {},
+	"envoy.config.core.v3.Http2ProtocolOptions":                                         {"connection_keepalive"},
+	"envoy.config.core.v3.KeepaliveSettings":                                            {"interval", "timeout"},
 	"envoy.config.core.v3.TransportSocket":                                              {"name", "typed_config"},
 	"envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext":                      {"sni", "common_tls_context"},
 	"envoy.extensions.transport_sockets.tls.v3.CommonTlsContext":                        {"validation_context"},
@@ -332,7 +347,35 @@ func clusterFrom(cl *clusterv3.Cluster) (*Cluster, error) {
 		if err := a.UnmarshalTo(opts); err != nil {
 			return nil, fmt.Errorf("typed_extension_protocol_options[%s]: %v", name, err)
 		}
-		c.HTTP2 = opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil
+		h2 := opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions()
+		c.HTTP2 = h2 != nil
+		if ka := h2.GetConnectionKeepalive(); ka != nil {
+			c.KeepaliveInterval = ka.GetInterval().AsDuration()
+			c.KeepaliveTimeout = durationOr(ka.GetTimeout(), 0)
+			if c.KeepaliveInterval <= 0 || c.KeepaliveTimeout <= 0 {
+				return nil, errors.New("connection_keepalive: interval and timeout are required")
+			}
+		}
+	}
+	maxConn, maxPending, maxReq := uint32(defaultCircuitBreaker), uint32(defaultCircuitBreaker), uint32(defaultCircuitBreaker)
+	th := cl.GetCircuitBreakers().GetThresholds()
+	if len(th) > 1 {
+		return nil, errors.New("circuit_breakers: only one (DEFAULT priority) threshold is emulated")
+	}
+	if len(th) == 1 {
+		if v := th[0].GetMaxConnections(); v != nil {
+			maxConn = v.GetValue()
+		}
+		if v := th[0].GetMaxPendingRequests(); v != nil {
+			maxPending = v.GetValue()
+		}
+		if v := th[0].GetMaxRequests(); v != nil {
+			maxReq = v.GetValue()
+		}
+	}
+	c.MaxInFlight = int(maxReq)
+	if !c.HTTP2 && int(maxConn)+int(maxPending) < c.MaxInFlight {
+		c.MaxInFlight = int(maxConn) + int(maxPending)
 	}
 	if ts := cl.GetTransportSocket(); ts != nil {
 		up := &tlsv3.UpstreamTlsContext{}

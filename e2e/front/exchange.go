@@ -15,6 +15,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -43,6 +44,17 @@ type exchange struct {
 	abort bool
 	// upCancel cancels the upstream request (nil for local replies).
 	upCancel context.CancelFunc
+	// holdsExtProc: the exchange holds an ext_proc cluster circuit-breaker slot until
+	// the end of the request.
+	holdsExtProc bool
+}
+
+// releaseSlots gives back the ext_proc cluster slot at the end of the request.
+func (x *exchange) releaseSlots() {
+	if x.holdsExtProc {
+		x.holdsExtProc = false
+		x.f.release(x.f.cfg.ExtProc.Cluster)
+	}
 }
 
 type recvResult struct {
@@ -68,12 +80,19 @@ type awaitResult struct {
 }
 
 func (x *exchange) openStream() error {
+	// The side stream is one request on the ext_proc cluster: over its circuit
+	// breaker, Envoy's async client fails it as a 503, which gRPC reads as UNAVAILABLE.
+	if !x.f.acquire(x.f.cfg.ExtProc.Cluster) {
+		return status.Error(codes.Unavailable, "ext_proc cluster overflow")
+	}
 	ctx, cancel := context.WithCancel(x.ctx)
 	s, err := x.f.extproc.Process(ctx)
 	if err != nil {
 		cancel()
+		x.f.release(x.f.cfg.ExtProc.Cluster)
 		return err
 	}
+	x.holdsExtProc = true
 	x.stream, x.streamCancel = s, cancel
 	x.replies = make(chan recvResult, 16)
 	go func() {
@@ -368,6 +387,13 @@ func (x *exchange) proxy(body io.Reader) {
 		x.routerLocalReply(rc.route.ClusterNotFoundStatus, "", detailsClusterNotFound)
 		return
 	}
+	if !x.f.acquire(cl.Name) {
+		x.routerLocalReply(http.StatusServiceUnavailable,
+			"upstream connect error or disconnect/reset before headers. reset reason: overflow",
+			detailsOverflow)
+		return
+	}
+	defer x.f.release(cl.Name)
 	idle := rc.route.IdleTimeout
 	if idle == 0 {
 		idle = x.f.cfg.StreamIdleTimeout

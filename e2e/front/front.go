@@ -22,12 +22,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Front serves HTTP like Envoy configured by a Config. Safe for concurrent use.
@@ -36,19 +38,42 @@ type Front struct {
 	conn       *grpc.ClientConn
 	extproc    extprocsvc.ExternalProcessorClient
 	transports map[string]*http.Transport
-	logf       func(format string, args ...any)
+	// inFlight counts each cluster's requests in flight, against Cluster.MaxInFlight.
+	inFlight map[string]*atomic.Int64
+	logf     func(format string, args ...any)
 }
+
+// acquire takes one of cluster's circuit-breaker slots; false on overflow (Envoy's
+// pool overflow: the request is not sent).
+func (f *Front) acquire(cluster string) bool {
+	n := f.inFlight[cluster]
+	if n.Add(1) > int64(f.cfg.Clusters[cluster].MaxInFlight) {
+		n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (f *Front) release(cluster string) { f.inFlight[cluster].Add(-1) }
 
 // New returns a Front for cfg. It dials the ext_proc cluster lazily.
 func New(cfg *Config, logger *log.Logger) (*Front, error) {
 	ep := cfg.Clusters[cfg.ExtProc.Cluster]
-	conn, err := grpc.NewClient("passthrough:///"+ep.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if ep.KeepaliveInterval > 0 {
+		// HTTP/2 connection_keepalive: PINGs every interval, also with no stream open.
+		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: ep.KeepaliveInterval, Timeout: ep.KeepaliveTimeout, PermitWithoutStream: true,
+		}))
+	}
+	conn, err := grpc.NewClient("passthrough:///"+ep.Addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("ext_proc cluster %s: %w", ep.Name, err)
 	}
 	f := &Front{
 		cfg: cfg, conn: conn, extproc: extprocsvc.NewExternalProcessorClient(conn),
 		transports: map[string]*http.Transport{},
+		inFlight:   map[string]*atomic.Int64{},
 		logf:       func(string, ...any) {},
 	}
 	if logger != nil {
@@ -56,6 +81,7 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 	}
 	for name, c := range cfg.Clusters {
 		f.transports[name] = newTransport(c)
+		f.inFlight[name] = new(atomic.Int64)
 	}
 	return f, nil
 }
@@ -97,6 +123,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{f: f, w: w, r: r, ctx: ctx, mode: f.cfg.ExtProc.Mode}
 	x.run()
 	x.closeStream()
+	x.releaseSlots()
 	cancel()
 	if x.abort {
 		// Reset the downstream stream, as Envoy does after response headers went out:
@@ -118,6 +145,7 @@ const (
 	detailsConnectFailure    = "upstream_reset_before_response_started{remote_connection_failure}"
 	detailsUpstreamReset     = "upstream_reset_before_response_started{remote_reset}"
 	detailsStreamIdleTimeout = "stream_idle_timeout"
+	detailsOverflow          = "upstream_reset_before_response_started{overflow}"
 	// detailsUnsupported marks what the front cannot emulate (a test double's refusal).
 	detailsUnsupported = "envoyfront_unsupported_mode_override"
 )

@@ -47,6 +47,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Config is the binary's configuration, with defaults from Defaults.
@@ -199,9 +200,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		_ = lis.Close()
 		return configError{err}
 	}
-	// WaitForHandlers: Stop (after the drain deadline) returns only once every handler
-	// has returned, that is once every cut stream has been settled.
-	gs := grpc.NewServer(grpc.WaitForHandlers(true))
+	gs := grpc.NewServer(serverOptions()...)
 	extprocv3.RegisterExternalProcessorServer(gs, envoy.New(svc, log, envoy.WithObserver(m)))
 
 	var draining atomic.Bool
@@ -272,4 +271,30 @@ func healthMux(connected func() bool, draining *atomic.Bool, metricsHandler http
 	})
 	mux.Handle("/metrics", metricsHandler)
 	return mux
+}
+
+// KeepaliveMinTime is the shortest PING interval extproc's gRPC server tolerates from
+// Envoy. envoy/envoy.yaml's extproc cluster sends HTTP/2 connection_keepalive PINGs
+// every 30 s, also when no stream is open; grpc-go's default policy (5 minutes, and
+// none without a stream) would answer them with GOAWAY too_many_pings and fail the
+// streams in flight on that connection.
+const KeepaliveMinTime = 10 * time.Second
+
+// MaxRecvMsgSize bounds one ProcessingRequest: a whole buffered body (Envoy's buffer
+// limit, 2 MiB in envoy/envoy.yaml) plus headers (HCM max_request_headers_kb, 60 KiB by
+// default) and framing, with room to spare. It is grpc-go's default, made explicit so
+// a larger buffer limit is not silently refused with RESOURCE_EXHAUSTED (a 500).
+const MaxRecvMsgSize = 4 << 20
+
+// serverOptions are the ext_proc gRPC server's options. WaitForHandlers: Stop (after
+// the drain deadline) returns only once every handler has returned, that is once every
+// cut stream has been settled.
+func serverOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.WaitForHandlers(true),
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime: KeepaliveMinTime, PermitWithoutStream: true,
+		}),
+	}
 }
