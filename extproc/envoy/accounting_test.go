@@ -31,7 +31,7 @@ type realStack struct {
 	lc    *ledgerclient.Client
 }
 
-func startReal(t *testing.T) *realStack {
+func startReal(t testing.TB) *realStack {
 	t.Helper()
 	st, _ := storetest.NewStore(t, 8, store.Options{})
 	fx := servertest.Start(t, st, servertest.Options{})
@@ -48,7 +48,7 @@ func startReal(t *testing.T) *realStack {
 	return &realStack{h: replay.Start(t, replay.Service(t, lc)), admin: fx.Admin(t, servertest.AdminToken), lc: lc}
 }
 
-func (s *realStack) account(t *testing.T, tier string, topUp int64) string {
+func (s *realStack) account(t testing.TB, tier string, topUp int64) string {
 	t.Helper()
 	ctx := context.Background()
 	a, err := s.admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: tier})
@@ -64,7 +64,7 @@ func (s *realStack) account(t *testing.T, tier string, topUp int64) string {
 	return id
 }
 
-func (s *realStack) key(t *testing.T, req *accountingv1.CreateKeyRequest) (id, secret string) {
+func (s *realStack) key(t testing.TB, req *accountingv1.CreateKeyRequest) (id, secret string) {
 	t.Helper()
 	k, err := s.admin.CreateKey(context.Background(), req)
 	if err != nil {
@@ -73,7 +73,7 @@ func (s *realStack) key(t *testing.T, req *accountingv1.CreateKeyRequest) (id, s
 	return k.GetKey().GetId(), k.GetSecret()
 }
 
-func (s *realStack) balance(t *testing.T, account string) (balance, reserved int64) {
+func (s *realStack) balance(t testing.TB, account string) (balance, reserved int64) {
 	t.Helper()
 	a, err := s.admin.GetAccount(context.Background(), &accountingv1.GetAccountRequest{AccountId: account})
 	if err != nil {
@@ -83,7 +83,7 @@ func (s *realStack) balance(t *testing.T, account string) (balance, reserved int
 }
 
 // post plays a chat request and returns the body reply (or the immediate answer).
-func (s *realStack) post(t *testing.T, path, body, key string) (*replay.Exchange, *extprocResp) {
+func (s *realStack) post(t testing.TB, path, body, key string) (*replay.Exchange, *extprocResp) {
 	t.Helper()
 	x, hdr, resp := s.h.Post(t, path, []byte(body), "authorization", "Bearer "+key)
 	if resp == nil {

@@ -8,7 +8,7 @@ import (
 )
 
 // waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t *testing.T, cond func() bool) {
+func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
