@@ -15,12 +15,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,35 +151,19 @@ func (s *Stack) start(ctx context.Context) error {
 		}
 	}
 
-	env := []string{
-		"DATABASE_URL=" + s.DatabaseURL,
-		"ACCOUNTING_ADDR=" + s.AccountingAddr,
-		"ACCOUNTING_METRICS_ADDR=" + s.AccountingMetricsAdr,
-		"EXTPROC_ADDR=" + s.ExtprocAddr,
-		"EXTPROC_METRICS_ADDR=" + s.ExtprocMetricsAddr,
-		"GATEWAY_SERVICE_TOKEN=" + s.ServiceToken,
-		"GATEWAY_ADMIN_TOKEN=" + s.AdminToken,
-		"GATEWAY_CATALOG=" + s.Catalog,
-		"MOCK_ADDR=" + s.MockAddr,
-		"DEMO_OPENAI_KEY=sk-mock-openai",
-		"DEMO_ANTHROPIC_KEY=sk-mock-anthropic",
-		"DEMO_EXHAUSTED_KEY=sk-mock-exhausted",
-		"DEMO_VIDEO_KEY=sk-mock-video",
-	}
-
-	if err := s.spawn(ctx, "mock", env, "mockproviders", "--listen", s.MockAddr); err != nil {
+	if err := s.spawn(ctx, "mock", s.childEnv("mock"), "mockproviders", "--listen", s.MockAddr); err != nil {
 		return err
 	}
 	if err := s.waitTCP(ctx, "mock", s.MockAddr); err != nil {
 		return err
 	}
-	if err := s.spawn(ctx, "accounting", env, "accounting"); err != nil {
+	if err := s.spawn(ctx, "accounting", s.childEnv("accounting"), "accounting"); err != nil {
 		return err
 	}
 	if err := s.waitHTTP(ctx, "accounting", "http://"+s.AccountingMetricsAdr+"/readyz"); err != nil {
 		return err
 	}
-	if err := s.spawn(ctx, "extproc", env, "extproc"); err != nil {
+	if err := s.spawn(ctx, "extproc", s.childEnv("extproc"), "extproc"); err != nil {
 		return err
 	}
 	if err := s.waitHTTP(ctx, "extproc", "http://"+s.ExtprocMetricsAddr+"/readyz"); err != nil {
@@ -190,11 +176,11 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	if s.EnvoyBin != "" {
 		s.Front = "envoy"
-		err = s.spawnPath(ctx, "envoy", env, s.EnvoyBin, "-c", envoyYAML, "--log-level", "warn",
+		err = s.spawnPath(ctx, "envoy", s.childEnv("front"), s.EnvoyBin, "-c", envoyYAML, "--log-level", "warn",
 			"--base-id", "7431", "--disable-hot-restart")
 	} else {
 		s.Front = "envoy test front"
-		err = s.spawn(ctx, "front", env, "envoyfront", "--config", envoyYAML)
+		err = s.spawn(ctx, "front", s.childEnv("front"), "envoyfront", "--config", envoyYAML)
 	}
 	if err != nil {
 		return err
@@ -258,7 +244,7 @@ func (s *Stack) spawnPath(ctx context.Context, name string, env []string, path s
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Dir = s.Root
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -377,13 +363,75 @@ func (s *Stack) Stop() {
 	}
 }
 
+// writeToken writes a fresh random token to path, readable by its owner only. Whatever
+// was at path (an earlier run's file, whatever its mode, or a symlink) is removed first
+// and the file is created exclusively: os.WriteFile would keep an existing file's mode
+// and write through a link.
 func writeToken(path string) (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
 	tok := hex.EncodeToString(b)
-	return tok, os.WriteFile(path, []byte(tok+"\n"), 0o600)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		_ = f.Close()
+		return "", err
+	}
+	return tok, f.Close()
+}
+
+// secretVars are the environment variables that carry a secret: each child gets only
+// the ones it uses (childEnv), whatever the caller's environment holds.
+var secretVars = []string{
+	"DATABASE_URL", "GATEWAY_SERVICE_TOKEN", "GATEWAY_ADMIN_TOKEN",
+	"DEMO_OPENAI_KEY", "DEMO_ANTHROPIC_KEY", "DEMO_EXHAUSTED_KEY", "DEMO_VIDEO_KEY",
+}
+
+// childEnv is the environment of one part of the stack ("mock", "accounting",
+// "extproc" or "front"): the caller's environment without any secret variable, the
+// stack's addresses, and only the secrets that part uses. Accounting gets the database
+// URL and both tokens; extproc the service token and the demo provider credentials;
+// the mock providers and the front none.
+func (s *Stack) childEnv(part string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(secretVars, k) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		"ACCOUNTING_ADDR="+s.AccountingAddr,
+		"ACCOUNTING_METRICS_ADDR="+s.AccountingMetricsAdr,
+		"EXTPROC_ADDR="+s.ExtprocAddr,
+		"EXTPROC_METRICS_ADDR="+s.ExtprocMetricsAddr,
+		"GATEWAY_CATALOG="+s.Catalog,
+		"MOCK_ADDR="+s.MockAddr,
+	)
+	switch part {
+	case "accounting":
+		env = append(env,
+			"DATABASE_URL="+s.DatabaseURL,
+			"GATEWAY_SERVICE_TOKEN="+s.ServiceToken,
+			"GATEWAY_ADMIN_TOKEN="+s.AdminToken,
+		)
+	case "extproc":
+		env = append(env,
+			"GATEWAY_SERVICE_TOKEN="+s.ServiceToken,
+			"DEMO_OPENAI_KEY=sk-mock-openai",
+			"DEMO_ANTHROPIC_KEY=sk-mock-anthropic",
+			"DEMO_EXHAUSTED_KEY=sk-mock-exhausted",
+			"DEMO_VIDEO_KEY=sk-mock-video",
+		)
+	}
+	return env
 }
 
 // ensurePostgres checks that the database server in DatabaseURL answers; when it does

@@ -14,7 +14,9 @@
 //
 //  1. Body too large (413): checked on content-length in the headers phase, and again
 //     on the buffered body (chunked bodies have no content-length).
-//  2. JSON and field validation (400): before the key. Validation needs nothing but the
+//  2. JSON and field validation (400): before the key. First one linear pass refuses
+//     nesting deeper than MaxJSONDepth and a key repeated in any object at any depth
+//     (parsers disagree on which copy wins; see checkJSONShape). Validation needs nothing but the
 //     bytes, costs no accounting round trip, and reveals nothing the public spec does
 //     not: an unauthenticated caller learns only that a body is malformed. A flood of
 //     garbage never reaches accounting. (OpenAI checks the key first; what leaks either

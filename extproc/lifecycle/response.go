@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"mime"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,9 +79,13 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 	r.renewIfDue(ctx)
 	st := &responseState{status: status}
 	r.resp = st
+	var private []string
 	for _, h := range headers {
 		if h.Name == "content-type" {
 			st.ct = h.Value
+		}
+		if providerAccountHeader(h.Name) && !slices.Contains(private, h.Name) {
+			private = append(private, h.Name)
 		}
 	}
 	if endOfStream {
@@ -109,7 +114,7 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 			return r.fail(upstreamError(apierr.UpstreamError))
 		}
 		r.commitUnits(ctx, "characters", r.units)
-		return Action{ResponseBodyMode: ModeNone}
+		return Action{ResponseBodyMode: ModeNone, RemoveHeaders: private}
 	}
 	if !response.UsableSuccess(r.parsed.Stream, status, st.ct) {
 		r.release(ctx, "upstream_unusable_response")
@@ -133,9 +138,21 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 	// pass, never buffered by Envoy (whose buffer is the 2 MiB request limit).
 	st.chunked = r.parsed.Stream || r.format() == response.OpenAIEmbeddings || r.format() == response.OpenAIImages
 	if st.chunked {
-		return Action{ResponseBodyMode: ModeStreamed, RemoveHeaders: []string{"content-length"}}
+		return Action{ResponseBodyMode: ModeStreamed, RemoveHeaders: append(private, "content-length")}
 	}
-	return Action{ResponseBodyMode: ModeBuffered}
+	return Action{ResponseBodyMode: ModeBuffered, RemoveHeaders: private}
+}
+
+// providerAccountHeader reports whether a response header describes the gateway's own
+// account at the provider: OpenAI's organization and project ids and x-ratelimit-*,
+// Anthropic's organization id and anthropic-ratelimit-*. They say nothing about the
+// client's key and are removed from successes (errors are replaced whole).
+func providerAccountHeader(name string) bool {
+	switch name {
+	case "openai-organization", "openai-project", "anthropic-organization-id":
+		return true
+	}
+	return strings.HasPrefix(name, "x-ratelimit-") || strings.HasPrefix(name, "anthropic-ratelimit-")
 }
 
 // audioType reports whether a speech response's content type is audio (audio/*, or

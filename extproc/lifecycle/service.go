@@ -23,6 +23,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// MaxLoggedRequestID bounds the x-request-id kept for the settlement record: the header
+// can come from the client.
+const MaxLoggedRequestID = 128
+
 // RoutingHeader carries the Envoy cluster the request goes to (the route's
 // cluster_header).
 const RoutingHeader = "x-gateway-upstream"
@@ -161,7 +165,7 @@ func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStr
 		case "x-api-key":
 			xKey = h.Value
 		case "x-request-id":
-			r.requestID = h.Value
+			r.requestID = truncate(h.Value, MaxLoggedRequestID)
 		case "anthropic-version":
 			r.clientVersion = true
 		}
@@ -316,6 +320,9 @@ func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool
 	parse, ok := parsers[r.endpoint]
 	if !ok {
 		return Action{}
+	}
+	if e := checkJSONShape(body); e != nil {
+		return r.fail(e)
 	}
 	var perr *apierr.Error
 	if r.parsed, perr = parse(body); perr != nil {

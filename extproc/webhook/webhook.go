@@ -19,8 +19,10 @@
 //     unspecified, multicast, reserved or metadata address, is refused.
 //
 // What it cannot prevent: a name that resolves publicly now and to an internal address
-// when the provider calls it later (DNS rebinding). The provider's own egress rules are
-// the defence there; this check keeps the obvious and the resolvable cases out.
+// when the provider calls it later (DNS rebinding), or a public destination that answers
+// the provider's call with a redirect to an internal address. The provider's own egress
+// rules (and not following redirects) are the defence there; this check keeps the
+// obvious and the resolvable cases out. No part of the gateway calls a webhook itself.
 //
 // It depends on the standard library and apierr only.
 package webhook

@@ -1,0 +1,111 @@
+package stack
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestWriteTokenPermissions: a token file is readable by its owner only, also when an
+// earlier run (or anyone else) left a world-readable file, or a symlink, at its path:
+// os.WriteFile keeps an existing file's mode and follows links.
+func TestWriteTokenPermissions(t *testing.T) {
+	cases := []struct {
+		name    string
+		prepare func(t *testing.T, path string)
+	}{
+		{name: "new file", prepare: func(*testing.T, string) {}},
+		{name: "world-readable leftover", prepare: func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte("old\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, 0o644); err != nil { // past the umask
+				t.Fatal(err)
+			}
+		}},
+		{name: "symlink to another file", prepare: func(t *testing.T, path string) {
+			other := filepath.Join(filepath.Dir(path), "elsewhere")
+			if err := os.WriteFile(other, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(other, path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "admin-token")
+			tc.prepare(t, path)
+			tok, err := writeToken(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !fi.Mode().IsRegular() {
+				t.Fatalf("token path is %v, want a regular file", fi.Mode())
+			}
+			if perm := fi.Mode().Perm(); perm != 0o600 {
+				t.Errorf("token file mode %v, want 0600", perm)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.TrimSpace(string(b)) != tok || len(tok) < 32 {
+				t.Errorf("file holds %q, token %q", b, tok)
+			}
+			if other, err := os.ReadFile(filepath.Join(dir, "elsewhere")); err == nil && len(other) != 0 {
+				t.Errorf("the token was written through the symlink")
+			}
+		})
+	}
+}
+
+// TestChildEnvHoldsOnlyItsSecrets: each child gets only the secrets it uses. The mock
+// providers and the front never see a gateway token or a provider credential, extproc
+// never sees the admin token, and a token exported in the caller's shell does not leak
+// to the others either.
+func TestChildEnvHoldsOnlyItsSecrets(t *testing.T) {
+	t.Setenv("GATEWAY_ADMIN_TOKEN", "from-the-shell-admin-token")
+	t.Setenv("DEMO_OPENAI_KEY", "from-the-shell-provider-key")
+	s := &Stack{Config: Config{DatabaseURL: "postgres://u:pw@127.0.0.1/gw"}.FromEnv(),
+		AdminToken: "admin-token-0123456789", ServiceToken: "service-token-0123456789"}
+	cases := []struct {
+		part       string
+		want, deny []string
+	}{
+		{part: "mock", deny: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "DATABASE_URL"}, want: []string{"MOCK_ADDR"}},
+		{part: "front", deny: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "DATABASE_URL"}},
+		{part: "extproc", deny: []string{"GATEWAY_ADMIN_TOKEN", "DATABASE_URL"}, want: []string{"GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "GATEWAY_CATALOG", "ACCOUNTING_ADDR"}},
+		{part: "accounting", deny: []string{"DEMO_OPENAI_KEY"}, want: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DATABASE_URL"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.part, func(t *testing.T) {
+			env := map[string]string{}
+			for _, kv := range s.childEnv(tc.part) {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v // the last copy wins, as for exec
+			}
+			for _, k := range tc.deny {
+				if v, ok := env[k]; ok {
+					t.Errorf("%s gets %s=%q", tc.part, k, v)
+				}
+			}
+			for _, k := range tc.want {
+				if env[k] == "" {
+					t.Errorf("%s lacks %s", tc.part, k)
+				}
+			}
+		})
+	}
+	env := strings.Join(s.childEnv("extproc"), "\n")
+	if !strings.Contains(env, "GATEWAY_SERVICE_TOKEN=service-token-0123456789") || !strings.Contains(env, "DEMO_OPENAI_KEY=sk-mock-openai") {
+		t.Errorf("extproc env lacks the stack's own values:\n%s", env)
+	}
+}
