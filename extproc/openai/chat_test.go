@@ -124,3 +124,29 @@ func FuzzParsers(f *testing.F) {
 		}
 	})
 }
+
+// TestResponsesUnbillableFeatures checks that the Responses features whose cost the
+// gateway could not bound or settle are refused, naming the field, and that their
+// harmless spellings pass.
+func TestResponsesUnbillableFeatures(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra, param string
+	}{
+		{"background", `"background":true`, "background"},
+		{"previous response", `"previous_response_id":"resp_123"`, "previous_response_id"},
+		{"conversation", `"conversation":"conv_1"`, "conversation"},
+		{"stored prompt", `"prompt":{"id":"pmpt_1"}`, "prompt"},
+		{"background false", `"background":false`, ""},
+		{"null fields", `"previous_response_id":null,"conversation":null,"prompt":null`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseResponses([]byte(`{"model":"m","input":"hi",` + tc.extra + `}`))
+			switch {
+			case tc.param == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.param != "" && (err == nil || err.Code != apierr.InvalidRequest || err.Param != tc.param):
+				t.Errorf("err = %+v, want invalid_request on %s", err, tc.param)
+			}
+		})
+	}
+}

@@ -16,9 +16,16 @@ import (
 // text of input_text/output_text/refusal parts), function call arguments and outputs,
 // and any other item as its raw JSON; image, file and audio parts count as media.
 // instructions and tools count as text too. Each item counts as one message of framing.
+//
+// A prepaid gateway must see everything it is billed for before it admits a request:
+// fields that make the upstream bill for what the request does not carry are refused
+// (see unbillable).
 func ParseResponses(body []byte) (wire.Parsed, *apierr.Error) {
 	root, p, err := wire.Begin(body)
 	if err != nil {
+		return p, err
+	}
+	if err := unbillable(root); err != nil {
 		return p, err
 	}
 	if p.Prompt, err = responsesInput(root.Get("input")); err != nil {
@@ -129,4 +136,24 @@ func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 		return pr, apierr.Param(apierr.InvalidRequest, "input", "The 'input' field must hold at least one item.")
 	}
 	return pr, nil
+}
+
+// unbillable refuses the Responses features whose cost the gateway cannot bound or
+// settle: "background" runs answer before the work is done, with no usage to charge;
+// "previous_response_id", "conversation" and stored "prompt" templates make the upstream
+// bill for context the request does not carry, so the hold (estimated from the request)
+// would not bound the charge. Clients send the full input instead. A false or null value
+// is accepted: it asks for nothing.
+func unbillable(root gjson.Result) *apierr.Error {
+	if b := root.Get("background"); b.Exists() && b.Type != gjson.Null && b.Type != gjson.False {
+		return apierr.Param(apierr.InvalidRequest, "background",
+			"Background responses are not supported by this gateway: their usage cannot be settled. Omit 'background'.")
+	}
+	for _, f := range []string{"previous_response_id", "conversation", "prompt"} {
+		if v := root.Get(f); v.Exists() && v.Type != gjson.Null {
+			return apierr.Param(apierr.InvalidRequest, f,
+				"'"+f+"' is not supported by this gateway: prepaid requests must carry their whole input. Send the conversation in 'input'.")
+		}
+	}
+	return nil
 }
