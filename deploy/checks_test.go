@@ -887,8 +887,10 @@ func checkReachability(b *bundle) []error {
 	if !b.egressToPublic(gw.Spec.Template.Labels, 443, "162.159.140.245") {
 		errs = append(errs, errors.New("the gateway cannot reach providers on public addresses, port 443"))
 	}
-	if b.egressToPublic(gw.Spec.Template.Labels, 443, "10.1.2.3") {
-		errs = append(errs, errors.New("the gateway may reach private addresses on 443"))
+	for _, internal := range []string{"10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.100.100.200"} {
+		if b.egressToPublic(gw.Spec.Template.Labels, 443, internal) {
+			errs = append(errs, fmt.Errorf("the gateway may reach the internal address %s on 443", internal))
+		}
 	}
 	if b.egressToPublic(gw.Spec.Template.Labels, 80, "162.159.140.245") {
 		errs = append(errs, errors.New("the gateway may reach the internet on port 80"))
