@@ -156,7 +156,7 @@ func TestChecksCatchBreakage(t *testing.T) {
 		{
 			name: "gateway egress open to private addresses", overlay: "overlays/dev",
 			breakIt: func(b *bundle) { b.NetPols["gateway"].Spec.Egress[2].To[0].IPBlock.Except = nil },
-			want:    "may reach private addresses",
+			want:    "may reach the internal address",
 		},
 		{
 			name: "container may escalate", overlay: "overlays/production",
