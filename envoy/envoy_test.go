@@ -4,6 +4,7 @@
 package envoy_test
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -299,6 +300,67 @@ static_resources:
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := config.Parse([]byte(tt.yaml)); err == nil {
 				t.Error("accepted")
+			}
+		})
+	}
+}
+
+// TestClientRequestsAreExternal checks the settings that keep a client from steering
+// Envoy with x-envoy-* headers (retries and timeouts the router would act on after
+// extproc): every request is external, so Envoy strips them, and extproc may remove
+// the rest.
+func TestClientRequestsAreExternal(t *testing.T) {
+	_, hcm := load(t)
+	if !hcm.GetUseRemoteAddress().GetValue() {
+		t.Error("use_remote_address is not true: a client-sent x-forwarded-for would decide internal status")
+	}
+	if n := hcm.GetXffNumTrustedHops(); n != 0 {
+		t.Errorf("xff_num_trusted_hops = %d: the local front has no proxy in front of it", n)
+	}
+	if hcm.GetSkipXffAppend() {
+		t.Error("skip_xff_append set")
+	}
+	if len(hcm.GetOriginalIpDetectionExtensions()) != 0 {
+		t.Error("original_ip_detection_extensions would replace use_remote_address")
+	}
+	iac := hcm.GetInternalAddressConfig()
+	if iac == nil || len(iac.GetCidrRanges()) == 0 {
+		t.Fatal("internal_address_config needs an explicit, non-empty cidr_ranges (an empty one falls back to RFC 1918)")
+	}
+	if iac.GetUnixSockets() {
+		t.Error("internal_address_config.unix_sockets set")
+	}
+	// No peer a client can connect from may be internal.
+	for _, peer := range []string{"127.0.0.1", "10.0.0.1", "172.16.5.4", "192.168.1.1", "100.64.0.1", "::1", "fd00::1", "fe80::1", "8.8.8.8", "2001:4860::1"} {
+		ip := netip.MustParseAddr(peer)
+		for _, r := range iac.GetCidrRanges() {
+			a, err := netip.ParseAddr(r.GetAddressPrefix())
+			if err != nil {
+				t.Fatalf("cidr %v: %v", r, err)
+			}
+			if p := netip.PrefixFrom(a, int(r.GetPrefixLen().GetValue())); p.Contains(ip) {
+				t.Errorf("peer %s is internal (%s)", peer, p)
+			}
+		}
+	}
+
+	mr := extProc(t, hcm).GetMutationRules()
+	tests := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"allow_envoy (extproc removes client x-envoy-*)", mr.GetAllowEnvoy().GetValue(), true},
+		{"allow_all_routing", mr.GetAllowAllRouting().GetValue(), false},
+		{"disallow_all", mr.GetDisallowAll().GetValue(), false},
+		{"disallow_system (:path, :status)", mr.GetDisallowSystem().GetValue(), false},
+		{"no allow_expression", mr.GetAllowExpression() == nil, true},
+		{"no disallow_expression", mr.GetDisallowExpression() == nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %v, want %v", tt.got, tt.want)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -35,10 +36,18 @@ type Config struct {
 	BufferLimit int64
 	// StreamIdleTimeout is the HCM stream idle timeout (0: none).
 	StreamIdleTimeout time.Duration
-	Routes            []Route
-	ExtProc           ExtProc
-	Clusters          map[string]*Cluster
-	LocalReply        []Mapper
+	// UseRemoteAddress, XffNumTrustedHops and InternalRanges are how the connection
+	// manager finds the client address and decides whether a request is internal
+	// (keeps x-envoy-* instructions) or external (cleaned of them).
+	UseRemoteAddress  bool
+	XffNumTrustedHops int
+	// InternalRanges are internal_address_config.cidr_ranges; none: no address is
+	// internal (Envoy's default since explicit_internal_address_config).
+	InternalRanges []netip.Prefix
+	Routes         []Route
+	ExtProc        ExtProc
+	Clusters       map[string]*Cluster
+	LocalReply     []Mapper
 }
 
 // Route is one route of the single virtual host.
@@ -59,6 +68,9 @@ type ExtProc struct {
 	AllowModeOverride bool
 	MessageTimeout    time.Duration
 	MaxMessageTimeout time.Duration
+	// AllowEnvoy and AllowAllRouting are the filter's mutation_rules: x-envoy-* headers,
+	// and :authority/host/:method/:scheme, may be mutated by extproc.
+	AllowEnvoy, AllowAllRouting bool
 }
 
 // Mode is an ext_proc processing mode: header modes SEND/SKIP, body modes NONE,
@@ -109,45 +121,48 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.config.listener.v3.Listener":                                                 {"name", "address", "per_connection_buffer_limit_bytes", "filter_chains"},
 	"envoy.config.listener.v3.FilterChain":                                              {"filters"},
 	"envoy.config.listener.v3.Filter":                                                   {"name", "typed_config"},
-	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {"stat_prefix", "codec_type", "stream_idle_timeout", "request_timeout", "route_config", "http_filters", "local_reply_config"},
-	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter":            {"name", "typed_config"},
-	"envoy.extensions.filters.network.http_connection_manager.v3.LocalReplyConfig":      {"mappers"},
-	"envoy.extensions.filters.network.http_connection_manager.v3.ResponseMapper":        {"filter", "status_code", "headers_to_add", "body", "body_format_override"},
-	"envoy.config.route.v3.RouteConfiguration":                                          {"name", "virtual_hosts"},
-	"envoy.config.route.v3.VirtualHost":                                                 {"name", "domains", "routes"},
-	"envoy.config.route.v3.Route":                                                       {"name", "match", "route"},
-	"envoy.config.route.v3.RouteMatch":                                                  {"prefix"},
-	"envoy.config.route.v3.RouteAction":                                                 {"cluster", "cluster_header", "cluster_not_found_response_code", "auto_host_rewrite", "timeout", "idle_timeout"},
-	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor":                       {"grpc_service", "failure_mode_allow", "processing_mode", "message_timeout", "max_message_timeout", "allow_mode_override", "stat_prefix"},
-	"envoy.extensions.filters.http.ext_proc.v3.ProcessingMode":                          {"request_header_mode", "response_header_mode", "request_body_mode", "response_body_mode", "request_trailer_mode", "response_trailer_mode"},
-	"envoy.config.core.v3.GrpcService":                                                  {"envoy_grpc"},
-	"envoy.config.core.v3.GrpcService.EnvoyGrpc":                                        {"cluster_name"},
-	"envoy.extensions.filters.http.router.v3.Router":                                    {},
-	"envoy.config.accesslog.v3.AccessLogFilter":                                         {"extension_filter"},
-	"envoy.config.accesslog.v3.ExtensionFilter":                                         {"name", "typed_config"},
-	"envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter":                   {"expression"},
-	"envoy.config.core.v3.HeaderValueOption":                                            {"header", "append_action"},
-	"envoy.config.core.v3.HeaderValue":                                                  {"key", "value"},
-	"envoy.config.core.v3.SubstitutionFormatString":                                     {"json_format"},
-	"envoy.config.core.v3.DataSource":                                                   {"inline_string", "filename"},
-	"envoy.config.cluster.v3.Cluster":                                                   {"name", "type", "connect_timeout", "load_assignment", "typed_extension_protocol_options", "transport_socket", "dns_lookup_family", "circuit_breakers"},
-	"envoy.config.cluster.v3.CircuitBreakers":                                           {"thresholds"},
-	"envoy.config.cluster.v3.CircuitBreakers.Thresholds":                                {"max_connections", "max_pending_requests", "max_requests"},
-	"envoy.config.endpoint.v3.ClusterLoadAssignment":                                    {"cluster_name", "endpoints"},
-	"envoy.config.endpoint.v3.LocalityLbEndpoints":                                      {"lb_endpoints"},
-	"envoy.config.endpoint.v3.LbEndpoint":                                               {"endpoint"},
-	"envoy.config.endpoint.v3.Endpoint":                                                 {"address"},
-	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                            {"explicit_http_config"},
-	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig":         {"http_protocol_options", "http2_protocol_options"},
-	"envoy.config.core.v3.Http1ProtocolOptions":                                         {},
-	"envoy.config.core.v3.Http2ProtocolOptions":                                         {"connection_keepalive"},
-	"envoy.config.core.v3.KeepaliveSettings":                                            {"interval", "timeout"},
-	"envoy.config.core.v3.TransportSocket":                                              {"name", "typed_config"},
-	"envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext":                      {"sni", "common_tls_context"},
-	"envoy.extensions.transport_sockets.tls.v3.CommonTlsContext":                        {"validation_context"},
-	"envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext":            {"trusted_ca", "match_typed_subject_alt_names"},
-	"envoy.extensions.transport_sockets.tls.v3.SubjectAltNameMatcher":                   {"san_type", "matcher"},
-	"envoy.type.matcher.v3.StringMatcher":                                               {"exact"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {"stat_prefix", "codec_type", "stream_idle_timeout", "request_timeout", "route_config", "http_filters", "local_reply_config", "use_remote_address", "xff_num_trusted_hops", "internal_address_config"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.InternalAddressConfig": {"cidr_ranges"},
+	"envoy.config.core.v3.CidrRange":                                               {"address_prefix", "prefix_len"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter":       {"name", "typed_config"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.LocalReplyConfig": {"mappers"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.ResponseMapper":   {"filter", "status_code", "headers_to_add", "body", "body_format_override"},
+	"envoy.config.route.v3.RouteConfiguration":                                     {"name", "virtual_hosts"},
+	"envoy.config.route.v3.VirtualHost":                                            {"name", "domains", "routes"},
+	"envoy.config.route.v3.Route":                                                  {"name", "match", "route"},
+	"envoy.config.route.v3.RouteMatch":                                             {"prefix"},
+	"envoy.config.route.v3.RouteAction":                                            {"cluster", "cluster_header", "cluster_not_found_response_code", "auto_host_rewrite", "timeout", "idle_timeout"},
+	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor":                  {"grpc_service", "failure_mode_allow", "processing_mode", "message_timeout", "max_message_timeout", "allow_mode_override", "stat_prefix", "mutation_rules"},
+	"envoy.config.common.mutation_rules.v3.HeaderMutationRules":                    {"allow_all_routing", "allow_envoy"},
+	"envoy.extensions.filters.http.ext_proc.v3.ProcessingMode":                     {"request_header_mode", "response_header_mode", "request_body_mode", "response_body_mode", "request_trailer_mode", "response_trailer_mode"},
+	"envoy.config.core.v3.GrpcService":                                             {"envoy_grpc"},
+	"envoy.config.core.v3.GrpcService.EnvoyGrpc":                                   {"cluster_name"},
+	"envoy.extensions.filters.http.router.v3.Router":                               {},
+	"envoy.config.accesslog.v3.AccessLogFilter":                                    {"extension_filter"},
+	"envoy.config.accesslog.v3.ExtensionFilter":                                    {"name", "typed_config"},
+	"envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter":              {"expression"},
+	"envoy.config.core.v3.HeaderValueOption":                                       {"header", "append_action"},
+	"envoy.config.core.v3.HeaderValue":                                             {"key", "value"},
+	"envoy.config.core.v3.SubstitutionFormatString":                                {"json_format"},
+	"envoy.config.core.v3.DataSource":                                              {"inline_string", "filename"},
+	"envoy.config.cluster.v3.Cluster":                                              {"name", "type", "connect_timeout", "load_assignment", "typed_extension_protocol_options", "transport_socket", "dns_lookup_family", "circuit_breakers"},
+	"envoy.config.cluster.v3.CircuitBreakers":                                      {"thresholds"},
+	"envoy.config.cluster.v3.CircuitBreakers.Thresholds":                           {"max_connections", "max_pending_requests", "max_requests"},
+	"envoy.config.endpoint.v3.ClusterLoadAssignment":                               {"cluster_name", "endpoints"},
+	"envoy.config.endpoint.v3.LocalityLbEndpoints":                                 {"lb_endpoints"},
+	"envoy.config.endpoint.v3.LbEndpoint":                                          {"endpoint"},
+	"envoy.config.endpoint.v3.Endpoint":                                            {"address"},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                       {"explicit_http_config"},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig":    {"http_protocol_options", "http2_protocol_options"},
+	"envoy.config.core.v3.Http1ProtocolOptions":                                    {},
+	"envoy.config.core.v3.Http2ProtocolOptions":                                    {"connection_keepalive"},
+	"envoy.config.core.v3.KeepaliveSettings":                                       {"interval", "timeout"},
+	"envoy.config.core.v3.TransportSocket":                                         {"name", "typed_config"},
+	"envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext":                 {"sni", "common_tls_context"},
+	"envoy.extensions.transport_sockets.tls.v3.CommonTlsContext":                   {"validation_context"},
+	"envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext":       {"trusted_ca", "match_typed_subject_alt_names"},
+	"envoy.extensions.transport_sockets.tls.v3.SubjectAltNameMatcher":              {"san_type", "matcher"},
+	"envoy.type.matcher.v3.StringMatcher":                                          {"exact"},
 }
 
 // leaves are message types accepted whole.
@@ -263,6 +278,23 @@ func FromBootstrap(bs *bootstrapv3.Bootstrap) (*Config, error) {
 	}
 	if d := hcm.GetRequestTimeout(); d != nil && d.AsDuration() != 0 {
 		fail("request_timeout other than 0s not emulated")
+	}
+	c.UseRemoteAddress = hcm.GetUseRemoteAddress().GetValue()
+	c.XffNumTrustedHops = int(hcm.GetXffNumTrustedHops())
+	if iac := hcm.GetInternalAddressConfig(); iac != nil {
+		if len(iac.GetCidrRanges()) == 0 {
+			// Envoy versions differ here (some fall back to RFC 1918 + loopback).
+			fail("internal_address_config without cidr_ranges not emulated")
+		}
+		for i, r := range iac.GetCidrRanges() {
+			a, err := netip.ParseAddr(r.GetAddressPrefix())
+			n := int(r.GetPrefixLen().GetValue())
+			if err != nil || n > a.BitLen() {
+				fail("internal_address_config.cidr_ranges[%d]: invalid range %s/%d", i, r.GetAddressPrefix(), n)
+				continue
+			}
+			c.InternalRanges = append(c.InternalRanges, netip.PrefixFrom(a, n).Masked())
+		}
 	}
 
 	vhs := hcm.GetRouteConfig().GetVirtualHosts()
@@ -497,6 +529,8 @@ func extProcFrom(ep *extprocv3.ExternalProcessor, out *ExtProc) error {
 		return errors.New("failure_mode_allow: true not emulated")
 	}
 	out.AllowModeOverride = ep.GetAllowModeOverride()
+	out.AllowEnvoy = ep.GetMutationRules().GetAllowEnvoy().GetValue()
+	out.AllowAllRouting = ep.GetMutationRules().GetAllowAllRouting().GetValue()
 	out.MessageTimeout = durationOr(ep.GetMessageTimeout(), 200*time.Millisecond)
 	out.MaxMessageTimeout = durationOr(ep.GetMaxMessageTimeout(), 0)
 	pm := ep.GetProcessingMode()

@@ -243,7 +243,7 @@ func (x *exchange) immediate(ir *extprocsvc.ImmediateResponse) {
 	}
 	details := strings.Join(strings.Fields(ir.GetDetails()), "_")
 	x.directLocalReply(code, string(ir.GetBody()), details, func(h *headerList) {
-		applyHeaderMutation(h, ir.GetHeaders(), mutationRules{permissive: true, response: true, allowContentLength: true})
+		applyHeaderMutation(h, ir.GetHeaders(), mutationRules{allowRouting: permissiveRules.allowRouting, allowEnvoy: permissiveRules.allowEnvoy, response: true, allowContentLength: true})
 	})
 }
 
@@ -294,10 +294,10 @@ func isResponseBody(r *extprocsvc.ProcessingResponse) bool    { return r.GetResp
 
 // run processes the request from headers to the end of the response.
 func (x *exchange) run() {
-	x.reqH = requestHeaders(x.r)
+	x.reqH = x.f.requestHeaders(x.r)
 	x.route = x.f.chooseRoute(x.reqH)
 	hasBody := x.r.Body != nil && x.r.Body != http.NoBody && x.r.ContentLength != 0
-	reqRules := mutationRules{allowContentLength: true}
+	reqRules := x.f.rules(false, true)
 
 	if err := x.openStream(); err != nil {
 		x.directLocalReply(http.StatusInternalServerError, "", grpcErrorDetails(int(status.Code(err))), nil)
@@ -503,7 +503,7 @@ func (x *exchange) encode(h headerList, body io.Reader, eos bool) {
 			// After a STREAMED override Envoy keeps the upstream's content-length and
 			// ignores a set (a remove still works).
 			streamed := x.mode.ResponseBody == extprocv3.ProcessingMode_STREAMED
-			applyHeaderMutation(&h, cr.GetHeaderMutation(), mutationRules{response: true, allowContentLength: !streamed})
+			applyHeaderMutation(&h, cr.GetHeaderMutation(), x.f.rules(true, !streamed))
 			if cr.GetStatus() == extprocsvc.CommonResponse_CONTINUE_AND_REPLACE {
 				body, eos = bytes.NewReader(cr.GetBodyMutation().GetBody()), false
 				x.mode.ResponseBody = extprocv3.ProcessingMode_NONE
@@ -570,7 +570,7 @@ func (x *exchange) bufferedResponse(h headerList, body io.Reader) {
 	}
 	if ar.st == awaitReply {
 		cr := ar.resp.GetResponseBody().GetResponse()
-		applyHeaderMutation(&h, cr.GetHeaderMutation(), mutationRules{response: true, allowContentLength: true})
+		applyHeaderMutation(&h, cr.GetHeaderMutation(), x.f.rules(true, true))
 		mutated := false
 		switch {
 		case cr.GetBodyMutation().GetClearBody():

@@ -1,6 +1,9 @@
 // Package front is the Envoy test front: an HTTP server that behaves like Envoy for
 // exactly the subset of configuration envoy/envoy.yaml uses, reading that same file,
-// and refusing to start on any setting it does not emulate. Per request it drives one
+// and refusing to start on any setting it does not emulate. The connection manager's
+// request header handling is emulated (x-forwarded-for, internal or external request,
+// cleaning of x-envoy-* instructions, x-envoy-external-address); the router's retries
+// are not (the front sends each request once). Per request it drives one
 // ext_proc gRPC stream the way Envoy 1.37+ does (shared/design/ENVOY-EXTPROC.md): the
 // message sequence, header and body mutations, mode overrides, pipelined STREAMED
 // response bodies, immediate responses, local replies through local_reply_config, and
@@ -20,6 +23,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -40,7 +44,9 @@ type Front struct {
 	transports map[string]*http.Transport
 	// inFlight counts each cluster's requests in flight, against Cluster.MaxInFlight.
 	inFlight map[string]*atomic.Int64
-	logf     func(format string, args ...any)
+	// node is the local address appended to x-forwarded-for for a loopback peer.
+	node netip.Addr
+	logf func(format string, args ...any)
 }
 
 // acquire takes one of cluster's circuit-breaker slots; false on overflow (Envoy's
@@ -74,6 +80,7 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 		cfg: cfg, conn: conn, extproc: extprocsvc.NewExternalProcessorClient(conn),
 		transports: map[string]*http.Transport{},
 		inFlight:   map[string]*atomic.Int64{},
+		node:       nodeAddress(),
 		logf:       func(string, ...any) {},
 	}
 	if logger != nil {
@@ -162,7 +169,7 @@ func newRequestID() string {
 }
 
 // requestHeaders builds the header map Envoy's connection manager hands to filters.
-func requestHeaders(r *http.Request) headerList {
+func (f *Front) requestHeaders(r *http.Request) headerList {
 	h := headerList{
 		{":authority", r.Host}, {":path", r.URL.RequestURI()}, {":method", r.Method}, {":scheme", "http"},
 	}
@@ -180,12 +187,7 @@ func requestHeaders(r *http.Request) headerList {
 			h.add("content-length", strconv.FormatInt(r.ContentLength, 10))
 		}
 	}
-	if _, ok := h.get("x-forwarded-proto"); !ok {
-		h.add("x-forwarded-proto", "http")
-	}
-	if _, ok := h.get("x-request-id"); !ok {
-		h.add("x-request-id", newRequestID())
-	}
+	f.sanitize(&h, peerAddr(r))
 	return h
 }
 

@@ -103,7 +103,7 @@ func TestBufferedRequestRoutingAndMutations(t *testing.T) {
 	h := newHarness(t, up, func(s *session) error {
 		s.next() // request_headers
 		if err := s.send(routeTo("mock-providers", setHeader("authorization", "Bearer sk-mock-openai"),
-			setHeader("x-envoy-ignored", "1"), setHeader(":authority", "evil.example"))); err != nil {
+			setHeader("x-envoy-from-extproc", "1"), setHeader(":authority", "evil.example"))); err != nil {
 			return err
 		}
 		s.next() // request_body
@@ -146,8 +146,9 @@ func TestBufferedRequestRoutingAndMutations(t *testing.T) {
 	if string(up.body) != newBody || up.header.Get("Authorization") != "Bearer sk-mock-openai" || up.header.Get("X-Api-Key") != "" {
 		t.Errorf("upstream got body %s auth %q x-api-key %q", up.body, up.header.Get("Authorization"), up.header.Get("X-Api-Key"))
 	}
-	if up.header.Get("X-Envoy-Ignored") != "" || up.host == "evil.example" {
-		t.Errorf("disallowed mutations applied: x-envoy %q host %q", up.header.Get("X-Envoy-Ignored"), up.host)
+	// mutation_rules: allow_envoy applies x-envoy-* mutations; :authority stays out of reach.
+	if up.header.Get("X-Envoy-From-Extproc") != "1" || up.host == "evil.example" {
+		t.Errorf("mutations: x-envoy %q (want applied) host %q (want ignored)", up.header.Get("X-Envoy-From-Extproc"), up.host)
 	}
 }
 
@@ -662,6 +663,12 @@ func TestConfigRefusesUnemulatedSettings(t *testing.T) {
 		{name: "streamed request body", old: "request_body_mode: BUFFERED", new: "request_body_mode: STREAMED", want: "request_body_mode"},
 		{name: "unknown CEL", old: "expression: \"response.code_details == 'request_payload_too_large'\"", new: "expression: \"response.flags == 1\"", want: "CEL"},
 		{name: "top-level body_format", old: "                  mappers:", new: "                  body_format: {text_format: \"x\"}\n                  mappers:", want: "body_format"},
+		{name: "internal_address_config without ranges", old: "                  cidr_ranges:\n                    - address_prefix: 192.0.2.0\n                      prefix_len: 24\n", new: "                  unix_sockets: false\n", want: "internal_address_config without cidr_ranges"},
+		{name: "internal_address_config unix sockets", old: "                  cidr_ranges:", new: "                  unix_sockets: true\n                  cidr_ranges:", want: "unix_sockets"},
+		{name: "skip_xff_append", old: "use_remote_address: true", new: "use_remote_address: true\n                skip_xff_append: true", want: "skip_xff_append"},
+		{name: "preserve_external_request_id", old: "use_remote_address: true", new: "use_remote_address: true\n                preserve_external_request_id: true", want: "preserve_external_request_id"},
+		{name: "mutation_rules disallow_is_error", old: "allow_envoy: true", new: "allow_envoy: true\n                        disallow_is_error: true", want: "disallow_is_error"},
+		{name: "mutation_rules allow_expression", old: "allow_envoy: true", new: "allow_envoy: true\n                        allow_expression: {regex: \"x-.*\"}", want: "allow_expression"},
 		{name: "access log", old: "                stat_prefix: gateway", new: "                stat_prefix: gateway\n                generate_request_id: false", want: "generate_request_id"},
 	}
 	for _, tt := range tests {

@@ -24,6 +24,17 @@ func (h headerList) get(key string) (string, bool) {
 	return "", false
 }
 
+// values returns every value of key, in order.
+func (h headerList) values(key string) []string {
+	var out []string
+	for _, e := range h {
+		if e.Key == key {
+			out = append(out, e.Value)
+		}
+	}
+	return out
+}
+
 func (h *headerList) del(key string) {
 	out := (*h)[:0]
 	for _, e := range *h {
@@ -72,10 +83,14 @@ func fromHTTP(hdr http.Header) headerList {
 	return out
 }
 
-// mutationRules are the header mutation checks of Envoy's default rules, or of the
-// permissive rules Envoy uses for immediate responses (allow_all_routing, allow_envoy).
+// mutationRules are the header mutation checks of the ext_proc filter: its
+// mutation_rules (HeaderMutationRules allow_all_routing and allow_envoy; both false by
+// default), or the permissive rules Envoy uses for immediate responses (both true).
 type mutationRules struct {
-	permissive bool
+	// allowRouting: :authority, host, :method and :scheme may be set (never removed).
+	allowRouting bool
+	// allowEnvoy: headers starting with Envoy's prefix "x-envoy" may be set or removed.
+	allowEnvoy bool
 	// response: the target is a response header map (":status" may be set).
 	response bool
 	// allowContentLength: a set of content-length is applied (it is ignored on a
@@ -83,20 +98,27 @@ type mutationRules struct {
 	allowContentLength bool
 }
 
+// permissiveRules are the rules of immediate responses.
+var permissiveRules = mutationRules{allowRouting: true, allowEnvoy: true}
+
+// envoyHeaderPrefix is Envoy's header prefix, as HeaderMutationRules.allow_envoy
+// matches it (no trailing dash).
+const envoyHeaderPrefix = "x-envoy"
+
 func (r mutationRules) allowed(key string, removing bool) bool {
 	switch {
 	case key == "" || strings.ContainsAny(key, " \t\r\n:\x00") && !strings.HasPrefix(key, ":"):
 		return false
 	case key == ":authority" || key == "host" || key == ":method" || key == ":scheme":
-		return r.permissive && !removing
+		return r.allowRouting && !removing
 	case key == ":path":
 		return !r.response && !removing
 	case key == ":status":
 		return r.response && !removing
 	case strings.HasPrefix(key, ":"):
 		return false
-	case strings.HasPrefix(key, "x-envoy-"):
-		return r.permissive
+	case strings.HasPrefix(key, envoyHeaderPrefix):
+		return r.allowEnvoy
 	}
 	return true
 }

@@ -34,7 +34,7 @@ func TestApplyHeaderMutation(t *testing.T) {
 			want: base()},
 		{name: "path may be set", m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(":path", "/v1/b")}},
 			want: headerList{{":authority", "gw"}, {":method", "POST"}, {"x-a", "1"}, {"x-a", "2"}, {"authorization", "Bearer gw-x"}, {":path", "/v1/b"}}},
-		{name: "permissive allows routing headers", rules: mutationRules{permissive: true}, m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("x-envoy-x", "1")}},
+		{name: "permissive allows routing headers", rules: permissiveRules, m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("x-envoy-x", "1")}},
 			want: append(base(), header{"x-envoy-x", "1"})},
 		{name: "keys lowercased, bad values skipped", m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("X-Up", "ok"), setHeader("x-bad", "a\r\nb")}},
 			want: append(base(), header{"x-up", "ok"})},

@@ -6,7 +6,10 @@
 //
 // Answers are deterministic: they derive from the request (the words of the last user
 // message are echoed), and directives in that message steer tests ([[mock:tokens=K]],
-// [[mock:slow=N]], [[mock:cut]]; see shared/design/LOCAL-STACK.md). Credentials follow
+// [[mock:slow=N]], [[mock:cut]]; see shared/design/LOCAL-STACK.md). A body carrying
+// [[mock:probe=ID]] is counted: GET /mock/probes/{ID} tells how many provider requests
+// carried it and their x-envoy-* headers (the e2e suite checks the front sent one
+// attempt and no client instructions). Credentials follow
 // the team conventions: any sk-mock-* key works except sk-mock-exhausted (the provider's
 // own out-of-funds error); anything else gets the provider's 401; a request carrying a
 // gateway key (a gw- header value) is refused. Upstream model mock-broken answers an
@@ -16,6 +19,7 @@
 package mock
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +29,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,11 +44,75 @@ type Server struct {
 	mu     sync.Mutex
 	videos map[string]*videoTask
 	seq    int
+	probes map[string]*Probe
+}
+
+// Probe is what the mock saw of the provider requests that carried one probe marker
+// ([[mock:probe=ID]] anywhere in the body): how many arrived (a retry by the gateway
+// front shows as a second attempt) and the x-envoy-* headers they carried.
+type Probe struct {
+	Attempts     int                 `json:"attempts"`
+	EnvoyHeaders map[string][]string `json:"envoy_headers"`
+}
+
+// maxProbes bounds the probes kept (the oldest are not evicted: past it, new probes
+// are not recorded).
+const maxProbes = 10000
+
+const probeMarker = "[[mock:probe="
+
+// recordProbe counts a provider request that carries a probe marker.
+func (s *Server) recordProbe(r *http.Request, raw []byte) {
+	i := bytes.Index(raw, []byte(probeMarker))
+	if i < 0 {
+		return
+	}
+	rest := raw[i+len(probeMarker):]
+	j := bytes.Index(rest, []byte("]]"))
+	if j <= 0 || j > 64 {
+		return
+	}
+	id := string(rest[:j])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.probes[id]
+	if p == nil {
+		if len(s.probes) >= maxProbes {
+			return
+		}
+		p = &Probe{EnvoyHeaders: map[string][]string{}}
+		s.probes[id] = p
+	}
+	p.Attempts++
+	for k, vs := range r.Header {
+		if k = strings.ToLower(k); strings.HasPrefix(k, "x-envoy") {
+			p.EnvoyHeaders[k] = append(p.EnvoyHeaders[k], vs...)
+		}
+	}
+}
+
+// probe answers GET /mock/probes/{id}: the Probe as JSON, 404 when none arrived.
+func (s *Server) probe(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	p, ok := s.probes[r.PathValue("id")]
+	var out Probe
+	if ok {
+		out = Probe{Attempts: p.Attempts, EnvoyHeaders: map[string][]string{}}
+		for k, v := range p.EnvoyHeaders {
+			out.EnvoyHeaders[k] = slices.Clone(v)
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"message": "no request carried this probe"}})
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // New returns a Server with every route registered.
 func New() *Server {
-	s := &Server{mux: http.NewServeMux(), now: time.Now, videos: map[string]*videoTask{}}
+	s := &Server{mux: http.NewServeMux(), now: time.Now, videos: map[string]*videoTask{}, probes: map[string]*Probe{}}
 	s.mux.HandleFunc("POST /v1/chat/completions", s.openAI(s.chatCompletions))
 	s.mux.HandleFunc("POST /v1/responses", s.openAI(s.responses))
 	s.mux.HandleFunc("POST /v1/embeddings", s.openAI(s.embeddings))
@@ -53,6 +122,7 @@ func New() *Server {
 	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.anthropic(s.countTokens))
 	s.mux.HandleFunc("POST /v1/video/generations", s.openAI(s.videoSubmit))
 	s.mux.HandleFunc("GET /v1/videos/{id}", s.openAI(s.videoGet))
+	s.mux.HandleFunc("GET /mock/probes/{id}", s.probe)
 	return s
 }
 
@@ -102,6 +172,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, key string, fail 
 			return nil, false
 		}
 		q.raw = raw
+		s.recordProbe(r, raw)
 		if err := json.Unmarshal(raw, &q.body); err != nil {
 			fail(http.StatusBadRequest, "invalid_request_error", "", "We could not parse the JSON body of your request.")
 			return nil, false

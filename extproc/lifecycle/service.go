@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,9 +147,35 @@ func (r *Request) fail(e *apierr.Error) Action {
 	return Action{Immediate: errImmediate(e, r.env)}
 }
 
+// EnvoyHeaderPrefix starts the headers Envoy itself acts on (x-envoy-retry-on,
+// x-envoy-max-retries, x-envoy-upstream-rq-timeout-ms, ...): the prefix Envoy's header
+// mutation rules guard with allow_envoy.
+const EnvoyHeaderPrefix = "x-envoy"
+
 // RequestHeaders handles the request headers. endOfStream is true when no body
 // follows (GET, or a body of length 0).
+//
+// Whenever the request goes on towards an upstream, the reply removes every x-envoy-*
+// header the request carries: the router reads retry and timeout instructions from
+// them after extproc, so a client's copy could make one billed request reach the
+// provider several times. Envoy already strips the known ones from external requests
+// (use_remote_address); this removal also covers a misconfigured front and headers
+// Envoy would keep. It needs the ext_proc filter's mutation_rules allow_envoy.
 func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStream bool) Action {
+	a := r.requestHeaders(ctx, headers, endOfStream)
+	if a.Immediate != nil {
+		return a
+	}
+	for _, h := range headers {
+		name := strings.ToLower(h.Name)
+		if strings.HasPrefix(name, EnvoyHeaderPrefix) && !slices.Contains(a.RemoveHeaders, name) {
+			a.RemoveHeaders = append(a.RemoveHeaders, name)
+		}
+	}
+	return a
+}
+
+func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStream bool) Action {
 	var method, path, auth, xKey string
 	for _, h := range headers {
 		switch h.Name {
