@@ -87,6 +87,11 @@ func TestClientEnvoyHeadersRemoved(t *testing.T) {
 				t.Fatalf("replies %v / %v, want the request to go on", hdr, bdy)
 			}
 			checkRemovesEnvoyHeaders(t, hdr.GetRequestHeaders().GetResponse())
+			// The client's address stays with the gateway.
+			if slices.Contains(tt.extra, "x-forwarded-for") &&
+				!slices.Contains(hdr.GetRequestHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(), "x-forwarded-for") {
+				t.Error("x-forwarded-for is not removed")
+			}
 			// The body reply routes the request; it must not put any x-envoy-* back.
 			for _, s := range bdy.GetRequestBody().GetResponse().GetHeaderMutation().GetSetHeaders() {
 				if strings.HasPrefix(s.GetHeader().GetKey(), "x-envoy") {

@@ -152,6 +152,10 @@ func (r *Request) fail(e *apierr.Error) Action {
 // mutation rules guard with allow_envoy.
 const EnvoyHeaderPrefix = "x-envoy"
 
+// clientAddressHeaders carry the client's address (appended by Envoy with
+// use_remote_address): they stay with the gateway, never with a third-party provider.
+var clientAddressHeaders = []string{"x-forwarded-for", "x-real-ip", "forwarded"}
+
 // RequestHeaders handles the request headers. endOfStream is true when no body
 // follows (GET, or a body of length 0).
 //
@@ -160,7 +164,9 @@ const EnvoyHeaderPrefix = "x-envoy"
 // them after extproc, so a client's copy could make one billed request reach the
 // provider several times. Envoy already strips the known ones from external requests
 // (use_remote_address); this removal also covers a misconfigured front and headers
-// Envoy would keep. It needs the ext_proc filter's mutation_rules allow_envoy.
+// Envoy would keep. It needs the ext_proc filter's mutation_rules allow_envoy. The
+// client's address headers are removed too: a provider learns nothing of the client
+// but the request itself.
 func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStream bool) Action {
 	a := r.requestHeaders(ctx, headers, endOfStream)
 	if a.Immediate != nil {
@@ -168,7 +174,8 @@ func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStr
 	}
 	for _, h := range headers {
 		name := strings.ToLower(h.Name)
-		if strings.HasPrefix(name, EnvoyHeaderPrefix) && !slices.Contains(a.RemoveHeaders, name) {
+		if (strings.HasPrefix(name, EnvoyHeaderPrefix) || slices.Contains(clientAddressHeaders, name)) &&
+			!slices.Contains(a.RemoveHeaders, name) {
 			a.RemoveHeaders = append(a.RemoveHeaders, name)
 		}
 	}
