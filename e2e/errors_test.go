@@ -30,6 +30,12 @@ func rawRequest(t *testing.T, method, path, key string, body []byte, headers ...
 	if key != "" {
 		req.Header.Set("authorization", "Bearer "+key)
 	}
+	return send(t, req, headers...)
+}
+
+// send sets the header pairs on req, sends it and returns status, headers and body.
+func send(t *testing.T, req *http.Request, headers ...string) (int, http.Header, []byte) {
+	t.Helper()
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}

@@ -26,19 +26,7 @@ func rawChunked(t *testing.T, path string, body []byte, headers ...string) (int,
 	}
 	req.ContentLength = -1 // unknown: the transport sends the body chunked
 	req.Header.Set("content-type", "application/json")
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, b
+	return send(t, req, headers...)
 }
 
 // checkParam asserts the OpenAI envelope's optional param: the field's name when one is
@@ -150,7 +138,7 @@ func TestSpecBodyLimit(t *testing.T) {
 	count := `{"model":"demo-claude","messages":[{"role":"user","content":"x"}]}`
 
 	for _, chunked := range []bool{false, true} {
-		send := func(path string, body []byte, headers ...string) (int, http.Header, []byte) {
+		post := func(path string, body []byte, headers ...string) (int, http.Header, []byte) {
 			if chunked {
 				return rawChunked(t, path, body, headers...)
 			}
@@ -161,19 +149,19 @@ func TestSpecBodyLimit(t *testing.T) {
 			name = "chunked"
 		}
 		t.Run(name, func(t *testing.T) {
-			status, _, body := send("/chat/completions", padTo(t, chat, limit), "authorization", "Bearer "+c.key)
+			status, _, body := post("/chat/completions", padTo(t, chat, limit), "authorization", "Bearer "+c.key)
 			if status != 200 {
 				t.Errorf("exactly 2 MiB: %d %s", status, body)
 			}
-			status, h, body := send("/chat/completions", padTo(t, chat, limit+1), "authorization", "Bearer "+c.key)
+			status, h, body := post("/chat/completions", padTo(t, chat, limit+1), "authorization", "Bearer "+c.key)
 			checkOpenAIError(t, status, h, body, 413, "request_body_too_large", "invalid_request_error", false)
 			checkParam(t, body, "")
 
-			status, _, body = send("/messages/count_tokens", padTo(t, count, limit), "x-api-key", c.key)
+			status, _, body = post("/messages/count_tokens", padTo(t, count, limit), "x-api-key", c.key)
 			if status != 200 || !strings.Contains(string(body), "input_tokens") {
 				t.Errorf("count_tokens exactly 2 MiB: %d %s", status, body)
 			}
-			status, h, body = send("/messages/count_tokens", padTo(t, count, limit+1), "x-api-key", c.key)
+			status, h, body = post("/messages/count_tokens", padTo(t, count, limit+1), "x-api-key", c.key)
 			checkAnthropicError(t, status, h, body, 413, "request_too_large", "request_body_too_large")
 			if h.Get("x-should-retry") != "false" {
 				t.Errorf("x-should-retry = %q", h.Get("x-should-retry"))
