@@ -9,6 +9,7 @@ package anthropic
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/wire"
@@ -60,6 +61,7 @@ func parse(body []byte, full bool) (wire.Parsed, *apierr.Error) {
 			return p, apierr.Param(apierr.InvalidRequest, "tools", "tools: must be an array.")
 		}
 		p.Prompt.Texts = append(p.Prompt.Texts, t.Raw)
+		p.Unpriced = wire.ServerTools(root, clientTool)
 	}
 	if !full {
 		return p, nil
@@ -190,4 +192,17 @@ func blocks(arr gjson.Result, at string, pr *wire.Prompt) *apierr.Error {
 // kept.
 func SetModel(body []byte, model string) ([]byte, error) {
 	return sjson.SetBytes(body, "model", model)
+}
+
+// clientTool reports whether an Anthropic tool type is executed by the client (custom
+// tools, and the computer/bash/text-editor tool definitions the client runs): only
+// tokens are billed for them. Server tools — web search, web fetch, code execution —
+// run at Anthropic and are billed per use.
+func clientTool(typ string) bool {
+	for _, server := range []string{"web_search", "web_fetch", "code_execution"} {
+		if strings.HasPrefix(typ, server) {
+			return false
+		}
+	}
+	return true
 }

@@ -33,7 +33,9 @@
 //  7. Paid model on an account without a top-up (403 model_requires_topup).
 //  8. An enabled channel open to the account's tier (403 model_not_available).
 //  9. Complete published price (503 pricing_unavailable): before any upstream call or
-//     charge.
+//     charge. A request for server-side tools the provider bills per use (web search,
+//     code execution: wire.Parsed.Unpriced) has no published price either and is refused
+//     here, naming the field; count_tokens, which is not billed, is exempt.
 //  10. Output limit within the model's published maximum: a request asking for more
 //     than max_output_tokens is refused with 400 invalid_max_tokens naming the maximum
 //     (rather than clamped: clamping would need a body edit the client did not ask

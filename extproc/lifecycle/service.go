@@ -437,6 +437,10 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 	if !m.PriceComplete() {
 		return apierr.Param(apierr.PricingUnavailable, "model", "No complete published price exists for the model '"+id+"'.")
 	}
+	if f := r.parsed.Unpriced; f != "" && r.endpoint != EndpointCountTokens {
+		return apierr.Param(apierr.PricingUnavailable, f,
+			"'"+f+"' asks for server-side tools that have no published price on this gateway; use client-side (function) tools.")
+	}
 	if r.parsed.MaxOutput > m.MaxOutputTokens && r.endpoint != EndpointCountTokens {
 		return apierr.Param(apierr.InvalidMaxTokens, r.parsed.MaxOutputParam,
 			"'"+r.parsed.MaxOutputParam+"' is too large: the model '"+id+"' supports at most "+strconv.FormatInt(m.MaxOutputTokens, 10)+" output tokens.")

@@ -74,8 +74,17 @@ func ParseChat(body []byte) (wire.Parsed, *apierr.Error) {
 	if tools != "" {
 		p.Prompt.Texts = append(p.Prompt.Texts, tools)
 	}
+	p.Unpriced = wire.ServerTools(root, clientTool)
+	if w := root.Get("web_search_options"); w.Exists() && w.Type != gjson.Null {
+		p.Unpriced = "web_search_options"
+	}
 	return p, nil
 }
+
+// clientTool reports whether an OpenAI tool type is run by the client (function and
+// custom tools): only their tokens are billed. Built-in tools (web search, file search,
+// code interpreter, image generation, …) are run and billed by the provider per call.
+func clientTool(typ string) bool { return typ == "function" || typ == "custom" }
 
 // typed checks the types of the optional fields the spec types, and returns the raw
 // tools JSON ("" when absent).

@@ -59,6 +59,7 @@ func ParseResponses(body []byte) (wire.Parsed, *apierr.Error) {
 	if tools != "" {
 		p.Prompt.Texts = append(p.Prompt.Texts, tools)
 	}
+	p.Unpriced = wire.ServerTools(root, clientTool)
 	if err := wire.OptionalStringOrObject(root, "tool_choice"); err != nil {
 		return p, err
 	}

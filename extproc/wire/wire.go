@@ -69,6 +69,26 @@ type Parsed struct {
 	Voice string
 	// Video holds a video submission's fields; nil on other endpoints.
 	Video *Video
+	// Unpriced names the request field that asks the upstream for work the catalog
+	// publishes no price for (server-side tools: web search, code execution, …): the
+	// provider would bill it beyond tokens, so the request is refused as
+	// pricing_unavailable at the pricing step. Empty when there is none.
+	Unpriced string
+}
+
+// ServerTools returns "tools" when the tools array holds a tool whose type the caller's
+// clientTool does not accept — a tool the provider runs and bills itself — else "". A
+// tool without a type is a client tool.
+func ServerTools(root gjson.Result, clientTool func(typ string) bool) string {
+	found := ""
+	root.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		if typ := t.Get("type"); typ.Exists() && typ.Type == gjson.String && !clientTool(typ.Str) {
+			found = "tools"
+			return false
+		}
+		return true
+	})
+	return found
 }
 
 // Video is what a video submission asks for, before the model's own rules (duration
