@@ -55,6 +55,7 @@ var checks = []check{
 	{"network policies", checkNetworkPolicies},
 	{"reachability", checkReachability},
 	{"envoy wiring", checkEnvoy},
+	{"scrapes and the envoy admin port", checkScrapes},
 	{"extproc wiring", checkExtproc},
 	{"accounting wiring", checkAccounting},
 	{"graceful stop", checkGracefulStop},
@@ -913,147 +914,9 @@ func findContainer(t *corev1.PodTemplateSpec, name string) *corev1.Container {
 	return &corev1.Container{Name: name + " (missing)"}
 }
 
-// envoyConfig is the part of envoy.yaml the manifests depend on.
-type envoyConfig struct {
-	Admin struct {
-		Address envoyAddress `json:"address"`
-	} `json:"admin"`
-	StaticResources struct {
-		Listeners []struct {
-			Name    string       `json:"name"`
-			Address envoyAddress `json:"address"`
-		} `json:"listeners"`
-		Clusters []struct {
-			Name           string `json:"name"`
-			LoadAssignment struct {
-				Endpoints []struct {
-					LbEndpoints []struct {
-						Endpoint struct {
-							Address envoyAddress `json:"address"`
-						} `json:"endpoint"`
-					} `json:"lb_endpoints"`
-				} `json:"endpoints"`
-			} `json:"load_assignment"`
-		} `json:"clusters"`
-	} `json:"static_resources"`
-}
-
-type envoyAddress struct {
-	SocketAddress struct {
-		Address   string `json:"address"`
-		PortValue int32  `json:"port_value"`
-	} `json:"socket_address"`
-}
-
-func (a envoyAddress) String() string {
-	return net.JoinHostPort(a.SocketAddress.Address, strconv.Itoa(int(a.SocketAddress.PortValue)))
-}
-
-// gatewayEnvoy returns the gateway pod's Envoy container and the config it loads.
-func (b *bundle) gatewayEnvoy() (*corev1.PodTemplateSpec, *corev1.Container, *envoyConfig, error) {
-	gw, ok := b.Deployments["gateway"]
-	if !ok {
-		return nil, nil, nil, errors.New("no gateway Deployment")
-	}
-	t := &gw.Spec.Template
-	c := findContainer(t, "envoy")
-	cfgPath, ok := flagValue(c.Args, "config-path")
-	if !ok {
-		cfgPath, ok = flagValue(c.Args, "c")
-	}
-	if !ok {
-		return nil, nil, nil, errors.New("envoy container: no --config-path")
-	}
-	data, err := b.readFile(t, c, cfgPath)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("envoy container: %w", err)
-	}
-	cfg := &envoyConfig{}
-	if err := parseYAML(data, cfg); err != nil {
-		return nil, nil, nil, fmt.Errorf("envoy config: %w", err)
-	}
-	return t, c, cfg, nil
-}
-
-func (cfg *envoyConfig) cluster(name string) (string, bool) {
-	for _, c := range cfg.StaticResources.Clusters {
-		if c.Name == name {
-			for _, e := range c.LoadAssignment.Endpoints {
-				for _, lb := range e.LbEndpoints {
-					return lb.Endpoint.Address.String(), true
-				}
-			}
-			return "", true
-		}
-	}
-	return "", false
-}
-
 func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "localhost" || ip != nil && ip.IsLoopback()
-}
-
-func checkEnvoy(b *bundle) []error {
-	t, envoy, cfg, err := b.gatewayEnvoy()
-	if err != nil {
-		return []error{err}
-	}
-	var errs []error
-	// The listener is what the Service's targetPort reaches, on the pod's interfaces.
-	if len(cfg.StaticResources.Listeners) != 1 {
-		return append(errs, fmt.Errorf("envoy.yaml: %d listeners, want 1", len(cfg.StaticResources.Listeners)))
-	}
-	lis := cfg.StaticResources.Listeners[0].Address.SocketAddress
-	if isLoopback(lis.Address) {
-		errs = append(errs, fmt.Errorf("envoy listener binds %s: unreachable from outside the pod", lis.Address))
-	}
-	svc, ok := b.Services["gateway"]
-	if !ok || len(svc.Spec.Ports) != 1 {
-		errs = append(errs, errors.New("Service/gateway: want exactly one port"))
-	} else if n, c, ok := podPort(t, svc.Spec.Ports[0].TargetPort); !ok || c.Name != "envoy" || n != lis.PortValue {
-		errs = append(errs, fmt.Errorf("Service/gateway targetPort %s is not Envoy's listener port %d", svc.Spec.Ports[0].TargetPort.String(), lis.PortValue))
-	}
-	// The admin interface serves the readiness probe.
-	admin := cfg.Admin.Address.SocketAddress
-	if isLoopback(admin.Address) {
-		errs = append(errs, fmt.Errorf("envoy admin binds %s: the kubelet cannot probe it", admin.Address))
-	}
-	rp := envoy.ReadinessProbe
-	if rp == nil || rp.HTTPGet == nil || rp.HTTPGet.Path != "/ready" {
-		errs = append(errs, errors.New("envoy container: readiness probe must be GET /ready on the admin port"))
-	} else if n, ok := containerPort(envoy, rp.HTTPGet.Port); !ok || n != admin.PortValue {
-		errs = append(errs, fmt.Errorf("envoy readiness probe port %s is not the admin port %d", rp.HTTPGet.Port.String(), admin.PortValue))
-	}
-	for _, p := range []*corev1.Probe{envoy.LivenessProbe, envoy.StartupProbe} {
-		if p != nil && p.HTTPGet != nil {
-			if n, ok := containerPort(envoy, p.HTTPGet.Port); !ok || n != admin.PortValue {
-				errs = append(errs, fmt.Errorf("envoy probe port %s is not the admin port %d", p.HTTPGet.Port.String(), admin.PortValue))
-			}
-		}
-	}
-	// Every declared Envoy port is one Envoy listens on.
-	for _, cp := range envoy.Ports {
-		if cp.ContainerPort != lis.PortValue && cp.ContainerPort != admin.PortValue {
-			errs = append(errs, fmt.Errorf("envoy container declares port %d that Envoy does not listen on", cp.ContainerPort))
-		}
-	}
-	// ext_proc goes over the pod's loopback to the extproc container.
-	ep, ok := cfg.cluster("extproc")
-	if !ok {
-		return append(errs, errors.New("envoy.yaml: no extproc cluster"))
-	}
-	listen, ok := b.envValue(findContainer(t, "extproc"), "EXTPROC_ADDR")
-	if !ok {
-		return append(errs, errors.New("extproc container: EXTPROC_ADDR is not set"))
-	}
-	if ep != listen {
-		errs = append(errs, fmt.Errorf("envoy's extproc cluster is %s but extproc listens on %s", ep, listen))
-	}
-	if h, _, _ := net.SplitHostPort(ep); !isLoopback(h) {
-		errs = append(errs, fmt.Errorf("envoy's extproc cluster %s is not on the pod's loopback", ep))
-	}
-	return errs
 }
 
 // checkListen checks that a container's health port env var binds the pod's interfaces
@@ -1270,6 +1133,9 @@ func checkCatalog(b *bundle) []error {
 		for _, ch := range m.Channels() {
 			if _, ok := cfg.cluster(ch.Cluster); !ok {
 				errs = append(errs, fmt.Errorf("catalog channel %s: cluster %q is not in envoy.yaml", ch.Name, ch.Cluster))
+			}
+			if cfg.reachesAdmin(ch.Cluster) {
+				errs = append(errs, fmt.Errorf("catalog channel %s: cluster %q is Envoy's admin interface", ch.Name, ch.Cluster))
 			}
 			if len(b.Clusters) > 0 && ch.Cluster == "mock-providers" {
 				errs = append(errs, fmt.Errorf("catalog channel %s: production routes to the mock providers", ch.Name))

@@ -13,24 +13,104 @@ import (
 // envoyCopyHeader starts deploy/base/envoy/envoy.yaml.
 const envoyCopyHeader = `# GENERATED from envoy/envoy.yaml by deploy/copies_test.go; do not edit. Edit
 # envoy/envoy.yaml, then run: cd deploy && go test -run TestEnvoyConfigCopy -update .
-# In the gateway pod the listener and the admin interface bind every interface, so the
-# Service and the kubelet's probes reach them; the extproc and mock-providers clusters
-# stay on the pod's loopback.
+# In the gateway pod the gateway listener binds every interface (the Service reaches it);
+# the admin interface stays on the pod's loopback, since whoever reaches it can POST
+# /quitquitquit, /drain_listeners, /runtime_modify or /logging. The kubelet's probes and
+# Prometheus go through the added ops listener instead, which forwards GET /ready and
+# GET /stats/prometheus (nothing else) to the admin interface over loopback. The
+# extproc and mock-providers clusters stay on the pod's loopback.
 `
 
+// The pod's ops listener and the cluster it forwards to: Envoy's admin interface, which
+// stays on the loopback address of envoy/envoy.yaml.
+const (
+	adminAddress     = "127.0.0.1:9901"
+	opsListenerName  = "ops"
+	opsPort          = 9902
+	adminClusterName = "envoy-admin"
+)
+
 // podAddresses are the socket addresses of envoy/envoy.yaml that the pod binds
-// differently (the local stack's loopback defaults → the pod's interfaces).
+// differently (the local stack's loopback defaults → the pod's interfaces). The admin
+// address is not among them.
 var podAddresses = map[string]string{
 	"127.0.0.1:8080": "0.0.0.0:8080",
-	"127.0.0.1:9901": "0.0.0.0:9901",
 }
 
-// envoyForPod derives the pod's envoy.yaml from envoy/envoy.yaml: socket addresses are
-// written as an `address: H` line followed, within the same socket_address, by a
-// `port_value: P` line (envoy/envoy.yaml keeps that shape for the local stack too).
+// opsListener is inserted first under static_resources.listeners of the pod's copy.
+const opsListener = `    # ops (deploy only): the kubelet's probes and Prometheus reach Envoy's admin
+    # interface through this listener, for exactly GET /ready and GET
+    # /stats/prometheus. Every other request is answered 404 here and never reaches
+    # the admin interface (no path rewriting, no normalization: the exact path is
+    # forwarded or nothing is).
+    - name: ops
+      address:
+        socket_address:
+          address: 0.0.0.0
+          port_value: 9902
+      filter_chains:
+        - filters:
+            - name: envoy.filters.network.http_connection_manager
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+                stat_prefix: ops
+                codec_type: HTTP1
+                route_config:
+                  name: ops
+                  virtual_hosts:
+                    - name: ops
+                      domains: ["*"]
+                      routes:
+                        - match:
+                            path: /ready
+                            headers:
+                              - name: ":method"
+                                string_match: {exact: GET}
+                          route:
+                            cluster: envoy-admin
+                        - match:
+                            path: /stats/prometheus
+                            headers:
+                              - name: ":method"
+                                string_match: {exact: GET}
+                          route:
+                            cluster: envoy-admin
+                        - match:
+                            prefix: /
+                          direct_response:
+                            status: 404
+                http_filters:
+                  - name: envoy.filters.http.router
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+`
+
+// adminCluster is inserted first under static_resources.clusters of the pod's copy.
+const adminCluster = `    # envoy-admin (deploy only): Envoy's own admin interface on the pod's loopback, the
+    # upstream of the ops listener. No catalog channel may name it.
+    - name: envoy-admin
+      type: STATIC
+      connect_timeout: 1s
+      load_assignment:
+        cluster_name: envoy-admin
+        endpoints:
+          - lb_endpoints:
+              - endpoint:
+                  address:
+                    socket_address:
+                      address: 127.0.0.1
+                      port_value: 9901
+`
+
+// envoyForPod derives the pod's envoy.yaml from envoy/envoy.yaml: it rebinds the
+// gateway listener to the pod's interfaces, keeps the admin interface on loopback, and
+// adds the ops listener and its envoy-admin cluster. Socket addresses are written as
+// an `address: H` line followed, within the same socket_address, by a `port_value: P`
+// line (envoy/envoy.yaml keeps that shape for the local stack too); the listeners and
+// clusters lists start at lines `  listeners:` and `  clusters:` of static_resources.
 func envoyForPod(src []byte) ([]byte, error) {
 	lines := strings.Split(string(src), "\n")
-	done := map[string]bool{}
+	found := map[string]bool{}
 	for i := range lines {
 		host, ok := strings.CutPrefix(strings.TrimSpace(lines[i]), "address: ")
 		if !ok {
@@ -41,6 +121,7 @@ func envoyForPod(src []byte) ([]byte, error) {
 			if !ok {
 				continue
 			}
+			found[host+":"+port] = true
 			to, ok := podAddresses[host+":"+port]
 			if !ok {
 				break
@@ -48,16 +129,36 @@ func envoyForPod(src []byte) ([]byte, error) {
 			nh, np, _ := strings.Cut(to, ":")
 			lines[i] = strings.Replace(lines[i], host, nh, 1)
 			lines[j] = strings.Replace(lines[j], port, np, 1)
-			done[host+":"+port] = true
 			break
 		}
 	}
 	for from := range podAddresses {
-		if !done[from] {
+		if !found[from] {
 			return nil, fmt.Errorf("envoy/envoy.yaml has no socket address %s to rebind", from)
 		}
 	}
-	return []byte(envoyCopyHeader + strings.Join(lines, "\n")), nil
+	if !found[adminAddress] {
+		return nil, fmt.Errorf("envoy/envoy.yaml has no socket address %s (the admin interface the ops listener forwards to)", adminAddress)
+	}
+	var out []string
+	inserted := map[string]int{}
+	for _, l := range lines {
+		out = append(out, l)
+		switch l {
+		case "  listeners:":
+			out = append(out, strings.TrimSuffix(opsListener, "\n"))
+			inserted[l]++
+		case "  clusters:":
+			out = append(out, strings.TrimSuffix(adminCluster, "\n"))
+			inserted[l]++
+		}
+	}
+	for _, l := range []string{"  listeners:", "  clusters:"} {
+		if inserted[l] != 1 {
+			return nil, fmt.Errorf("envoy/envoy.yaml has %d lines %q, want 1", inserted[l], l)
+		}
+	}
+	return []byte(envoyCopyHeader + strings.Join(out, "\n")), nil
 }
 
 // checkCopy compares a generated file with what it should hold, rewriting it with -update.
@@ -87,25 +188,61 @@ func TestEnvoyConfigCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCopy(t, filepath.Join("base", "envoy", "envoy.yaml"), want,
-		"envoy/envoy.yaml with the listener and admin on 0.0.0.0")
+		"envoy/envoy.yaml with the listener on 0.0.0.0, admin on loopback and the ops listener added")
 }
 
-func TestEnvoyForPodRebindsOnlyListenerAndAdmin(t *testing.T) {
-	src := []byte("admin:\n  address:\n    socket_address:\n      address: 127.0.0.1\n      port_value: 9901\n" +
-		"x:\n  address: 127.0.0.1\n  port_value: 8080\n" +
-		"y:\n  socket_address:\n    address: 127.0.0.1\n    port_value: 50051\n")
-	got, err := envoyForPod(src)
-	if err != nil {
-		t.Fatal(err)
+func TestEnvoyForPod(t *testing.T) {
+	const (
+		admin    = "admin:\n  address:\n    socket_address:\n      address: 127.0.0.1\n      port_value: 9901\n"
+		listener = "static_resources:\n  listeners:\n    - name: gateway\n      address:\n        socket_address:\n          address: 127.0.0.1\n          port_value: 8080\n"
+		cluster  = "  clusters:\n    - name: extproc\n      socket_address:\n        address: 127.0.0.1\n        port_value: 50051\n"
+	)
+	tests := []struct {
+		name    string
+		src     string
+		want    []string // in the body, after the header
+		wantErr string
+	}{
+		{
+			name: "rebinds the listener only and adds ops",
+			src:  admin + listener + cluster,
+			want: []string{
+				"address: 127.0.0.1\n      port_value: 9901",           // admin stays on loopback
+				"address: 0.0.0.0\n          port_value: 8080",         // the gateway listener
+				"address: 127.0.0.1\n        port_value: 50051",        // extproc
+				"  listeners:\n" + opsListener + "    - name: gateway", // ops first
+				"  clusters:\n" + adminCluster + "    - name: extproc",
+			},
+		},
+		{name: "no listener address", src: admin + "static_resources:\n  listeners:\n" + cluster, wantErr: "no socket address 127.0.0.1:8080"},
+		{name: "admin elsewhere", src: strings.Replace(admin, "9901", "9911", 1) + listener + cluster, wantErr: "no socket address 127.0.0.1:9901"},
+		{name: "no clusters list", src: admin + listener, wantErr: `0 lines "  clusters:"`},
 	}
-	body := strings.TrimPrefix(string(got), envoyCopyHeader)
-	for _, want := range []string{"address: 0.0.0.0\n      port_value: 9901", "address: 0.0.0.0\n  port_value: 8080", "address: 127.0.0.1\n    port_value: 50051"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("missing %q in:\n%s", want, body)
-		}
-	}
-	if _, err := envoyForPod([]byte("admin: {}\n")); err == nil {
-		t.Error("a config without the listener and admin addresses was accepted")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := envoyForPod([]byte(tc.src))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, ok := strings.CutPrefix(string(got), envoyCopyHeader)
+			if !ok {
+				t.Fatal("the copy does not start with its header")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("missing %q in:\n%s", w, body)
+				}
+			}
+			if strings.Contains(body, "address: 0.0.0.0\n      port_value: 9901") {
+				t.Error("admin rebound to the pod's interfaces")
+			}
+		})
 	}
 }
 
@@ -185,7 +322,8 @@ func TestReadmeDocumentsWhatOperatorsProvide(t *testing.T) {
 		"gateway_requests_total", "gateway_phase_duration_seconds", "gateway_accounting_call_duration_seconds",
 		"gateway_tokens_total", "gateway_credits_micros_total", "gateway_reservations_in_flight",
 		"gateway_upstream_errors_total", "accounting_ledger_errors_total",
-		"kubectl apply -k", "--migrate-only", "message_timeout", "per_connection_buffer_limit_bytes")
+		"kubectl apply -k", "--migrate-only", "message_timeout", "per_connection_buffer_limit_bytes",
+		adminAddress, fmt.Sprintf("0.0.0.0:%d", opsPort), "GET /ready", "GET /stats/prometheus", adminClusterName)
 	for _, w := range want {
 		if !strings.Contains(readme, w) {
 			t.Errorf("README.md does not mention %q", w)
