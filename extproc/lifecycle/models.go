@@ -21,10 +21,7 @@ func (r *Request) listModels(ctx context.Context) Action {
 		if g.AccountSuspended {
 			return r.fail(apiAccountSuspended())
 		}
-		eligible = func(m *catalog.Model) bool {
-			return (len(g.AllowedModels) == 0 || contains(g.AllowedModels, m.ID)) &&
-				(m.Free || g.AccountToppedUp) && m.HasCandidate(g.Tier) && m.PriceComplete()
-		}
+		eligible = func(m *catalog.Model) bool { return modelRefusal(&g, m, m.HasCandidate(g.Tier)) == nil }
 	}
 	b := make([]byte, 0, 1024)
 	b = append(b, `{"object":"list","data":[`...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"mime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -236,22 +237,16 @@ func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bo
 			return r.fail(e)
 		}
 	}
-	return Action{ReplaceBody: true, Body: out, SetHeaders: []Header{{"content-length", itoa(len(out))}}}
+	return Action{ReplaceBody: true, Body: out, SetHeaders: []Header{{"content-length", strconv.Itoa(len(out))}}}
 }
 
 // settleBody settles a complete buffered success by endpoint, or returns the error to
-// answer instead (the hold then released).
+// answer instead (the hold then released). Images never come here: they are rewritten
+// in chunks (see ResponseHeaders) and settled at their end of stream.
 func (r *Request) settleBody(ctx context.Context, out []byte) *apierr.Error {
 	switch r.endpoint {
 	case EndpointVideoGet:
 		r.proxied = false
-		return nil
-	case EndpointImages:
-		if gjson.GetBytes(out, "data.#").Int() < 1 {
-			r.release(ctx, "upstream_unusable_response")
-			return upstreamError(apierr.UpstreamError)
-		}
-		r.commitUnits(ctx, "images", r.units)
 		return nil
 	case EndpointVideoSubmit:
 		return r.settleVideo(ctx, out)
@@ -322,20 +317,6 @@ func upstreamError(code apierr.Code) *apierr.Error {
 		msg = "The request could not be completed; nothing was charged."
 	}
 	return apierr.New(code, msg)
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	if n == 0 {
-		return "0"
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }
 
 // recordTimeout bounds recording a video task, retries included.

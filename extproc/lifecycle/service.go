@@ -309,7 +309,7 @@ func (r *Request) ledgerError(err error, op string) *apierr.Error {
 	case ledger.ReasonInvalidAPIKey:
 		return apierr.New(apierr.InvalidAPIKey, "Invalid API key.")
 	case ledger.ReasonAccountSuspended:
-		return apierr.New(apierr.AccountSuspended, "The account is suspended.")
+		return apiAccountSuspended()
 	case ledger.ReasonInsufficientCredits:
 		return apierr.New(apierr.InsufficientCredits, "Available credits cannot cover the request's maximum estimated cost (credits held by in-flight requests are not available). Lower the output-token limit, wait for a request to finish, or add credits.")
 	case ledger.ReasonKeyLimitReached:
@@ -417,7 +417,7 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 	}
 	g := &r.grant
 	if g.AccountSuspended {
-		return apierr.New(apierr.AccountSuspended, "The account is suspended.")
+		return apiAccountSuspended()
 	}
 	id := r.parsed.Model
 	m, ok := r.svc.cfg.Catalog.Model(id)
@@ -425,17 +425,8 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 		return apierr.Param(apierr.ModelNotAvailable, "model", "The model '"+id+"' is not available on this endpoint.")
 	}
 	r.model = m
-	if len(g.AllowedModels) > 0 && !contains(g.AllowedModels, id) {
-		return apierr.Param(apierr.ModelNotAllowed, "model", "This key is not allowed to call the model '"+id+"'.")
-	}
-	if !m.Free && !g.AccountToppedUp {
-		return apierr.Param(apierr.ModelRequiresTopUp, "model", "The model '"+id+"' requires a top-up; free models remain callable.")
-	}
-	if len(r.candidates()) == 0 {
-		return apierr.Param(apierr.ModelNotAvailable, "model", "No route for the model '"+id+"' is available to this key.")
-	}
-	if !m.PriceComplete() {
-		return apierr.Param(apierr.PricingUnavailable, "model", "No complete published price exists for the model '"+id+"'.")
+	if e := modelRefusal(g, m, len(r.candidates()) > 0); e != nil {
+		return e
 	}
 	if f := r.parsed.Unpriced; f != "" && r.endpoint != EndpointCountTokens {
 		return apierr.Param(apierr.PricingUnavailable, f,
@@ -448,13 +439,22 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 	return nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
+// modelRefusal is the first of the model rules of the admission order (steps 6 to 9)
+// that the grant fails for model m — allowlist, top-up, a channel open to the tier
+// (hasCandidate), a complete price — or nil when it may call m. Admission and the
+// models list share it, so the list shows exactly what admission would let through.
+func modelRefusal(g *ledger.Grant, m *catalog.Model, hasCandidate bool) *apierr.Error {
+	switch {
+	case len(g.AllowedModels) > 0 && !slices.Contains(g.AllowedModels, m.ID):
+		return apierr.Param(apierr.ModelNotAllowed, "model", "This key is not allowed to call the model '"+m.ID+"'.")
+	case !m.Free && !g.AccountToppedUp:
+		return apierr.Param(apierr.ModelRequiresTopUp, "model", "The model '"+m.ID+"' requires a top-up; free models remain callable.")
+	case !hasCandidate:
+		return apierr.Param(apierr.ModelNotAvailable, "model", "No route for the model '"+m.ID+"' is available to this key.")
+	case !m.PriceComplete():
+		return apierr.Param(apierr.PricingUnavailable, "model", "No complete published price exists for the model '"+m.ID+"'.")
 	}
-	return false
+	return nil
 }
 
 // candidates are the admitted model's channels open to the key's tier (and, for
@@ -481,7 +481,7 @@ func (r *Request) candidates() []*catalog.Channel {
 func (r *Request) modelRules(ctx context.Context) *apierr.Error {
 	switch r.endpoint {
 	case EndpointSpeech:
-		if !contains(r.model.Voices, r.parsed.Voice) {
+		if !slices.Contains(r.model.Voices, r.parsed.Voice) {
 			return apierr.Param(apierr.InvalidRequest, "voice",
 				"The voice '"+truncate(r.parsed.Voice, 64)+"' is not supported by the model '"+r.model.ID+"'; use one of: "+strings.Join(r.model.Voices, ", ")+".")
 		}
@@ -524,14 +524,8 @@ func (r *Request) MaxCost() int64 {
 	if out == 0 {
 		out = m.MaxOutputTokens
 	}
-	var in, outP int64
-	if m.Prices.InputPerMTok != nil {
-		in = *m.Prices.InputPerMTok
-	}
-	if m.Prices.OutputPerMTok != nil {
-		outP = *m.Prices.OutputPerMTok
-	}
-	return tokens.Cost(tokens.WithMargin(r.promptTokens(), r.parsed.Prompt.Media), in) + tokens.Cost(out, outP)
+	return tokens.Cost(tokens.WithMargin(r.promptTokens(), r.parsed.Prompt.Media), deref(m.Prices.InputPerMTok)) +
+		tokens.Cost(out, deref(m.Prices.OutputPerMTok))
 }
 
 // unitCost is the price of n units of a per-unit model: characters per million,
