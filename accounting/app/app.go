@@ -61,7 +61,7 @@ type Config struct {
 	Listen        string
 	DatabaseURL   string
 	MetricsListen string
-	Tokens        TokenSets
+	Tokens        authn.TokenSets
 	// MigrateOnly: ensure the database, apply migrations, exit.
 	MigrateOnly bool
 	// SweepInterval is how often held reservations past their expiry are released.
@@ -216,7 +216,7 @@ func openStore(ctx context.Context, databaseURL string) (*store.Store, error) {
 
 // Run serves until ctx ends, then stops gracefully within cfg.ShutdownTimeout.
 func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
-	az, err := newMultiAuthorizer(cfg.Tokens)
+	az, err := authn.NewSetAuthorizer(cfg.Tokens)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 }
 
 // serve runs the listeners, the hub and the sweeper over st.
-func serve(ctx context.Context, cfg Config, log *zap.Logger, az *multiAuthorizer, raw ledger.Store) error {
+func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorizer, raw ledger.Store) error {
 	m := metrics.New()
 	st := m.WrapStore(raw)
 	lis, err := net.Listen("tcp", cfg.Listen)
@@ -244,7 +244,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *multiAuthorizer
 	}
 
 	// The metrics interceptor runs first, so refused credentials are timed too.
-	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor())}, az.serverOptions()...)
+	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor())}, az.ServerOptions()...)
 	opts = append(opts,
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/server"
 	"github.com/llmgw/gateway/accounting/server/servertest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
@@ -26,7 +27,7 @@ import (
 // service token on LedgerService. The methods come from the generated service
 // descriptions, so a method added later is covered without editing this test.
 func TestEveryMethodNeedsItsRole(t *testing.T) {
-	az, err := newMultiAuthorizer(TokenSets{Service: []string{svcOld}, Admin: []string{admOld}})
+	az, err := authn.NewSetAuthorizer(authn.TokenSets{Service: []string{svcOld}, Admin: []string{admOld}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestEveryMethodNeedsItsRole(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go hub.Run(ctx)
-	gs := grpc.NewServer(az.serverOptions()...)
+	gs := grpc.NewServer(az.ServerOptions()...)
 	server.New(st, hub, server.Options{}).Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

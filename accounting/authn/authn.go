@@ -1,10 +1,11 @@
-// Package authn holds the service credentials of the accounting gRPC API: loading the
-// two bearer tokens, and the server interceptors that admit a call only with the right
+// Package authn holds the service credentials of the accounting gRPC API: the bearer
+// tokens of each role, and the server interceptors that admit a call only with the right
 // one.
 //
 // Two roles exist. The service token (extproc) may call LedgerService; the admin token
-// (gatewayctl, the console) may call AdminService and LedgerService. Tokens are compared
-// in constant time, and a refused call says only "unauthenticated", never which token
+// (gatewayctl, the console) may call AdminService and LedgerService. A role may accept
+// several tokens at once (TokenSets), so that a token is rotated without an outage.
+// Tokens are compared in constant time, and a refused call says only "unauthenticated", never which token
 // was expected or whether one was present. Tokens are never logged.
 //
 // The package knows the accounting service names but nothing of the ledger or the store.
@@ -17,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -55,20 +57,55 @@ type Tokens struct {
 }
 
 // Validate reports every problem with the tokens at once.
-func (t Tokens) Validate() error {
+func (t Tokens) Validate() error { return t.sets().Validate() }
+
+// sets is t as TokenSets; an empty token is a missing one.
+func (t Tokens) sets() TokenSets {
+	var s TokenSets
+	if t.Service != "" {
+		s.Service = []string{t.Service}
+	}
+	if t.Admin != "" {
+		s.Admin = []string{t.Admin}
+	}
+	return s
+}
+
+// TokenSets are the bearer tokens accepted per role. More than one token of a role is
+// accepted at once so that a token can be rotated without an outage: add the new one,
+// roll the callers, remove the old one (deploy/README.md, "Rotating credentials").
+type TokenSets struct {
+	Service []string
+	Admin   []string
+}
+
+// Validate reports every problem at once: each role needs at least one token, every
+// token must be at least MinTokenLength bytes, and no token may serve both roles.
+func (t TokenSets) Validate() error {
 	var errs []error
-	if t.Service == "" {
+	if len(t.Service) == 0 {
 		errs = append(errs, fmt.Errorf("service token missing (set %s or --service-token-file)", EnvServiceToken))
-	} else if len(t.Service) < MinTokenLength {
-		errs = append(errs, fmt.Errorf("service token shorter than %d bytes", MinTokenLength))
 	}
-	if t.Admin == "" {
+	if len(t.Admin) == 0 {
 		errs = append(errs, fmt.Errorf("admin token missing (set %s or --admin-token-file)", EnvAdminToken))
-	} else if len(t.Admin) < MinTokenLength {
-		errs = append(errs, fmt.Errorf("admin token shorter than %d bytes", MinTokenLength))
 	}
-	if t.Service != "" && t.Service == t.Admin {
-		errs = append(errs, errors.New("service and admin tokens must differ"))
+	for _, s := range t.Service {
+		if len(s) < MinTokenLength {
+			errs = append(errs, fmt.Errorf("service token shorter than %d bytes", MinTokenLength))
+			break
+		}
+	}
+	for _, a := range t.Admin {
+		if len(a) < MinTokenLength {
+			errs = append(errs, fmt.Errorf("admin token shorter than %d bytes", MinTokenLength))
+			break
+		}
+	}
+	for _, s := range t.Service {
+		if slices.Contains(t.Admin, s) {
+			errs = append(errs, errors.New("service and admin tokens must differ"))
+			break
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -105,27 +142,43 @@ func BearerToken(md metadata.MD) string {
 
 // Authorizer checks the credentials of incoming calls. It is safe for concurrent use.
 type Authorizer struct {
-	service [sha256.Size]byte
-	admin   [sha256.Size]byte
+	service [][sha256.Size]byte
+	admin   [][sha256.Size]byte
 }
 
-// NewAuthorizer returns an Authorizer for tokens, which must be valid.
-func NewAuthorizer(t Tokens) (*Authorizer, error) {
+// NewAuthorizer returns an Authorizer for one token per role; the tokens must be valid.
+func NewAuthorizer(t Tokens) (*Authorizer, error) { return NewSetAuthorizer(t.sets()) }
+
+// NewSetAuthorizer returns an Authorizer that accepts every token of t, which must be
+// valid.
+func NewSetAuthorizer(t TokenSets) (*Authorizer, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	return &Authorizer{service: sha256.Sum256([]byte(t.Service)), admin: sha256.Sum256([]byte(t.Admin))}, nil
+	a := &Authorizer{}
+	for _, s := range t.Service {
+		a.service = append(a.service, sha256.Sum256([]byte(s)))
+	}
+	for _, s := range t.Admin {
+		a.admin = append(a.admin, sha256.Sum256([]byte(s)))
+	}
+	return a, nil
 }
 
 // RoleOf returns the role of a presented token. Hashing first makes the comparison
-// independent of the token's length; both comparisons always run.
+// independent of the token's length; every comparison always runs.
 func (a *Authorizer) RoleOf(token string) Role {
 	if token == "" {
 		return RoleNone
 	}
 	h := sha256.Sum256([]byte(token))
-	isService := subtle.ConstantTimeCompare(h[:], a.service[:])
-	isAdmin := subtle.ConstantTimeCompare(h[:], a.admin[:])
+	isService, isAdmin := 0, 0
+	for _, s := range a.service {
+		isService |= subtle.ConstantTimeCompare(h[:], s[:])
+	}
+	for _, s := range a.admin {
+		isAdmin |= subtle.ConstantTimeCompare(h[:], s[:])
+	}
 	switch {
 	case isAdmin == 1:
 		return RoleAdmin

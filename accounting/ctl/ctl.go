@@ -6,8 +6,8 @@
 // for usage errors and 1 for everything else. Amounts are decimal credits both ways,
 // printed as exact JSON numbers beside their integer "_micros" twins.
 //
-// The package talks only to the gRPC API (through accounting/client); it never sees
-// the store.
+// The package talks only to the gRPC API (through accounting/client, with authn's
+// token loading); it never sees the store.
 package ctl
 
 import (
@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
@@ -34,7 +35,7 @@ import (
 const (
 	DefaultAccountingAddr = "127.0.0.1:50052"
 	EnvAccountingAddr     = "GATEWAY_ACCOUNTING_ADDR"
-	EnvAdminToken         = "GATEWAY_ADMIN_TOKEN"
+	EnvAdminToken         = authn.EnvAdminToken
 	// DefaultAdminTokenFile is where the local stack writes the admin token, relative
 	// to the working directory (the repository root).
 	DefaultAdminTokenFile = ".run/admin-token"
@@ -213,29 +214,19 @@ func parseCommandLine(args []string) (command, parsed, error) {
 // adminToken resolves the admin token: the flag's file, else the environment, else
 // the local stack's file.
 func adminToken(file string, getenv func(string) string) (string, error) {
-	read := func(path string) (string, error) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", fmt.Errorf("read admin token: %w", err)
+	if file == "" && strings.TrimSpace(getenv(EnvAdminToken)) == "" {
+		if _, err := os.Stat(DefaultAdminTokenFile); err != nil {
+			wd, _ := os.Getwd()
+			return "", fmt.Errorf("no admin token: set %s, pass --admin-token-file, or run from the repository root while make run is up (no %s)",
+				EnvAdminToken, filepath.Join(wd, DefaultAdminTokenFile))
 		}
-		tok := strings.TrimSpace(string(b))
-		if tok == "" {
-			return "", fmt.Errorf("admin token file %s is empty", path)
-		}
-		return tok, nil
+		file = DefaultAdminTokenFile
 	}
-	if file != "" {
-		return read(file)
+	tok, err := authn.LoadToken(file, EnvAdminToken, getenv)
+	if err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
 	}
-	if tok := strings.TrimSpace(getenv(EnvAdminToken)); tok != "" {
-		return tok, nil
-	}
-	if _, err := os.Stat(DefaultAdminTokenFile); err == nil {
-		return read(DefaultAdminTokenFile)
-	}
-	wd, _ := os.Getwd()
-	return "", fmt.Errorf("no admin token: set %s, pass --admin-token-file, or run from the repository root while make run is up (no %s)",
-		EnvAdminToken, filepath.Join(wd, DefaultAdminTokenFile))
+	return tok, nil
 }
 
 // reasonText is how each refusal reads on the console.

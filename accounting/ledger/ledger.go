@@ -25,6 +25,9 @@ const (
 	PoolHighCost Pool = 2
 )
 
+// DefaultTier is the tier of an account created without one.
+const DefaultTier = "default"
+
 // Tier is a named set of limits.
 type Tier struct {
 	Name             string
@@ -193,6 +196,7 @@ type Change struct {
 // database. Refusals are *Refusal errors (read with errors.As); missing rows are
 // ErrNotFound.
 type Store interface {
+	// CreateAccount opens an empty account in tier (DefaultTier when empty).
 	CreateAccount(ctx context.Context, tier string) (Account, error)
 	GetAccount(ctx context.Context, id string) (Account, error)
 	// TopUp adds credits; a repeated idempotencyKey (when not empty) adds nothing.

@@ -27,9 +27,6 @@ import (
 // ttl passes through as zero: the store applies its configured default.
 const MaxReservationTTL = time.Hour
 
-// DefaultTier is the tier of accounts created without one.
-const DefaultTier = "default"
-
 // Options tune a Server; the zero value is usable.
 type Options struct {
 	// Logger receives internal errors; nil means no logging.
@@ -267,11 +264,7 @@ var _ accountingv1.AdminServiceServer = (*AdminServer)(nil)
 
 // CreateAccount opens an account in a tier ("default" when none is given).
 func (a *AdminServer) CreateAccount(ctx context.Context, req *accountingv1.CreateAccountRequest) (*accountingv1.CreateAccountResponse, error) {
-	tier := req.GetTier()
-	if tier == "" {
-		tier = DefaultTier
-	}
-	acc, err := a.s.store.CreateAccount(ctx, tier)
+	acc, err := a.s.store.CreateAccount(ctx, req.GetTier())
 	if err != nil {
 		return nil, a.s.fail(ctx, "CreateAccount", err)
 	}

@@ -10,9 +10,6 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 )
 
-// DefaultTier is the tier of an account created without one.
-const DefaultTier = "default"
-
 const accountColumns = `id::text, tier, balance, reserved, suspended, topped_up, in_flight, in_flight_high_cost, created_at`
 
 func scanAccount(row pgx.Row) (ledger.Account, error) {
@@ -23,11 +20,11 @@ func scanAccount(row pgx.Row) (ledger.Account, error) {
 	return a, err
 }
 
-// CreateAccount creates an empty account in tier (DefaultTier when empty). An unknown
+// CreateAccount creates an empty account in tier (ledger.DefaultTier when empty). An unknown
 // tier is refused with ReasonInvalidArgument.
 func (s *Store) CreateAccount(ctx context.Context, tier string) (ledger.Account, error) {
 	if tier == "" {
-		tier = DefaultTier
+		tier = ledger.DefaultTier
 	}
 	a, err := scanAccount(s.pool.QueryRow(ctx, `
 		INSERT INTO accounts (tier, created_at)

@@ -114,15 +114,18 @@ func (m *Memory) id(prefix string) string {
 	return fmt.Sprintf("%s_%06d", prefix, m.seq)
 }
 
-// CreateAccount implements ledger.Store. Tiers other than default, tight and
-// enterprise are refused with ReasonInvalidArgument.
+// CreateAccount implements ledger.Store. Tiers other than default (also when empty),
+// tight and enterprise are refused with ReasonInvalidArgument.
 func (m *Memory) CreateAccount(_ context.Context, tier string) (ledger.Account, error) {
 	defer m.mu.Unlock()
 	if err := m.lock(); err != nil {
 		return ledger.Account{}, err
 	}
+	if tier == "" {
+		tier = ledger.DefaultTier
+	}
 	switch tier {
-	case "default", "tight", "enterprise":
+	case ledger.DefaultTier, "tight", "enterprise":
 	default:
 		return ledger.Account{}, ledger.Refuse(ledger.ReasonInvalidArgument, "unknown tier "+tier)
 	}
