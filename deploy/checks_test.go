@@ -714,6 +714,13 @@ func peerHasPod(peer networkingv1.NetworkPolicyPeer, lbls map[string]string) boo
 // ingressAllows reports whether the policies let a pod labelled from reach a pod labelled
 // to on its port number (container c provides the named ports).
 func (b *bundle) ingressAllows(from, to map[string]string, c *corev1.Container, number int32) bool {
+	return b.ingressAdmits(to, c, number, func(peer networkingv1.NetworkPolicyPeer) bool { return peerHasPod(peer, from) })
+}
+
+// ingressAdmits reports whether some ingress rule of a policy selecting pods labelled to
+// opens their port number (container c provides the named ports) to every source or to
+// a peer that admits says yes to.
+func (b *bundle) ingressAdmits(to map[string]string, c *corev1.Container, number int32, admits func(networkingv1.NetworkPolicyPeer) bool) bool {
 	for _, p := range b.NetPols {
 		if ok, _ := labelSelects(&p.Spec.PodSelector, to); !ok {
 			continue
@@ -722,13 +729,8 @@ func (b *bundle) ingressAllows(from, to map[string]string, c *corev1.Container, 
 			if !portsAdmit(r.Ports, c, number) {
 				continue
 			}
-			if len(r.From) == 0 {
+			if len(r.From) == 0 || slices.ContainsFunc(r.From, admits) {
 				return true
-			}
-			for _, peer := range r.From {
-				if peerHasPod(peer, from) {
-					return true
-				}
 			}
 		}
 	}

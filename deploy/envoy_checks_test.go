@@ -13,6 +13,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/llmgw/gateway/envoy/config"
@@ -372,28 +373,13 @@ func checkEnvoy(b *bundle) []error {
 // pod labelled to on its port number (container c provides the named ports).
 func (b *bundle) ingressFromNamespace(ns string, to map[string]string, c *corev1.Container, number int32) bool {
 	nsLabels := map[string]string{"kubernetes.io/metadata.name": ns}
-	for _, p := range b.NetPols {
-		if ok, _ := labelSelects(&p.Spec.PodSelector, to); !ok {
-			continue
+	return b.ingressAdmits(to, c, number, func(peer networkingv1.NetworkPolicyPeer) bool {
+		if peer.NamespaceSelector == nil || peer.PodSelector != nil && len(peer.PodSelector.MatchLabels)+len(peer.PodSelector.MatchExpressions) > 0 {
+			return false
 		}
-		for _, r := range p.Spec.Ingress {
-			if !portsAdmit(r.Ports, c, number) {
-				continue
-			}
-			if len(r.From) == 0 {
-				return true
-			}
-			for _, peer := range r.From {
-				if peer.NamespaceSelector == nil || peer.PodSelector != nil && len(peer.PodSelector.MatchLabels)+len(peer.PodSelector.MatchExpressions) > 0 {
-					continue
-				}
-				if ok, _ := labelSelects(peer.NamespaceSelector, nsLabels); ok {
-					return true
-				}
-			}
-		}
-	}
-	return false
+		ok, _ := labelSelects(peer.NamespaceSelector, nsLabels)
+		return ok
+	})
 }
 
 // checkScrapes checks that the monitoring namespace reaches extproc's metrics port and

@@ -243,7 +243,7 @@ func (x *exchange) immediate(ir *extprocsvc.ImmediateResponse) {
 	}
 	details := strings.Join(strings.Fields(ir.GetDetails()), "_")
 	x.directLocalReply(code, string(ir.GetBody()), details, func(h *headerList) {
-		applyHeaderMutation(h, ir.GetHeaders(), mutationRules{allowRouting: permissiveRules.allowRouting, allowEnvoy: permissiveRules.allowEnvoy, response: true, allowContentLength: true})
+		applyHeaderMutation(h, ir.GetHeaders(), permissiveRules)
 	})
 }
 
@@ -352,14 +352,8 @@ func (x *exchange) run() {
 			if ar.st == awaitReply {
 				cr := ar.resp.GetRequestBody().GetResponse()
 				applyHeaderMutation(&x.reqH, cr.GetHeaderMutation(), reqRules)
-				mutated := false
-				switch {
-				case cr.GetBodyMutation().GetClearBody():
-					b, mutated = nil, true
-				case cr.GetBodyMutation().GetBody() != nil:
-					b, mutated = cr.GetBodyMutation().GetBody(), true
-				}
-				if cl, ok := x.reqH.get("content-length"); mutated && ok && cl != strconv.Itoa(len(b)) {
+				var ok bool
+				if b, ok = bufferedMutation(x.reqH, cr.GetBodyMutation(), b); !ok {
 					x.directLocalReply(http.StatusInternalServerError, "", detailsMismatchCL, nil)
 					return
 				}
@@ -571,20 +565,37 @@ func (x *exchange) bufferedResponse(h headerList, body io.Reader) {
 	if ar.st == awaitReply {
 		cr := ar.resp.GetResponseBody().GetResponse()
 		applyHeaderMutation(&h, cr.GetHeaderMutation(), x.f.rules(true, true))
-		mutated := false
-		switch {
-		case cr.GetBodyMutation().GetClearBody():
-			b, mutated = nil, true
-		case cr.GetBodyMutation().GetBody() != nil:
-			b, mutated = cr.GetBodyMutation().GetBody(), true
-		}
-		if cl, ok := h.get("content-length"); mutated && ok && cl != strconv.Itoa(len(b)) {
+		var ok bool
+		if b, ok = bufferedMutation(h, cr.GetBodyMutation(), b); !ok {
 			x.directLocalReply(http.StatusInternalServerError, "", detailsMismatchCL, nil)
 			return
 		}
 	}
 	x.writeHeaders(h)
 	_, _ = x.w.Write(b)
+}
+
+// mutateBody applies ext_proc's body_mutation to b; mutated reports whether it
+// replaced b (cleared or set).
+func mutateBody(bm *extprocsvc.BodyMutation, b []byte) (out []byte, mutated bool) {
+	switch {
+	case bm.GetClearBody():
+		return nil, true
+	case bm.GetBody() != nil:
+		return bm.GetBody(), true
+	}
+	return b, false
+}
+
+// bufferedMutation applies a body_mutation to a buffered body with headers h; ok is
+// false when the mutated body no longer matches h's content-length (Envoy then
+// answers 500 mismatched_content_length).
+func bufferedMutation(h headerList, bm *extprocsvc.BodyMutation, b []byte) (out []byte, ok bool) {
+	out, mutated := mutateBody(bm, b)
+	if cl, has := h.get("content-length"); mutated && has && cl != strconv.Itoa(len(out)) {
+		return out, false
+	}
+	return out, true
 }
 
 type chunk struct {
@@ -661,13 +672,7 @@ func (x *exchange) streamedResponse(body io.Reader) {
 			ar := x.await(isResponseBody)
 			switch ar.st {
 			case awaitReply:
-				bm := ar.resp.GetResponseBody().GetResponse().GetBodyMutation()
-				switch {
-				case bm.GetClearBody():
-					out = nil
-				case bm.GetBody() != nil:
-					out = bm.GetBody()
-				}
+				out, _ = mutateBody(ar.resp.GetResponseBody().GetResponse().GetBodyMutation(), out)
 			case awaitClosed:
 			case awaitCanceled:
 				return

@@ -98,8 +98,8 @@ type mutationRules struct {
 	allowContentLength bool
 }
 
-// permissiveRules are the rules of immediate responses.
-var permissiveRules = mutationRules{allowRouting: true, allowEnvoy: true}
+// permissiveRules are the rules of immediate responses (a response header map).
+var permissiveRules = mutationRules{allowRouting: true, allowEnvoy: true, response: true, allowContentLength: true}
 
 // envoyHeaderPrefix is Envoy's header prefix, as HeaderMutationRules.allow_envoy
 // matches it (no trailing dash).

@@ -2,7 +2,6 @@ package front
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/llmgw/gateway/e2e/internal/serve"
 	"github.com/llmgw/gateway/envoy/config"
 )
 
@@ -30,21 +30,11 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	logger.Printf("listening on %s (Envoy test front for %s)", ln.Addr(), *path)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		return 0
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return 0
-		}
+	if err := serve.Until(ctx, srv, ln); err != nil {
 		fmt.Fprintln(stderr, "envoyfront:", err)
 		return 1
 	}
+	return 0
 }
 
 // Start loads the Envoy bootstrap at path, checks that the front emulates every

@@ -89,3 +89,33 @@ func TestCEL(t *testing.T) {
 		})
 	}
 }
+
+func TestBufferedMutation(t *testing.T) {
+	set := func(b string) *extprocsvc.BodyMutation {
+		return &extprocsvc.BodyMutation{Mutation: &extprocsvc.BodyMutation_Body{Body: []byte(b)}}
+	}
+	clearBody := &extprocsvc.BodyMutation{Mutation: &extprocsvc.BodyMutation_ClearBody{ClearBody: true}}
+	withCL := func(n string) headerList { return headerList{{"content-length", n}} }
+	tests := []struct {
+		name   string
+		h      headerList
+		bm     *extprocsvc.BodyMutation
+		want   string
+		wantOK bool
+	}{
+		{name: "no mutation keeps the body", h: withCL("99"), bm: nil, want: "orig", wantOK: true},
+		{name: "set body matching content-length", h: withCL("3"), bm: set("new"), want: "new", wantOK: true},
+		{name: "set body without content-length", h: nil, bm: set("longer body"), want: "longer body", wantOK: true},
+		{name: "set body against a stale content-length", h: withCL("4"), bm: set("longer body"), want: "longer body", wantOK: false},
+		{name: "clear body against a non-zero content-length", h: withCL("4"), bm: clearBody, want: "", wantOK: false},
+		{name: "clear body with content-length 0", h: withCL("0"), bm: clearBody, want: "", wantOK: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := bufferedMutation(tt.h, tt.bm, []byte("orig"))
+			if string(got) != tt.want || ok != tt.wantOK {
+				t.Errorf("bufferedMutation() = %q, %v; want %q, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}

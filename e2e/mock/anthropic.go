@@ -78,22 +78,9 @@ func (s *Server) messages(w http.ResponseWriter, q *request) {
 		!send("ping", map[string]any{}) {
 		return
 	}
-	p := &pacer{r: q.r, slow: a.dir.slow}
-	for i, tok := range a.tokens {
-		if a.dir.cut && i == cutAfter {
-			drop()
-		}
-		if !p.beforeChunk() {
-			return
-		}
-		if !send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": tok}}) {
-			return
-		}
-	}
-	if a.dir.cut {
-		drop()
-	}
-	if !p.beforeEnd() {
+	if !a.streamTokens(q.r, func(tok string) bool {
+		return send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": tok}})
+	}) {
 		return
 	}
 	_ = send("content_block_stop", map[string]any{"index": 0}) &&

@@ -15,14 +15,13 @@
 // gateway key (a gw- header value) is refused. Upstream model mock-broken answers an
 // unusable HTML page. Every response names the upstream model it was asked for.
 //
-// The package depends only on the standard library.
+// The package depends only on the standard library (and the e2e commands' serve helper).
 package mock
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,6 +32,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/llmgw/gateway/e2e/internal/serve"
 )
 
 // Server is the mock providers' HTTP handler. Safe for concurrent use.
@@ -294,19 +295,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	logger := log.New(stderr, "mockproviders: ", log.LstdFlags)
 	srv := &http.Server{Handler: New(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
 	logger.Printf("mock OpenAI, Anthropic and video providers listening on %s", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		return 0
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return 0
-		}
+	if err := serve.Until(ctx, srv, ln); err != nil {
 		fmt.Fprintln(stderr, "mockproviders:", err)
 		return 1
 	}
+	return 0
 }

@@ -98,23 +98,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, q *request) {
 	if !send(chatChunk{Choices: []chunkChoice{{Delta: chunkDelta{Role: "assistant", Content: &empty}}}}) {
 		return
 	}
-	p := &pacer{r: q.r, slow: a.dir.slow}
-	for i, tok := range a.tokens {
-		if a.dir.cut && i == cutAfter {
-			drop()
-		}
-		if !p.beforeChunk() {
-			return
-		}
-		t := tok
-		if !send(chatChunk{Choices: []chunkChoice{{Delta: chunkDelta{Content: &t}}}}) {
-			return
-		}
-	}
-	if a.dir.cut {
-		drop()
-	}
-	if !p.beforeEnd() {
+	if !a.streamTokens(q.r, func(tok string) bool {
+		return send(chatChunk{Choices: []chunkChoice{{Delta: chunkDelta{Content: &tok}}}})
+	}) {
 		return
 	}
 	if !send(chatChunk{Choices: []chunkChoice{{FinishReason: &finish}}}) {
@@ -257,22 +243,9 @@ func (s *Server) responses(w http.ResponseWriter, q *request) {
 			"part": respContent{Type: "output_text", Annotations: []any{}}}) {
 		return
 	}
-	p := &pacer{r: q.r, slow: a.dir.slow}
-	for i, tok := range a.tokens {
-		if a.dir.cut && i == cutAfter {
-			drop()
-		}
-		if !p.beforeChunk() {
-			return
-		}
-		if !send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "delta": tok, "logprobs": []any{}}) {
-			return
-		}
-	}
-	if a.dir.cut {
-		drop()
-	}
-	if !p.beforeEnd() {
+	if !a.streamTokens(q.r, func(tok string) bool {
+		return send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "delta": tok, "logprobs": []any{}})
+	}) {
 		return
 	}
 	final := "response.completed"

@@ -155,6 +155,25 @@ func (p *pacer) beforeEnd() bool {
 // cutAfter is how many content chunks a [[mock:cut]] stream sends before dropping.
 const cutAfter = 2
 
+// streamTokens sends each token with delta, paced by the slow directive, dropping the
+// connection where the cut directive says, then waits out the rest of the slow time.
+// It returns false when the client went away (the caller then stops).
+func (a answer) streamTokens(r *http.Request, delta func(tok string) bool) bool {
+	p := &pacer{r: r, slow: a.dir.slow}
+	for i, tok := range a.tokens {
+		if a.dir.cut && i == cutAfter {
+			drop()
+		}
+		if !p.beforeChunk() || !delta(tok) {
+			return false
+		}
+	}
+	if a.dir.cut {
+		drop()
+	}
+	return p.beforeEnd()
+}
+
 // sse writes server-sent events and flushes each.
 type sse struct {
 	w  http.ResponseWriter

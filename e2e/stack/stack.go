@@ -271,7 +271,7 @@ func (s *Stack) copyLines(name string, r io.Reader) {
 	}
 }
 
-// Exited returns a channel closed when any part of the stack exits.
+// Exited returns a channel that receives why, when the first part of the stack exits.
 func (s *Stack) Exited() <-chan string {
 	ch := make(chan string, 1)
 	s.mu.Lock()
