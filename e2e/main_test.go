@@ -6,182 +6,22 @@ package e2e_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/e2e/internal/harness"
 	"github.com/llmgw/gateway/e2e/stack"
 )
 
 var gw *stack.Stack
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if os.Getenv("E2E_SKIP") != "" {
-		fmt.Println("e2e: skipped (E2E_SKIP set)")
-		return m.Run()
-	}
-	root, err := filepath.Abs("..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	tmp, err := os.MkdirTemp("", "gateway-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "bin")
-	build := exec.Command("go", "build", "-o", bin+"/", "./accounting/cmd/...", "./extproc/cmd/...", "./e2e/cmd/...")
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: build:", err)
-		return 1
-	}
-
-	dbURL, dropDB, err := freshDatabase()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: database:", err)
-		return 1
-	}
-	defer dropDB()
-
-	logFile, err := os.Create(filepath.Join(tmp, "stack.log"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cfg := stack.Config{
-		Root:                 root,
-		BinDir:               bin,
-		RunDir:               filepath.Join(tmp, "run"),
-		GatewayAddr:          freeAddr(),
-		EnvoyAdminAddr:       freeAddr(),
-		ExtprocAddr:          freeAddr(),
-		AccountingAddr:       freeAddr(),
-		MockAddr:             freeAddr(),
-		ExtprocMetricsAddr:   freeAddr(),
-		AccountingMetricsAdr: freeAddr(),
-		DatabaseURL:          dbURL,
-		EnvoyBin:             os.Getenv("E2E_ENVOY"),
-		Log:                  logFile,
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	gw, err = stack.Start(ctx, cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: start stack:", err)
-		dumpLog(logFile.Name())
-		return 1
-	}
-	fmt.Printf("e2e: stack up at %s through the %s\n", gw.BaseURL, gw.Front)
-	code := m.Run()
-	gw.Stop()
-	if code == 0 {
-		// Whatever the tests did, the ledger they leave must be exact: balances equal
-		// the sum of their ledger, every charge made once, nothing held after the stack
-		// has stopped and settled.
-		if err := checkLedger(dbURL); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: ledger after the suite:", err)
-			code = 1
-		} else {
-			fmt.Println("e2e: ledger exact after the suite (invariants hold, nothing held)")
-		}
-	}
-	if code != 0 {
-		dumpLog(logFile.Name())
-	}
-	return code
-}
-
-func dumpLog(path string) {
-	b, _ := os.ReadFile(path)
-	if len(b) > 64<<10 {
-		b = b[len(b)-64<<10:]
-	}
-	fmt.Fprintf(os.Stderr, "---- stack log (tail) ----\n%s\n", b)
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// freshDatabase creates a uniquely named database on the server of DATABASE_URL (or the
-// local default) and returns its URL and a function that drops it.
-func freshDatabase() (string, func(), error) {
-	base := os.Getenv("DATABASE_URL")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	}
-	cfg, err := pgx.ParseConfig(base)
-	if err != nil {
-		return "", nil, err
-	}
-	name := fmt.Sprintf("gateway_e2e_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
-	ctx := context.Background()
-	cfg.Database = "postgres"
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return "", nil, err
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, err
-	}
-	u := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
-	drop := func() {
-		c, err := pgx.ConnectConfig(context.Background(), cfg)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	}
-	return u, drop, nil
-}
-
-// checkLedger runs the store's invariant checks on the suite's database and checks
-// that no reservation is still held.
-func checkLedger(dbURL string) error {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := storetest.CheckInvariants(ctx, pool); err != nil {
-		return err
-	}
-	var held int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM reservations WHERE state = 'held'").Scan(&held); err != nil {
-		return err
-	}
-	if held != 0 {
-		return fmt.Errorf("%d reservations still held after the stack stopped", held)
-	}
-	return nil
+	os.Exit(harness.Main(m, "e2e", "..", func(e *harness.Env) { gw = e.Stack }))
 }
 
 // ctl runs gatewayctl against the stack and decodes its JSON output.
@@ -201,17 +41,7 @@ func ctl(t *testing.T, args ...string) map[string]any {
 }
 
 func ctlRaw(args ...string) ([]byte, error) {
-	cmd := exec.Command(filepath.Join(gw.BinDir, "gatewayctl"), args...)
-	cmd.Env = append(os.Environ(),
-		"GATEWAY_ACCOUNTING_ADDR="+gw.AccountingAddr,
-		"GATEWAY_ADMIN_TOKEN="+gw.AdminToken)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("%v: %s", err, stderr.String())
-	}
-	return out, nil
+	return harness.Ctl(gw, args...)
 }
 
 // micros reads an "<name>_micros" integer field of a gatewayctl object.

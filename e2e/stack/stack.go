@@ -117,6 +117,10 @@ type proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	// path, args and env start the part again (Restart).
+	path string
+	args []string
+	env  []string
 }
 
 // Start starts every part and returns when the gateway is ready, or an error (after
@@ -254,7 +258,7 @@ func (s *Stack) spawnPath(ctx context.Context, name string, env []string, path s
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), path: path, args: args, env: env}
 	go s.copyLines(name, out)
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	s.mu.Lock()
