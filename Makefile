@@ -28,6 +28,10 @@ test: lint ## Lint, then run every test: unit, PostgreSQL-backed, gRPC replay, e
 bench: ## Run the benchmarks (see README for the figures)
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
+.PHONY: loadtest
+loadtest: ## Open-loop load through the gateway and straight to the mock (LOADTEST_ARGS: -rates, -duration, -keys)
+	$(GO) run ./e2e/cmd/loadtest $(LOADTEST_ARGS)
+
 .PHONY: proto
 proto: ## Regenerate the gRPC code from proto/
 	cd proto && $(TOOLS) buf lint && $(TOOLS) buf generate

@@ -96,3 +96,13 @@ func (s *Stack) Restart(ctx context.Context, name string) error {
 	s.mu.Unlock()
 	return ready
 }
+
+// Pid returns the process id of the part named name (0 when there is none), for tools
+// that read its CPU time and memory from /proc.
+func (s *Stack) Pid(name string) int {
+	p, err := s.find(name)
+	if err != nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}

@@ -1,0 +1,207 @@
+// Package loadtest drives a gateway with an open-loop load: requests leave at a fixed
+// arrival rate whatever the answers' latency, and each latency is measured from the
+// request's intended send time, so a stall delays every request scheduled behind it and
+// shows in the percentiles (no coordinated omission). It also reads a process's CPU time
+// and memory from /proc, so a run can say what one request costs each part.
+//
+// It knows nothing of the gateway's internals: it sends HTTP and reads /proc.
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Target is where and what to send.
+type Target struct {
+	URL    string
+	Header http.Header
+	// Body returns the i-th request's body.
+	Body func(i int) []byte
+	// Header2 returns extra headers of the i-th request (e.g. a key per request), or nil.
+	Header2 func(i int) http.Header
+}
+
+// Result is one run at one rate.
+type Result struct {
+	Rate      int
+	Sent      int
+	OK        int
+	Statuses  map[int]int // 0: no answer (transport error)
+	Latencies []time.Duration
+	Elapsed   time.Duration
+}
+
+// Run sends rate requests per second to t for d, open loop, and waits for every answer.
+func Run(ctx context.Context, client *http.Client, t Target, rate int, d time.Duration) Result {
+	res := Result{Rate: rate, Statuses: map[int]int{}}
+	period := time.Second / time.Duration(rate)
+	n := int(d / period)
+	lat := make([]time.Duration, n)
+	status := make([]int, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		due := start.Add(time.Duration(i) * period)
+		if wait := time.Until(due); wait > 0 {
+			select {
+			case <-ctx.Done():
+				n = i
+			case <-time.After(wait):
+			}
+		}
+		if ctx.Err() != nil {
+			n = i
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status[i] = send(ctx, client, t, i)
+			lat[i] = time.Since(due)
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	res.Sent = n
+	res.Latencies = lat[:n]
+	for _, s := range status[:n] {
+		res.Statuses[s]++
+		if s == http.StatusOK {
+			res.OK++
+		}
+	}
+	slices.Sort(res.Latencies)
+	return res
+}
+
+func send(ctx context.Context, client *http.Client, t Target, i int) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(t.Body(i)))
+	if err != nil {
+		return 0
+	}
+	for k, vs := range t.Header {
+		req.Header[k] = vs
+	}
+	if t.Header2 != nil {
+		for k, vs := range t.Header2(i) {
+			req.Header[k] = vs
+		}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0
+	}
+	return resp.StatusCode
+}
+
+// Quantile returns the q-quantile (0 ≤ q ≤ 1) of sorted latencies, nearest rank.
+func Quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(q*float64(len(sorted))+0.999999) - 1
+	rank = max(0, min(rank, len(sorted)-1))
+	return sorted[rank]
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/PID/stat's CPU times: 100 on every
+// architecture Go supports on Linux.
+const clockTicks = 100
+
+// CPU returns the user+system CPU time a process has used, from /proc/PID/stat.
+func CPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: fields are counted after its ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: short", pid)
+	}
+	utime, err1 := strconv.ParseUint(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseUint(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: bad times", pid)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// Memory returns a process's resident set and its peak, from /proc/PID/status.
+func Memory(pid int) (rss, peak int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			rss = kb << 10
+		case "VmHWM":
+			peak = kb << 10
+		}
+	}
+	return rss, peak, nil
+}
+
+// PidsNamed returns the processes whose command name (/proc/PID/comm) is name, such as
+// every PostgreSQL backend.
+func PidsNamed(name string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "comm"))
+		if err != nil || strings.TrimSpace(string(b)) != name {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(d)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// CPUByPid reads the CPU time of each of pids (a process that has exited is left out).
+func CPUByPid(pids []int) map[int]time.Duration {
+	m := make(map[int]time.Duration, len(pids))
+	for _, pid := range pids {
+		if d, err := CPU(pid); err == nil {
+			m[pid] = d
+		}
+	}
+	return m
+}
+
+// Used is the CPU time spent between two readings of CPUByPid: a process that started
+// in between counts from zero.
+func Used(before, after map[int]time.Duration) time.Duration {
+	var sum time.Duration
+	for pid, d := range after {
+		sum += d - before[pid]
+	}
+	return sum
+}

@@ -1,0 +1,90 @@
+package loadtest
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestQuantile(t *testing.T) {
+	ms := func(n ...int) []time.Duration {
+		var d []time.Duration
+		for _, x := range n {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = i + 1
+	}
+	for _, c := range []struct {
+		in   []time.Duration
+		q    float64
+		want time.Duration
+	}{
+		{nil, .5, 0},
+		{ms(7), .99, 7 * time.Millisecond},
+		{ms(1, 2, 3, 4), .5, 2 * time.Millisecond},
+		{ms(hundred...), .5, 50 * time.Millisecond},
+		{ms(hundred...), .99, 99 * time.Millisecond},
+		{ms(hundred...), .999, 100 * time.Millisecond},
+		{ms(hundred...), 1, 100 * time.Millisecond},
+		{ms(hundred...), 0, 1 * time.Millisecond},
+	} {
+		if got := Quantile(c.in, c.q); got != c.want {
+			t.Errorf("Quantile(%d values, %v) = %v, want %v", len(c.in), c.q, got, c.want)
+		}
+	}
+}
+
+// Every scheduled request is sent, each answer is counted by status, and one stalled
+// answer does not hold back the requests scheduled after it (open loop).
+func TestRunOpenLoop(t *testing.T) {
+	var n atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			<-release // the first request stalls until every other one was sent
+		}
+		if r.Header.Get("X-I") == "3" {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	target := Target{
+		URL:     srv.URL,
+		Body:    func(int) []byte { return []byte("{}") },
+		Header2: func(i int) http.Header { return http.Header{"X-I": {string(rune('0' + i))}} },
+	}
+	go func() {
+		for n.Load() < 10 {
+			time.Sleep(time.Millisecond)
+		}
+		close(release)
+	}()
+	res := Run(context.Background(), srv.Client(), target, 100, 100*time.Millisecond)
+	if res.Sent != 10 || res.OK != 9 || res.Statuses[http.StatusTooManyRequests] != 1 {
+		t.Errorf("sent %d, ok %d, statuses %v; want 10 sent, 9 ok, one 429", res.Sent, res.OK, res.Statuses)
+	}
+	if len(res.Latencies) != 10 {
+		t.Errorf("%d latencies, want 10", len(res.Latencies))
+	}
+}
+
+func TestProcReadings(t *testing.T) {
+	if _, err := CPU(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	rss, peak, err := Memory(os.Getpid())
+	if err != nil || rss <= 0 || peak < rss {
+		t.Fatalf("Memory: rss %d, peak %d, %v", rss, peak, err)
+	}
+	if Used(map[int]time.Duration{}, map[int]time.Duration{42: time.Second}) != time.Second {
+		t.Error("a process that started in between must count from zero")
+	}
+}
