@@ -1,0 +1,30 @@
+// Package chaos_test is the fault-injection suite: it runs a private stack, drives
+// concurrent paying traffic through it while it kills and restarts extproc and
+// accounting, pauses accounting, cuts PostgreSQL's connections and holds one account's
+// row locked, and then judges the ledger against what each client saw: an error costs
+// nothing, a completed answer costs exactly the price of its usage, no hold outlives its
+// lease, and the ledger's invariants hold.
+//
+// It is part of `make test` in a short form (CHAOS_DURATION widens it).
+package chaos_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/llmgw/gateway/e2e/internal/harness"
+)
+
+var env *harness.Env
+
+func TestMain(m *testing.M) {
+	// Short leases, so that the holds of a killed extproc free within the run.
+	for k, v := range leaseEnv {
+		if err := os.Setenv(k, v); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(harness.Main(m, "chaos", "../..", func(e *harness.Env) { env = e }))
+}
