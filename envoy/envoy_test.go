@@ -20,6 +20,7 @@ import (
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
 	"github.com/llmgw/gateway/envoy/config"
+	"github.com/llmgw/gateway/extproc/lifecycle"
 )
 
 const twoMiB = 2 * 1024 * 1024
@@ -363,5 +364,19 @@ func TestClientRequestsAreExternal(t *testing.T) {
 				t.Errorf("got %v, want %v", tt.got, tt.want)
 			}
 		})
+	}
+}
+
+// TestMessageTimeoutMatchesTheBudget: extproc's time budget (extproc/lifecycle/budget.go)
+// is built on this file's message timeout; were they to differ, an admission could
+// outlast Envoy's timer and the client would get Envoy's 504 instead of our answer.
+func TestMessageTimeoutMatchesTheBudget(t *testing.T) {
+	_, hcm := load(t)
+	ep := extProc(t, hcm)
+	if got := ep.GetMessageTimeout().AsDuration(); got != lifecycle.EnvoyMessageTimeout {
+		t.Errorf("message_timeout %v, extproc's budget assumes %v", got, lifecycle.EnvoyMessageTimeout)
+	}
+	if lifecycle.AdmitBudget >= ep.GetMessageTimeout().AsDuration() {
+		t.Errorf("admission budget %v does not fit in the message timeout", lifecycle.AdmitBudget)
 	}
 }

@@ -25,8 +25,8 @@ import (
 // extproc free within it; leaseBound is how long after the traffic such a hold may
 // still be held (the lease plus the sweeper's period, with room for a slow machine).
 var (
-	leaseEnv   = map[string]string{}
-	leaseBound = 2 * time.Minute
+	leaseEnv   = map[string]string{"EXTPROC_HOLD_LEASE": "15s"}
+	leaseBound = 30 * time.Second
 )
 
 // demo-chat's price: $1 / $2 per million input/output tokens, in micro-credits.

@@ -14,11 +14,11 @@
 // When ctx ends (SIGTERM), extproc turns not ready, stops accepting ext_proc streams
 // and lets the open ones finish, for at most DrainTimeout. Streams still open then are
 // cut; each one's handler still runs the lifecycle's End, which settles its reservation
-// (a stream that delivered part of an answer is charged what it delivered, anything
-// else is released), and the process waits for those settlements (each bounded by
-// envoy.SettleTimeout) before it closes the accounting connection and exits. So exit
-// comes at most DrainTimeout + envoy.SettleTimeout after the signal, and never with a
-// hold extproc could have settled.
+// by the settlement policy. Settlements run in the background after the reply, so the
+// process then waits for every one of them (each gives up when its hold's lease runs
+// out) before it closes the accounting connection and exits. So exit comes at most
+// DrainTimeout + HoldLease after the signal, and never with a hold extproc could have
+// settled.
 package app
 
 import (
@@ -65,6 +65,10 @@ type Config struct {
 	// (EXTPROC_DRAIN_TIMEOUT, --drain-timeout); streams still open then are cut and
 	// settled.
 	DrainTimeout time.Duration
+	// HoldLease is the lease of every hold extproc takes (EXTPROC_HOLD_LEASE,
+	// --hold-lease): renewed every third of it while its request runs, so the holds of
+	// a process that died free within it.
+	HoldLease time.Duration
 }
 
 // DefaultDrainTimeout is the drain deadline when none is configured.
@@ -72,8 +76,8 @@ const DefaultDrainTimeout = 30 * time.Second
 
 // Defaults returns the configuration from the environment (EXTPROC_ADDR,
 // ACCOUNTING_ADDR, GATEWAY_SERVICE_TOKEN, GATEWAY_CATALOG, EXTPROC_METRICS_ADDR,
-// GATEWAY_PUBLIC_HOSTS, EXTPROC_DRAIN_TIMEOUT) with the local stack's defaults. An
-// unparsable EXTPROC_DRAIN_TIMEOUT is an error.
+// GATEWAY_PUBLIC_HOSTS, EXTPROC_DRAIN_TIMEOUT, EXTPROC_HOLD_LEASE) with the local
+// stack's defaults. An unparsable duration is an error.
 func Defaults(getenv func(string) string) (Config, error) {
 	or := func(k, d string) string {
 		if v := getenv(k); v != "" {
@@ -89,13 +93,16 @@ func Defaults(getenv func(string) string) (Config, error) {
 		MetricsAddr:    or("EXTPROC_METRICS_ADDR", "127.0.0.1:9101"),
 		PublicHosts:    webhook.ParseOwnHosts(getenv("GATEWAY_PUBLIC_HOSTS")),
 		DrainTimeout:   DefaultDrainTimeout,
+		HoldLease:      lifecycle.DefaultLeaseTTL,
 	}
-	if v := getenv("EXTPROC_DRAIN_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return cfg, fmt.Errorf("EXTPROC_DRAIN_TIMEOUT: %w", err)
+	for name, p := range map[string]*time.Duration{"EXTPROC_DRAIN_TIMEOUT": &cfg.DrainTimeout, "EXTPROC_HOLD_LEASE": &cfg.HoldLease} {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return cfg, fmt.Errorf("%s: %w", name, err)
+			}
+			*p = d
 		}
-		cfg.DrainTimeout = d
 	}
 	return cfg, nil
 }
@@ -116,11 +123,16 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.CatalogPath, "catalog", cfg.CatalogPath, "model catalog YAML (env GATEWAY_CATALOG)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "health and metrics HTTP address (env EXTPROC_METRICS_ADDR)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "how long in-flight streams may finish after SIGTERM before they are cut and settled (env EXTPROC_DRAIN_TIMEOUT)")
+	fs.DurationVar(&cfg.HoldLease, "hold-lease", cfg.HoldLease, "lease of every hold, renewed every third of it while its request runs (env EXTPROC_HOLD_LEASE)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if cfg.DrainTimeout <= 0 {
 		fmt.Fprintln(stderr, "extproc: --drain-timeout must be positive")
+		return 2
+	}
+	if cfg.HoldLease < 3*time.Second {
+		fmt.Fprintln(stderr, "extproc: --hold-lease must be at least 3s")
 		return 2
 	}
 	log := newLogger(stderr)
@@ -185,7 +197,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	ledgerClient := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{Log: log})
 	svc, err := lifecycle.New(lifecycle.Config{
 		Catalog: cat, Ledger: m.WrapLedger(ledgerClient), Counter: counter, Log: log,
-		Webhooks: &webhook.Validator{OwnHosts: cfg.PublicHosts},
+		Webhooks: &webhook.Validator{OwnHosts: cfg.PublicHosts}, LeaseTTL: cfg.HoldLease,
 	})
 	if err != nil {
 		return err
@@ -228,6 +240,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	draining.Store(true)
 	log.Info("extproc draining", zap.Duration("deadline", cfg.DrainTimeout))
 	drain(gs, cfg.DrainTimeout, log)
+	wctx2, cancelWait := context.WithTimeout(context.Background(), cfg.HoldLease+5*time.Second)
+	defer cancelWait()
+	if err := svc.WaitSettled(wctx2); err != nil {
+		log.Warn("settlements still running at exit: their holds expire with their leases", zap.Error(err))
+	}
 	log.Info("extproc stopped: every stream settled")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -2,7 +2,6 @@ package envoy_test
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/extproc/lifecycle"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -133,74 +131,6 @@ func TestPanicInPhaseSettlesAndServerSurvives(t *testing.T) {
 	// The server is still up.
 	y := admit(t, h, chatOK)
 	y.Close()
-}
-
-// expiryLedger tracks the hold's expiry as accounting would, on the test's clock.
-type expiryLedger struct {
-	*replay.FakeLedger
-	clk     *clock
-	mu      sync.Mutex
-	expires time.Time
-}
-
-func (e *expiryLedger) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
-	e.mu.Lock()
-	e.expires = e.clk.Now().Add(r.TTL)
-	e.mu.Unlock()
-	return e.FakeLedger.Reserve(ctx, r)
-}
-
-func (e *expiryLedger) Renew(ctx context.Context, id string, ttl time.Duration) (time.Time, error) {
-	e.mu.Lock()
-	if t := e.clk.Now().Add(ttl); t.After(e.expires) {
-		e.expires = t
-	}
-	e.mu.Unlock()
-	return e.FakeLedger.Renew(ctx, id, ttl)
-}
-
-func (e *expiryLedger) left() time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.expires.Sub(e.clk.Now())
-}
-
-// TestHoldOutlivesEnvoyIdleGaps: Envoy cuts a stream only after 300 s without a byte
-// (stream_idle_timeout, route idle_timeout), so the gaps between the request body, the
-// response headers and each chunk may each be just under 300 s — half the hold's
-// lifetime. Whenever a message arrives, the hold must still have a comfortable margin
-// (a minute, for clock skew between extproc and accounting and the sweeper's period),
-// or accounting expires a live stream's hold and its whole answer goes uncharged.
-func TestHoldOutlivesEnvoyIdleGaps(t *testing.T) {
-	const gap = 299 * time.Second
-	const margin = time.Minute
-	clk := &clock{now: time.Date(2026, 1, 31, 23, 50, 0, 0, time.UTC)}
-	l := &expiryLedger{FakeLedger: newFake(), clk: clk}
-	h := replay.Start(t, replay.Service(t, l, func(c *lifecycle.Config) {
-		c.Now = clk.Now
-		c.ReserveTTL = 10 * time.Minute
-	}))
-	x := admit(t, h, `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"x"}]}`)
-	arrive := func(what string) {
-		t.Helper()
-		clk.Add(gap)
-		if left := l.left(); left < margin {
-			t.Fatalf("%s arrived %v before the hold expires, want at least %v", what, left, margin)
-		}
-	}
-	arrive("response headers")
-	x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
-	chunk := []byte("data: {\"model\":\"mock-gpt\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n")
-	for i := range 8 {
-		arrive("chunk " + strconv.Itoa(i))
-		x.Send(replay.ResponseBody(chunk, false))
-	}
-	arrive("end of stream")
-	x.Send(replay.ResponseBody(nil, true))
-	x.Close()
-	if _, commits, releases := l.Counts(); commits != 1 || releases != 0 {
-		t.Errorf("commits %d releases %d", commits, releases)
-	}
 }
 
 // TestRewriteFailureAfterUsageChargesUsage: when the rewriter gives up on an event that

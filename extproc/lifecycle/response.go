@@ -77,7 +77,6 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 	if !r.awaiting() {
 		return Action{}
 	}
-	r.renewIfDue(ctx)
 	st := &responseState{status: status}
 	r.resp = st
 	var private []string
@@ -183,7 +182,6 @@ func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bo
 		// client never sees the upstream's own model id, and let the body end.
 		return Action{ReplaceBody: true}
 	}
-	r.renewIfDue(ctx)
 	out, err := st.rw.Write(chunk, endOfStream)
 	if err != nil {
 		if !st.chunked {
@@ -329,11 +327,12 @@ const recordTimeout = 1500 * time.Millisecond
 //
 // The retries are bounded by recordTimeout, under Envoy's ext_proc message timeout (2 s):
 // the client is still waiting for this reply.
-func (r *Request) recordTask(ctx context.Context, taskID string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
+func (r *Request) recordTask(_ context.Context, taskID string) error {
+	deadline := time.Now().Add(recordTimeout)
 	attempt := 0
-	return retrySettle(ctx, func() error {
+	return r.svc.retry(func() time.Time { return deadline }, func(ctx context.Context) error {
+		ctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
 		attempt++
 		err := r.svc.cfg.Ledger.RecordVideoTask(ctx, taskID, r.grant.KeyID, r.model.ID)
 		if attempt > 1 && ledger.ReasonOf(err) == ledger.ReasonAlreadyExists {

@@ -242,6 +242,9 @@ func TestSettlementLogBoundsClientRequestID(t *testing.T) {
 	r.ResponseHeaders(ctx, 200, []lifecycle.Header{{":status", "200"}, {"content-type", "application/json"}}, false)
 	r.ResponseBody(ctx, []byte(`{"id":"c","object":"chat.completion","model":"mock-gpt","choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`), true)
 	r.End(ctx, "done")
+	if err := svc.WaitSettled(ctx); err != nil {
+		t.Fatal(err)
+	}
 	entries := logs.All()
 	if len(entries) == 0 {
 		t.Fatal("no settlement record")

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
@@ -35,10 +36,6 @@ const RoutingHeader = "x-gateway-upstream"
 // AnthropicVersion is sent upstream when the client sent no anthropic-version.
 const AnthropicVersion = "2023-06-01"
 
-// DefaultReserveTTL is how long a hold lives unless settled; accounting expires it
-// afterwards, so a crashed extproc never leaks held credits.
-const DefaultReserveTTL = 10 * time.Minute
-
 // Config wires a Service. Catalog, Ledger and Counter are required.
 type Config struct {
 	Catalog *catalog.Catalog
@@ -49,8 +46,10 @@ type Config struct {
 	// NewID makes reservation idempotency keys; 128 random bits in hex when nil.
 	NewID func() string
 	// Now is the clock for key expiry; time.Now when nil.
-	Now        func() time.Time
-	ReserveTTL time.Duration
+	Now func() time.Time
+	// LeaseTTL is a hold's lease (DefaultLeaseTTL when zero): accounting expires a hold
+	// this long after its last renewal, and its owner renews it every third of it.
+	LeaseTTL time.Duration
 	// Webhooks checks video webhook URLs (own hosts, DNS); a Validator with the system
 	// resolver and no own hosts when nil.
 	Webhooks *webhook.Validator
@@ -61,6 +60,9 @@ type Config struct {
 // Service creates Requests. Safe for concurrent use.
 type Service struct {
 	cfg Config
+	// pending counts the background work that outlives a stream: settlements and
+	// abandoned reservations (WaitSettled).
+	pending sync.WaitGroup
 }
 
 // New returns a Service.
@@ -77,8 +79,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.ReserveTTL <= 0 {
-		cfg.ReserveTTL = DefaultReserveTTL
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -122,10 +124,12 @@ type Request struct {
 	units int64 // billed units of a per-unit endpoint (characters, images, seconds)
 
 	requestID string // Envoy's x-request-id, for the record
-	renewAt   time.Time
 
 	reservation *ledger.Reservation
+	hold        *hold // kept (renewed) until settled
 	settled     bool
+	// sent: the request was let through to the provider (settlement.go).
+	sent bool
 	// proxied: the request was routed upstream without a reservation (video task
 	// reads); its response is rewritten but never settled.
 	proxied bool
@@ -362,10 +366,15 @@ func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool
 	if r.parsed, perr = parse(body); perr != nil {
 		return r.fail(perr)
 	}
-	if e := r.admit(ctx); e != nil {
+	// The ledger calls of this phase must answer before Envoy's message timeout
+	// (budget.go): the client then gets our answer, never Envoy's 504. The context is
+	// detached from the stream so that a reservation's reply is never cut half-way.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AdmitBudget)
+	defer cancel()
+	if e := r.admit(actx); e != nil {
 		return r.fail(e)
 	}
-	if e := r.modelRules(ctx); e != nil {
+	if e := r.modelRules(actx); e != nil {
 		return r.fail(e)
 	}
 	if r.endpoint == EndpointCountTokens {
@@ -377,7 +386,7 @@ func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool
 			Details: "extproc_count_tokens",
 		}}
 	}
-	if e := r.reserve(ctx); e != nil {
+	if e := r.reserve(actx); e != nil {
 		return r.fail(e)
 	}
 	a, err := r.mutate(body)
@@ -386,6 +395,7 @@ func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool
 		r.release(ctx, "mutation_failed")
 		return r.fail(apierr.New(apierr.InternalError, "The request could not be processed."))
 	}
+	r.sent = true
 	return a
 }
 
@@ -570,52 +580,38 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 	if r.model.HighCost {
 		pool = ledger.PoolHighCost
 	}
-	// The reservation is made with a context detached from the ext_proc stream: were the
-	// stream cancelled while accounting commits the hold, the hold would exist with no one
-	// knowing its id until it expired. Detached, the id always comes back, and End
-	// releases it if the stream is gone by then. A reply lost in transit is retried with
-	// the same request id, which accounting answers with the same reservation, so a hold
-	// is never made twice nor left behind unknown.
-	ctx, cancel := settleContext(ctx)
-	defer cancel()
+	// ctx carries the admission budget and no cancellation (RequestBody). A reply lost
+	// in transit is retried with the same request id, which accounting answers with the
+	// same reservation, so a hold is never made twice. When no answer came within the
+	// budget, the client is told to retry and the request id is abandoned: whatever
+	// hold it made is found and released in the background.
 	req := ledger.ReserveRequest{
 		RequestID: r.svc.cfg.NewID(),
 		KeyID:     r.grant.KeyID,
 		Model:     r.model.ID,
 		Amount:    r.MaxCost(),
 		Pool:      pool,
-		TTL:       r.svc.cfg.ReserveTTL,
+		TTL:       r.svc.cfg.LeaseTTL,
 	}
+	start := time.Now()
+	deadline, _ := ctx.Deadline()
 	var res ledger.Reservation
-	err := retrySettle(ctx, func() error {
+	err := r.svc.retry(func() time.Time { return deadline }, func(actx context.Context) error {
+		actx, cancel := context.WithDeadline(actx, deadline)
+		defer cancel()
 		var err error
-		res, err = r.svc.cfg.Ledger.Reserve(ctx, req)
+		res, err = r.svc.cfg.Ledger.Reserve(actx, req)
 		return err
 	})
 	if err != nil {
+		if !final(err) {
+			r.svc.abandonReserve(req)
+		}
 		return r.ledgerError(err, "reserve")
 	}
 	r.reservation = &res
-	r.renewAt = r.svc.cfg.Now().Add(r.svc.cfg.ReserveTTL / 3)
+	r.hold = r.svc.newHold(res, start)
 	return nil
-}
-
-// renewIfDue keeps a long response's hold alive: at every response message (headers
-// and each body chunk) past a third of the hold's lifetime since the last renewal, the
-// hold is renewed for another ReserveTTL, so the accounting sweeper never expires a
-// reservation whose response is still coming. Envoy cuts a response after 300 s
-// without a byte (the route's idle timeout, half the default TTL), so consecutive
-// messages may be nearly 300 s apart: renewing at a third leaves the hold a sixth of
-// its lifetime (100 s) of margin, for clock skew between extproc and accounting and
-// for the sweeper's period. (Renewing at half-life left none.)
-func (r *Request) renewIfDue(ctx context.Context) {
-	if r.reservation == nil || r.settled || r.svc.cfg.Now().Before(r.renewAt) {
-		return
-	}
-	r.renewAt = r.svc.cfg.Now().Add(r.svc.cfg.ReserveTTL / 3)
-	if _, err := r.svc.cfg.Ledger.Renew(ctx, r.reservation.ID, r.svc.cfg.ReserveTTL); err != nil {
-		r.svc.cfg.Log.Warn("renew failed", zap.String("reservation", r.reservation.ID), zap.Error(err))
-	}
 }
 
 // mutate picks the channel and rewrites the request for it.
@@ -660,24 +656,26 @@ func (r *Request) mutate(body []byte) (Action, error) {
 	return a, nil
 }
 
-// release returns the hold, once.
-func (r *Request) release(ctx context.Context, reason string) {
+// release returns the hold, once, after the reply (budget.go).
+func (r *Request) release(_ context.Context, reason string) {
 	if r.reservation == nil || r.settled {
 		return
 	}
 	r.settled = true
-	ctx, cancel := settleContext(ctx)
-	defer cancel()
-	err := retrySettle(ctx, func() error {
-		_, err := r.svc.cfg.Ledger.Release(ctx, r.reservation.ID, reason)
+	id := r.reservation.ID
+	record := r.settledRecord(ledger.Usage{})
+	r.svc.settle(r.hold, func(ctx context.Context) error {
+		_, err := r.svc.cfg.Ledger.Release(ctx, id, reason)
 		return err
+	}, func(err error) {
+		if err != nil {
+			// The hold expires server-side at the end of its lease.
+			r.svc.cfg.Log.Warn("release failed", zap.String("reservation", id), zap.Error(err))
+			return
+		}
+		r.svc.cfg.Log.Info("settled", append(record, zap.String("outcome", "released"),
+			zap.Int64("charged_micros", 0), zap.String("reason", reason))...)
 	})
-	if err != nil {
-		// The hold expires server-side; log and move on.
-		r.svc.cfg.Log.Warn("release failed", zap.String("reservation", r.reservation.ID), zap.Error(err))
-		return
-	}
-	r.logSettled("released", ledger.Usage{}, 0, zap.String("reason", reason))
 }
 
 // commit charges the actual cost of token usage, once.
@@ -697,42 +695,44 @@ func (r *Request) commitUnits(ctx context.Context, unit string, n int64) {
 	r.charge(ctx, r.unitCost(n), ledger.Usage{Units: map[string]int64{unit: n}})
 }
 
-// charge commits actual with its usage record, once.
-func (r *Request) charge(ctx context.Context, actual int64, u ledger.Usage) {
+// charge commits actual with its usage record, once, after the reply (budget.go).
+func (r *Request) charge(_ context.Context, actual int64, u ledger.Usage) {
 	if r.reservation == nil || r.settled {
 		return
 	}
 	r.settled = true
-	ctx, cancel := settleContext(ctx)
-	defer cancel()
-	var res ledger.CommitResult
-	err := retrySettle(ctx, func() error {
-		var err error
-		res, err = r.svc.cfg.Ledger.Commit(ctx, ledger.CommitRequest{
-			ReservationID: r.reservation.ID,
-			Actual:        actual,
-			Usage:         u,
-			UpstreamModel: r.channel.UpstreamModel,
-			Channel:       r.channel.Name,
-		})
-		return err
-	})
-	if err != nil {
-		r.svc.cfg.Log.Error("commit failed", zap.String("reservation", r.reservation.ID), zap.Error(err))
-		return
+	cr := ledger.CommitRequest{
+		ReservationID: r.reservation.ID,
+		Actual:        actual,
+		Usage:         u,
+		UpstreamModel: r.channel.UpstreamModel,
+		Channel:       r.channel.Name,
 	}
-	r.logSettled("committed", u, res.Charged, zap.Int64("actual_micros", actual), zap.Bool("capped", res.Capped))
+	record := r.settledRecord(u)
+	var res ledger.CommitResult
+	r.svc.settle(r.hold, func(ctx context.Context) error {
+		var err error
+		res, err = r.svc.cfg.Ledger.Commit(ctx, cr)
+		return err
+	}, func(err error) {
+		if err != nil {
+			r.svc.cfg.Log.Error("commit failed", zap.String("reservation", cr.ReservationID), zap.Error(err))
+			return
+		}
+		r.svc.cfg.Log.Info("settled", append(record, zap.String("outcome", "committed"),
+			zap.Int64("charged_micros", res.Charged), zap.Int64("actual_micros", actual), zap.Bool("capped", res.Capped))...)
+	})
 }
 
-// logSettled writes the one record of a request's money: who, what, usage, hold and
-// charge. It never carries a secret: keys appear by id only.
-func (r *Request) logSettled(outcome string, u ledger.Usage, charged int64, extra ...zap.Field) {
+// settledRecord is the one record of a request's money, but its outcome and charge: who,
+// what, usage and hold. It never carries a secret: keys appear by id only. It is built
+// on the request's goroutine; the settlement logs it when it has landed.
+func (r *Request) settledRecord(u ledger.Usage) []zap.Field {
 	var channel, upstream string
 	if r.channel != nil {
 		channel, upstream = r.channel.Name, r.channel.UpstreamModel
 	}
-	fields := []zap.Field{
-		zap.String("outcome", outcome),
+	return []zap.Field{
 		zap.String("request_id", r.requestID),
 		zap.String("reservation", r.reservation.ID),
 		zap.String("account", r.grant.AccountID),
@@ -744,9 +744,7 @@ func (r *Request) logSettled(outcome string, u ledger.Usage, charged int64, extr
 		zap.Int64("output_tokens", u.OutputTokens),
 		zap.Any("units", u.Units),
 		zap.Int64("hold_micros", r.reservation.Amount),
-		zap.Int64("charged_micros", charged),
 	}
-	r.svc.cfg.Log.Info("settled", append(fields, extra...)...)
 }
 
 func deref(p *int64) int64 {
@@ -756,25 +754,51 @@ func deref(p *int64) int64 {
 	return *p
 }
 
-// End finishes the request and settles what was not: a response whose upstream usage
-// already came (the client left after the usage event, before Envoy's end_of_stream)
-// is charged that usage; a stream that had started delivering is charged what it
-// delivered (counted locally, since its usage never came); anything else is released.
-// cause says why, for the record ("stream_closed", ...). Safe to call more than once.
+// End finishes the request and settles what was not, by the settlement policy
+// (decideEnd): the provider's usage if it came, else what a stream delivered, else the
+// prompt once the request reached the provider, else nothing. cause says why the stream
+// ended, for the record ("stream_closed", ...). Safe to call more than once.
 func (r *Request) End(ctx context.Context, cause string) {
 	if r.reservation == nil || r.settled {
 		return
 	}
-	if st := r.resp; st != nil && st.rw != nil {
-		_, usage := st.rw.Usage()
-		if usage || st.chunked && r.parsed.Stream && st.delivered {
-			r.svc.cfg.Log.Info("response ended before its end of stream: charging its usage, else what was delivered",
-				zap.String("cause", cause), zap.Bool("usage", usage))
-			r.settleStream(ctx)
-			return
+	// Whatever happens below (a panic included), the hold is never kept alive past
+	// this point without a settlement: its lease then frees it.
+	defer func() {
+		if !r.settled {
+			r.hold.end()
+		}
+	}()
+	f := endFacts{Sent: r.sent, Tokens: r.tokenPriced()}
+	if st := r.resp; st != nil {
+		f.Failed = st.rw == nil || st.broken && !r.parsed.Stream
+		if st.rw != nil {
+			_, f.Usage = st.rw.Usage()
+			f.Delivered = st.chunked && r.parsed.Stream && st.delivered
 		}
 	}
-	r.release(ctx, cause)
+	rule := decideEnd(f)
+	if rule != endRelease {
+		r.svc.cfg.Log.Info("request ended before its answer did: charging by the settlement policy",
+			zap.String("cause", cause), zap.Stringer("rule", rule))
+	}
+	switch rule {
+	case endUsage, endDelivered:
+		r.settleStream(ctx)
+	case endPrompt:
+		r.commit(ctx, r.promptTokens(), 0)
+	default:
+		r.release(ctx, cause)
+	}
+}
+
+// tokenPriced reports whether the endpoint is priced by tokens.
+func (r *Request) tokenPriced() bool {
+	switch r.endpoint {
+	case EndpointChat, EndpointMessages, EndpointResponses, EndpointEmbeddings, EndpointEmbeddingsMultimodal:
+		return true
+	}
+	return false
 }
 
 func apiAccountSuspended() *apierr.Error {
@@ -789,41 +813,4 @@ const maxUsage = 1 << 40
 // counts are zero, absurd ones are maxUsage (so the cost never overflows).
 func clampUsage(n int64) int64 {
 	return min(max(n, 0), maxUsage)
-}
-
-// settleTimeout bounds one settlement, retries included.
-const settleTimeout = 10 * time.Second
-
-// settleContext detaches settlement from the ext_proc stream's context: Envoy resets the
-// stream as soon as the client has what it needs (or is gone), and a commit or release
-// must not be cancelled with it.
-//
-// A deadline the caller set (the adapter bounds End's settlement) is kept when it is
-// sooner than settleTimeout: only cancellation is dropped.
-func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	deadline := time.Now().Add(settleTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
-}
-
-// retrySettle retries a settlement call that failed for a reason other than a refusal
-// or an unknown reservation (accounting unreachable, a lost connection). Commit and
-// Release are idempotent by reservation id, so a retry can never charge twice; a
-// refusal (already settled) and ledger.ErrNotFound are final.
-func retrySettle(ctx context.Context, call func() error) error {
-	backoff := 50 * time.Millisecond
-	for {
-		err := call()
-		if err == nil || ledger.ReasonOf(err) != 0 || errors.Is(err, ledger.ErrNotFound) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(backoff):
-		}
-		backoff *= 2
-	}
 }

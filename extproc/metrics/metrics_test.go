@@ -146,10 +146,11 @@ func TestRequestsAndCredits(t *testing.T) {
 			upstream: metrics.KindDisconnect, held: true, commit: true,
 		},
 		{
+			// The request reached the provider: its prompt is charged (settlement policy).
 			name: "admitted but gone before any answer",
 			msgs: post("/v1/chat/completions", chat, auth()...),
 			want: series{"/v1/chat/completions", "demo-chat", "mock-demo-chat", "canceled"},
-			held: true,
+			held: true, commit: true,
 		},
 	}
 	for _, tt := range tests {

@@ -97,6 +97,7 @@ func Service(t testing.TB, l lifecycle.Ledger, opts ...func(*lifecycle.Config)) 
 // Harness is a running extproc gRPC server on a loopback listener and a client to it.
 type Harness struct {
 	Client extprocv3.ExternalProcessorClient
+	svc    *lifecycle.Service
 }
 
 // Start serves svc over gRPC on 127.0.0.1 until the test ends.
@@ -117,12 +118,13 @@ func Start(t testing.TB, svc *lifecycle.Service) *Harness {
 		_ = conn.Close()
 		gs.Stop()
 	})
-	return &Harness{Client: extprocv3.NewExternalProcessorClient(conn)}
+	return &Harness{Client: extprocv3.NewExternalProcessorClient(conn), svc: svc}
 }
 
 // Exchange is one HTTP request's stream.
 type Exchange struct {
 	t      testing.TB
+	h      *Harness
 	stream extprocv3.ExternalProcessor_ProcessClient
 	cancel context.CancelFunc
 }
@@ -136,7 +138,7 @@ func (h *Harness) Open(t testing.TB) *Exchange {
 		cancel()
 		t.Fatal(err)
 	}
-	return &Exchange{t: t, stream: s, cancel: cancel}
+	return &Exchange{t: t, h: h, stream: s, cancel: cancel}
 }
 
 // Send sends msg and returns the server's answer.
@@ -153,7 +155,7 @@ func (x *Exchange) Send(msg *extprocv3.ProcessingRequest) *extprocv3.ProcessingR
 }
 
 // Close half-closes the stream as Envoy does at the end of a request and waits until
-// the server has finished it (its settlement included).
+// the server has finished it and every settlement in the background has ended.
 func (x *Exchange) Close() {
 	x.t.Helper()
 	defer x.cancel()
@@ -163,9 +165,21 @@ func (x *Exchange) Close() {
 			if !errors.Is(err, io.EOF) {
 				x.t.Fatalf("stream ended with %v", err)
 			}
+			x.h.WaitSettled(x.t)
 			return
 		}
 		x.t.Fatal("spurious message from the server")
+	}
+}
+
+// WaitSettled waits until the service's background settlements have ended (commits and
+// releases run after the reply).
+func (h *Harness) WaitSettled(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.svc.WaitSettled(ctx); err != nil {
+		t.Fatalf("settlements did not end: %v", err)
 	}
 }
 
@@ -308,6 +322,14 @@ func (f *FakeLedger) Counts() (reserves, commits, releases int) {
 // RecordVideoTask implements lifecycle.Ledger: the task is owned by the key's grant (as
 // registered with AddKey) and has age 0. RecordE, when set, is returned instead.
 // Renew records the renewal.
+// RenewalCount returns how many Renew calls were made.
+func (f *FakeLedger) RenewalCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.Renewals)
+}
+
+// Renew implements lifecycle.Ledger.
 func (f *FakeLedger) Renew(_ context.Context, id string, ttl time.Duration) (time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,0 +1,228 @@
+package envoy_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/extproc/lifecycle"
+)
+
+// stuckLedger's Commit, Renew and Reserve calls wait until their gate opens (or their
+// context ends), as when accounting is paused or a row lock is held.
+type stuckLedger struct {
+	*replay.FakeLedger
+	commitGate, reserveGate chan struct{}
+}
+
+func wait(ctx context.Context, gate chan struct{}) error {
+	if gate == nil {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return errors.New("accounting did not answer: " + ctx.Err().Error())
+	}
+}
+
+func (s *stuckLedger) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error) {
+	if err := wait(ctx, s.commitGate); err != nil {
+		return ledger.CommitResult{}, err
+	}
+	return s.FakeLedger.Commit(ctx, c)
+}
+
+// Reserve makes the hold at once and waits to answer: a reply that does not come in time
+// leaves a hold behind.
+func (s *stuckLedger) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
+	res, err := s.FakeLedger.Reserve(ctx, r)
+	if werr := wait(ctx, s.reserveGate); werr != nil {
+		return ledger.Reservation{}, werr
+	}
+	return res, err
+}
+
+// replyWithin sends msg on x and returns its reply, or fails the test when none came
+// while the ledger was stuck (then it opens gate, so the test can end).
+func replyWithin(t *testing.T, x *replay.Exchange, msg *extprocv3.ProcessingRequest, gate chan struct{}) *extprocResp {
+	t.Helper()
+	got := make(chan *extprocResp, 1)
+	go func() { got <- x.Send(msg) }()
+	select {
+	case r := <-got:
+		return r
+	case <-time.After(10 * time.Second):
+		close(gate)
+		t.Fatal("no reply while accounting was stuck: the reply waited for a ledger call")
+		return nil
+	}
+}
+
+// TestReplyDoesNotWaitForSettlement (money under faults, item 1): the reply that
+// completes an answer never waits for the commit, so a slow accounting can never turn a
+// delivered answer into Envoy's message-timeout error while the charge lands later. The
+// commit lands once accounting answers.
+func TestReplyDoesNotWaitForSettlement(t *testing.T) {
+	for _, tt := range []struct {
+		name, body, ct string
+		chunks         []string
+	}{
+		{"json", chatOK, "application/json", []string{
+			`{"id":"c","object":"chat.completion","model":"mock-gpt","choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`}},
+		{"stream", `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"x"}]}`, "text/event-stream", []string{
+			"data: {\"model\":\"mock-gpt\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n" +
+				"data: {\"model\":\"mock-gpt\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n", ""}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &stuckLedger{FakeLedger: newFake(), commitGate: make(chan struct{})}
+			h := replay.Start(t, replay.Service(t, f))
+			x := admit(t, h, tt.body)
+			x.Send(replay.ResponseHeaders(200, "content-type", tt.ct))
+			for i, c := range tt.chunks {
+				r := replyWithin(t, x, replay.ResponseBody([]byte(c), i == len(tt.chunks)-1), f.commitGate)
+				if r.GetResponseBody() == nil {
+					t.Fatalf("reply %d = %v, want the body passed on", i, r)
+				}
+			}
+			if _, commits, _ := f.Counts(); commits != 0 {
+				t.Fatalf("committed while accounting was stuck")
+			}
+			close(f.commitGate)
+			x.Close()
+			if _, commits, releases := f.Counts(); commits != 1 || releases != 0 || f.Commits[0].Actual != 3+2 {
+				t.Errorf("commits %+v releases %v, want one commit of the usage (5)", f.Commits, f.Releases)
+			}
+		})
+	}
+}
+
+// TestReserveOverBudgetIsRefusedAndReleased (item 1): a Reserve that does not answer
+// within the admission budget is answered with our 503 (the spec's service_unavailable) before Envoy's message
+// timeout, and the hold it made meanwhile is found under its request id and released.
+func TestReserveOverBudgetIsRefusedAndReleased(t *testing.T) {
+	f := &stuckLedger{FakeLedger: newFake(), reserveGate: make(chan struct{})}
+	h := replay.Start(t, replay.Service(t, f))
+	start := time.Now()
+	x, _, resp := h.Post(t, "/v1/chat/completions", []byte(chatOK), bearer(keyPaid)...)
+	if took := time.Since(start); took >= lifecycle.EnvoyMessageTimeout {
+		t.Errorf("answered after %v, at or past Envoy's message timeout", took)
+	}
+	checkError(t, resp, want{503, "service_unavailable", "api_error", "", false, ""}, false)
+	close(f.reserveGate) // accounting answers again
+	x.Close()
+	reserves, commits, releases := f.Counts()
+	if reserves < 2 || f.Reserves[0].RequestID != f.Reserves[len(f.Reserves)-1].RequestID {
+		t.Fatalf("reserves %+v: want the abandoned request id reserved again", f.Reserves)
+	}
+	if commits != 0 || releases != 1 || !strings.HasSuffix(f.Releases[0], ":reserve_timed_out") {
+		t.Errorf("commits %d releases %v: the abandoned hold must be released", commits, f.Releases)
+	}
+}
+
+// outageLedger fails every Commit and Renew (accounting unreachable) until up is closed.
+type outageLedger struct {
+	*replay.FakeLedger
+	up       chan struct{}
+	mu       sync.Mutex
+	attempts int
+}
+
+func (o *outageLedger) down() bool {
+	select {
+	case <-o.up:
+		return false
+	default:
+		return true
+	}
+}
+
+func (o *outageLedger) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error) {
+	o.mu.Lock()
+	o.attempts++
+	o.mu.Unlock()
+	if o.down() {
+		return ledger.CommitResult{}, errors.New("connection refused")
+	}
+	return o.FakeLedger.Commit(ctx, c)
+}
+
+func (o *outageLedger) Renew(ctx context.Context, id string, ttl time.Duration) (time.Time, error) {
+	if o.down() {
+		return time.Time{}, errors.New("connection refused")
+	}
+	return o.FakeLedger.Renew(ctx, id, ttl)
+}
+
+const streamDone = "data: {\"model\":\"mock-gpt\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n"
+
+// TestCommitOutlastsAnOutage (item 5): an accounting outage at the end of a stream that
+// is shorter than what is left of the hold's lease loses no charge: the commit keeps
+// trying and lands once, when accounting is back (here after 11 s, past the 10 s a
+// commit used to give up after).
+func TestCommitOutlastsAnOutage(t *testing.T) {
+	t.Parallel()
+	f := &outageLedger{FakeLedger: newFake(), up: make(chan struct{})}
+	h := replay.Start(t, replay.Service(t, f, func(c *lifecycle.Config) { c.LeaseTTL = 30 * time.Second }))
+	x := admit(t, h, `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
+	x.Send(replay.ResponseBody([]byte(streamDone), false))
+	x.Send(replay.ResponseBody(nil, true))
+	time.AfterFunc(11*time.Second, func() { close(f.up) })
+	x.Close()
+	if _, commits, releases := f.Counts(); commits != 1 || releases != 0 || f.Commits[0].Actual != 3+2 {
+		t.Errorf("commits %+v releases %v, want one commit of the usage", f.Commits, f.Releases)
+	}
+}
+
+// TestCommitGivesUpWithItsLease (item 5): an outage longer than the lease ends the
+// retries once the lease has run out (the sweeper then frees the hold, and the request
+// is free): nothing is charged late, and nothing retries for ever.
+func TestCommitGivesUpWithItsLease(t *testing.T) {
+	t.Parallel()
+	f := &outageLedger{FakeLedger: newFake(), up: make(chan struct{})}
+	defer close(f.up)
+	h := replay.Start(t, replay.Service(t, f, func(c *lifecycle.Config) { c.LeaseTTL = 3 * time.Second }))
+	x := admit(t, h, `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
+	x.Send(replay.ResponseBody([]byte(streamDone), false))
+	x.Send(replay.ResponseBody(nil, true))
+	x.Close() // returns once the settlement gave up
+	f.mu.Lock()
+	attempts := f.attempts
+	f.mu.Unlock()
+	if _, commits, _ := f.Counts(); commits != 0 || attempts < 2 {
+		t.Errorf("commits %d after %d attempts: want retries, then none landed", commits, attempts)
+	}
+}
+
+// TestHoldIsALeaseItsOwnerRenews (item 4): a hold is reserved for the lease only and
+// renewed by its owner while the request runs, whatever the gaps between Envoy's
+// messages (here one longer than the lease), and no longer once it is settled.
+func TestHoldIsALeaseItsOwnerRenews(t *testing.T) {
+	t.Parallel()
+	const lease = 3 * time.Second
+	f := newFake()
+	h := replay.Start(t, replay.Service(t, f, func(c *lifecycle.Config) { c.LeaseTTL = lease }))
+	x := admit(t, h, `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	if f.Reserves[0].TTL != lease {
+		t.Errorf("reserved for %v, want the lease %v", f.Reserves[0].TTL, lease)
+	}
+	x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
+	waitFor(t, func() bool { return f.RenewalCount() >= 3 }) // more than a lease
+	x.Send(replay.ResponseBody([]byte(streamDone), false))
+	x.Send(replay.ResponseBody(nil, true))
+	x.Close()
+	n := f.RenewalCount()
+	time.Sleep(lease / 2) // past the next renewal, were it still kept
+	if m := f.RenewalCount(); m != n {
+		t.Errorf("renewed %d more times after the settlement", m-n)
+	}
+}

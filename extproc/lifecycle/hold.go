@@ -1,0 +1,150 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"go.uber.org/zap"
+)
+
+// hold is an admitted request's reservation while extproc owns it: a keeper renews its
+// lease until its settlement has ended (see budget.go).
+type hold struct {
+	res ledger.Reservation
+	// expires is the lease's end as last confirmed by accounting, in unix nanoseconds
+	// of this process's clock (the call's start plus the lease: never later than
+	// accounting's own expiry).
+	expires atomic.Int64
+	stop    chan struct{}
+	once    sync.Once
+}
+
+func (h *hold) expiry() time.Time { return time.Unix(0, h.expires.Load()) }
+
+// end stops the keeper: the hold is settled, or given up to the sweeper.
+func (h *hold) end() { h.once.Do(func() { close(h.stop) }) }
+
+// newHold starts keeping res, reserved at start.
+func (s *Service) newHold(res ledger.Reservation, start time.Time) *hold {
+	h := &hold{res: res, stop: make(chan struct{})}
+	h.expires.Store(start.Add(s.cfg.LeaseTTL).UnixNano())
+	go s.keep(h)
+	return h
+}
+
+// keep renews h every third of its lease until h ends. A failed renewal is tried again
+// sooner (the lease still has two thirds left); a refusal (the hold is no longer held)
+// or an unknown reservation ends the keeping.
+func (s *Service) keep(h *hold) {
+	period := s.cfg.LeaseTTL / 3
+	t := time.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), period)
+		_, err := s.cfg.Ledger.Renew(ctx, h.res.ID, s.cfg.LeaseTTL)
+		cancel()
+		switch {
+		case err == nil:
+			h.expires.Store(start.Add(s.cfg.LeaseTTL).UnixNano())
+			t.Reset(period)
+		case final(err):
+			s.cfg.Log.Info("hold no longer held: stop renewing", zap.String("reservation", h.res.ID), zap.Error(err))
+			return
+		default:
+			s.cfg.Log.Warn("renew failed", zap.String("reservation", h.res.ID), zap.Error(err))
+			t.Reset(min(period, time.Second))
+		}
+	}
+}
+
+// final reports whether a ledger error is an answer (a refusal, an unknown reservation)
+// rather than a failure to get one: only failures are retried.
+func final(err error) bool {
+	return ledger.ReasonOf(err) != 0 || errors.Is(err, ledger.ErrNotFound)
+}
+
+// settle runs call (the commit or release of h) in the background, after the client's
+// reply: it is retried until it lands or is refused for good (accounting expired the
+// hold: nothing is charged, never twice), for at most one lease past the hold's last
+// confirmed expiry (accounting unreachable all along). done hears the last error. h's
+// keeper stops when settle ends.
+func (s *Service) settle(h *hold, call func(context.Context) error, done func(error)) {
+	s.pending.Add(1)
+	go func() {
+		defer s.pending.Done()
+		defer h.end()
+		done(s.retry(func() time.Time { return h.expiry().Add(s.cfg.LeaseTTL) }, call))
+	}()
+}
+
+// retry calls call until it succeeds or fails for good, or until the time until()
+// returns has passed (checked after each failure), with a capped exponential backoff
+// and a bound on each attempt. It is the one retry loop of every ledger call that must
+// eventually land.
+func (s *Service) retry(until func() time.Time, call func(context.Context) error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), settleAttemptTimeout)
+		err := call(ctx)
+		cancel()
+		if err == nil || final(err) || time.Now().After(until()) {
+			return err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, maxSettleBackoff)
+	}
+}
+
+// abandonReserve makes sure a reservation whose reply did not come within the admission
+// budget leaves no hold: the client was already told to retry, so the same request id
+// is reserved again (accounting answers a reservation that exists with that same
+// reservation) until accounting answers, and whatever hold it names is released. Were
+// it never answered, any hold made in between expires with its lease.
+func (s *Service) abandonReserve(req ledger.ReserveRequest) {
+	s.pending.Add(1)
+	go func() {
+		defer s.pending.Done()
+		deadline := time.Now().Add(s.cfg.LeaseTTL)
+		var res ledger.Reservation
+		err := s.retry(func() time.Time { return deadline }, func(ctx context.Context) error {
+			var err error
+			res, err = s.cfg.Ledger.Reserve(ctx, req)
+			return err
+		})
+		if err != nil {
+			return // refused (no hold was made), or accounting never answered (the lease frees it)
+		}
+		err = s.retry(func() time.Time { return deadline }, func(ctx context.Context) error {
+			_, err := s.cfg.Ledger.Release(ctx, res.ID, "reserve_timed_out")
+			return err
+		})
+		if err != nil && !final(err) {
+			s.cfg.Log.Warn("release of an abandoned reservation failed: its lease frees it",
+				zap.String("reservation", res.ID), zap.Error(err))
+		}
+	}()
+}
+
+// WaitSettled waits until every settlement and abandoned reservation of the Service has
+// finished, or ctx is done (a lease keeper ends with its hold's settlement). Drain calls it after the last stream ended,
+// tests before they read the ledger.
+func (s *Service) WaitSettled(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.pending.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
