@@ -60,9 +60,11 @@ func parse(body []byte, full bool) (wire.Parsed, *apierr.Error) {
 		if !t.IsArray() {
 			return p, apierr.Param(apierr.InvalidRequest, "tools", "tools: must be an array.")
 		}
-		p.Prompt.Texts = append(p.Prompt.Texts, t.Raw)
+		p.Prompt.Tools = true
 		p.Unpriced = wire.ServerTools(root, clientTool)
 	}
+	// Everything but the walked messages and system is billed as JSON (tools, …).
+	p.Prompt.JSON = append(p.Prompt.JSON, wire.Extras(root, "model", "messages", "system")...)
 	if !full {
 		return p, nil
 	}
@@ -141,8 +143,8 @@ func messages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 }
 
 // blocks checks an array of content blocks (objects with a string type) and adds their
-// text to pr: text blocks' text, tool_use input, tool_result content; image and
-// document blocks count as media.
+// parts to pr: text blocks' text, tool_use input (as JSON), tool_result content; image
+// and document blocks by their kind (see document); any other block as JSON.
 //
 // It is not wire.ContentPart: the Anthropic rule differs (a text block's "text" is
 // required, other blocks' "text" is not checked) and its messages name the offending
@@ -166,10 +168,15 @@ func blocks(arr gjson.Result, at string, pr *wire.Prompt) *apierr.Error {
 				return false
 			}
 			pr.Texts = append(pr.Texts, t.Str)
-		case "image", "document":
-			pr.Media++
+		case "image":
+			pr.Images++
+		case "document":
+			if err = document(b, bat, pr); err != nil {
+				return false
+			}
 		case "tool_use":
-			pr.Texts = append(pr.Texts, b.Get("name").Str, b.Get("input").Raw)
+			pr.Texts = append(pr.Texts, b.Get("name").Str)
+			pr.JSON = append(pr.JSON, b.Get("input").Raw)
 		case "tool_result":
 			c := b.Get("content")
 			switch {
@@ -181,11 +188,33 @@ func blocks(arr gjson.Result, at string, pr *wire.Prompt) *apierr.Error {
 				}
 			}
 		default:
-			pr.Texts = append(pr.Texts, b.Raw)
+			pr.JSON = append(pr.JSON, b.Raw)
 		}
 		return true
 	})
 	return err
+}
+
+// document adds a document block at param to pr by its source: a PDF by its bytes
+// ("base64") is a document; plain text ("text") is text; "content" holds blocks; a URL
+// or a file id cannot be sized before Anthropic fetches it and is unbounded.
+func document(b gjson.Result, param string, pr *wire.Prompt) *apierr.Error {
+	src := b.Get("source")
+	switch src.Get("type").Str {
+	case "base64":
+		pr.Documents++
+	case "text":
+		pr.Texts = append(pr.Texts, src.Get("data").Str)
+	case "content":
+		if c := src.Get("content"); c.Type == gjson.String {
+			pr.Texts = append(pr.Texts, c.Str)
+		} else if c.IsArray() {
+			return blocks(c, param+".source.content", pr)
+		}
+	default:
+		pr.Unbound(param + ".source")
+	}
+	return nil
 }
 
 // SetModel rewrites the top-level "model" string of body in place: every other byte is

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/wire"
 )
 
 const msgs = `"messages":[{"role":"user","content":"hi"}]`
@@ -100,4 +102,36 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("ParseCountTokens accepted %q", body)
 		}
 	})
+}
+
+func TestParseMessagesParts(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want wire.Prompt
+	}{
+		{
+			name: "tools and tool_use input as JSON",
+			body: `{"model":"m","max_tokens":5,"system":"s","tools":[{"name":"t","input_schema":{}}],"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"i","name":"t","input":{"a":1}}]}]}`,
+			want: wire.Prompt{Texts: []string{"t", "s"}, Messages: 1, Tools: true,
+				JSON: []string{`{"a":1}`, `"tools":[{"name":"t","input_schema":{}}]`}},
+		},
+		{
+			name: "documents by source",
+			body: `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x"}},{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}},{"type":"document","source":{"type":"text","media_type":"text/plain","data":"plain words"}},{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}`,
+			want: wire.Prompt{Texts: []string{"plain words"}, Messages: 1, Images: 1, Documents: 1,
+				Unbounded: "messages[0].content[3].source"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := ParseMessages([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, p.Prompt); d != "" {
+				t.Fatalf("prompt (-want +got):\n%s", d)
+			}
+		})
+	}
 }

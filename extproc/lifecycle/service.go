@@ -442,6 +442,10 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 		return apierr.Param(apierr.PricingUnavailable, f,
 			"'"+f+"' asks for server-side tools that have no published price on this gateway; use client-side (function) tools.")
 	}
+	if f := r.parsed.Prompt.Unbounded; f != "" && r.endpoint != EndpointCountTokens {
+		return apierr.Param(apierr.PricingUnavailable, f,
+			"'"+f+"' refers to content this gateway cannot size before the provider fetches it, so its cost cannot be bounded; send the file's bytes (base64) instead.")
+	}
 	if r.parsed.MaxOutput > m.MaxOutputTokens && r.endpoint != EndpointCountTokens {
 		return apierr.Param(apierr.InvalidMaxTokens, r.parsed.MaxOutputParam,
 			"'"+r.parsed.MaxOutputParam+"' is too large: the model '"+id+"' supports at most "+strconv.FormatInt(m.MaxOutputTokens, 10)+" output tokens.")
@@ -515,7 +519,8 @@ func (r *Request) modelRules(ctx context.Context) *apierr.Error {
 
 // MaxCost is the request's maximum estimated cost in micro-credits. Token kinds: the
 // prompt's estimate times the input price plus the output limit (the request's, else
-// the model's) times the output price, each rounded up. Embeddings: the input's
+// the model's) and what is billed as output beyond it (prediction) times the output
+// price, each rounded up. Embeddings: the input's
 // estimate (token ids counted exactly) times the input price. Speech: the exact cost of
 // its characters. Images and video: units times the unit price. Free models cost 0.
 func (r *Request) MaxCost() int64 {
@@ -526,7 +531,7 @@ func (r *Request) MaxCost() int64 {
 	switch m.Kind {
 	case catalog.KindEmbeddings:
 		known := r.parsed.KnownTokens
-		return tokens.Cost(tokens.WithMargin(r.promptTokens()-known, r.parsed.Prompt.Media)+known, deref(m.Prices.InputPerMTok))
+		return tokens.Cost(tokens.WithMargin(r.promptTokens()-known, tokens.Media(r.parsed.Prompt))+known, deref(m.Prices.InputPerMTok))
 	case catalog.KindSpeech, catalog.KindImage, catalog.KindVideo:
 		return r.unitCost(r.units)
 	}
@@ -534,7 +539,8 @@ func (r *Request) MaxCost() int64 {
 	if out == 0 {
 		out = m.MaxOutputTokens
 	}
-	return tokens.Cost(tokens.WithMargin(r.promptTokens(), r.parsed.Prompt.Media), deref(m.Prices.InputPerMTok)) +
+	out += r.svc.cfg.Counter.Output(r.parsed.Prompt)
+	return tokens.Cost(tokens.WithMargin(r.promptTokens(), tokens.Media(r.parsed.Prompt)), deref(m.Prices.InputPerMTok)) +
 		tokens.Cost(out, deref(m.Prices.OutputPerMTok))
 }
 
@@ -563,7 +569,7 @@ func (r *Request) promptTokens() int64 {
 	if r.counted < 0 {
 		p := r.parsed.Prompt
 		if r.endpoint == EndpointEmbeddings || r.endpoint == EndpointEmbeddingsMultimodal {
-			n := r.parsed.KnownTokens + int64(p.Media)*tokens.MediaPart
+			n := r.parsed.KnownTokens + tokens.Media(p)
 			for _, t := range p.Texts {
 				n += int64(r.svc.cfg.Counter.Text(t))
 			}

@@ -67,12 +67,15 @@ func ParseChat(body []byte) (wire.Parsed, *apierr.Error) {
 		}
 		p.IncludeUsage = iu.Type == gjson.True
 	}
-	tools, err := typed(root)
-	if err != nil {
+	if err := typed(root); err != nil {
 		return p, err
 	}
-	if tools != "" {
-		p.Prompt.Texts = append(p.Prompt.Texts, tools)
+	// Everything but the walked messages is billed as JSON (tools, functions,
+	// response_format, …); prediction is billed as output.
+	p.Prompt.JSON = append(p.Prompt.JSON, wire.Extras(root, "model", "messages", "prediction")...)
+	p.Prompt.Tools = root.Get("tools").IsArray() || root.Get("functions").IsArray()
+	if pr := root.Get("prediction"); pr.Exists() && pr.Type != gjson.Null {
+		p.Prompt.Output = append(p.Prompt.Output, pr.Raw)
 	}
 	p.Unpriced = wire.ServerTools(root, clientTool)
 	if w := root.Get("web_search_options"); w.Exists() && w.Type != gjson.Null {
@@ -86,26 +89,30 @@ func ParseChat(body []byte) (wire.Parsed, *apierr.Error) {
 // code interpreter, image generation, …) are run and billed by the provider per call.
 func clientTool(typ string) bool { return typ == "function" || typ == "custom" }
 
-// typed checks the types of the optional fields the spec types, and returns the raw
-// tools JSON ("" when absent).
-func typed(root gjson.Result) (tools string, err *apierr.Error) {
+// typed checks the types of the optional fields the spec types, and of the legacy
+// functions and the prediction the estimate counts.
+func typed(root gjson.Result) *apierr.Error {
 	if s := root.Get("stop"); s.Exists() && s.Type != gjson.Null && s.Type != gjson.String &&
 		!wire.ArrayOf(s, wire.IsString) {
-		return "", apierr.Param(apierr.InvalidRequest, "stop", "The 'stop' field must be a string or an array of strings.")
+		return apierr.Param(apierr.InvalidRequest, "stop", "The 'stop' field must be a string or an array of strings.")
 	}
-	if tools, err = wire.OptionalObjectArray(root, "tools"); err != nil {
-		return "", err
+	for _, f := range []string{"tools", "functions"} {
+		if _, err := wire.OptionalObjectArray(root, f); err != nil {
+			return err
+		}
 	}
 	if err := wire.OptionalStringOrObject(root, "tool_choice"); err != nil {
-		return "", err
+		return err
 	}
-	if err := wire.OptionalObject(root, "response_format"); err != nil {
-		return "", err
+	for _, f := range []string{"response_format", "prediction"} {
+		if err := wire.OptionalObject(root, f); err != nil {
+			return err
+		}
 	}
 	if _, err := wire.OptionalString(root, "user"); err != nil {
-		return "", err
+		return err
 	}
-	return tools, nil
+	return nil
 }
 
 func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
@@ -152,11 +159,7 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 					err = apierr.Param(apierr.InvalidRequest, pat+".image_url", "A content part's 'image_url' must be a string or an object.")
 					return false
 				}
-				if typ == "text" || typ == "refusal" {
-					pr.Texts = append(pr.Texts, part.Get("text").Str, part.Get("refusal").Str)
-				} else {
-					pr.Media++
-				}
+				chatPart(&pr, typ, part, pat)
 				return true
 			})
 			if err != nil {
@@ -177,7 +180,7 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 				err = apierr.Param(apierr.InvalidRequest, at+".tool_calls", "The message's 'tool_calls' must be an array.")
 				return false
 			}
-			pr.Texts = append(pr.Texts, tc.Raw)
+			pr.JSON = append(pr.JSON, tc.Raw)
 		}
 		pr.Messages++
 		return true
@@ -189,4 +192,39 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 		return pr, apierr.Param(apierr.InvalidRequest, "messages", "The 'messages' field must hold at least one message.")
 	}
 	return pr, nil
+}
+
+// chatPart adds one validated content part at param to pr by its kind: text and refusal
+// as text; images; input audio by its decoded size; a file by its bytes as a document, by
+// file id unbounded; any other part as an image and its JSON (an upper bound of both).
+func chatPart(pr *wire.Prompt, typ string, part gjson.Result, param string) {
+	switch typ {
+	case "text", "refusal":
+		pr.Texts = append(pr.Texts, part.Get("text").Str, part.Get("refusal").Str)
+	case "image_url":
+		pr.Images++
+	case "input_audio":
+		pr.AudioBytes += wire.Base64Size(part.Get("input_audio.data").Str)
+	case "file":
+		fileData(pr, part.Get("file"), "file_data", param+".file")
+	default:
+		pr.Images++
+		pr.JSON = append(pr.JSON, part.Raw)
+	}
+}
+
+// fileData adds a file object f (at param) to pr: by its bytes (the field named data)
+// a document; otherwise (file_id, file_url) it cannot be sized, and is unbounded.
+func fileData(pr *wire.Prompt, f gjson.Result, data, param string) {
+	if d := f.Get(data); d.Type == gjson.String && d.Str != "" {
+		pr.Documents++
+		return
+	}
+	for _, k := range []string{"file_id", "file_url"} {
+		if f.Get(k).Exists() {
+			pr.Unbound(param + "." + k)
+			return
+		}
+	}
+	pr.Unbound(param)
 }

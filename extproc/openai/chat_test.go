@@ -94,7 +94,7 @@ func TestParseChatParsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Model != "m" || !p.Stream || !p.IncludeUsage || p.MaxOutput != 9 || p.MaxOutputParam != "max_completion_tokens" ||
-		p.Prompt.Messages != 2 || p.Prompt.Media != 1 || p.Prompt.Texts[len(p.Prompt.Texts)-1] != `[{"type":"function"}]` {
+		p.Prompt.Messages != 2 || p.Prompt.Images != 1 || !p.Prompt.Tools || p.Prompt.JSON[len(p.Prompt.JSON)-1] != `"tools":[{"type":"function"}]` {
 		t.Fatalf("parsed %+v", p)
 	}
 	p, err = ParseChat([]byte(`{"model":"m",` + msgs + `,"max_tokens":50,"max_completion_tokens":9}`))

@@ -116,7 +116,7 @@ func ParseMultimodalEmbeddings(body []byte) (wire.Parsed, *apierr.Error) {
 			} else if c := v.Get("content"); c.Exists() {
 				walk(c)
 			} else {
-				p.Prompt.Media++
+				p.Prompt.Images++
 			}
 		}
 	}

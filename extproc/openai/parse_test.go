@@ -19,11 +19,32 @@ func TestParsedForBilling(t *testing.T) {
 			name: "responses items", parse: wrap(ParseResponses),
 			body: `{"model":"m","instructions":"be brief","max_output_tokens":9,"stream":true,"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"x"}]},{"role":"assistant","content":"b"},{"type":"function_call_output","call_id":"c","output":"o"}]}`,
 			want: wire.Parsed{Model: "m", Stream: true, MaxOutput: 9, MaxOutputParam: "max_output_tokens",
-				Prompt: wire.Prompt{Texts: []string{"a", "b", `{"type":"function_call_output","call_id":"c","output":"o"}`, "be brief"}, Messages: 3, Media: 1}},
+				Prompt: wire.Prompt{Texts: []string{"a", "b", "be brief"}, Messages: 3, Images: 1,
+					JSON: []string{`{"type":"function_call_output","call_id":"c","output":"o"}`}}},
 		},
 		{
 			name: "responses string", parse: wrap(ParseResponses), body: `{"model":"m","input":"hi"}`,
 			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Texts: []string{"hi"}, Messages: 1}},
+		},
+		{
+			name: "chat response_format, functions and prediction", parse: wrap(ParseChat),
+			body: `{"model":"m","messages":[{"role":"user","content":"q"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object"}}},"functions":[{"name":"f"}],"prediction":{"type":"content","content":"old code"}}`,
+			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Texts: []string{"q"}, Messages: 1, Tools: true,
+				JSON:   []string{`"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object"}}}`, `"functions":[{"name":"f"}]`},
+				Output: []string{`{"type":"content","content":"old code"}`}}},
+		},
+		{
+			name: "chat media parts by kind", parse: wrap(ParseChat),
+			body: `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x"}},{"type":"input_audio","input_audio":{"data":"AAAAAAAA","format":"wav"}},{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0="}},{"type":"file","file":{"file_id":"file-1"}}]}]}`,
+			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Messages: 1, Images: 1, AudioBytes: 6, Documents: 1,
+				Unbounded: "messages[0].content[3].file.file_id"}},
+		},
+		{
+			name: "responses text.format and files", parse: wrap(ParseResponses),
+			body: `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_data":"JVBERi0="},{"type":"input_file","file_url":"https://x/a.pdf"}]}],"text":{"format":{"type":"json_schema","schema":{}}}}`,
+			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Messages: 1, Documents: 1,
+				JSON:      []string{`"text":{"format":{"type":"json_schema","schema":{}}}`},
+				Unbounded: "input[0].content[1].file_url"}},
 		},
 		{
 			name: "embeddings strings", parse: wrap(ParseEmbeddings), body: `{"model":"m","input":["a","b"]}`,
@@ -35,7 +56,7 @@ func TestParsedForBilling(t *testing.T) {
 		},
 		{
 			name: "multimodal", parse: wrap(ParseMultimodalEmbeddings), body: `{"model":"m","input":[{"text":"a"},{"image":"https://x"},"b"]}`,
-			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Texts: []string{"a", "b"}, Media: 1}},
+			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Texts: []string{"a", "b"}, Images: 1}},
 		},
 		{
 			name: "speech counts code points", parse: wrap(ParseSpeech), body: `{"model":"m","input":"日本語 ok","voice":"v"}`,

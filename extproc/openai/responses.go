@@ -14,8 +14,10 @@ import (
 // input is a string or an array of objects (Responses input items). The prompt the hold
 // is estimated from is every text the items carry: message content (a string, or the
 // text of input_text/output_text/refusal parts), function call arguments and outputs,
-// and any other item as its raw JSON; image, file and audio parts count as media.
-// instructions and tools count as text too. Each item counts as one message of framing.
+// and any other item as its raw JSON; image, file and audio parts count by their kind's
+// bound (a file by URL or id is unbounded). instructions count as text, every other
+// top-level field (tools, text.format, …) as JSON. Each item counts as one message of
+// framing.
 //
 // A prepaid gateway must see everything it is billed for before it admits a request:
 // fields that make the upstream bill for what the request does not carry are refused
@@ -37,6 +39,9 @@ func ParseResponses(body []byte) (wire.Parsed, *apierr.Error) {
 		}
 		p.Prompt.Texts = append(p.Prompt.Texts, in.Str)
 	}
+	// Everything but the walked input and instructions is billed as JSON (tools,
+	// text.format schemas, …).
+	p.Prompt.JSON = append(p.Prompt.JSON, wire.Extras(root, "model", "input", "instructions")...)
 	if p.MaxOutput, err = wire.PositiveInt(root, "max_output_tokens", false); err != nil {
 		return p, err
 	}
@@ -52,12 +57,12 @@ func ParseResponses(body []byte) (wire.Parsed, *apierr.Error) {
 	if err := wire.Range(root, "top_p", 0, 1); err != nil {
 		return p, err
 	}
-	tools, err := wire.OptionalObjectArray(root, "tools")
-	if err != nil {
+	if _, err := wire.OptionalObjectArray(root, "tools"); err != nil {
 		return p, err
 	}
-	if tools != "" {
-		p.Prompt.Texts = append(p.Prompt.Texts, tools)
+	p.Prompt.Tools = root.Get("tools").IsArray()
+	if err := wire.OptionalObject(root, "text"); err != nil {
+		return p, err
 	}
 	p.Unpriced = wire.ServerTools(root, clientTool)
 	if err := wire.OptionalStringOrObject(root, "tool_choice"); err != nil {
@@ -68,9 +73,6 @@ func ParseResponses(body []byte) (wire.Parsed, *apierr.Error) {
 	}
 	return p, nil
 }
-
-// responsesMedia are the content part types that carry no text.
-var responsesMedia = map[string]bool{"input_image": true, "input_file": true, "input_audio": true}
 
 func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 	var pr wire.Prompt
@@ -108,13 +110,20 @@ func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 					err = e
 					return false
 				}
-				switch {
-				case responsesMedia[typ]:
-					pr.Media++
-				case typ == "refusal":
+				switch typ {
+				case "input_image":
+					pr.Images++
+				case "input_file":
+					fileData(&pr, part, "file_data", pat)
+				case "input_audio":
+					pr.AudioBytes += wire.Base64Size(part.Get("input_audio.data").Str)
+				case "refusal":
 					pr.Texts = append(pr.Texts, part.Get("refusal").Str)
-				default:
+				case "input_text", "output_text":
 					pr.Texts = append(pr.Texts, part.Get("text").Str)
+				default:
+					pr.Images++
+					pr.JSON = append(pr.JSON, part.Raw)
 				}
 				return true
 			})
@@ -126,7 +135,7 @@ func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 			return false
 		default:
 			// Function calls, their outputs, reasoning and other items: count their JSON.
-			pr.Texts = append(pr.Texts, item.Raw)
+			pr.JSON = append(pr.JSON, item.Raw)
 		}
 		return true
 	})

@@ -5,17 +5,43 @@
 // network at start). The vocabulary is loaded once by New; a Counter is then safe for
 // concurrent use.
 //
-// Estimates are upper bounds, not predictions. Upstream models use other vocabularies
-// (Anthropic's, older OpenAI ones), whose counts for the same text differ from
-// o200k_base by up to roughly 10% on ordinary text, so the estimate adds a margin:
+// Estimates are upper bounds, not predictions: every part of a request a provider
+// bills is counted, each kind with its own bound (wire.Prompt lists the kinds):
 //
-//	estimate = ceil(1.1 × (text tokens + 4 per message + 3)) + 64 + 2,000 per media part
+//   - Text (message contents, text parts, system): o200k_base tokens. Upstream models
+//     use other vocabularies (Anthropic's, older OpenAI ones), whose counts for the same
+//     text differ from o200k_base by up to roughly 10% on ordinary text, hence the
+//     margin below.
+//   - JSON (tool and function definitions, response_format / text.format schemas, tool
+//     calls, and every top-level field the parser does not walk): providers bill a
+//     rendering of it, never more text than the JSON itself carries; it counts as the
+//     larger of its o200k_base tokens and one token per 4 bytes (JSONBytesPerToken), so
+//     a JSON of long runs that one vocabulary merges well still counts by its size.
+//   - Framing: 4 tokens per message and 3 for the reply priming (OpenAI's documented
+//     overhead); ToolsPrompt when the request offers tools (Anthropic adds a tool-use
+//     system prompt of up to 530 tokens, depending on the model and tool_choice).
+//   - Images: ImageTokens each, whatever the source and size. OpenAI's rule for
+//     high detail (85 + 170 per 512-px tile after scaling into 2048×2048 and the short
+//     side to 768) peaks at 1,445; Anthropic's (w×h)/750 after resizing peaks near
+//     1,600. Models whose image tokens are multiplied for pricing (gpt-4o-mini) are not
+//     covered and must not be put behind a token-priced catalog entry.
+//   - Audio: one token per AudioBytesPerToken decoded bytes: 10 tokens per second of
+//     audio (OpenAI's audio input rate) at any bitrate of 4 kbit/s or more.
+//   - Documents by bytes (PDFs): DocumentTokens each: the providers' page limit per
+//     request (100 pages) × (PageText + PageImage), Anthropic's published per-page
+//     rule (the page's text, 1,500–3,000 tokens, plus the page as an image). A document
+//     by URL or file id cannot be sized before the provider fetches it: the parsers
+//     mark it unpriced and the request is refused as pricing_unavailable.
+//   - Output: the output limit, plus what is billed as output without being limited by
+//     it: chat prediction content (OpenAI bills rejected prediction tokens as output),
+//     counted as JSON with the margin.
 //
-// The 4 tokens per message and 3 for the reply priming are OpenAI's documented framing
-// overhead; the 64 flat tokens cover framing that is not text (tool schemas rendered
-// differently, role markers of other vocabularies). Images, audio and files are counted
-// as a fixed 2,000 tokens per part, above what the providers charge for one image at
-// their largest accepted size. count_tokens uses Count without the margin.
+// The estimate of the input is
+//
+//	ceil(1.1 × (text + JSON + framing + tools prompt)) + 64 + media bounds
+//
+// where the 64 flat tokens cover framing that is not text (role markers of other
+// vocabularies). count_tokens uses Count without the margin.
 //
 // It depends on tiktoken-go and the wire package only.
 package tokens
@@ -37,8 +63,20 @@ const (
 	ReplyPriming = 3
 	// MarginFlat is added to every estimate.
 	MarginFlat = 64
-	// MediaPart is the fixed upper bound of one image, audio or file part.
-	MediaPart = 2000
+	// ToolsPrompt is the tool-use system prompt a provider adds when tools are offered.
+	ToolsPrompt = 600
+	// JSONBytesPerToken: a JSON part counts at least one token per this many bytes.
+	JSONBytesPerToken = 4
+	// ImageTokens is the upper bound of one image part.
+	ImageTokens = 2000
+	// AudioBytesPerToken: inline audio counts one token per this many decoded bytes.
+	AudioBytesPerToken = 50
+	// DocumentPages is the providers' page limit of one request.
+	DocumentPages = 100
+	// PageText and PageImage are one document page's text and image tokens.
+	PageText, PageImage = 3000, 1600
+	// DocumentTokens is the upper bound of one document sent by its bytes.
+	DocumentTokens = DocumentPages * (PageText + PageImage)
 )
 
 var loaderOnce sync.Once
@@ -106,29 +144,57 @@ func (c *Counter) encode(s string) int {
 
 func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
 
-// Count is the plain count of a prompt: its text tokens, the per-message framing and
-// the reply priming, with media parts at MediaPart each, and no margin.
+// JSON is the bound of one JSON part: its o200k_base tokens, and at least one token per
+// JSONBytesPerToken bytes.
+func (c *Counter) JSON(s string) int64 {
+	return max(int64(c.Text(s)), (int64(len(s))+JSONBytesPerToken-1)/JSONBytesPerToken)
+}
+
+// Count is the plain count of a prompt: its text and JSON tokens, the per-message
+// framing, the reply priming and the tools prompt, with media parts at their bounds
+// (Media), and no margin.
 func (c *Counter) Count(p wire.Prompt) int64 {
 	var n int64
 	for _, t := range p.Texts {
 		n += int64(c.Text(t))
 	}
+	for _, j := range p.JSON {
+		n += c.JSON(j)
+	}
 	n += int64(p.Messages)*PerMessage + ReplyPriming
-	n += int64(p.Media) * MediaPart
-	return n
+	if p.Tools {
+		n += ToolsPrompt
+	}
+	return n + Media(p)
 }
 
-// Estimate is the upper bound of a prompt's input tokens: Count's text and framing
-// times 1.1 rounded up, plus MarginFlat, plus MediaPart per media part.
+// Media is the bound of a prompt's image, audio and document parts.
+func Media(p wire.Prompt) int64 {
+	audio := (p.AudioBytes + AudioBytesPerToken - 1) / AudioBytesPerToken
+	return int64(p.Images)*ImageTokens + audio + int64(p.Documents)*DocumentTokens
+}
+
+// Estimate is the upper bound of a prompt's input tokens: Count's text, JSON and framing
+// times 1.1 rounded up, plus MarginFlat, plus the media bounds.
 func (c *Counter) Estimate(p wire.Prompt) int64 {
-	return WithMargin(c.Count(p), p.Media)
+	return WithMargin(c.Count(p), Media(p))
 }
 
-// WithMargin turns a plain Count of a prompt with media parts into its Estimate,
-// without counting again.
-func WithMargin(count int64, media int) int64 {
-	m := int64(media) * MediaPart
-	return ((count-m)*11+9)/10 + MarginFlat + m
+// WithMargin turns a plain Count of a prompt whose media bound is media into its
+// Estimate, without counting again.
+func WithMargin(count, media int64) int64 {
+	return ((count-media)*11+9)/10 + MarginFlat + media
+}
+
+// Output is the bound of the output tokens a prompt is billed beyond the output limit:
+// its Output parts (chat prediction) counted as JSON, times 1.1 rounded up; 0 when it
+// has none.
+func (c *Counter) Output(p wire.Prompt) int64 {
+	var n int64
+	for _, o := range p.Output {
+		n += c.JSON(o)
+	}
+	return (n*11 + 9) / 10
 }
 
 // Cost is units × pricePerMillion / 1,000,000 in micro-credits, rounded up. Negative

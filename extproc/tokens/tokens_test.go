@@ -44,7 +44,14 @@ func TestCountAndEstimate(t *testing.T) {
 	}{
 		{name: "empty", p: wire.Prompt{}, count: 3, estim: 4 + 64},
 		{name: "one message", p: wire.Prompt{Texts: []string{"hello world"}, Messages: 1}, count: 2 + 4 + 3, estim: 10 + 64},
-		{name: "image", p: wire.Prompt{Texts: []string{"hello world"}, Messages: 1, Media: 1}, count: 9 + 2000, estim: 10 + 64 + 2000},
+		{name: "image", p: wire.Prompt{Texts: []string{"hello world"}, Messages: 1, Images: 1}, count: 9 + 2000, estim: 10 + 64 + 2000},
+		// A JSON part counts at least one token per 4 bytes: 400 '=' merge into few
+		// o200k tokens, but 402 bytes of JSON ("...") count 101.
+		{name: "json by size", p: wire.Prompt{JSON: []string{`"` + strings.Repeat("=", 400) + `"`}}, count: 101 + 3, estim: 115 + 64},
+		{name: "json by tokens", p: wire.Prompt{JSON: []string{`{"a":1}`}}, count: 5 + 3, estim: 9 + 64},
+		{name: "tools prompt", p: wire.Prompt{Tools: true}, count: 3 + ToolsPrompt, estim: 664 + 64},
+		{name: "audio by size", p: wire.Prompt{AudioBytes: 16_001}, count: 3 + 321, estim: 4 + 64 + 321},
+		{name: "document", p: wire.Prompt{Documents: 2}, count: 3 + 2*460_000, estim: 4 + 64 + 920_000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,6 +60,29 @@ func TestCountAndEstimate(t *testing.T) {
 			}
 			if got := c.Estimate(tt.p); got != tt.estim {
 				t.Errorf("Estimate = %d, want %d", got, tt.estim)
+			}
+		})
+	}
+}
+
+func TestOutput(t *testing.T) {
+	c, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		p    wire.Prompt
+		want int64
+	}{
+		{name: "none", p: wire.Prompt{}, want: 0},
+		// 41 bytes → 11 by size; o200k counts more; times 1.1.
+		{name: "prediction", p: wire.Prompt{Output: []string{`{"type":"content","content":"a b c d e f"}`}}, want: (c.JSON(`{"type":"content","content":"a b c d e f"}`)*11 + 9) / 10},
+		{name: "long run", p: wire.Prompt{Output: []string{strings.Repeat("=", 4000)}}, want: 1100},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := c.Output(tt.p); got != tt.want {
+				t.Errorf("Output = %d, want %d", got, tt.want)
 			}
 		})
 	}

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"strings"
+
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/tidwall/gjson"
 )
@@ -118,4 +120,46 @@ func ContentPart(part gjson.Result, param string) (string, *apierr.Error) {
 		return "", apierr.Param(apierr.InvalidRequest, param+".text", "A content part's 'text' must be a string.")
 	}
 	return typ.Str, nil
+}
+
+// control are the top-level fields of the formats that steer generation or record
+// bookkeeping and are never rendered into the model's input: no provider bills them.
+var control = map[string]bool{
+	"stream": true, "stream_options": true, "max_tokens": true, "max_completion_tokens": true,
+	"max_output_tokens": true, "temperature": true, "top_p": true, "top_k": true, "n": true,
+	"seed": true, "presence_penalty": true, "frequency_penalty": true, "logprobs": true,
+	"top_logprobs": true, "logit_bias": true, "parallel_tool_calls": true, "store": true,
+	"user": true, "metadata": true, "service_tier": true, "stop": true, "stop_sequences": true,
+	"reasoning_effort": true, "safety_identifier": true, "prompt_cache_key": true,
+}
+
+// Extras returns the raw JSON ("key":value) of every top-level field of root that is
+// neither in walked (the fields the format's parser counts itself) nor a control field:
+// tools, functions, response_format and text.format schemas, tool_choice, and any field
+// the gateway does not know. A provider may bill any of them by a rendering of its JSON,
+// so the estimate counts them all as JSON rather than trusting a list of billed fields.
+func Extras(root gjson.Result, walked ...string) []string {
+	var out []string
+	root.ForEach(func(k, v gjson.Result) bool {
+		if control[k.Str] {
+			return true
+		}
+		for _, w := range walked {
+			if k.Str == w {
+				return true
+			}
+		}
+		out = append(out, k.Raw+":"+v.Raw)
+		return true
+	})
+	return out
+}
+
+// Base64Size is the decoded size bound of base64 text s, a data URL's payload
+// ("data:...;base64,") included: 3 bytes per 4 characters, rounded up.
+func Base64Size(s string) int64 {
+	if i := strings.Index(s, ";base64,"); i >= 0 && strings.HasPrefix(s, "data:") {
+		s = s[i+len(";base64,"):]
+	}
+	return (int64(len(s))*3 + 3) / 4
 }

@@ -37,15 +37,40 @@ func ValidModelID(s string) bool {
 	return true
 }
 
-// Prompt is what the token counter needs from a request: its text segments (message
-// contents, text parts, system prompt, tools JSON), how many messages frame them and
-// how many non-text parts (images, audio, files) it carries.
+// Prompt is what the token counter needs from a request: every part a provider bills,
+// by kind, each of which package tokens turns into an upper bound of billed tokens.
 type Prompt struct {
-	Texts    []string
+	// Texts are message contents, text parts and the system prompt: counted as text.
+	Texts []string
+	// JSON are raw JSON parts a provider bills by a rendering of them: tool and function
+	// definitions, response_format / text.format schemas, tool calls, and every
+	// top-level field the format's parser does not walk itself (see Extras).
+	JSON []string
+	// Messages is how many messages frame the texts.
 	Messages int
-	// Media counts image, audio, file and document parts; each is charged a fixed
-	// upper bound of tokens by the estimate.
-	Media int
+	// Images counts image parts, whatever their source (URL, bytes, file id).
+	Images int
+	// AudioBytes is the decoded size of inline audio parts.
+	AudioBytes int64
+	// Documents counts files and documents sent by their bytes (PDFs): each is bounded
+	// by the providers' page limit.
+	Documents int
+	// Tools: the request offers tools, for which providers add a tool-use system prompt.
+	Tools bool
+	// Output are raw JSON parts billed as output tokens (chat prediction).
+	Output []string
+	// Unbounded names the first part whose size cannot be known before the provider
+	// fetches it (a document by URL or file id): its cost cannot be bounded, and the
+	// request is refused as pricing_unavailable at the pricing step.
+	Unbounded string
+}
+
+// Unbound records the part at param as one that cannot be bounded (see Unbounded),
+// unless an earlier part already was.
+func (p *Prompt) Unbound(param string) {
+	if p.Unbounded == "" {
+		p.Unbounded = param
+	}
 }
 
 // Parsed is a validated request in neutral form.
