@@ -35,7 +35,9 @@
 //  9. Complete published price (503 pricing_unavailable): before any upstream call or
 //     charge. A request for server-side tools the provider bills per use (web search,
 //     code execution: wire.Parsed.Unpriced) has no published price either and is refused
-//     here, naming the field; count_tokens, which is not billed, is exempt.
+//     here, naming the field, as is a part whose size cannot be known before the
+//     provider fetches it (a document by URL or file id: wire.Prompt.Unbounded), whose
+//     cost no hold can bound; count_tokens, which is not billed, is exempt.
 //  10. Output limit within the model's published maximum: a request asking for more
 //     than max_output_tokens is refused with 400 invalid_max_tokens naming the maximum
 //     (rather than clamped: clamping would need a body edit the client did not ask

@@ -1,0 +1,95 @@
+package envoy_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/llmgw/gateway/extproc/internal/replay"
+)
+
+// TestHoldBoundsEveryPart checks that the same material held through any billed part of
+// a request — message text, a response_format schema, legacy functions, a Responses
+// text.format schema, a chat prediction — adds at least what a provider could bill for
+// it (one token per 4 bytes of its JSON) to the hold, input or output side at its price.
+func TestHoldBoundsEveryPart(t *testing.T) {
+	// 40,000 bytes the o200k vocabulary merges into few tokens.
+	material := strings.Repeat("=", 40_000)
+	const minTokens = 40_000 / 4
+	tests := []struct {
+		name, path, base, with string
+		perMTok                int64 // price of the side the material is billed on
+	}{
+		{name: "chat response_format", path: "/v1/chat/completions", perMTok: 1_000_000,
+			base: `{"model":"demo-chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`,
+			with: `{"model":"demo-chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"description":"` + material + `"}}}}`},
+		{name: "chat functions", path: "/v1/chat/completions", perMTok: 1_000_000,
+			base: `{"model":"demo-chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`,
+			with: `{"model":"demo-chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f","description":"` + material + `"}]}`},
+		{name: "chat prediction", path: "/v1/chat/completions", perMTok: 2_000_000,
+			base: `{"model":"demo-chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`,
+			with: `{"model":"demo-chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"prediction":{"type":"content","content":"` + material + `"}}`},
+		{name: "responses text.format", path: "/v1/responses", perMTok: 1_000_000,
+			base: `{"model":"demo-responses","max_output_tokens":10,"input":"hi"}`,
+			with: `{"model":"demo-responses","max_output_tokens":10,"input":"hi","text":{"format":{"type":"json_schema","name":"s","schema":{"description":"` + material + `"}}}}`},
+		{name: "messages tool", path: "/v1/messages", perMTok: 3_000_000,
+			base: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`,
+			with: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","description":"` + material + `","input_schema":{}}]}`},
+	}
+	hold := func(t *testing.T, path, body string) int64 {
+		f := newFake()
+		h := replay.Start(t, replay.Service(t, f))
+		x, _, resp := h.Post(t, path, []byte(body), bearer(keyPaid)...)
+		x.Close()
+		if resp.GetRequestBody() == nil || len(f.Reserves) != 1 {
+			t.Fatalf("not admitted: %v", resp)
+		}
+		return f.Reserves[0].Amount
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			added := hold(t, tt.path, tt.with) - hold(t, tt.path, tt.base)
+			if least := minTokens * tt.perMTok / 1_000_000; added < least {
+				t.Errorf("the part added %d micros to the hold, want at least %d", added, least)
+			}
+		})
+	}
+}
+
+// TestUnboundedPartsHaveNoPrice checks that a document the gateway cannot size (by URL
+// or by file id) is refused before any reservation as pricing_unavailable naming it,
+// while the same document by its bytes is admitted.
+func TestUnboundedPartsHaveNoPrice(t *testing.T) {
+	tests := []struct {
+		name, path, body, param string
+		anthropic, admitted     bool
+	}{
+		{name: "messages document by URL", path: "/v1/messages", anthropic: true,
+			body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://example.com/a.pdf"}},{"type":"text","text":"sum up"}]}]}`},
+		{name: "messages document by file id", path: "/v1/messages", anthropic: true,
+			body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"file_1"}}]}]}`},
+		{name: "messages document by bytes", path: "/v1/messages", anthropic: true, admitted: true,
+			body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQK"}}]}]}`},
+		{name: "chat file by id", path: "/v1/chat/completions", param: "messages[0].content[0].file.file_id",
+			body: `{"model":"demo-chat","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`},
+		{name: "responses file by URL", path: "/v1/responses", param: "input[0].content[0].file_url",
+			body: `{"model":"demo-responses","input":[{"role":"user","content":[{"type":"input_file","file_url":"https://example.com/a.pdf"}]}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake()
+			h := replay.Start(t, replay.Service(t, f))
+			x, hdr, bdy := h.Post(t, tt.path, []byte(tt.body), bearer(keyPaid)...)
+			defer x.Close()
+			if tt.admitted {
+				if bdy.GetRequestBody() == nil {
+					t.Fatalf("refused: %v %v", hdr, bdy)
+				}
+				return
+			}
+			checkError(t, bdy, want{503, "pricing_unavailable", "api_error", tt.param, false, ""}, tt.anthropic)
+			if reserves, _, _ := f.Counts(); reserves != 0 {
+				t.Errorf("%d reservations for a refused request", reserves)
+			}
+		})
+	}
+}
