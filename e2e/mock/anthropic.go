@@ -37,7 +37,8 @@ func anthropicInput(body map[string]any) (all []string, last string) {
 
 func (s *Server) countTokens(w http.ResponseWriter, q *request) {
 	all, _ := anthropicInput(q.body)
-	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": generate("", all, 0).input})
+	in, _ := billedParts(q.raw, q.body, "messages")
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": generate("", all, 0).input + in})
 }
 
 func (s *Server) messages(w http.ResponseWriter, q *request) {
@@ -48,6 +49,8 @@ func (s *Server) messages(w http.ResponseWriter, q *request) {
 	}
 	all, last := anthropicInput(q.body)
 	a := generate(last, all, maxTokens)
+	in, _ := billedParts(q.raw, q.body, "messages")
+	a.input += in
 	stop := "end_turn"
 	if a.truncated {
 		stop = "max_tokens"

@@ -62,13 +62,16 @@ type chatChunk struct {
 func (s *Server) chatCompletions(w http.ResponseWriter, q *request) {
 	all, last := messagesText(q.body["messages"])
 	a := generate(last, all, intField(q.body, "max_completion_tokens", "max_tokens"))
+	in, predicted := billedParts(q.raw, q.body, "chat")
+	a.input += in
 	id := idFor("chatcmpl-mock", q.raw)
 	created := s.now().Unix()
 	finish := "stop"
 	if a.truncated {
 		finish = "length"
 	}
-	usage := chatUsage{a.input, len(a.tokens), a.input + len(a.tokens)}
+	// Prediction content is billed as completion tokens (rejected prediction tokens).
+	usage := chatUsage{a.input, len(a.tokens) + predicted, a.input + len(a.tokens) + predicted}
 
 	if stream, _ := q.body["stream"].(bool); !stream {
 		if !sleep(q.r.Context(), secs(a.dir.slow)) {
@@ -187,6 +190,8 @@ func (s *Server) responses(w http.ResponseWriter, q *request) {
 	all, last := responsesInput(q.body)
 	limit := intField(q.body, "max_output_tokens")
 	a := generate(last, all, limit)
+	in, _ := billedParts(q.raw, q.body, "responses")
+	a.input += in
 	id := idFor("resp_mock", q.raw)
 	msgID := idFor("msg_mock", q.raw)
 	base := response{
