@@ -444,7 +444,7 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 	}
 	if f := r.parsed.Prompt.Unbounded; f != "" && r.endpoint != EndpointCountTokens {
 		return apierr.Param(apierr.PricingUnavailable, f,
-			"'"+f+"' refers to content this gateway cannot size before the provider fetches it, so its cost cannot be bounded; send the file's bytes (base64) instead.")
+			"'"+f+"' refers to content the request does not carry (a URL, a file id, an earlier answer), so its cost cannot be bounded before the provider fetches it; send the content itself (base64 bytes or text).")
 	}
 	if r.parsed.MaxOutput > m.MaxOutputTokens && r.endpoint != EndpointCountTokens {
 		return apierr.Param(apierr.InvalidMaxTokens, r.parsed.MaxOutputParam,

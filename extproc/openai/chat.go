@@ -180,7 +180,14 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 				err = apierr.Param(apierr.InvalidRequest, at+".tool_calls", "The message's 'tool_calls' must be an array.")
 				return false
 			}
-			pr.JSON = append(pr.JSON, tc.Raw)
+		}
+		// Every other field of the message (tool_calls, the legacy function_call, name,
+		// tool_call_id, …) is billed by a rendering of its JSON.
+		pr.JSON = append(pr.JSON, wire.Extras(m, "role", "content")...)
+		// An assistant audio reference makes the provider bill audio the request does
+		// not carry.
+		if a := m.Get("audio"); a.Exists() && a.Type != gjson.Null {
+			pr.Unbound(at + ".audio")
 		}
 		pr.Messages++
 		return true

@@ -40,6 +40,13 @@ func TestParsedForBilling(t *testing.T) {
 				Unbounded: "messages[0].content[3].file.file_id"}},
 		},
 		{
+			name: "chat message fields", parse: wrap(ParseChat),
+			body: `{"model":"m","messages":[{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}},{"role":"assistant","content":null,"audio":{"id":"audio_1"}}]}`,
+			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Messages: 2,
+				JSON:      []string{`"function_call":{"name":"f","arguments":"{}"}`, `"audio":{"id":"audio_1"}`},
+				Unbounded: "messages[1].audio"}},
+		},
+		{
 			name: "responses text.format and files", parse: wrap(ParseResponses),
 			body: `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_data":"JVBERi0="},{"type":"input_file","file_url":"https://x/a.pdf"}]}],"text":{"format":{"type":"json_schema","schema":{}}}}`,
 			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Messages: 1, Documents: 1,

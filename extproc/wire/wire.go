@@ -60,8 +60,9 @@ type Prompt struct {
 	// Output are raw JSON parts billed as output tokens (chat prediction).
 	Output []string
 	// Unbounded names the first part whose size cannot be known before the provider
-	// fetches it (a document by URL or file id): its cost cannot be bounded, and the
-	// request is refused as pricing_unavailable at the pricing step.
+	// fetches it (a document by URL or file id, an earlier answer's audio): its cost
+	// cannot be bounded, and the request is refused as pricing_unavailable at the
+	// pricing step.
 	Unbounded string
 }
 
