@@ -63,6 +63,11 @@ func parse(body []byte, full bool) (wire.Parsed, *apierr.Error) {
 		p.Prompt.Tools = true
 		p.Unpriced = wire.ServerTools(root, clientTool)
 	}
+	// MCP servers are tools Anthropic calls itself: their results are billed as input
+	// the request does not carry.
+	if m := root.Get("mcp_servers"); p.Unpriced == "" && m.Exists() && m.Type != gjson.Null {
+		p.Unpriced = "mcp_servers"
+	}
 	// Everything but the walked messages and system is billed as JSON (tools, …).
 	p.Prompt.JSON = append(p.Prompt.JSON, wire.Extras(root, "model", "messages", "system")...)
 	if !full {

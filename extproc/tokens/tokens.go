@@ -29,9 +29,12 @@
 //     audio (OpenAI's audio input rate) at any bitrate of 4 kbit/s or more.
 //   - Documents by bytes (PDFs): DocumentTokens each: the providers' page limit per
 //     request (100 pages) × (PageText + PageImage), Anthropic's published per-page
-//     rule (the page's text, 1,500–3,000 tokens, plus the page as an image). A document
-//     by URL or file id cannot be sized before the provider fetches it: the parsers
-//     mark it unpriced and the request is refused as pricing_unavailable.
+//     rule (the page's text, 1,500–3,000 tokens, plus the page as an image). The page
+//     count is not read from the file: it is the sender's to write (a page tree's
+//     /Count, object streams), so no bound follows from it or from the size without
+//     parsing untrusted PDFs on the request path. A document by URL or file id cannot
+//     be sized before the provider fetches it: the parsers mark it unbounded and the
+//     request is refused as pricing_unavailable.
 //   - Output: the output limit, plus what is billed as output without being limited by
 //     it: chat prediction content (OpenAI bills rejected prediction tokens as output),
 //     counted as JSON with the margin.
