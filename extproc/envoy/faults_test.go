@@ -226,3 +226,25 @@ func TestHoldIsALeaseItsOwnerRenews(t *testing.T) {
 		t.Errorf("renewed %d more times after the settlement", m-n)
 	}
 }
+
+// TestEarlyEndChargesTheKnownPrompt: a client that leaves after its request reached the
+// provider pays its prompt as counted (text, framing), not the bounds the hold carries
+// for an image, a PDF or the tools prompt, which the provider may bill far below.
+func TestEarlyEndChargesTheKnownPrompt(t *testing.T) {
+	f := newFake()
+	h := replay.Start(t, replay.Service(t, f))
+	x := admit(t, h, `{"model":"demo-chat","messages":[{"role":"user","content":[{"type":"text","text":"hello world"},`+
+		`{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}`)
+	x.Close()
+	if len(f.Commits) != 1 {
+		t.Fatalf("commits %+v releases %v, want the prompt charged", f.Commits, f.Releases)
+	}
+	// "hello world" (2) + one message (4) + reply priming (3); the image's 2,000-token
+	// bound is held, not charged.
+	if c := f.Commits[0]; c.Usage.InputTokens != 9 || c.Usage.OutputTokens != 0 || c.Actual != 9 {
+		t.Errorf("commit = %+v, want 9 input tokens", c)
+	}
+	if f.Reserves[0].Amount <= 2000 {
+		t.Errorf("hold %d does not bound the image", f.Reserves[0].Amount)
+	}
+}

@@ -126,7 +126,7 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 		Stream:           r.parsed.Stream,
 		ClientWantsUsage: r.parsed.IncludeUsage,
 		CountTokens:      r.svc.cfg.Counter.Text,
-		InputTokens:      r.promptTokens(),
+		InputTokens:      r.knownPromptTokens(),
 	})
 	if err != nil {
 		r.svc.cfg.Log.Error("response rewriter", zap.Error(err))

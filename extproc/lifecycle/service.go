@@ -581,6 +581,22 @@ func (r *Request) promptTokens() int64 {
 	return r.counted
 }
 
+// knownPromptTokens is what an early end charges for the prompt (settlement policy): the
+// parts counted as the provider counts them (tokens.Known; for embeddings the texts and
+// the token ids given), never the bounds of media, tools prompt or margin that the hold
+// carries.
+func (r *Request) knownPromptTokens() int64 {
+	p := r.parsed.Prompt
+	if r.endpoint == EndpointEmbeddings || r.endpoint == EndpointEmbeddingsMultimodal {
+		n := r.parsed.KnownTokens
+		for _, t := range p.Texts {
+			n += int64(r.svc.cfg.Counter.Text(t))
+		}
+		return n
+	}
+	return r.svc.cfg.Counter.Known(p)
+}
+
 func (r *Request) reserve(ctx context.Context) *apierr.Error {
 	pool := ledger.PoolGeneral
 	if r.model.HighCost {
@@ -792,7 +808,7 @@ func (r *Request) End(ctx context.Context, cause string) {
 	case endUsage, endDelivered:
 		r.settleStream(ctx)
 	case endPrompt:
-		r.commit(ctx, r.promptTokens(), 0)
+		r.commit(ctx, r.knownPromptTokens(), 0)
 	default:
 		r.release(ctx, cause)
 	}

@@ -171,6 +171,22 @@ func (c *Counter) Count(p wire.Prompt) int64 {
 	return n + Media(p)
 }
 
+// Known is the part of a prompt the gateway counts as the provider does: its text and
+// JSON by the tokenizer alone and the message framing; no tools prompt, no media, no
+// margin, no bytes floor. It is what a request that ended early is charged for its
+// prompt (the settlement policy), where Count's bounds would overcharge: it never
+// exceeds Count.
+func (c *Counter) Known(p wire.Prompt) int64 {
+	var n int64
+	for _, t := range p.Texts {
+		n += int64(c.Text(t))
+	}
+	for _, j := range p.JSON {
+		n += int64(c.Text(j))
+	}
+	return n + int64(p.Messages)*PerMessage + ReplyPriming
+}
+
 // Media is the bound of a prompt's image, audio and document parts.
 func Media(p wire.Prompt) int64 {
 	audio := (p.AudioBytes + AudioBytesPerToken - 1) / AudioBytesPerToken

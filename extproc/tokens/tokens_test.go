@@ -117,3 +117,28 @@ func TestTextLongRuns(t *testing.T) {
 		t.Errorf("2 MiB word: %d tokens", n)
 	}
 }
+
+// TestKnown: what an early end charges for a prompt is its text and JSON as the
+// tokenizer counts them and the framing; never the bounds the hold adds for media, the
+// tools prompt or the JSON bytes floor.
+func TestKnown(t *testing.T) {
+	c, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := wire.Prompt{
+		Texts: []string{"hello world"}, JSON: []string{`{"type":"object"}`}, Messages: 1,
+		Images: 3, AudioBytes: 5000, Documents: 2, Tools: true,
+	}
+	text := int64(c.Text("hello world") + c.Text(`{"type":"object"}`))
+	if got, want := c.Known(p), text+PerMessage+ReplyPriming; got != want {
+		t.Errorf("Known = %d, want %d (text, JSON by the tokenizer, framing)", got, want)
+	}
+	if c.Known(p) >= c.Count(p) {
+		t.Errorf("Known %d not below Count %d", c.Known(p), c.Count(p))
+	}
+	floor := wire.Prompt{JSON: []string{strings.Repeat("=", 4000)}}
+	if c.Known(floor) > c.Count(floor) {
+		t.Errorf("Known %d above Count %d", c.Known(floor), c.Count(floor))
+	}
+}
