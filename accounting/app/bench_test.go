@@ -35,7 +35,7 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			err = setup.PutTier(ctx, benchTier)
+			_, err = setup.PutTier(ctx, benchTier)
 			setup.Close()
 			if err != nil {
 				b.Fatal(err)

@@ -23,7 +23,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/client"
@@ -52,6 +51,16 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
   key create --account ID [--name N] [--models m1,m2] [--daily-limit CREDITS]
              [--monthly-limit CREDITS] [--expires RFC3339] [--admin]
   key show KEYID | disable KEYID | enable KEYID | revoke KEYID
+  account list [--limit N] [--after ID]
+  key list --account ID
+  key update KEYID [--name N] [--models m1,m2 | --all-models]
+             [--daily-limit CREDITS | --no-daily-limit]
+             [--monthly-limit CREDITS | --no-monthly-limit]
+             [--expires RFC3339 | --no-expiry]
+  usage --account ID [--key KEYID] [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--by model|key|day]
+  ledger --account ID [--limit N] [--before ENTRY_ID]
+  tier list
+  tier set NAME --rpm-before N --rpm-after N --in-flight N --in-flight-high-cost N
 
 The admin token comes from --admin-token-file, else $GATEWAY_ADMIN_TOKEN, else
 .run/admin-token. The address defaults to $GATEWAY_ACCOUNTING_ADDR, else 127.0.0.1:50052.
@@ -92,10 +101,25 @@ var commands = map[string]command{
 		"account": stringFlag, "name": stringFlag, "models": stringFlag, "daily-limit": stringFlag,
 		"monthly-limit": stringFlag, "expires": stringFlag, "admin": boolFlag,
 	}, entity: "account", run: keyCreate},
-	"key show":    {nargs: 1, entity: "key", run: keyShow},
-	"key disable": {nargs: 1, entity: "key", run: keyDisable(true)},
-	"key enable":  {nargs: 1, entity: "key", run: keyDisable(false)},
-	"key revoke":  {nargs: 1, entity: "key", run: keyRevoke},
+	"key show":     {nargs: 1, entity: "key", run: keyShow},
+	"key disable":  {nargs: 1, entity: "key", run: keyDisable(true)},
+	"key enable":   {nargs: 1, entity: "key", run: keyDisable(false)},
+	"key revoke":   {nargs: 1, entity: "key", run: keyRevoke},
+	"account list": {flags: map[string]flagKind{"limit": stringFlag, "after": stringFlag}, entity: "account", run: accountList},
+	"key list":     {flags: map[string]flagKind{"account": stringFlag}, entity: "account", run: keyList},
+	"key update": {flags: map[string]flagKind{
+		"name": stringFlag, "models": stringFlag, "all-models": boolFlag,
+		"daily-limit": stringFlag, "no-daily-limit": boolFlag, "monthly-limit": stringFlag,
+		"no-monthly-limit": boolFlag, "expires": stringFlag, "no-expiry": boolFlag,
+	}, nargs: 1, entity: "key", run: keyUpdate},
+	"usage": {flags: map[string]flagKind{
+		"account": stringFlag, "key": stringFlag, "from": stringFlag, "to": stringFlag, "by": stringFlag,
+	}, entity: "account or key", run: usage},
+	"ledger":    {flags: map[string]flagKind{"account": stringFlag, "limit": stringFlag, "before": stringFlag}, entity: "account", run: ledgerList},
+	"tier list": {entity: "tier", run: tierList},
+	"tier set": {flags: map[string]flagKind{
+		"rpm-before": stringFlag, "rpm-after": stringFlag, "in-flight": stringFlag, "in-flight-high-cost": stringFlag,
+	}, nargs: 1, entity: "tier", run: tierSet},
 }
 
 // Run executes one gatewayctl command line (without the program name).
@@ -173,16 +197,21 @@ func parseCommandLine(args []string) (command, parsed, error) {
 	if p.has("help") || p.has("h") {
 		return command{}, parsed{}, errHelp
 	}
-	if len(p.args) < 2 {
-		if len(p.args) == 0 {
-			return command{}, parsed{}, usagef("missing command")
-		}
-		return command{}, parsed{}, usagef("missing subcommand for %q", p.args[0])
+	if len(p.args) == 0 {
+		return command{}, parsed{}, usagef("missing command")
 	}
-	name := p.args[0] + " " + p.args[1]
+	// A command is one word ("usage") or two ("key show").
+	words := 1
+	name := p.args[0]
 	cmd, ok := commands[name]
 	if !ok {
-		return command{}, parsed{}, usagef("unknown command %q", name)
+		if len(p.args) < 2 {
+			return command{}, parsed{}, usagef("missing subcommand for %q", p.args[0])
+		}
+		words, name = 2, p.args[0]+" "+p.args[1]
+		if cmd, ok = commands[name]; !ok {
+			return command{}, parsed{}, usagef("unknown command %q", name)
+		}
 	}
 	// Second pass with only this command's flags, so that a flag of another command
 	// is refused.
@@ -196,7 +225,7 @@ func parseCommandLine(args []string) (command, parsed, error) {
 	if p, err = parseArgs(args, spec); err != nil {
 		return command{}, parsed{}, usageError{err.Error() + " for " + name}
 	}
-	p.args = p.args[2:]
+	p.args = p.args[words:]
 	if len(p.args) != cmd.nargs {
 		if cmd.nargs == 0 {
 			return command{}, parsed{}, usagef("%s takes no arguments, got %q", name, p.args)
@@ -327,34 +356,23 @@ func keyCreate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed)
 		return nil, usagef("key create needs --account ID")
 	}
 	if p.has("models") {
-		for _, m := range strings.Split(p.flags["models"], ",") {
-			if m = strings.TrimSpace(m); m != "" {
-				req.AllowedModels = append(req.AllowedModels, m)
-			}
-		}
-		if len(req.AllowedModels) == 0 {
-			return nil, usagef("--models lists no model")
-		}
-	}
-	for _, lim := range []struct {
-		flag string
-		dst  **int64
-	}{{"daily-limit", &req.DailyLimitMicros}, {"monthly-limit", &req.MonthlyLimitMicros}} {
-		if !p.has(lim.flag) {
-			continue
-		}
-		v, err := ledger.ParseCredits(p.flags[lim.flag])
+		models, err := parseModels(p.flags["models"])
 		if err != nil {
-			return nil, usagef("--%s: %v", lim.flag, err)
+			return nil, err
 		}
-		*lim.dst = &v
+		req.AllowedModels = models
+	}
+	var err error
+	if req.DailyLimitMicros, err = parseLimit(p, "daily-limit"); err != nil {
+		return nil, err
+	}
+	if req.MonthlyLimitMicros, err = parseLimit(p, "monthly-limit"); err != nil {
+		return nil, err
 	}
 	if p.has("expires") {
-		t, err := time.Parse(time.RFC3339, p.flags["expires"])
-		if err != nil {
-			return nil, usagef("--expires wants an RFC 3339 time such as 2030-01-02T15:04:05Z: %q", p.flags["expires"])
+		if req.ExpiresAt, err = parseExpires(p.flags["expires"]); err != nil {
+			return nil, err
 		}
-		req.ExpiresAt = timestamppb.New(t)
 	}
 	resp, err := c.CreateKey(ctx, req)
 	if err != nil {

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -115,4 +116,105 @@ func keyJSON(k *accountingv1.Key) Key {
 	out.DailyLimit, out.DailyLimitMicros = optCredits(k.DailyLimitMicros)
 	out.MonthlyLimit, out.MonthlyLimitMicros = optCredits(k.MonthlyLimitMicros)
 	return out
+}
+
+// AccountList is the JSON shape of account list.
+type AccountList struct {
+	Accounts  []Account `json:"accounts"`
+	NextAfter string    `json:"next_after"`
+}
+
+// KeyList is the JSON shape of key list.
+type KeyList struct {
+	Keys []Key `json:"keys"`
+}
+
+// UsageTotals is the JSON shape of a usage report's total.
+type UsageTotals struct {
+	Requests      int64       `json:"requests"`
+	InputTokens   int64       `json:"input_tokens"`
+	OutputTokens  int64       `json:"output_tokens"`
+	Charged       json.Number `json:"charged"`
+	ChargedMicros int64       `json:"charged_micros"`
+}
+
+func usageJSON(r *accountingv1.UsageRow) UsageTotals {
+	return UsageTotals{
+		Requests:      r.GetRequests(),
+		InputTokens:   r.GetInputTokens(),
+		OutputTokens:  r.GetOutputTokens(),
+		Charged:       credits(r.GetChargedMicros()),
+		ChargedMicros: r.GetChargedMicros(),
+	}
+}
+
+// UsageReport is the JSON shape of usage: each row carries its group under "model",
+// "key_id" or "day", as --by asked.
+type UsageReport struct {
+	Rows  []map[string]any `json:"rows"`
+	Total UsageTotals      `json:"total"`
+}
+
+// Entry is the JSON shape of a ledger entry.
+type Entry struct {
+	ID            string      `json:"id"`
+	Kind          string      `json:"kind"`
+	Amount        json.Number `json:"amount"`
+	AmountMicros  int64       `json:"amount_micros"`
+	CreatedAt     *string     `json:"created_at"`
+	ReservationID string      `json:"reservation_id"`
+	KeyID         string      `json:"key_id"`
+	Model         string      `json:"model"`
+	InputTokens   int64       `json:"input_tokens"`
+	OutputTokens  int64       `json:"output_tokens"`
+}
+
+var entryKinds = map[accountingv1.EntryKind]string{
+	accountingv1.EntryKind_ENTRY_KIND_TOP_UP: "top_up",
+	accountingv1.EntryKind_ENTRY_KIND_CHARGE: "charge",
+}
+
+func entryJSON(e *accountingv1.LedgerEntry) Entry {
+	return Entry{
+		ID:            strconv.FormatInt(e.GetId(), 10),
+		Kind:          entryKinds[e.GetKind()],
+		Amount:        credits(e.GetAmountMicros()),
+		AmountMicros:  e.GetAmountMicros(),
+		CreatedAt:     timeOrNil(e.GetCreatedAt()),
+		ReservationID: e.GetReservationId(),
+		KeyID:         e.GetKeyId(),
+		Model:         e.GetModel(),
+		InputTokens:   e.GetInputTokens(),
+		OutputTokens:  e.GetOutputTokens(),
+	}
+}
+
+// Statement is the JSON shape of ledger.
+type Statement struct {
+	Entries    []Entry `json:"entries"`
+	NextBefore string  `json:"next_before"`
+}
+
+// Tier is the JSON shape of a tier.
+type Tier struct {
+	Name             string `json:"name"`
+	RPMBeforeTopUp   int32  `json:"rpm_before_topup"`
+	RPMAfterTopUp    int32  `json:"rpm_after_topup"`
+	InFlightGeneral  int32  `json:"in_flight_general"`
+	InFlightHighCost int32  `json:"in_flight_high_cost"`
+}
+
+func tierJSON(t *accountingv1.Tier) Tier {
+	return Tier{
+		Name:             t.GetName(),
+		RPMBeforeTopUp:   t.GetRpmBeforeTopup(),
+		RPMAfterTopUp:    t.GetRpmAfterTopup(),
+		InFlightGeneral:  t.GetInFlightGeneral(),
+		InFlightHighCost: t.GetInFlightHighCost(),
+	}
+}
+
+// TierList is the JSON shape of tier list.
+type TierList struct {
+	Tiers []Tier `json:"tiers"`
 }

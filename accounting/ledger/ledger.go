@@ -222,6 +222,23 @@ type Store interface {
 	RecordVideoTask(ctx context.Context, taskID, keyID, model string) (VideoTask, error)
 	GetVideoTask(ctx context.Context, taskID string) (VideoTask, error)
 
+	// ListAccounts returns up to limit accounts whose id sorts after afterID (all from
+	// the first when empty), in id order.
+	ListAccounts(ctx context.Context, afterID string, limit int) ([]Account, error)
+	// ListKeys returns an account's keys, oldest first, with their current spend.
+	ListKeys(ctx context.Context, accountID string) ([]Key, error)
+	// UpdateKey changes the fields u sets and returns the key as GetKey does.
+	UpdateKey(ctx context.Context, u KeyUpdate) (Key, error)
+	// Usage sums an account's charges in a range of UTC days, grouped.
+	Usage(ctx context.Context, q UsageQuery) (UsageReport, error)
+	// LedgerEntries returns up to limit of an account's entries older than beforeID
+	// (from the newest when 0), newest first.
+	LedgerEntries(ctx context.Context, accountID string, beforeID int64, limit int) ([]Entry, error)
+	// Tiers returns every tier, by name.
+	Tiers(ctx context.Context) ([]Tier, error)
+	// PutTier creates or changes a tier; new reservations use it at once.
+	PutTier(ctx context.Context, t Tier) (Tier, error)
+
 	// Changes delivers key and account changes made by any process on the database
 	// until ctx ends. The first value is a ChangeReset; another follows whenever the
 	// feed may have missed changes (a reconnect).

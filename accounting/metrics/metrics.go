@@ -216,3 +216,45 @@ func (s *countingStore) Changes(ctx context.Context) (<-chan ledger.Change, erro
 	s.m.failed(ctx, "Changes", err)
 	return ch, err
 }
+
+func (s *countingStore) ListAccounts(ctx context.Context, afterID string, limit int) ([]ledger.Account, error) {
+	v, err := s.st.ListAccounts(ctx, afterID, limit)
+	s.m.failed(ctx, "ListAccounts", err)
+	return v, err
+}
+
+func (s *countingStore) ListKeys(ctx context.Context, accountID string) ([]ledger.Key, error) {
+	v, err := s.st.ListKeys(ctx, accountID)
+	s.m.failed(ctx, "ListKeys", err)
+	return v, err
+}
+
+func (s *countingStore) UpdateKey(ctx context.Context, u ledger.KeyUpdate) (ledger.Key, error) {
+	v, err := s.st.UpdateKey(ctx, u)
+	s.m.failed(ctx, "UpdateKey", err)
+	return v, err
+}
+
+func (s *countingStore) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageReport, error) {
+	v, err := s.st.Usage(ctx, q)
+	s.m.failed(ctx, "Usage", err)
+	return v, err
+}
+
+func (s *countingStore) LedgerEntries(ctx context.Context, accountID string, beforeID int64, limit int) ([]ledger.Entry, error) {
+	v, err := s.st.LedgerEntries(ctx, accountID, beforeID, limit)
+	s.m.failed(ctx, "LedgerEntries", err)
+	return v, err
+}
+
+func (s *countingStore) Tiers(ctx context.Context) ([]ledger.Tier, error) {
+	v, err := s.st.Tiers(ctx)
+	s.m.failed(ctx, "Tiers", err)
+	return v, err
+}
+
+func (s *countingStore) PutTier(ctx context.Context, t ledger.Tier) (ledger.Tier, error) {
+	v, err := s.st.PutTier(ctx, t)
+	s.m.failed(ctx, "PutTier", err)
+	return v, err
+}

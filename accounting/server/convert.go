@@ -140,3 +140,101 @@ func usageFromProto(u *accountingv1.Usage) ledger.Usage {
 	}
 	return ledger.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), Units: units}
 }
+
+func tierToProto(t ledger.Tier) *accountingv1.Tier {
+	return &accountingv1.Tier{
+		Name:             t.Name,
+		RpmBeforeTopup:   int32(t.RPMBeforeTopUp),
+		RpmAfterTopup:    int32(t.RPMAfterTopUp),
+		InFlightGeneral:  int32(t.InFlightGeneral),
+		InFlightHighCost: int32(t.InFlightHighCost),
+	}
+}
+
+func tierFromProto(t *accountingv1.Tier) ledger.Tier {
+	return ledger.Tier{
+		Name:             t.GetName(),
+		RPMBeforeTopUp:   int(t.GetRpmBeforeTopup()),
+		RPMAfterTopUp:    int(t.GetRpmAfterTopup()),
+		InFlightGeneral:  int(t.GetInFlightGeneral()),
+		InFlightHighCost: int(t.GetInFlightHighCost()),
+	}
+}
+
+var usageGroupFromProto = map[accountingv1.UsageGroup]ledger.UsageGroup{
+	accountingv1.UsageGroup_USAGE_GROUP_UNSPECIFIED: ledger.ByModel,
+	accountingv1.UsageGroup_USAGE_GROUP_MODEL:       ledger.ByModel,
+	accountingv1.UsageGroup_USAGE_GROUP_KEY:         ledger.ByKey,
+	accountingv1.UsageGroup_USAGE_GROUP_DAY:         ledger.ByDay,
+}
+
+func usageRowToProto(r ledger.UsageRow) *accountingv1.UsageRow {
+	return &accountingv1.UsageRow{
+		Group:         r.Group,
+		Requests:      r.Requests,
+		InputTokens:   r.InputTokens,
+		OutputTokens:  r.OutputTokens,
+		ChargedMicros: r.Charged,
+	}
+}
+
+var entryKindToProto = map[ledger.EntryKind]accountingv1.EntryKind{
+	ledger.EntryTopUp:  accountingv1.EntryKind_ENTRY_KIND_TOP_UP,
+	ledger.EntryCharge: accountingv1.EntryKind_ENTRY_KIND_CHARGE,
+}
+
+func entryToProto(e ledger.Entry) *accountingv1.LedgerEntry {
+	return &accountingv1.LedgerEntry{
+		Id:            e.ID,
+		Kind:          entryKindToProto[e.Kind],
+		AmountMicros:  e.Amount,
+		CreatedAt:     tsOrZeroNil(e.CreatedAt),
+		ReservationId: e.ReservationID,
+		KeyId:         e.KeyID,
+		Model:         e.Model,
+		InputTokens:   e.InputTokens,
+		OutputTokens:  e.OutputTokens,
+	}
+}
+
+// keyUpdateFromProto reads which settings an UpdateKeyRequest changes.
+func keyUpdateFromProto(req *accountingv1.UpdateKeyRequest) (ledger.KeyUpdate, error) {
+	u := ledger.KeyUpdate{ID: req.GetKeyId()}
+	if req.Name != nil {
+		u.Name = ledger.To(req.GetName())
+	}
+	if req.AllowedModels != nil {
+		models := append([]string(nil), req.GetAllowedModels().GetModels()...)
+		for _, m := range models {
+			if m == "" {
+				return u, invalidArgument("allowed_models must not contain empty names")
+			}
+		}
+		u.AllowedModels = ledger.To(models)
+	}
+	for _, lim := range []struct {
+		in   *accountingv1.LimitUpdate
+		out  *ledger.Set[*ledger.Micros]
+		name string
+	}{{req.DailyLimit, &u.DailyLimit, "daily_limit"}, {req.MonthlyLimit, &u.MonthlyLimit, "monthly_limit"}} {
+		if lim.in == nil {
+			continue
+		}
+		if lim.in.Micros != nil && lim.in.GetMicros() < 0 {
+			return u, invalidArgument(lim.name + " must not be negative")
+		}
+		*lim.out = ledger.To(copyMicros(lim.in.Micros))
+	}
+	if req.Expiry != nil {
+		var t *time.Time
+		if ts := req.GetExpiry().GetExpiresAt(); ts != nil {
+			if err := ts.CheckValid(); err != nil {
+				return u, invalidArgument("expires_at is not a valid timestamp")
+			}
+			v := ts.AsTime()
+			t = &v
+		}
+		u.ExpiresAt = ledger.To(t)
+	}
+	return u, nil
+}

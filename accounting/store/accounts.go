@@ -85,41 +85,6 @@ func (s *Store) SetAccountSuspended(ctx context.Context, accountID string, suspe
 	return a, nil
 }
 
-// PutTier creates or replaces a tier's limits (tiers usually come from configuration).
-// Accounts in the tier get the new limits at their next reservation.
-func (s *Store) PutTier(ctx context.Context, t ledger.Tier) error {
-	if t.Name == "" || t.RPMBeforeTopUp < 0 || t.RPMAfterTopUp < 0 || t.InFlightGeneral < 0 || t.InFlightHighCost < 0 {
-		return ledger.Refuse(ledger.ReasonInvalidArgument, "a tier needs a name and non-negative limits")
-	}
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO tiers (name, rpm_before_topup, rpm_after_topup, in_flight_general, in_flight_high_cost)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (name) DO UPDATE SET
-			rpm_before_topup = EXCLUDED.rpm_before_topup, rpm_after_topup = EXCLUDED.rpm_after_topup,
-			in_flight_general = EXCLUDED.in_flight_general, in_flight_high_cost = EXCLUDED.in_flight_high_cost`,
-		t.Name, t.RPMBeforeTopUp, t.RPMAfterTopUp, t.InFlightGeneral, t.InFlightHighCost)
-	return dbError("put tier", err)
-}
-
-// Tiers returns every tier, by name.
-func (s *Store) Tiers(ctx context.Context) ([]ledger.Tier, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT name, rpm_before_topup, rpm_after_topup, in_flight_general, in_flight_high_cost
-		FROM tiers ORDER BY name`)
-	if err != nil {
-		return nil, dbError("list tiers", err)
-	}
-	tiers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Tier, error) {
-		var t ledger.Tier
-		err := r.Scan(&t.Name, &t.RPMBeforeTopUp, &t.RPMAfterTopUp, &t.InFlightGeneral, &t.InFlightHighCost)
-		return t, err
-	})
-	if err != nil {
-		return nil, dbError("list tiers", err)
-	}
-	return tiers, nil
-}
-
 // utc returns t in UTC, or nil.
 func utc(t *time.Time) *time.Time {
 	if t == nil {

@@ -30,7 +30,7 @@ func BenchmarkReserveCommit(b *testing.B) {
 			url := storetest.NewDB(b)
 			pool := storetest.NewPool(b, url, conns)
 			s := store.New(pool, store.Options{})
-			if err := s.PutTier(ctx, bulkTier); err != nil {
+			if _, err := s.PutTier(ctx, bulkTier); err != nil {
 				b.Fatal(err)
 			}
 			keys := make([]string, bc.accounts)

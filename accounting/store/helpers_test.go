@@ -66,7 +66,7 @@ var bulkTier = ledger.Tier{Name: "bulk", RPMBeforeTopUp: 1_000_000, RPMAfterTopU
 
 func (f *fixture) tier(t *testing.T, tier ledger.Tier) {
 	t.Helper()
-	if err := f.s.PutTier(context.Background(), tier); err != nil {
+	if _, err := f.s.PutTier(context.Background(), tier); err != nil {
 		t.Fatalf("PutTier: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -60,28 +61,58 @@ func (s *Store) CreateKey(ctx context.Context, nk ledger.NewKey) (ledger.Key, er
 	return k, nil
 }
 
+// keyWithSpend is the query of keys with their spend in the current UTC day and
+// month: $1 is the clock (NULL: the database's), the CTE keys names the key rows, and
+// the statement ends with the caller's WHERE/ORDER BY.
+const keyWithSpend = `
+		WITH now AS (SELECT coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC' AS t)%s
+		SELECT ` + keyColumns + `,
+			coalesce(d.committed, 0), coalesce(d.held, 0), coalesce(m.committed, 0), coalesce(m.held, 0)
+		FROM %s k
+		CROSS JOIN now
+		LEFT JOIN key_spend d ON d.key_id = k.id AND d.period = 'd' AND d.period_start = now.t::date
+		LEFT JOIN key_spend m ON m.key_id = k.id AND m.period = 'm' AND m.period_start = date_trunc('month', now.t)::date
+		`
+
+func scanKeyWithSpend(row pgx.CollectableRow) (ledger.Key, error) {
+	var k ledger.Key
+	err := row.Scan(append(keyDest(&k), &k.SpentToday, &k.HeldToday, &k.SpentMonth, &k.HeldMonth)...)
+	normalizeKey(&k)
+	return k, err
+}
+
+// queryKeys runs keyWithSpend over the rows of from (a table, or the name of the CTE
+// cte defines) filtered by tail, and returns the keys; args start at $2.
+func (s *Store) queryKeys(ctx context.Context, op, cte, from, tail string, args ...any) ([]ledger.Key, error) {
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(keyWithSpend, cte, from)+tail, append([]any{s.now()}, args...)...)
+	if err != nil {
+		return nil, dbError(op, err)
+	}
+	keys, err := pgx.CollectRows(rows, scanKeyWithSpend)
+	if err != nil {
+		return nil, dbError(op, err)
+	}
+	return keys, nil
+}
+
+// oneKey returns the single key of queryKeys, or ErrNotFound.
+func oneKey(keys []ledger.Key, err error) (ledger.Key, error) {
+	if err != nil {
+		return ledger.Key{}, err
+	}
+	if len(keys) == 0 {
+		return ledger.Key{}, ledger.ErrNotFound
+	}
+	return keys[0], nil
+}
+
 // GetKey returns a key with its spend in the current UTC day and month: committed
 // charges and amounts still held.
 func (s *Store) GetKey(ctx context.Context, id string) (ledger.Key, error) {
 	if !validID(id) {
 		return ledger.Key{}, ledger.ErrNotFound
 	}
-	var k ledger.Key
-	dest := append(keyDest(&k), &k.SpentToday, &k.HeldToday, &k.SpentMonth, &k.HeldMonth)
-	err := s.pool.QueryRow(ctx, `
-		WITH now AS (SELECT coalesce($2::timestamptz, now()) AT TIME ZONE 'UTC' AS t)
-		SELECT `+keyColumns+`,
-			coalesce(d.committed, 0), coalesce(d.held, 0), coalesce(m.committed, 0), coalesce(m.held, 0)
-		FROM api_keys k
-		CROSS JOIN now
-		LEFT JOIN key_spend d ON d.key_id = k.id AND d.period = 'd' AND d.period_start = now.t::date
-		LEFT JOIN key_spend m ON m.key_id = k.id AND m.period = 'm' AND m.period_start = date_trunc('month', now.t)::date
-		WHERE k.id = $1`, id, s.now()).Scan(dest...)
-	if err != nil {
-		return ledger.Key{}, dbError("get key", err)
-	}
-	normalizeKey(&k)
-	return k, nil
+	return oneKey(s.queryKeys(ctx, "get key", "", "api_keys", `WHERE k.id = $2`, id))
 }
 
 // SetKeyDisabled disables or re-enables a key; caches hear of it through Changes.

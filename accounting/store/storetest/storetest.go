@@ -186,7 +186,9 @@ func dropDB(ctx context.Context, name string) error {
 //   - each reservation was charged at most once, and only if committed, by exactly
 //     its charged amount;
 //   - every key spend window's held and committed = the held amounts and the charges
-//     of the key's reservations created in that window.
+//     of the key's reservations created in that window;
+//   - the usage rollup holds, per account, UTC day, key and model, exactly the count,
+//     tokens and charges of the ledger's charge entries.
 //
 // It returns one error listing every violation.
 func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
@@ -224,6 +226,17 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
 			FULL JOIN agg ON agg.key_id = s.key_id AND agg.period = s.period AND agg.start = s.period_start
 			WHERE coalesce(s.held, 0) <> coalesce(agg.held, 0)
 			   OR coalesce(s.committed, 0) <> coalesce(agg.committed, 0)`},
+		{"usage rollup differs from the ledger's charges", `
+			WITH e AS (
+				SELECT account_id, (created_at AT TIME ZONE 'UTC')::date AS day, key_id, coalesce(model, '') AS model,
+				       count(*) AS requests, sum(coalesce(input_tokens, 0)) AS input_tokens,
+				       sum(coalesce(output_tokens, 0)) AS output_tokens, -sum(amount) AS charged
+				FROM ledger_entries WHERE kind = 'charge' GROUP BY 1, 2, 3, 4)
+			SELECT coalesce(u.account_id, e.account_id)::text || ' ' || coalesce(u.day, e.day)::text
+			FROM usage_daily u
+			FULL JOIN e ON e.account_id = u.account_id AND e.day = u.day AND e.key_id = u.key_id AND e.model = u.model
+			WHERE u.account_id IS NULL OR e.account_id IS NULL OR u.requests <> e.requests
+			   OR u.input_tokens <> e.input_tokens OR u.output_tokens <> e.output_tokens OR u.charged <> e.charged`},
 	}
 	var errs []error
 	for _, c := range checks {

@@ -265,6 +265,107 @@ func (ChangeKind) EnumDescriptor() ([]byte, []int) {
 	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{3}
 }
 
+type UsageGroup int32
+
+const (
+	UsageGroup_USAGE_GROUP_UNSPECIFIED UsageGroup = 0
+	UsageGroup_USAGE_GROUP_MODEL       UsageGroup = 1
+	UsageGroup_USAGE_GROUP_KEY         UsageGroup = 2
+	UsageGroup_USAGE_GROUP_DAY         UsageGroup = 3
+)
+
+// Enum value maps for UsageGroup.
+var (
+	UsageGroup_name = map[int32]string{
+		0: "USAGE_GROUP_UNSPECIFIED",
+		1: "USAGE_GROUP_MODEL",
+		2: "USAGE_GROUP_KEY",
+		3: "USAGE_GROUP_DAY",
+	}
+	UsageGroup_value = map[string]int32{
+		"USAGE_GROUP_UNSPECIFIED": 0,
+		"USAGE_GROUP_MODEL":       1,
+		"USAGE_GROUP_KEY":         2,
+		"USAGE_GROUP_DAY":         3,
+	}
+)
+
+func (x UsageGroup) Enum() *UsageGroup {
+	p := new(UsageGroup)
+	*p = x
+	return p
+}
+
+func (x UsageGroup) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UsageGroup) Descriptor() protoreflect.EnumDescriptor {
+	return file_accounting_v1_accounting_proto_enumTypes[4].Descriptor()
+}
+
+func (UsageGroup) Type() protoreflect.EnumType {
+	return &file_accounting_v1_accounting_proto_enumTypes[4]
+}
+
+func (x UsageGroup) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UsageGroup.Descriptor instead.
+func (UsageGroup) EnumDescriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{4}
+}
+
+type EntryKind int32
+
+const (
+	EntryKind_ENTRY_KIND_UNSPECIFIED EntryKind = 0
+	EntryKind_ENTRY_KIND_TOP_UP      EntryKind = 1
+	EntryKind_ENTRY_KIND_CHARGE      EntryKind = 2
+)
+
+// Enum value maps for EntryKind.
+var (
+	EntryKind_name = map[int32]string{
+		0: "ENTRY_KIND_UNSPECIFIED",
+		1: "ENTRY_KIND_TOP_UP",
+		2: "ENTRY_KIND_CHARGE",
+	}
+	EntryKind_value = map[string]int32{
+		"ENTRY_KIND_UNSPECIFIED": 0,
+		"ENTRY_KIND_TOP_UP":      1,
+		"ENTRY_KIND_CHARGE":      2,
+	}
+)
+
+func (x EntryKind) Enum() *EntryKind {
+	p := new(EntryKind)
+	*p = x
+	return p
+}
+
+func (x EntryKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EntryKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_accounting_v1_accounting_proto_enumTypes[5].Descriptor()
+}
+
+func (EntryKind) Type() protoreflect.EnumType {
+	return &file_accounting_v1_accounting_proto_enumTypes[5]
+}
+
+func (x EntryKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EntryKind.Descriptor instead.
+func (EntryKind) EnumDescriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{5}
+}
+
 // Refusal is the detail attached to every refused call's gRPC status.
 type Refusal struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2556,6 +2657,1144 @@ func (x *RevokeKeyResponse) GetKey() *Key {
 	return nil
 }
 
+type ListAccountsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Page size, 1 to 1000; 100 when 0.
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The last id of the previous page; empty for the first page.
+	AfterId       string `protobuf:"bytes,2,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAccountsRequest) Reset() {
+	*x = ListAccountsRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAccountsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAccountsRequest) ProtoMessage() {}
+
+func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAccountsRequest.ProtoReflect.Descriptor instead.
+func (*ListAccountsRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListAccountsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListAccountsRequest) GetAfterId() string {
+	if x != nil {
+		return x.AfterId
+	}
+	return ""
+}
+
+type ListAccountsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Accounts []*Account             `protobuf:"bytes,1,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	// The cursor of the next page; empty when this page is the last.
+	NextAfterId   string `protobuf:"bytes,2,opt,name=next_after_id,json=nextAfterId,proto3" json:"next_after_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAccountsResponse) Reset() {
+	*x = ListAccountsResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAccountsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAccountsResponse) ProtoMessage() {}
+
+func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAccountsResponse.ProtoReflect.Descriptor instead.
+func (*ListAccountsResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListAccountsResponse) GetAccounts() []*Account {
+	if x != nil {
+		return x.Accounts
+	}
+	return nil
+}
+
+func (x *ListAccountsResponse) GetNextAfterId() string {
+	if x != nil {
+		return x.NextAfterId
+	}
+	return ""
+}
+
+type ListKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeysRequest) Reset() {
+	*x = ListKeysRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeysRequest) ProtoMessage() {}
+
+func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListKeysRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ListKeysRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+type ListKeysResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*Key                 `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeysResponse) Reset() {
+	*x = ListKeysResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeysResponse) ProtoMessage() {}
+
+func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListKeysResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListKeysResponse) GetKeys() []*Key {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// ModelList is a key's allowlist; an empty list allows every model.
+type ModelList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Models        []string               `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelList) Reset() {
+	*x = ModelList{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelList) ProtoMessage() {}
+
+func (x *ModelList) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
+func (*ModelList) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ModelList) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+// LimitUpdate sets a limit (micros present) or clears it (micros absent).
+type LimitUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Micros        *int64                 `protobuf:"varint,1,opt,name=micros,proto3,oneof" json:"micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitUpdate) Reset() {
+	*x = LimitUpdate{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitUpdate) ProtoMessage() {}
+
+func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitUpdate.ProtoReflect.Descriptor instead.
+func (*LimitUpdate) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *LimitUpdate) GetMicros() int64 {
+	if x != nil && x.Micros != nil {
+		return *x.Micros
+	}
+	return 0
+}
+
+// ExpiryUpdate sets an expiry (expires_at present) or clears it (absent).
+type ExpiryUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpiryUpdate) Reset() {
+	*x = ExpiryUpdate{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpiryUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpiryUpdate) ProtoMessage() {}
+
+func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpiryUpdate.ProtoReflect.Descriptor instead.
+func (*ExpiryUpdate) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ExpiryUpdate) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// UpdateKeyRequest carries only the settings to change: an absent field keeps its value.
+type UpdateKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	KeyId         string                 `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	Name          *string                `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	AllowedModels *ModelList             `protobuf:"bytes,3,opt,name=allowed_models,json=allowedModels,proto3" json:"allowed_models,omitempty"`
+	DailyLimit    *LimitUpdate           `protobuf:"bytes,4,opt,name=daily_limit,json=dailyLimit,proto3" json:"daily_limit,omitempty"`
+	MonthlyLimit  *LimitUpdate           `protobuf:"bytes,5,opt,name=monthly_limit,json=monthlyLimit,proto3" json:"monthly_limit,omitempty"`
+	Expiry        *ExpiryUpdate          `protobuf:"bytes,6,opt,name=expiry,proto3" json:"expiry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateKeyRequest) Reset() {
+	*x = UpdateKeyRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateKeyRequest) ProtoMessage() {}
+
+func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateKeyRequest.ProtoReflect.Descriptor instead.
+func (*UpdateKeyRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *UpdateKeyRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *UpdateKeyRequest) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *UpdateKeyRequest) GetAllowedModels() *ModelList {
+	if x != nil {
+		return x.AllowedModels
+	}
+	return nil
+}
+
+func (x *UpdateKeyRequest) GetDailyLimit() *LimitUpdate {
+	if x != nil {
+		return x.DailyLimit
+	}
+	return nil
+}
+
+func (x *UpdateKeyRequest) GetMonthlyLimit() *LimitUpdate {
+	if x != nil {
+		return x.MonthlyLimit
+	}
+	return nil
+}
+
+func (x *UpdateKeyRequest) GetExpiry() *ExpiryUpdate {
+	if x != nil {
+		return x.Expiry
+	}
+	return nil
+}
+
+type UpdateKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *Key                   `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateKeyResponse) Reset() {
+	*x = UpdateKeyResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateKeyResponse) ProtoMessage() {}
+
+func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
+func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *UpdateKeyResponse) GetKey() *Key {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+type GetUsageRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AccountId string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	// Only this key's charges when set.
+	KeyId string `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// UTC days "YYYY-MM-DD", both included; empty: the first and the last day of the
+	// current UTC month.
+	FromDay string `protobuf:"bytes,3,opt,name=from_day,json=fromDay,proto3" json:"from_day,omitempty"`
+	ToDay   string `protobuf:"bytes,4,opt,name=to_day,json=toDay,proto3" json:"to_day,omitempty"`
+	// USAGE_GROUP_MODEL when unspecified.
+	GroupBy       UsageGroup `protobuf:"varint,5,opt,name=group_by,json=groupBy,proto3,enum=accounting.v1.UsageGroup" json:"group_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageRequest) Reset() {
+	*x = GetUsageRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageRequest) ProtoMessage() {}
+
+func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
+func (*GetUsageRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *GetUsageRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *GetUsageRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *GetUsageRequest) GetFromDay() string {
+	if x != nil {
+		return x.FromDay
+	}
+	return ""
+}
+
+func (x *GetUsageRequest) GetToDay() string {
+	if x != nil {
+		return x.ToDay
+	}
+	return ""
+}
+
+func (x *GetUsageRequest) GetGroupBy() UsageGroup {
+	if x != nil {
+		return x.GroupBy
+	}
+	return UsageGroup_USAGE_GROUP_UNSPECIFIED
+}
+
+type UsageRow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model, the key id or the day ("YYYY-MM-DD"); empty in the total.
+	Group         string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Requests      int64  `protobuf:"varint,2,opt,name=requests,proto3" json:"requests,omitempty"`
+	InputTokens   int64  `protobuf:"varint,3,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens  int64  `protobuf:"varint,4,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	ChargedMicros int64  `protobuf:"varint,5,opt,name=charged_micros,json=chargedMicros,proto3" json:"charged_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageRow) Reset() {
+	*x = UsageRow{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRow) ProtoMessage() {}
+
+func (x *UsageRow) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
+func (*UsageRow) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *UsageRow) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *UsageRow) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *UsageRow) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetOutputTokens() int64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetChargedMicros() int64 {
+	if x != nil {
+		return x.ChargedMicros
+	}
+	return 0
+}
+
+type GetUsageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rows          []*UsageRow            `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	Total         *UsageRow              `protobuf:"bytes,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageResponse) Reset() {
+	*x = GetUsageResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageResponse) ProtoMessage() {}
+
+func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
+func (*GetUsageResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *GetUsageResponse) GetRows() []*UsageRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *GetUsageResponse) GetTotal() *UsageRow {
+	if x != nil {
+		return x.Total
+	}
+	return nil
+}
+
+type ListLedgerEntriesRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AccountId string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	// Page size, 1 to 1000; 100 when 0.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Entries older than this id (the previous page's cursor); 0 from the newest.
+	BeforeId      int64 `protobuf:"varint,3,opt,name=before_id,json=beforeId,proto3" json:"before_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLedgerEntriesRequest) Reset() {
+	*x = ListLedgerEntriesRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLedgerEntriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLedgerEntriesRequest) ProtoMessage() {}
+
+func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLedgerEntriesRequest.ProtoReflect.Descriptor instead.
+func (*ListLedgerEntriesRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ListLedgerEntriesRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *ListLedgerEntriesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListLedgerEntriesRequest) GetBeforeId() int64 {
+	if x != nil {
+		return x.BeforeId
+	}
+	return 0
+}
+
+type LedgerEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind  EntryKind              `protobuf:"varint,2,opt,name=kind,proto3,enum=accounting.v1.EntryKind" json:"kind,omitempty"`
+	// Positive for a top-up, zero or negative for a charge.
+	AmountMicros int64                  `protobuf:"varint,3,opt,name=amount_micros,json=amountMicros,proto3" json:"amount_micros,omitempty"`
+	CreatedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// A charge's reservation, key, model and tokens; empty for a top-up.
+	ReservationId string `protobuf:"bytes,5,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	KeyId         string `protobuf:"bytes,6,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	Model         string `protobuf:"bytes,7,opt,name=model,proto3" json:"model,omitempty"`
+	InputTokens   int64  `protobuf:"varint,8,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens  int64  `protobuf:"varint,9,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerEntry) Reset() {
+	*x = LedgerEntry{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerEntry) ProtoMessage() {}
+
+func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
+func (*LedgerEntry) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *LedgerEntry) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *LedgerEntry) GetKind() EntryKind {
+	if x != nil {
+		return x.Kind
+	}
+	return EntryKind_ENTRY_KIND_UNSPECIFIED
+}
+
+func (x *LedgerEntry) GetAmountMicros() int64 {
+	if x != nil {
+		return x.AmountMicros
+	}
+	return 0
+}
+
+func (x *LedgerEntry) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *LedgerEntry) GetReservationId() string {
+	if x != nil {
+		return x.ReservationId
+	}
+	return ""
+}
+
+func (x *LedgerEntry) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *LedgerEntry) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *LedgerEntry) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *LedgerEntry) GetOutputTokens() int64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+type ListLedgerEntriesResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*LedgerEntry         `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The cursor of the next page; 0 when this page is the last.
+	NextBeforeId  int64 `protobuf:"varint,2,opt,name=next_before_id,json=nextBeforeId,proto3" json:"next_before_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLedgerEntriesResponse) Reset() {
+	*x = ListLedgerEntriesResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLedgerEntriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLedgerEntriesResponse) ProtoMessage() {}
+
+func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLedgerEntriesResponse.ProtoReflect.Descriptor instead.
+func (*ListLedgerEntriesResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ListLedgerEntriesResponse) GetEntries() []*LedgerEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListLedgerEntriesResponse) GetNextBeforeId() int64 {
+	if x != nil {
+		return x.NextBeforeId
+	}
+	return 0
+}
+
+type Tier struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	RpmBeforeTopup  int32                  `protobuf:"varint,2,opt,name=rpm_before_topup,json=rpmBeforeTopup,proto3" json:"rpm_before_topup,omitempty"`
+	RpmAfterTopup   int32                  `protobuf:"varint,3,opt,name=rpm_after_topup,json=rpmAfterTopup,proto3" json:"rpm_after_topup,omitempty"`
+	InFlightGeneral int32                  `protobuf:"varint,4,opt,name=in_flight_general,json=inFlightGeneral,proto3" json:"in_flight_general,omitempty"`
+	// Not larger than in_flight_general: high-cost requests hold a slot in both.
+	InFlightHighCost int32 `protobuf:"varint,5,opt,name=in_flight_high_cost,json=inFlightHighCost,proto3" json:"in_flight_high_cost,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Tier) Reset() {
+	*x = Tier{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tier) ProtoMessage() {}
+
+func (x *Tier) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tier.ProtoReflect.Descriptor instead.
+func (*Tier) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *Tier) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tier) GetRpmBeforeTopup() int32 {
+	if x != nil {
+		return x.RpmBeforeTopup
+	}
+	return 0
+}
+
+func (x *Tier) GetRpmAfterTopup() int32 {
+	if x != nil {
+		return x.RpmAfterTopup
+	}
+	return 0
+}
+
+func (x *Tier) GetInFlightGeneral() int32 {
+	if x != nil {
+		return x.InFlightGeneral
+	}
+	return 0
+}
+
+func (x *Tier) GetInFlightHighCost() int32 {
+	if x != nil {
+		return x.InFlightHighCost
+	}
+	return 0
+}
+
+type ListTiersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTiersRequest) Reset() {
+	*x = ListTiersRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTiersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTiersRequest) ProtoMessage() {}
+
+func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTiersRequest.ProtoReflect.Descriptor instead.
+func (*ListTiersRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
+}
+
+type ListTiersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tiers         []*Tier                `protobuf:"bytes,1,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTiersResponse) Reset() {
+	*x = ListTiersResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTiersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTiersResponse) ProtoMessage() {}
+
+func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTiersResponse.ProtoReflect.Descriptor instead.
+func (*ListTiersResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ListTiersResponse) GetTiers() []*Tier {
+	if x != nil {
+		return x.Tiers
+	}
+	return nil
+}
+
+type SetTierRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tier          *Tier                  `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTierRequest) Reset() {
+	*x = SetTierRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTierRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTierRequest) ProtoMessage() {}
+
+func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTierRequest.ProtoReflect.Descriptor instead.
+func (*SetTierRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *SetTierRequest) GetTier() *Tier {
+	if x != nil {
+		return x.Tier
+	}
+	return nil
+}
+
+type SetTierResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tier          *Tier                  `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTierResponse) Reset() {
+	*x = SetTierResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTierResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTierResponse) ProtoMessage() {}
+
+func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTierResponse.ProtoReflect.Descriptor instead.
+func (*SetTierResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *SetTierResponse) GetTier() *Tier {
+	if x != nil {
+		return x.Tier
+	}
+	return nil
+}
+
 var File_accounting_v1_accounting_proto protoreflect.FileDescriptor
 
 const file_accounting_v1_accounting_proto_rawDesc = "" +
@@ -2744,7 +3983,85 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x16SetKeyDisabledResponse\x12$\n" +
 	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"9\n" +
 	"\x11RevokeKeyResponse\x12$\n" +
-	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key*\xce\x02\n" +
+	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"F\n" +
+	"\x13ListAccountsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x19\n" +
+	"\bafter_id\x18\x02 \x01(\tR\aafterId\"n\n" +
+	"\x14ListAccountsResponse\x122\n" +
+	"\baccounts\x18\x01 \x03(\v2\x16.accounting.v1.AccountR\baccounts\x12\"\n" +
+	"\rnext_after_id\x18\x02 \x01(\tR\vnextAfterId\"0\n" +
+	"\x0fListKeysRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\":\n" +
+	"\x10ListKeysResponse\x12&\n" +
+	"\x04keys\x18\x01 \x03(\v2\x12.accounting.v1.KeyR\x04keys\"#\n" +
+	"\tModelList\x12\x16\n" +
+	"\x06models\x18\x01 \x03(\tR\x06models\"5\n" +
+	"\vLimitUpdate\x12\x1b\n" +
+	"\x06micros\x18\x01 \x01(\x03H\x00R\x06micros\x88\x01\x01B\t\n" +
+	"\a_micros\"I\n" +
+	"\fExpiryUpdate\x129\n" +
+	"\n" +
+	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xbf\x02\n" +
+	"\x10UpdateKeyRequest\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x17\n" +
+	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12?\n" +
+	"\x0eallowed_models\x18\x03 \x01(\v2\x18.accounting.v1.ModelListR\rallowedModels\x12;\n" +
+	"\vdaily_limit\x18\x04 \x01(\v2\x1a.accounting.v1.LimitUpdateR\n" +
+	"dailyLimit\x12?\n" +
+	"\rmonthly_limit\x18\x05 \x01(\v2\x1a.accounting.v1.LimitUpdateR\fmonthlyLimit\x123\n" +
+	"\x06expiry\x18\x06 \x01(\v2\x1b.accounting.v1.ExpiryUpdateR\x06expiryB\a\n" +
+	"\x05_name\"9\n" +
+	"\x11UpdateKeyResponse\x12$\n" +
+	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"\xaf\x01\n" +
+	"\x0fGetUsageRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\x12\x15\n" +
+	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x19\n" +
+	"\bfrom_day\x18\x03 \x01(\tR\afromDay\x12\x15\n" +
+	"\x06to_day\x18\x04 \x01(\tR\x05toDay\x124\n" +
+	"\bgroup_by\x18\x05 \x01(\x0e2\x19.accounting.v1.UsageGroupR\agroupBy\"\xab\x01\n" +
+	"\bUsageRow\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1a\n" +
+	"\brequests\x18\x02 \x01(\x03R\brequests\x12!\n" +
+	"\finput_tokens\x18\x03 \x01(\x03R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x04 \x01(\x03R\foutputTokens\x12%\n" +
+	"\x0echarged_micros\x18\x05 \x01(\x03R\rchargedMicros\"n\n" +
+	"\x10GetUsageResponse\x12+\n" +
+	"\x04rows\x18\x01 \x03(\v2\x17.accounting.v1.UsageRowR\x04rows\x12-\n" +
+	"\x05total\x18\x02 \x01(\v2\x17.accounting.v1.UsageRowR\x05total\"l\n" +
+	"\x18ListLedgerEntriesRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1b\n" +
+	"\tbefore_id\x18\x03 \x01(\x03R\bbeforeId\"\xc7\x02\n" +
+	"\vLedgerEntry\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12,\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x18.accounting.v1.EntryKindR\x04kind\x12#\n" +
+	"\ramount_micros\x18\x03 \x01(\x03R\famountMicros\x129\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12%\n" +
+	"\x0ereservation_id\x18\x05 \x01(\tR\rreservationId\x12\x15\n" +
+	"\x06key_id\x18\x06 \x01(\tR\x05keyId\x12\x14\n" +
+	"\x05model\x18\a \x01(\tR\x05model\x12!\n" +
+	"\finput_tokens\x18\b \x01(\x03R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\t \x01(\x03R\foutputTokens\"w\n" +
+	"\x19ListLedgerEntriesResponse\x124\n" +
+	"\aentries\x18\x01 \x03(\v2\x1a.accounting.v1.LedgerEntryR\aentries\x12$\n" +
+	"\x0enext_before_id\x18\x02 \x01(\x03R\fnextBeforeId\"\xc7\x01\n" +
+	"\x04Tier\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
+	"\x10rpm_before_topup\x18\x02 \x01(\x05R\x0erpmBeforeTopup\x12&\n" +
+	"\x0frpm_after_topup\x18\x03 \x01(\x05R\rrpmAfterTopup\x12*\n" +
+	"\x11in_flight_general\x18\x04 \x01(\x05R\x0finFlightGeneral\x12-\n" +
+	"\x13in_flight_high_cost\x18\x05 \x01(\x05R\x10inFlightHighCost\"\x12\n" +
+	"\x10ListTiersRequest\">\n" +
+	"\x11ListTiersResponse\x12)\n" +
+	"\x05tiers\x18\x01 \x03(\v2\x13.accounting.v1.TierR\x05tiers\"9\n" +
+	"\x0eSetTierRequest\x12'\n" +
+	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier\":\n" +
+	"\x0fSetTierResponse\x12'\n" +
+	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier*\xce\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REASON_INVALID_API_KEY\x10\x01\x12\x1c\n" +
@@ -2773,7 +4090,17 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHANGE_KIND_RESET\x10\x01\x12\x13\n" +
 	"\x0fCHANGE_KIND_KEY\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_ACCOUNT\x10\x032\x9d\x05\n" +
+	"\x13CHANGE_KIND_ACCOUNT\x10\x03*j\n" +
+	"\n" +
+	"UsageGroup\x12\x1b\n" +
+	"\x17USAGE_GROUP_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11USAGE_GROUP_MODEL\x10\x01\x12\x13\n" +
+	"\x0fUSAGE_GROUP_KEY\x10\x02\x12\x13\n" +
+	"\x0fUSAGE_GROUP_DAY\x10\x03*U\n" +
+	"\tEntryKind\x12\x1a\n" +
+	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11ENTRY_KIND_TOP_UP\x10\x01\x12\x15\n" +
+	"\x11ENTRY_KIND_CHARGE\x10\x022\x9d\x05\n" +
 	"\rLedgerService\x12W\n" +
 	"\fAuthenticate\x12\".accounting.v1.AuthenticateRequest\x1a#.accounting.v1.AuthenticateResponse\x12H\n" +
 	"\aReserve\x12\x1d.accounting.v1.ReserveRequest\x1a\x1e.accounting.v1.ReserveResponse\x12E\n" +
@@ -2782,7 +4109,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
-	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xb5\x05\n" +
+	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xfa\t\n" +
 	"\fAdminService\x12Z\n" +
 	"\rCreateAccount\x12#.accounting.v1.CreateAccountRequest\x1a$.accounting.v1.CreateAccountResponse\x12Q\n" +
 	"\n" +
@@ -2792,7 +4119,14 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\tCreateKey\x12\x1f.accounting.v1.CreateKeyRequest\x1a .accounting.v1.CreateKeyResponse\x12E\n" +
 	"\x06GetKey\x12\x1c.accounting.v1.GetKeyRequest\x1a\x1d.accounting.v1.GetKeyResponse\x12]\n" +
 	"\x0eSetKeyDisabled\x12$.accounting.v1.SetKeyDisabledRequest\x1a%.accounting.v1.SetKeyDisabledResponse\x12N\n" +
-	"\tRevokeKey\x12\x1f.accounting.v1.RevokeKeyRequest\x1a .accounting.v1.RevokeKeyResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
+	"\tRevokeKey\x12\x1f.accounting.v1.RevokeKeyRequest\x1a .accounting.v1.RevokeKeyResponse\x12W\n" +
+	"\fListAccounts\x12\".accounting.v1.ListAccountsRequest\x1a#.accounting.v1.ListAccountsResponse\x12K\n" +
+	"\bListKeys\x12\x1e.accounting.v1.ListKeysRequest\x1a\x1f.accounting.v1.ListKeysResponse\x12N\n" +
+	"\tUpdateKey\x12\x1f.accounting.v1.UpdateKeyRequest\x1a .accounting.v1.UpdateKeyResponse\x12K\n" +
+	"\bGetUsage\x12\x1e.accounting.v1.GetUsageRequest\x1a\x1f.accounting.v1.GetUsageResponse\x12f\n" +
+	"\x11ListLedgerEntries\x12'.accounting.v1.ListLedgerEntriesRequest\x1a(.accounting.v1.ListLedgerEntriesResponse\x12N\n" +
+	"\tListTiers\x12\x1f.accounting.v1.ListTiersRequest\x1a .accounting.v1.ListTiersResponse\x12H\n" +
+	"\aSetTier\x12\x1d.accounting.v1.SetTierRequest\x1a\x1e.accounting.v1.SetTierResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
 
 var (
 	file_accounting_v1_accounting_proto_rawDescOnce sync.Once
@@ -2806,117 +4140,170 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 	return file_accounting_v1_accounting_proto_rawDescData
 }
 
-var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                         // 0: accounting.v1.Reason
 	(Pool)(0),                           // 1: accounting.v1.Pool
 	(ReservationState)(0),               // 2: accounting.v1.ReservationState
 	(ChangeKind)(0),                     // 3: accounting.v1.ChangeKind
-	(*Refusal)(nil),                     // 4: accounting.v1.Refusal
-	(*AuthenticateRequest)(nil),         // 5: accounting.v1.AuthenticateRequest
-	(*AuthenticateResponse)(nil),        // 6: accounting.v1.AuthenticateResponse
-	(*KeyGrant)(nil),                    // 7: accounting.v1.KeyGrant
-	(*ReserveRequest)(nil),              // 8: accounting.v1.ReserveRequest
-	(*ReserveResponse)(nil),             // 9: accounting.v1.ReserveResponse
-	(*Usage)(nil),                       // 10: accounting.v1.Usage
-	(*CommitRequest)(nil),               // 11: accounting.v1.CommitRequest
-	(*CommitResponse)(nil),              // 12: accounting.v1.CommitResponse
-	(*ReleaseRequest)(nil),              // 13: accounting.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),             // 14: accounting.v1.ReleaseResponse
-	(*RenewRequest)(nil),                // 15: accounting.v1.RenewRequest
-	(*RenewResponse)(nil),               // 16: accounting.v1.RenewResponse
-	(*WatchChangesRequest)(nil),         // 17: accounting.v1.WatchChangesRequest
-	(*WatchChangesResponse)(nil),        // 18: accounting.v1.WatchChangesResponse
-	(*RecordVideoTaskRequest)(nil),      // 19: accounting.v1.RecordVideoTaskRequest
-	(*RecordVideoTaskResponse)(nil),     // 20: accounting.v1.RecordVideoTaskResponse
-	(*GetVideoTaskRequest)(nil),         // 21: accounting.v1.GetVideoTaskRequest
-	(*GetVideoTaskResponse)(nil),        // 22: accounting.v1.GetVideoTaskResponse
-	(*VideoTask)(nil),                   // 23: accounting.v1.VideoTask
-	(*Account)(nil),                     // 24: accounting.v1.Account
-	(*CreateAccountRequest)(nil),        // 25: accounting.v1.CreateAccountRequest
-	(*GetAccountRequest)(nil),           // 26: accounting.v1.GetAccountRequest
-	(*TopUpRequest)(nil),                // 27: accounting.v1.TopUpRequest
-	(*SetAccountSuspendedRequest)(nil),  // 28: accounting.v1.SetAccountSuspendedRequest
-	(*Key)(nil),                         // 29: accounting.v1.Key
-	(*CreateKeyRequest)(nil),            // 30: accounting.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),           // 31: accounting.v1.CreateKeyResponse
-	(*GetKeyRequest)(nil),               // 32: accounting.v1.GetKeyRequest
-	(*SetKeyDisabledRequest)(nil),       // 33: accounting.v1.SetKeyDisabledRequest
-	(*RevokeKeyRequest)(nil),            // 34: accounting.v1.RevokeKeyRequest
-	(*CreateAccountResponse)(nil),       // 35: accounting.v1.CreateAccountResponse
-	(*GetAccountResponse)(nil),          // 36: accounting.v1.GetAccountResponse
-	(*TopUpResponse)(nil),               // 37: accounting.v1.TopUpResponse
-	(*SetAccountSuspendedResponse)(nil), // 38: accounting.v1.SetAccountSuspendedResponse
-	(*GetKeyResponse)(nil),              // 39: accounting.v1.GetKeyResponse
-	(*SetKeyDisabledResponse)(nil),      // 40: accounting.v1.SetKeyDisabledResponse
-	(*RevokeKeyResponse)(nil),           // 41: accounting.v1.RevokeKeyResponse
-	nil,                                 // 42: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 43: google.protobuf.Timestamp
+	(UsageGroup)(0),                     // 4: accounting.v1.UsageGroup
+	(EntryKind)(0),                      // 5: accounting.v1.EntryKind
+	(*Refusal)(nil),                     // 6: accounting.v1.Refusal
+	(*AuthenticateRequest)(nil),         // 7: accounting.v1.AuthenticateRequest
+	(*AuthenticateResponse)(nil),        // 8: accounting.v1.AuthenticateResponse
+	(*KeyGrant)(nil),                    // 9: accounting.v1.KeyGrant
+	(*ReserveRequest)(nil),              // 10: accounting.v1.ReserveRequest
+	(*ReserveResponse)(nil),             // 11: accounting.v1.ReserveResponse
+	(*Usage)(nil),                       // 12: accounting.v1.Usage
+	(*CommitRequest)(nil),               // 13: accounting.v1.CommitRequest
+	(*CommitResponse)(nil),              // 14: accounting.v1.CommitResponse
+	(*ReleaseRequest)(nil),              // 15: accounting.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),             // 16: accounting.v1.ReleaseResponse
+	(*RenewRequest)(nil),                // 17: accounting.v1.RenewRequest
+	(*RenewResponse)(nil),               // 18: accounting.v1.RenewResponse
+	(*WatchChangesRequest)(nil),         // 19: accounting.v1.WatchChangesRequest
+	(*WatchChangesResponse)(nil),        // 20: accounting.v1.WatchChangesResponse
+	(*RecordVideoTaskRequest)(nil),      // 21: accounting.v1.RecordVideoTaskRequest
+	(*RecordVideoTaskResponse)(nil),     // 22: accounting.v1.RecordVideoTaskResponse
+	(*GetVideoTaskRequest)(nil),         // 23: accounting.v1.GetVideoTaskRequest
+	(*GetVideoTaskResponse)(nil),        // 24: accounting.v1.GetVideoTaskResponse
+	(*VideoTask)(nil),                   // 25: accounting.v1.VideoTask
+	(*Account)(nil),                     // 26: accounting.v1.Account
+	(*CreateAccountRequest)(nil),        // 27: accounting.v1.CreateAccountRequest
+	(*GetAccountRequest)(nil),           // 28: accounting.v1.GetAccountRequest
+	(*TopUpRequest)(nil),                // 29: accounting.v1.TopUpRequest
+	(*SetAccountSuspendedRequest)(nil),  // 30: accounting.v1.SetAccountSuspendedRequest
+	(*Key)(nil),                         // 31: accounting.v1.Key
+	(*CreateKeyRequest)(nil),            // 32: accounting.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),           // 33: accounting.v1.CreateKeyResponse
+	(*GetKeyRequest)(nil),               // 34: accounting.v1.GetKeyRequest
+	(*SetKeyDisabledRequest)(nil),       // 35: accounting.v1.SetKeyDisabledRequest
+	(*RevokeKeyRequest)(nil),            // 36: accounting.v1.RevokeKeyRequest
+	(*CreateAccountResponse)(nil),       // 37: accounting.v1.CreateAccountResponse
+	(*GetAccountResponse)(nil),          // 38: accounting.v1.GetAccountResponse
+	(*TopUpResponse)(nil),               // 39: accounting.v1.TopUpResponse
+	(*SetAccountSuspendedResponse)(nil), // 40: accounting.v1.SetAccountSuspendedResponse
+	(*GetKeyResponse)(nil),              // 41: accounting.v1.GetKeyResponse
+	(*SetKeyDisabledResponse)(nil),      // 42: accounting.v1.SetKeyDisabledResponse
+	(*RevokeKeyResponse)(nil),           // 43: accounting.v1.RevokeKeyResponse
+	(*ListAccountsRequest)(nil),         // 44: accounting.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),        // 45: accounting.v1.ListAccountsResponse
+	(*ListKeysRequest)(nil),             // 46: accounting.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),            // 47: accounting.v1.ListKeysResponse
+	(*ModelList)(nil),                   // 48: accounting.v1.ModelList
+	(*LimitUpdate)(nil),                 // 49: accounting.v1.LimitUpdate
+	(*ExpiryUpdate)(nil),                // 50: accounting.v1.ExpiryUpdate
+	(*UpdateKeyRequest)(nil),            // 51: accounting.v1.UpdateKeyRequest
+	(*UpdateKeyResponse)(nil),           // 52: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),             // 53: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                    // 54: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),            // 55: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),    // 56: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                 // 57: accounting.v1.LedgerEntry
+	(*ListLedgerEntriesResponse)(nil),   // 58: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                        // 59: accounting.v1.Tier
+	(*ListTiersRequest)(nil),            // 60: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),           // 61: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),              // 62: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),             // 63: accounting.v1.SetTierResponse
+	nil,                                 // 64: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),       // 65: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
-	7,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	43, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
+	65, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 3: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	43, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	42, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
-	10, // 6: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
+	65, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	64, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	12, // 6: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
 	2,  // 7: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
-	43, // 8: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	65, // 8: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 9: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
-	23, // 10: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	23, // 11: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	43, // 12: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	43, // 13: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	43, // 14: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	43, // 15: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	43, // 16: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	29, // 17: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
-	24, // 18: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
-	24, // 19: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
-	24, // 20: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
-	24, // 21: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
-	29, // 22: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
-	29, // 23: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
-	29, // 24: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
-	5,  // 25: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	8,  // 26: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	11, // 27: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	13, // 28: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	15, // 29: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	17, // 30: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	19, // 31: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	21, // 32: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	25, // 33: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	26, // 34: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	27, // 35: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	28, // 36: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	30, // 37: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	32, // 38: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	33, // 39: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	34, // 40: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	6,  // 41: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	9,  // 42: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	12, // 43: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	14, // 44: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	16, // 45: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	18, // 46: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	20, // 47: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	22, // 48: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	35, // 49: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	36, // 50: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	37, // 51: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	38, // 52: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	31, // 53: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	39, // 54: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	40, // 55: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	41, // 56: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	41, // [41:57] is the sub-list for method output_type
-	25, // [25:41] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	25, // 10: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	25, // 11: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	65, // 12: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	65, // 13: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	65, // 14: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	65, // 15: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	65, // 16: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	31, // 17: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
+	26, // 18: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
+	26, // 19: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
+	26, // 20: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
+	26, // 21: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
+	31, // 22: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
+	31, // 23: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
+	31, // 24: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
+	26, // 25: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
+	31, // 26: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
+	65, // 27: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	48, // 28: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
+	49, // 29: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	49, // 30: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	50, // 31: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
+	31, // 32: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
+	4,  // 33: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
+	54, // 34: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
+	54, // 35: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
+	5,  // 36: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
+	65, // 37: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	57, // 38: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	59, // 39: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	59, // 40: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	59, // 41: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	7,  // 42: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	10, // 43: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	13, // 44: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	15, // 45: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	17, // 46: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	19, // 47: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	21, // 48: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	23, // 49: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	27, // 50: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	28, // 51: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	29, // 52: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	30, // 53: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	32, // 54: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	34, // 55: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	35, // 56: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	36, // 57: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	44, // 58: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	46, // 59: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	51, // 60: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	53, // 61: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	56, // 62: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	60, // 63: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	62, // 64: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	8,  // 65: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	11, // 66: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	14, // 67: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	16, // 68: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	18, // 69: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	20, // 70: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	22, // 71: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	24, // 72: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	37, // 73: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	38, // 74: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	39, // 75: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	40, // 76: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	33, // 77: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	41, // 78: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	42, // 79: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	43, // 80: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	45, // 81: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	47, // 82: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	52, // 83: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	55, // 84: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	58, // 85: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	61, // 86: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	63, // 87: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	65, // [65:88] is the sub-list for method output_type
+	42, // [42:65] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -2927,13 +4314,15 @@ func file_accounting_v1_accounting_proto_init() {
 	file_accounting_v1_accounting_proto_msgTypes[3].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[25].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[26].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[43].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[45].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   39,
+			NumEnums:      6,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

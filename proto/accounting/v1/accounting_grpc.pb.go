@@ -451,6 +451,13 @@ const (
 	AdminService_GetKey_FullMethodName              = "/accounting.v1.AdminService/GetKey"
 	AdminService_SetKeyDisabled_FullMethodName      = "/accounting.v1.AdminService/SetKeyDisabled"
 	AdminService_RevokeKey_FullMethodName           = "/accounting.v1.AdminService/RevokeKey"
+	AdminService_ListAccounts_FullMethodName        = "/accounting.v1.AdminService/ListAccounts"
+	AdminService_ListKeys_FullMethodName            = "/accounting.v1.AdminService/ListKeys"
+	AdminService_UpdateKey_FullMethodName           = "/accounting.v1.AdminService/UpdateKey"
+	AdminService_GetUsage_FullMethodName            = "/accounting.v1.AdminService/GetUsage"
+	AdminService_ListLedgerEntries_FullMethodName   = "/accounting.v1.AdminService/ListLedgerEntries"
+	AdminService_ListTiers_FullMethodName           = "/accounting.v1.AdminService/ListTiers"
+	AdminService_SetTier_FullMethodName             = "/accounting.v1.AdminService/SetTier"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -470,6 +477,24 @@ type AdminServiceClient interface {
 	GetKey(ctx context.Context, in *GetKeyRequest, opts ...grpc.CallOption) (*GetKeyResponse, error)
 	SetKeyDisabled(ctx context.Context, in *SetKeyDisabledRequest, opts ...grpc.CallOption) (*SetKeyDisabledResponse, error)
 	RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error)
+	// ListAccounts pages through every account in id order.
+	ListAccounts(ctx context.Context, in *ListAccountsRequest, opts ...grpc.CallOption) (*ListAccountsResponse, error)
+	// ListKeys returns an account's keys, oldest first, never their secrets.
+	ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
+	// UpdateKey changes the settings the request carries and leaves the others. Callers
+	// of the ledger hear of the change through WatchChanges, as of disable and revoke.
+	// A limit lowered below what is already committed or held refuses new requests and
+	// touches nothing in flight.
+	UpdateKey(ctx context.Context, in *UpdateKeyRequest, opts ...grpc.CallOption) (*UpdateKeyResponse, error)
+	// GetUsage sums an account's settled charges over a range of UTC days, grouped by
+	// model, key or day. Refused and released requests count nothing.
+	GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error)
+	// ListLedgerEntries pages through an account's statement, newest first.
+	ListLedgerEntries(ctx context.Context, in *ListLedgerEntriesRequest, opts ...grpc.CallOption) (*ListLedgerEntriesResponse, error)
+	ListTiers(ctx context.Context, in *ListTiersRequest, opts ...grpc.CallOption) (*ListTiersResponse, error)
+	// SetTier creates or changes a tier; reservations that start after it returns use
+	// the new limits.
+	SetTier(ctx context.Context, in *SetTierRequest, opts ...grpc.CallOption) (*SetTierResponse, error)
 }
 
 type adminServiceClient struct {
@@ -560,6 +585,76 @@ func (c *adminServiceClient) RevokeKey(ctx context.Context, in *RevokeKeyRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) ListAccounts(ctx context.Context, in *ListAccountsRequest, opts ...grpc.CallOption) (*ListAccountsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAccountsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListAccounts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListKeysResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) UpdateKey(ctx context.Context, in *UpdateKeyRequest, opts ...grpc.CallOption) (*UpdateKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateKeyResponse)
+	err := c.cc.Invoke(ctx, AdminService_UpdateKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUsageResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListLedgerEntries(ctx context.Context, in *ListLedgerEntriesRequest, opts ...grpc.CallOption) (*ListLedgerEntriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLedgerEntriesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListLedgerEntries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListTiers(ctx context.Context, in *ListTiersRequest, opts ...grpc.CallOption) (*ListTiersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTiersResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListTiers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SetTier(ctx context.Context, in *SetTierRequest, opts ...grpc.CallOption) (*SetTierResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetTierResponse)
+	err := c.cc.Invoke(ctx, AdminService_SetTier_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -577,6 +672,24 @@ type AdminServiceServer interface {
 	GetKey(context.Context, *GetKeyRequest) (*GetKeyResponse, error)
 	SetKeyDisabled(context.Context, *SetKeyDisabledRequest) (*SetKeyDisabledResponse, error)
 	RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error)
+	// ListAccounts pages through every account in id order.
+	ListAccounts(context.Context, *ListAccountsRequest) (*ListAccountsResponse, error)
+	// ListKeys returns an account's keys, oldest first, never their secrets.
+	ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error)
+	// UpdateKey changes the settings the request carries and leaves the others. Callers
+	// of the ledger hear of the change through WatchChanges, as of disable and revoke.
+	// A limit lowered below what is already committed or held refuses new requests and
+	// touches nothing in flight.
+	UpdateKey(context.Context, *UpdateKeyRequest) (*UpdateKeyResponse, error)
+	// GetUsage sums an account's settled charges over a range of UTC days, grouped by
+	// model, key or day. Refused and released requests count nothing.
+	GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error)
+	// ListLedgerEntries pages through an account's statement, newest first.
+	ListLedgerEntries(context.Context, *ListLedgerEntriesRequest) (*ListLedgerEntriesResponse, error)
+	ListTiers(context.Context, *ListTiersRequest) (*ListTiersResponse, error)
+	// SetTier creates or changes a tier; reservations that start after it returns use
+	// the new limits.
+	SetTier(context.Context, *SetTierRequest) (*SetTierResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -610,6 +723,27 @@ func (UnimplementedAdminServiceServer) SetKeyDisabled(context.Context, *SetKeyDi
 }
 func (UnimplementedAdminServiceServer) RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeKey not implemented")
+}
+func (UnimplementedAdminServiceServer) ListAccounts(context.Context, *ListAccountsRequest) (*ListAccountsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAccounts not implemented")
+}
+func (UnimplementedAdminServiceServer) ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListKeys not implemented")
+}
+func (UnimplementedAdminServiceServer) UpdateKey(context.Context, *UpdateKeyRequest) (*UpdateKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateKey not implemented")
+}
+func (UnimplementedAdminServiceServer) GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUsage not implemented")
+}
+func (UnimplementedAdminServiceServer) ListLedgerEntries(context.Context, *ListLedgerEntriesRequest) (*ListLedgerEntriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLedgerEntries not implemented")
+}
+func (UnimplementedAdminServiceServer) ListTiers(context.Context, *ListTiersRequest) (*ListTiersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTiers not implemented")
+}
+func (UnimplementedAdminServiceServer) SetTier(context.Context, *SetTierRequest) (*SetTierResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetTier not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -776,6 +910,132 @@ func _AdminService_RevokeKey_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListAccounts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAccountsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListAccounts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListAccounts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListAccounts(ctx, req.(*ListAccountsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListKeys(ctx, req.(*ListKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_UpdateKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).UpdateKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_UpdateKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).UpdateKey(ctx, req.(*UpdateKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetUsage(ctx, req.(*GetUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListLedgerEntries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLedgerEntriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListLedgerEntries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListLedgerEntries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListLedgerEntries(ctx, req.(*ListLedgerEntriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListTiers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTiersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListTiers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListTiers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListTiers(ctx, req.(*ListTiersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SetTier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetTierRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetTier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetTier_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetTier(ctx, req.(*SetTierRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -814,6 +1074,34 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeKey",
 			Handler:    _AdminService_RevokeKey_Handler,
+		},
+		{
+			MethodName: "ListAccounts",
+			Handler:    _AdminService_ListAccounts_Handler,
+		},
+		{
+			MethodName: "ListKeys",
+			Handler:    _AdminService_ListKeys_Handler,
+		},
+		{
+			MethodName: "UpdateKey",
+			Handler:    _AdminService_UpdateKey_Handler,
+		},
+		{
+			MethodName: "GetUsage",
+			Handler:    _AdminService_GetUsage_Handler,
+		},
+		{
+			MethodName: "ListLedgerEntries",
+			Handler:    _AdminService_ListLedgerEntries_Handler,
+		},
+		{
+			MethodName: "ListTiers",
+			Handler:    _AdminService_ListTiers_Handler,
+		},
+		{
+			MethodName: "SetTier",
+			Handler:    _AdminService_SetTier_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,101 @@
+package ledger
+
+import (
+	"fmt"
+	"time"
+)
+
+// Set is a field of an update: the field changes only when Set is true, to Value
+// (which for a pointer may be nil: cleared).
+type Set[T any] struct {
+	Set   bool
+	Value T
+}
+
+// To returns a Set that changes the field to v.
+func To[T any](v T) Set[T] { return Set[T]{Set: true, Value: v} }
+
+// KeyUpdate changes some of a key's settings; fields not Set keep their value.
+type KeyUpdate struct {
+	ID   string
+	Name Set[string]
+	// AllowedModels: an empty list means every model.
+	AllowedModels Set[[]string]
+	DailyLimit    Set[*Micros]
+	MonthlyLimit  Set[*Micros]
+	ExpiresAt     Set[*time.Time]
+}
+
+// UsageGroup is what a usage report's rows are per.
+type UsageGroup int
+
+const (
+	ByModel UsageGroup = iota + 1
+	ByKey
+	ByDay
+)
+
+// UsageQuery asks for an account's charges in the UTC days From..To, both included
+// (dates at midnight UTC), optionally of one key.
+type UsageQuery struct {
+	AccountID string
+	KeyID     string // empty: every key
+	From, To  time.Time
+	By        UsageGroup
+}
+
+// UsageRow is the charges of one group: the model, key id or day ("2006-01-02").
+type UsageRow struct {
+	Group        string
+	Requests     int64
+	InputTokens  int64
+	OutputTokens int64
+	Charged      Micros
+}
+
+// UsageReport is a usage report's rows, ordered by group, and their total.
+type UsageReport struct {
+	Rows  []UsageRow
+	Total UsageRow
+}
+
+// EntryKind is a ledger entry's kind.
+type EntryKind string
+
+const (
+	EntryTopUp  EntryKind = "top_up"
+	EntryCharge EntryKind = "charge"
+)
+
+// Entry is one line of an account's statement: a top-up (positive) or a charge (zero
+// or negative, with the reservation, key, model and tokens it was for).
+type Entry struct {
+	ID            int64
+	Kind          EntryKind
+	Amount        Micros
+	CreatedAt     time.Time
+	ReservationID string
+	KeyID         string
+	Model         string
+	InputTokens   int64
+	OutputTokens  int64
+}
+
+// MaxTierLimit bounds each of a tier's limits.
+const MaxTierLimit = 1 << 30
+
+// Validate reports what is wrong with a tier: an empty or long name, a negative or
+// absurd limit, or a high-cost pool larger than the general pool it is part of.
+func (t Tier) Validate() error {
+	switch {
+	case t.Name == "" || len(t.Name) > 64:
+		return Refuse(ReasonInvalidArgument, "a tier needs a name of 1 to 64 characters")
+	case t.RPMBeforeTopUp < 0 || t.RPMAfterTopUp < 0 || t.InFlightGeneral < 0 || t.InFlightHighCost < 0:
+		return Refuse(ReasonInvalidArgument, "tier limits must not be negative")
+	case max(t.RPMBeforeTopUp, t.RPMAfterTopUp, t.InFlightGeneral, t.InFlightHighCost) > MaxTierLimit:
+		return Refuse(ReasonInvalidArgument, fmt.Sprintf("tier limits must not exceed %d", MaxTierLimit))
+	case t.InFlightHighCost > t.InFlightGeneral:
+		return Refuse(ReasonInvalidArgument, "the high-cost pool must not be larger than the general pool")
+	}
+	return nil
+}

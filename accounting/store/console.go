@@ -1,0 +1,248 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+)
+
+// MaxPage is the most rows one page of a listing returns.
+const MaxPage = 1000
+
+func checkPage(limit int) error {
+	if limit < 1 || limit > MaxPage {
+		return ledger.Refuse(ledger.ReasonInvalidArgument, "a page holds 1 to 1000 rows")
+	}
+	return nil
+}
+
+// ListAccounts returns up to limit accounts whose id sorts after afterID, in id order.
+func (s *Store) ListAccounts(ctx context.Context, afterID string, limit int) ([]ledger.Account, error) {
+	if err := checkPage(limit); err != nil {
+		return nil, err
+	}
+	if afterID != "" && !validID(afterID) {
+		return nil, ledger.Refuse(ledger.ReasonInvalidArgument, "the page cursor is not an account id")
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+accountColumns+` FROM accounts
+		WHERE $1::uuid IS NULL OR id > $1::uuid ORDER BY id LIMIT $2`, nullIfEmpty(afterID), limit)
+	if err != nil {
+		return nil, dbError("list accounts", err)
+	}
+	accounts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Account, error) { return scanAccount(r) })
+	if err != nil {
+		return nil, dbError("list accounts", err)
+	}
+	return accounts, nil
+}
+
+// ListKeys returns an account's keys, oldest first, with their spend in the current
+// UTC day and month. An unknown account is ErrNotFound; an account without keys has
+// an empty list.
+func (s *Store) ListKeys(ctx context.Context, accountID string) ([]ledger.Key, error) {
+	if err := s.accountExists(ctx, "list keys", accountID); err != nil {
+		return nil, err
+	}
+	return s.queryKeys(ctx, "list keys", "", "api_keys", `WHERE k.account_id = $2 ORDER BY k.created_at, k.id`, accountID)
+}
+
+// UpdateKey changes the settings u sets, in one statement; caches hear of it through
+// Changes (the key's row changed). Limits already committed or held stay as they are:
+// a limit lowered below them refuses new reservations only.
+func (s *Store) UpdateKey(ctx context.Context, u ledger.KeyUpdate) (ledger.Key, error) {
+	for _, lim := range []ledger.Set[*ledger.Micros]{u.DailyLimit, u.MonthlyLimit} {
+		if lim.Set && lim.Value != nil && *lim.Value < 0 {
+			return ledger.Key{}, ledger.Refuse(ledger.ReasonInvalidArgument, "a key limit must not be negative")
+		}
+	}
+	models := u.AllowedModels.Value
+	if models == nil {
+		models = []string{}
+	}
+	for _, m := range models {
+		if m == "" {
+			return ledger.Key{}, ledger.Refuse(ledger.ReasonInvalidArgument, "allowed models must not contain empty names")
+		}
+	}
+	if !validID(u.ID) {
+		return ledger.Key{}, ledger.ErrNotFound
+	}
+	return oneKey(s.queryKeys(ctx, "update key", `, u AS (
+		UPDATE api_keys SET
+			name = CASE WHEN $3 THEN $4 ELSE name END,
+			allowed_models = CASE WHEN $5 THEN $6::text[] ELSE allowed_models END,
+			daily_limit = CASE WHEN $7 THEN $8::bigint ELSE daily_limit END,
+			monthly_limit = CASE WHEN $9 THEN $10::bigint ELSE monthly_limit END,
+			expires_at = CASE WHEN $11 THEN $12::timestamptz ELSE expires_at END
+		WHERE id = $2
+		RETURNING *)`, "u", "",
+		u.ID, u.Name.Set, u.Name.Value, u.AllowedModels.Set, models, u.DailyLimit.Set, u.DailyLimit.Value,
+		u.MonthlyLimit.Set, u.MonthlyLimit.Value, u.ExpiresAt.Set, u.ExpiresAt.Value))
+}
+
+// usageGroups is the SQL of each UsageGroup's column.
+var usageGroups = map[ledger.UsageGroup]string{
+	ledger.ByModel: "model",
+	ledger.ByKey:   "key_id::text",
+	ledger.ByDay:   "to_char(day, 'YYYY-MM-DD')",
+}
+
+// Usage sums an account's charges from the daily rollup, which every charge updates
+// in its own transaction: one rollup row per (day, key, model) in range is read, never
+// the ledger. An unknown account, or a key not of the account, is ErrNotFound.
+func (s *Store) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageReport, error) {
+	group, ok := usageGroups[q.By]
+	switch {
+	case !ok:
+		return ledger.UsageReport{}, ledger.Refuse(ledger.ReasonInvalidArgument, "unknown usage grouping")
+	case q.To.Before(q.From):
+		return ledger.UsageReport{}, ledger.Refuse(ledger.ReasonInvalidArgument, "the usage range ends before it starts")
+	}
+	if err := s.accountExists(ctx, "usage", q.AccountID); err != nil {
+		return ledger.UsageReport{}, err
+	}
+	if q.KeyID != "" {
+		if !validID(q.KeyID) {
+			return ledger.UsageReport{}, ledger.ErrNotFound
+		}
+		var n int
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE id = $1 AND account_id = $2`,
+			q.KeyID, q.AccountID).Scan(&n)
+		if err != nil || n == 0 {
+			return ledger.UsageReport{}, notFoundOr("usage", err)
+		}
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+group+`, sum(requests), sum(input_tokens), sum(output_tokens), sum(charged)
+		FROM usage_daily
+		WHERE account_id = $1 AND day BETWEEN $2::date AND $3::date AND ($4::uuid IS NULL OR key_id = $4::uuid)
+		GROUP BY 1 ORDER BY 1`,
+		q.AccountID, day(q.From), day(q.To), nullIfEmpty(q.KeyID))
+	if err != nil {
+		return ledger.UsageReport{}, dbError("usage", err)
+	}
+	var r ledger.UsageReport
+	r.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.UsageRow, error) {
+		var u ledger.UsageRow
+		err := row.Scan(&u.Group, &u.Requests, &u.InputTokens, &u.OutputTokens, &u.Charged)
+		return u, err
+	})
+	if err != nil {
+		return ledger.UsageReport{}, dbError("usage", err)
+	}
+	for _, u := range r.Rows {
+		r.Total.Requests += u.Requests
+		r.Total.InputTokens += u.InputTokens
+		r.Total.OutputTokens += u.OutputTokens
+		r.Total.Charged += u.Charged
+	}
+	return r, nil
+}
+
+// LedgerEntries returns up to limit of an account's entries with ids below beforeID
+// (from the newest when 0), newest first. An unknown account is ErrNotFound.
+func (s *Store) LedgerEntries(ctx context.Context, accountID string, beforeID int64, limit int) ([]ledger.Entry, error) {
+	if err := checkPage(limit); err != nil {
+		return nil, err
+	}
+	if beforeID < 0 {
+		return nil, ledger.Refuse(ledger.ReasonInvalidArgument, "the page cursor is not an entry id")
+	}
+	if err := s.accountExists(ctx, "ledger entries", accountID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, kind, amount, created_at, coalesce(reservation_id::text, ''), coalesce(key_id::text, ''),
+			coalesce(model, ''), coalesce(input_tokens, 0), coalesce(output_tokens, 0)
+		FROM ledger_entries
+		WHERE account_id = $1 AND ($2 = 0 OR id < $2)
+		ORDER BY id DESC LIMIT $3`, accountID, beforeID, limit)
+	if err != nil {
+		return nil, dbError("ledger entries", err)
+	}
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Entry, error) {
+		var e ledger.Entry
+		err := r.Scan(&e.ID, &e.Kind, &e.Amount, &e.CreatedAt, &e.ReservationID, &e.KeyID, &e.Model,
+			&e.InputTokens, &e.OutputTokens)
+		e.CreatedAt = e.CreatedAt.UTC()
+		return e, err
+	})
+	if err != nil {
+		return nil, dbError("ledger entries", err)
+	}
+	return entries, nil
+}
+
+// PutTier creates or changes a tier (validated by Tier.Validate). The reserve
+// function reads the tiers table under the account's lock, so every reservation that
+// starts after this returns uses the new limits; reservations already held keep their
+// slots.
+func (s *Store) PutTier(ctx context.Context, t ledger.Tier) (ledger.Tier, error) {
+	if err := t.Validate(); err != nil {
+		return ledger.Tier{}, err
+	}
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO tiers (name, rpm_before_topup, rpm_after_topup, in_flight_general, in_flight_high_cost)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (name) DO UPDATE SET
+			rpm_before_topup = EXCLUDED.rpm_before_topup, rpm_after_topup = EXCLUDED.rpm_after_topup,
+			in_flight_general = EXCLUDED.in_flight_general, in_flight_high_cost = EXCLUDED.in_flight_high_cost`,
+		t.Name, t.RPMBeforeTopUp, t.RPMAfterTopUp, t.InFlightGeneral, t.InFlightHighCost)
+	if err != nil {
+		return ledger.Tier{}, dbError("put tier", err)
+	}
+	return t, nil
+}
+
+// Tiers returns every tier, by name.
+func (s *Store) Tiers(ctx context.Context) ([]ledger.Tier, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT name, rpm_before_topup, rpm_after_topup, in_flight_general, in_flight_high_cost
+		FROM tiers ORDER BY name`)
+	if err != nil {
+		return nil, dbError("list tiers", err)
+	}
+	tiers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Tier, error) {
+		var t ledger.Tier
+		err := r.Scan(&t.Name, &t.RPMBeforeTopUp, &t.RPMAfterTopUp, &t.InFlightGeneral, &t.InFlightHighCost)
+		return t, err
+	})
+	if err != nil {
+		return nil, dbError("list tiers", err)
+	}
+	return tiers, nil
+}
+
+// accountExists is nil for an existing account, else ErrNotFound (or the failure).
+func (s *Store) accountExists(ctx context.Context, op, id string) error {
+	if !validID(id) {
+		return ledger.ErrNotFound
+	}
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM accounts WHERE id = $1`, id).Scan(&n)
+	if err == nil && n == 0 {
+		return ledger.ErrNotFound
+	}
+	return dbError(op, err)
+}
+
+// notFoundOr is the failure err when there is one, else ErrNotFound.
+func notFoundOr(op string, err error) error {
+	if err != nil {
+		return dbError(op, err)
+	}
+	return ledger.ErrNotFound
+}
+
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// day is t's UTC date as text for a ::date parameter.
+func day(t time.Time) string { return t.UTC().Format(time.DateOnly) }

@@ -1,0 +1,467 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+)
+
+func TestListAccountsPages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	if got, err := f.s.ListAccounts(ctx, "", 10); err != nil || len(got) != 0 {
+		t.Fatalf("ListAccounts on an empty ledger = %v, %v; want none", got, err)
+	}
+	var want []string
+	for range 5 {
+		want = append(want, f.account(t, "default", 0).ID)
+	}
+	slices.Sort(want)
+	var got []string
+	after := ""
+	for page := 0; ; page++ {
+		accs, err := f.s.ListAccounts(ctx, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(accs) == 0 {
+			break
+		}
+		if len(accs) > 2 || page > 3 {
+			t.Fatalf("page %d has %d accounts", page, len(accs))
+		}
+		for _, a := range accs {
+			got = append(got, a.ID)
+		}
+		after = accs[len(accs)-1].ID
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("accounts paged (-want +got):\n%s", diff)
+	}
+	for _, bad := range []struct {
+		after string
+		limit int
+	}{{"", 0}, {"", 1001}, {"not-an-id", 1}} {
+		if _, err := f.s.ListAccounts(ctx, bad.after, bad.limit); ledger.ReasonOf(err) != ledger.ReasonInvalidArgument {
+			t.Errorf("ListAccounts(%q, %d) = %v, want invalid argument", bad.after, bad.limit, err)
+		}
+	}
+}
+
+func TestListKeys(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	if _, err := f.s.ListKeys(ctx, "00000000-0000-0000-0000-000000000000"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("ListKeys(unknown) = %v, want ErrNotFound", err)
+	}
+	f.tier(t, bulkTier)
+	a := f.account(t, "bulk", 0)
+	if keys, err := f.s.ListKeys(ctx, a.ID); err != nil || len(keys) != 0 {
+		t.Fatalf("ListKeys(no keys) = %v, %v; want an empty list", keys, err)
+	}
+	b := f.account(t, "default", 1_000_000)
+	k1, _ := f.key(t, b.ID, func(nk *ledger.NewKey) { nk.Name = "first" })
+	f.clk.Set(t0.Add(time.Second))
+	k2, _ := f.key(t, b.ID, func(nk *ledger.NewKey) { nk.Name = "second" })
+	f.key(t, a.ID, nil)
+	f.mustReserve(t, k2.ID, 700, ledger.PoolGeneral)
+
+	keys, err := f.s.ListKeys(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2.HeldToday, k2.HeldMonth = 700, 700
+	if diff := cmp.Diff([]ledger.Key{k1, k2}, keys); diff != "" {
+		t.Errorf("ListKeys (-want +got):\n%s", diff)
+	}
+}
+
+func TestUpdateKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	a := f.account(t, "default", 10_000_000)
+	exp := t0.Add(48 * time.Hour)
+	k, _ := f.key(t, a.ID, func(nk *ledger.NewKey) {
+		nk.Name, nk.AllowedModels, nk.DailyLimit, nk.MonthlyLimit, nk.ExpiresAt = "old", []string{"demo-chat"}, ptr[int64](5_000), ptr[int64](9_000), &exp
+	})
+
+	// Nothing set: nothing changes.
+	got, err := f.s.UpdateKey(ctx, ledger.KeyUpdate{ID: k.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(k, got); diff != "" {
+		t.Errorf("empty update changed the key (-want +got):\n%s", diff)
+	}
+
+	// Set some, leave the rest.
+	got, err = f.s.UpdateKey(ctx, ledger.KeyUpdate{ID: k.ID, Name: ledger.To("new"),
+		AllowedModels: ledger.To([]string{"demo-free", "demo-claude"}), DailyLimit: ledger.To(ptr[int64](3_000))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := k
+	want.Name, want.AllowedModels, want.DailyLimit = "new", []string{"demo-free", "demo-claude"}, ptr[int64](3_000)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("update (-want +got):\n%s", diff)
+	}
+
+	// Clear the limits, the allowlist and the expiry.
+	got, err = f.s.UpdateKey(ctx, ledger.KeyUpdate{ID: k.ID, AllowedModels: ledger.To[[]string](nil),
+		DailyLimit: ledger.To[*int64](nil), MonthlyLimit: ledger.To[*int64](nil), ExpiresAt: ledger.To[*time.Time](nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.AllowedModels, want.DailyLimit, want.MonthlyLimit, want.ExpiresAt = nil, nil, nil, nil
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("clearing (-want +got):\n%s", diff)
+	}
+	if stored, _ := f.s.GetKey(ctx, k.ID); !cmp.Equal(want, stored) {
+		t.Errorf("GetKey after clearing = %+v, want %+v", stored, want)
+	}
+
+	// Refused updates change nothing.
+	for _, bad := range []ledger.KeyUpdate{
+		{ID: k.ID, Name: ledger.To("x"), DailyLimit: ledger.To(ptr[int64](-1))},
+		{ID: k.ID, Name: ledger.To("x"), MonthlyLimit: ledger.To(ptr[int64](-1))},
+		{ID: k.ID, Name: ledger.To("x"), AllowedModels: ledger.To([]string{"a", ""})},
+	} {
+		if _, err := f.s.UpdateKey(ctx, bad); ledger.ReasonOf(err) != ledger.ReasonInvalidArgument {
+			t.Errorf("UpdateKey(%+v) = %v, want invalid argument", bad, err)
+		}
+	}
+	if stored, _ := f.s.GetKey(ctx, k.ID); !cmp.Equal(want, stored) {
+		t.Errorf("a refused update changed the key: %+v", stored)
+	}
+	for _, id := range []string{"00000000-0000-0000-0000-000000000000", "nope"} {
+		if _, err := f.s.UpdateKey(ctx, ledger.KeyUpdate{ID: id, Name: ledger.To("x")}); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("UpdateKey(%q) = %v, want ErrNotFound", id, err)
+		}
+	}
+}
+
+// A limit lowered below what the key already committed and holds refuses new
+// requests; the holds in flight still commit and release as before.
+func TestLoweredLimitRefusesNewAndKeepsInFlight(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	a := f.account(t, "default", 10_000_000)
+	k, _ := f.key(t, a.ID, func(nk *ledger.NewKey) { nk.DailyLimit = ptr[int64](100_000) })
+	done := f.mustReserve(t, k.ID, 30_000, ledger.PoolGeneral)
+	must(t, errOf(f.s.Commit(ctx, ledger.CommitRequest{ReservationID: done.ID, Actual: 20_000})))
+	held := f.mustReserve(t, k.ID, 40_000, ledger.PoolGeneral)
+	held2 := f.mustReserve(t, k.ID, 10_000, ledger.PoolGeneral)
+
+	if _, err := f.s.UpdateKey(ctx, ledger.KeyUpdate{ID: k.ID, DailyLimit: ledger.To(ptr[int64](50_000))}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.reserve(t, k.ID, 1, ledger.PoolGeneral)
+	if r := refusal(t, err); r.Reason != ledger.ReasonKeyLimitReached || r.Limit != "daily" {
+		t.Fatalf("Reserve after lowering = %v, want the daily key limit", err)
+	}
+	res, err := f.s.Commit(ctx, ledger.CommitRequest{ReservationID: held.ID, Actual: 40_000})
+	if err != nil || res.Charged != 40_000 {
+		t.Fatalf("commit of a hold made before the change = %+v, %v; want charged 40000", res, err)
+	}
+	if rel, err := f.s.Release(ctx, held2.ID, "test"); err != nil || rel.State != ledger.StateReleased {
+		t.Fatalf("release of a hold made before the change = %+v, %v", rel, err)
+	}
+	f.checkInvariants(t)
+}
+
+func TestUsageEqualsLedgerAfterConcurrentCharges(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 12)
+	f.tier(t, bulkTier)
+	ctx := context.Background()
+	a := f.account(t, "bulk", 1_000_000_000)
+	other := f.account(t, "bulk", 1_000_000_000)
+	k1, _ := f.key(t, a.ID, nil)
+	k2, _ := f.key(t, a.ID, nil)
+	ko, _ := f.key(t, other.ID, nil)
+
+	empty, err := f.s.Usage(ctx, ledger.UsageQuery{AccountID: a.ID, From: t0, To: t0, By: ledger.ByModel})
+	if err != nil || len(empty.Rows) != 0 || empty.Total != (ledger.UsageRow{}) {
+		t.Fatalf("Usage with no charges = %+v, %v; want nothing", empty, err)
+	}
+
+	days := []time.Time{t0, t0.Add(24 * time.Hour)}
+	models := []string{"demo-chat", "demo-claude", "demo-free"}
+	keys := []string{k1.ID, k2.ID, ko.ID}
+	for _, d := range days {
+		f.clk.Set(d)
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := range 15 {
+					n := w*15 + i
+					r, err := f.s.Reserve(ctx, ledger.ReserveRequest{RequestID: reqID(), KeyID: keys[n%3],
+						Model: models[(n/3)%len(models)], Amount: 10_000, Pool: ledger.PoolGeneral})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if n%5 == 0 { // released: counts nothing
+						_, err = f.s.Release(ctx, r.ID, "test")
+					} else {
+						_, err = f.s.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: int64(n * 37),
+							Usage: ledger.Usage{InputTokens: int64(n), OutputTokens: int64(2 * n)}})
+					}
+					if err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	f.checkInvariants(t)
+
+	// What the ledger says, computed from its entries.
+	var wantCharged, wantReq, wantIn, wantOut int64
+	err = f.pool.QueryRow(ctx, `SELECT -sum(amount), count(*), sum(input_tokens), sum(output_tokens)
+		FROM ledger_entries WHERE account_id = $1 AND kind = 'charge'`, a.ID).Scan(&wantCharged, &wantReq, &wantIn, &wantOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ledger.UsageRow{Requests: wantReq, InputTokens: wantIn, OutputTokens: wantOut, Charged: wantCharged}
+	acct := f.getAccount(t, a.ID)
+	if top := int64(1_000_000_000); top-acct.Balance != wantCharged {
+		t.Fatalf("balance %d does not match charges %d", acct.Balance, wantCharged)
+	}
+	for _, by := range []ledger.UsageGroup{ledger.ByModel, ledger.ByKey, ledger.ByDay} {
+		r, err := f.s.Usage(ctx, ledger.UsageQuery{AccountID: a.ID, From: days[0], To: days[1], By: by})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Total != want {
+			t.Errorf("by %d: total %+v, want %+v", by, r.Total, want)
+		}
+		var sum ledger.UsageRow
+		for _, row := range r.Rows {
+			sum.Requests += row.Requests
+			sum.Charged += row.Charged
+		}
+		if sum.Requests != want.Requests || sum.Charged != want.Charged {
+			t.Errorf("by %d: rows sum to %+v, want %+v", by, sum, want)
+		}
+		wantRows := map[ledger.UsageGroup]int{ledger.ByModel: 3, ledger.ByKey: 2, ledger.ByDay: 2}[by]
+		if len(r.Rows) != wantRows {
+			t.Errorf("by %d: %d rows, want %d: %+v", by, len(r.Rows), wantRows, r.Rows)
+		}
+	}
+	// One day, one key.
+	r, err := f.s.Usage(ctx, ledger.UsageQuery{AccountID: a.ID, KeyID: k1.ID, From: days[1], To: days[1], By: ledger.ByDay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oneDay ledger.UsageRow
+	err = f.pool.QueryRow(ctx, `SELECT count(*), -sum(amount) FROM ledger_entries
+		WHERE key_id = $1 AND kind = 'charge' AND created_at >= $2`, k1.ID, days[1]).Scan(&oneDay.Requests, &oneDay.Charged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDay := []ledger.UsageRow{{Group: days[1].Format(time.DateOnly)}}
+	wantDay[0].Requests, wantDay[0].Charged = oneDay.Requests, oneDay.Charged
+	if len(r.Rows) != 1 || r.Rows[0].Group != wantDay[0].Group || r.Rows[0].Requests != oneDay.Requests || r.Rows[0].Charged != oneDay.Charged {
+		t.Errorf("one key, one day: %+v, want %+v", r.Rows, wantDay)
+	}
+
+	for name, q := range map[string]ledger.UsageQuery{
+		"unknown account":   {AccountID: "00000000-0000-0000-0000-000000000000", From: t0, To: t0, By: ledger.ByModel},
+		"another's key":     {AccountID: a.ID, KeyID: ko.ID, From: t0, To: t0, By: ledger.ByModel},
+		"key not an id":     {AccountID: a.ID, KeyID: "x", From: t0, To: t0, By: ledger.ByModel},
+		"account not an id": {AccountID: "x", From: t0, To: t0, By: ledger.ByModel},
+	} {
+		if _, err := f.s.Usage(ctx, q); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("%s: %v, want ErrNotFound", name, err)
+		}
+	}
+	if _, err := f.s.Usage(ctx, ledger.UsageQuery{AccountID: a.ID, From: days[1], To: days[0], By: ledger.ByModel}); ledger.ReasonOf(err) != ledger.ReasonInvalidArgument {
+		t.Errorf("reversed range: %v, want invalid argument", err)
+	}
+}
+
+func TestLedgerEntriesPages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	if _, err := f.s.LedgerEntries(ctx, "00000000-0000-0000-0000-000000000000", 0, 10); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("LedgerEntries(unknown) = %v, want ErrNotFound", err)
+	}
+	a := f.account(t, "default", 0)
+	if got, err := f.s.LedgerEntries(ctx, a.ID, 0, 10); err != nil || len(got) != 0 {
+		t.Fatalf("LedgerEntries(no entries) = %v, %v", got, err)
+	}
+	for i := range 3 {
+		if _, err := f.s.TopUp(ctx, a.ID, int64(1_000_000*(i+1)), fmt.Sprint("t", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, _ := f.key(t, a.ID, nil)
+	for i := range 4 {
+		r := f.mustReserve(t, k.ID, 100_000, ledger.PoolGeneral)
+		must(t, errOf(f.s.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: int64(1_000 * (i + 1)),
+			Usage: ledger.Usage{InputTokens: 10, OutputTokens: 20}})))
+	}
+	var all []ledger.Entry
+	before := int64(0)
+	for {
+		page, err := f.s.LedgerEntries(ctx, a.ID, before, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		all = append(all, page...)
+		before = page[len(page)-1].ID
+	}
+	if len(all) != 7 {
+		t.Fatalf("%d entries, want 7", len(all))
+	}
+	var sum int64
+	for i, e := range all {
+		sum += e.Amount
+		if i > 0 && e.ID >= all[i-1].ID {
+			t.Errorf("entries not newest first: %d after %d", e.ID, all[i-1].ID)
+		}
+	}
+	if bal := f.getAccount(t, a.ID).Balance; sum != bal {
+		t.Errorf("entries sum to %d, balance %d", sum, bal)
+	}
+	newest := all[0]
+	if newest.Kind != ledger.EntryCharge || newest.Amount != -4_000 || newest.KeyID != k.ID || newest.Model != "demo-chat" ||
+		newest.InputTokens != 10 || newest.OutputTokens != 20 || newest.ReservationID == "" {
+		t.Errorf("newest entry = %+v", newest)
+	}
+	if oldest := all[6]; oldest.Kind != ledger.EntryTopUp || oldest.Amount != 1_000_000 || oldest.KeyID != "" {
+		t.Errorf("oldest entry = %+v", oldest)
+	}
+}
+
+func TestTiers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	for _, bad := range []ledger.Tier{
+		{Name: "", InFlightGeneral: 1},
+		{Name: "neg", RPMBeforeTopUp: -1, InFlightGeneral: 1},
+		{Name: "neg", RPMAfterTopUp: -1},
+		{Name: "neg", InFlightGeneral: -1},
+		{Name: "neg", InFlightHighCost: -1},
+		{Name: "high", InFlightGeneral: 2, InFlightHighCost: 3},
+	} {
+		if _, err := f.s.PutTier(ctx, bad); ledger.ReasonOf(err) != ledger.ReasonInvalidArgument {
+			t.Errorf("PutTier(%+v) = %v, want invalid argument", bad, err)
+		}
+	}
+	before, err := f.s.Tiers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.PutTier(ctx, ledger.Tier{Name: "default", RPMBeforeTopUp: 1, RPMAfterTopUp: 2, InFlightGeneral: 3, InFlightHighCost: 4}); err == nil {
+		t.Fatal("a high-cost pool above the general one was accepted")
+	}
+	nt := ledger.Tier{Name: "gold", RPMBeforeTopUp: 1, RPMAfterTopUp: 2, InFlightGeneral: 3, InFlightHighCost: 3}
+	if got, err := f.s.PutTier(ctx, nt); err != nil || got != nt {
+		t.Fatalf("PutTier = %+v, %v", got, err)
+	}
+	after, err := f.s.Tiers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(slices.Clone(before), nt)
+	slices.SortFunc(want, func(a, b ledger.Tier) int { return strings.Compare(a.Name, b.Name) })
+	if diff := cmp.Diff(want, after); diff != "" {
+		t.Errorf("tiers after refusals and one creation (-want +got):\n%s", diff)
+	}
+}
+
+// A tier change racing reservations: once PutTier has returned, every new
+// reservation sees the new pool size; reservations held before keep their slots and
+// settle normally.
+func TestTierChangeRacesRequests(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 12)
+	ctx := context.Background()
+	f.tier(t, ledger.Tier{Name: "race", RPMBeforeTopUp: 1 << 20, RPMAfterTopUp: 1 << 20, InFlightGeneral: 1000, InFlightHighCost: 10})
+	a := f.account(t, "race", 100_000_000)
+	k, _ := f.key(t, a.ID, nil)
+
+	var (
+		mu   sync.Mutex
+		held []string
+		wg   sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for range 6 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := f.reserve(t, k.ID, 1_000, ledger.PoolGeneral)
+				if err == nil {
+					mu.Lock()
+					held = append(held, r.ID)
+					mu.Unlock()
+				} else if ledger.ReasonOf(err) != ledger.ReasonConcurrencyLimitExceeded {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	// Let the racers hold a few, then shrink the pool under them.
+	for {
+		mu.Lock()
+		n := len(held)
+		mu.Unlock()
+		if n >= 5 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := f.s.PutTier(ctx, ledger.Tier{Name: "race", RPMBeforeTopUp: 1 << 20, RPMAfterTopUp: 1 << 20, InFlightGeneral: 2, InFlightHighCost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+
+	// More than 2 are held: the new limit refuses every new request until they settle.
+	if len(held) <= 2 {
+		t.Fatalf("only %d held before the change", len(held))
+	}
+	if _, err := f.reserve(t, k.ID, 1_000, ledger.PoolGeneral); ledger.ReasonOf(err) != ledger.ReasonConcurrencyLimitExceeded {
+		t.Fatalf("Reserve after shrinking the pool = %v, want concurrency_limit_exceeded", err)
+	}
+	for i, id := range held {
+		if i%2 == 0 {
+			must(t, errOf(f.s.Commit(ctx, ledger.CommitRequest{ReservationID: id, Actual: 500})))
+		} else if _, err := f.s.Release(ctx, id, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.checkInvariants(t)
+	f.mustReserve(t, k.ID, 1_000, ledger.PoolGeneral)
+	f.mustReserve(t, k.ID, 1_000, ledger.PoolGeneral)
+	if _, err := f.reserve(t, k.ID, 1_000, ledger.PoolGeneral); ledger.ReasonOf(err) != ledger.ReasonConcurrencyLimitExceeded {
+		t.Fatalf("third Reserve in a pool of 2 = %v, want concurrency_limit_exceeded", err)
+	}
+}
