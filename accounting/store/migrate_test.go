@@ -2,8 +2,11 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -100,4 +103,69 @@ func TestLedgerIsAppendOnly(t *testing.T) {
 		t.Errorf("balance = %d, want 1000000", got)
 	}
 	f.checkInvariants(t)
+}
+
+// A database with charges made before the usage rollup existed gets them in the rollup
+// when it migrates: usage equals the ledger's charges from the first report on.
+func TestUsageRollupBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := storetest.EmptyDB(t)
+	if err := store.EnsureDatabase(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool := storetest.NewPool(t, url, 2)
+	first, err := os.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{string(first),
+		`CREATE TABLE public.ledger_schema_version (version int4 NOT NULL)`,
+		`INSERT INTO public.ledger_schema_version VALUES (1)`} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var acct, key string
+	err = pool.QueryRow(ctx, `INSERT INTO accounts (tier) VALUES ('default') RETURNING id::text`).Scan(&acct)
+	if err == nil {
+		_, err = pool.Exec(ctx, `SELECT ledger_top_up($1, 10000000, '', NULL)`, acct)
+	}
+	if err == nil {
+		err = pool.QueryRow(ctx, `INSERT INTO api_keys (account_id, hash) VALUES ($1, sha256('k')) RETURNING id::text`, acct).Scan(&key)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, when := range []time.Time{t0, t0.Add(time.Minute), t0.Add(24 * time.Hour)} {
+		var id string
+		err := pool.QueryRow(ctx, `SELECT o_id::text FROM ledger_reserve($1, $2, 'demo-chat', 1000, 1::smallint, '1 minute', $3)`,
+			fmt.Sprint("backfill-", i), key, when).Scan(&id)
+		if err == nil {
+			_, err = pool.Exec(ctx, `SELECT ledger_commit($1, $2, 10, 20, NULL, '', '', $3)`, id, 100*(i+1), when)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	r, err := store.New(pool, store.Options{}).Usage(ctx, ledger.UsageQuery{AccountID: acct, From: t0, To: t0.Add(24 * time.Hour), By: ledger.ByDay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ledger.UsageReport{
+		Rows: []ledger.UsageRow{
+			{Group: "2026-03-14", Requests: 2, InputTokens: 20, OutputTokens: 40, Charged: 300},
+			{Group: "2026-03-15", Requests: 1, InputTokens: 10, OutputTokens: 20, Charged: 300},
+		},
+		Total: ledger.UsageRow{Requests: 3, InputTokens: 30, OutputTokens: 60, Charged: 600},
+	}
+	if diff := cmp.Diff(want, r); diff != "" {
+		t.Errorf("usage after the backfill (-want +got):\n%s", diff)
+	}
 }

@@ -9,6 +9,12 @@
 // is atomic for any number of processes sharing the database. The lock order and the
 // reasoning behind it are written at the top of migrations/0001_init.sql.
 //
+// Usage reports read usage_daily, a rollup per account, UTC day, key and model that a
+// trigger on ledger_entries updates in the same transaction as each charge (so inside
+// ledger_commit, under the account's lock); the ledger itself is never scanned for a
+// report. Tier limits are read by ledger_reserve from the tiers table, so a tier
+// change applies to the next reservation; key changes reach caches through Changes.
+//
 // Held reservations count against an account until they are committed, released or
 // expired by ExpireDue (the sweeper); Reserve does not expire past-due holds itself,
 // so a crashed gateway's holds are freed by the next sweep, not by the next request.
