@@ -213,7 +213,8 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return configError{err}
 	}
 	gs := grpc.NewServer(serverOptions()...)
-	extprocv3.RegisterExternalProcessorServer(gs, envoy.New(svc, log, envoy.WithObserver(m)))
+	srv := envoy.New(svc, log, envoy.WithObserver(m))
+	extprocv3.RegisterExternalProcessorServer(gs, srv)
 
 	var draining atomic.Bool
 	hs := &http.Server{Handler: healthMux(ledgerClient.Connected, &draining, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
@@ -239,7 +240,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	draining.Store(true)
 	log.Info("extproc draining", zap.Duration("deadline", cfg.DrainTimeout))
-	drain(gs, cfg.DrainTimeout, log)
+	drain(gs, srv, cfg.DrainTimeout, log)
 	wctx2, cancelWait := context.WithTimeout(context.Background(), cfg.HoldLease+5*time.Second)
 	defer cancelWait()
 	if err := svc.WaitSettled(wctx2); err != nil {
@@ -255,7 +256,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 // drain stops gs gracefully: no new streams, open ones may finish within timeout; then
 // the rest are cut. It returns once every handler returned (WaitForHandlers), which
 // includes each cut stream's settlement.
-func drain(gs *grpc.Server, timeout time.Duration, log *zap.Logger) {
+func drain(gs *grpc.Server, srv *envoy.Server, timeout time.Duration, log *zap.Logger) {
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	t := time.NewTimer(timeout)
@@ -264,6 +265,7 @@ func drain(gs *grpc.Server, timeout time.Duration, log *zap.Logger) {
 	case <-stopped:
 	case <-t.C:
 		log.Warn("drain deadline passed: cutting the streams still open and settling them")
+		srv.CutStreams()
 		gs.Stop()
 		<-stopped
 	}

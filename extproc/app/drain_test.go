@@ -149,6 +149,22 @@ const firstEvent = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"
 // Envoy would: admitted, routed, answered 200 text/event-stream, one chunk sent on.
 func (f *drainFixture) startStream(t *testing.T) extprocv3.ExternalProcessor_ProcessClient {
 	t.Helper()
+	s := f.sendUpstream(t)
+	r := exchange(t, s, replay.ResponseHeaders(200, "content-type", "text/event-stream"))
+	if r.GetModeOverride().GetResponseBodyMode() != filterv3.ProcessingMode_STREAMED {
+		t.Fatalf("response headers reply: %v", r)
+	}
+	r = exchange(t, s, replay.ResponseBody([]byte(firstEvent), false))
+	if !strings.Contains(string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()), `"model":"demo-chat"`) {
+		t.Fatalf("first event reply: %v", r)
+	}
+	return s
+}
+
+// sendUpstream plays a streamed chat completion's request up to the reply that lets it
+// through to the provider, and checks its hold is in place.
+func (f *drainFixture) sendUpstream(t *testing.T) extprocv3.ExternalProcessor_ProcessClient {
+	t.Helper()
 	s, err := f.client.Process(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -158,14 +174,6 @@ func (f *drainFixture) startStream(t *testing.T) extprocv3.ExternalProcessor_Pro
 	}
 	if r := exchange(t, s, replay.RequestBody([]byte(streamBody), true)); r.GetRequestBody() == nil {
 		t.Fatalf("body refused: %v", r)
-	}
-	r := exchange(t, s, replay.ResponseHeaders(200, "content-type", "text/event-stream"))
-	if r.GetModeOverride().GetResponseBodyMode() != filterv3.ProcessingMode_STREAMED {
-		t.Fatalf("response headers reply: %v", r)
-	}
-	r = exchange(t, s, replay.ResponseBody([]byte(firstEvent), false))
-	if !strings.Contains(string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()), `"model":"demo-chat"`) {
-		t.Fatalf("first event reply: %v", r)
 	}
 	if _, reserved := f.balance(t); reserved <= 0 {
 		t.Fatalf("no hold while the stream runs (reserved %d)", reserved)
@@ -249,5 +257,22 @@ func TestDrainDeadlineSettlesOpenStreams(t *testing.T) {
 	}
 	if !strings.Contains(f.logs.String(), "drain deadline passed") {
 		t.Errorf("log lacks the deadline line:\n%s", f.logs.String())
+	}
+}
+
+// TestDrainCutBeforeAnswerChargesNothing: a request let through to the provider whose
+// stream the drain deadline cuts before any answer gets Envoy's own 500 (a gRPC error,
+// failure_mode_allow false), so its hold is released: the prompt is charged to clients
+// that leave, never for extproc's own stop.
+func TestDrainCutBeforeAnswerChargesNothing(t *testing.T) {
+	const drain = 300 * time.Millisecond
+	f := startDrainFixture(t, drain.String())
+	f.sendUpstream(t)
+	f.cancel()
+	if code := f.waitExit(t, drain+envoy.SettleTimeout+10*time.Second); code != 0 {
+		t.Fatalf("exit %d; log:\n%s", code, f.logs.String())
+	}
+	if b, r := f.balance(t); drainTopUp-b != 0 || r != 0 {
+		t.Errorf("charged %d, reserved %d; want 0, 0", drainTopUp-b, r)
 	}
 }

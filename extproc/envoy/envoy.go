@@ -28,6 +28,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -51,7 +52,17 @@ type Server struct {
 	svc *lifecycle.Service
 	log *zap.Logger
 	obs Observer
+	// cutting: the process is cutting its open streams (drain deadline). Envoy sees a
+	// gRPC error and, without failure_mode_allow, answers the client its own 500
+	// (ext_proc.cc, Filter::onGrpcError; design/ENVOY-EXTPROC.md, "Failures"): the end
+	// is extproc's failure, not a client that left.
+	cutting atomic.Bool
 }
+
+// CutStreams tells the Server that the process is about to cut its open streams
+// (grpc.Server.Stop): their ends are then settled as extproc's failure
+// ("server_stopped"), never as a client that left.
+func (s *Server) CutStreams() { s.cutting.Store(true) }
 
 var _ extprocv3.ExternalProcessorServer = (*Server)(nil)
 
@@ -128,7 +139,7 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 func (s *Server) Serve(stream Stream) error {
 	ctx := stream.Context()
 	req := s.svc.NewRequest()
-	cause := "stream_closed"
+	cause := lifecycle.CauseClientLeft
 	var out Outcome
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SettleTimeout)
@@ -146,6 +157,9 @@ func (s *Server) Serve(stream Stream) error {
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
+			if s.cutting.Load() {
+				cause = "server_stopped"
+			}
 			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
 				return nil
 			}

@@ -791,7 +791,7 @@ func (r *Request) End(ctx context.Context, cause string) {
 			r.hold.end()
 		}
 	}()
-	f := endFacts{Sent: r.sent, Tokens: r.tokenPriced()}
+	f := endFacts{Sent: r.sent, Tokens: r.tokenPriced(), ClientLeft: cause == CauseClientLeft}
 	if st := r.resp; st != nil {
 		f.Failed = st.rw == nil || st.broken && !r.parsed.Stream
 		if st.rw != nil {

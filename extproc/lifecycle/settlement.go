@@ -19,7 +19,16 @@ type endFacts struct {
 	// Tokens: the endpoint is priced by tokens (chat, messages, responses,
 	// embeddings), so its prompt has a price of its own.
 	Tokens bool
+	// ClientLeft: Envoy ended the stream (the client went away, or the request ended
+	// normally). Otherwise extproc ended it (a panic, a gRPC error, its own stop cutting
+	// the stream): Envoy then answers the client 500 (failure_mode_allow false) and
+	// nothing beyond what was already delivered may be charged.
+	ClientLeft bool
 }
+
+// CauseClientLeft is End's cause when Envoy ended the stream (EOF or a reset from Recv);
+// every other cause is extproc's own failure.
+const CauseClientLeft = "stream_closed"
 
 // endRule is what is charged.
 type endRule int
@@ -51,10 +60,11 @@ func decideEnd(f endFacts) endRule {
 		return endUsage
 	case f.Delivered:
 		return endDelivered
-	case f.Tokens:
+	case f.Tokens && f.ClientLeft:
 		return endPrompt
 	}
 	// A per-unit request (speech, images, video) is charged on the provider's answer
 	// alone: without one, the gateway cannot tell a generated unit from a failed one.
+	// A request extproc failed itself got Envoy's 500: its prompt is not charged.
 	return endRelease
 }

@@ -17,8 +17,11 @@ func TestDecideEnd(t *testing.T) {
 		{"usage came, then the client left", endFacts{Sent: true, Usage: true, Delivered: true, Tokens: true}, endUsage},
 		{"usage came before anything was delivered", endFacts{Sent: true, Usage: true, Tokens: true}, endUsage},
 		{"stream cut after delivering, no usage", endFacts{Sent: true, Delivered: true, Tokens: true}, endDelivered},
-		{"left after the request was sent, before the first byte", endFacts{Sent: true, Tokens: true}, endPrompt},
-		{"per-unit request left before its answer", endFacts{Sent: true}, endRelease},
+		{"left after the request was sent, before the first byte", endFacts{Sent: true, Tokens: true, ClientLeft: true}, endPrompt},
+		{"extproc failed (panic, cut) after the request was sent, before the first byte", endFacts{Sent: true, Tokens: true}, endRelease},
+		{"extproc failed after a usage event", endFacts{Sent: true, Usage: true, Tokens: true}, endUsage},
+		{"extproc failed after delivering", endFacts{Sent: true, Delivered: true, Tokens: true}, endDelivered},
+		{"per-unit request left before its answer", endFacts{Sent: true, ClientLeft: true}, endRelease},
 		{"per-unit request with a delivered stream", endFacts{Sent: true, Delivered: true}, endDelivered},
 	} {
 		if got := decideEnd(c.f); got != c.want {
