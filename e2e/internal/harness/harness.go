@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,14 +113,29 @@ func (e *Env) DumpLog() {
 	fmt.Fprintf(os.Stderr, "---- stack log (tail) ----\n%s\n", b)
 }
 
-// FreeAddr returns a loopback address nothing listens on.
+var (
+	addrMu sync.Mutex
+	given  = map[string]bool{}
+)
+
+// FreeAddr returns a loopback address nothing listens on, never one it returned before:
+// the kernel may hand a port just closed out again, and two parts of one stack on the
+// same port fail to start.
 func FreeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+	addrMu.Lock()
+	defer addrMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		a := l.Addr().String()
+		l.Close()
+		if !given[a] {
+			given[a] = true
+			return a
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // freshDatabase creates a uniquely named database on the server of DATABASE_URL (or the
