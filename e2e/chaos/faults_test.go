@@ -64,8 +64,8 @@ type key struct {
 }
 
 // faultLog records when each fault happened, so that calls in flight across a kill of
-// extproc (whose outcome and charge are decided by which side of the kill the reply
-// fell on) are judged by the weaker rule.
+// extproc (whose outcome and charge are decided by which side of the kill the reply and
+// its settlement fell on) are judged by the weaker rule: charged nothing or exactly.
 type faultLog struct {
 	mu       sync.Mutex
 	killedAt []time.Time
@@ -81,12 +81,17 @@ func (f *faultLog) acrossKill(c *call) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, at := range f.killedAt {
-		if !c.start.After(at) && !c.end.Before(at) {
+		if !c.start.After(at) && !c.end.Add(settleWindow).Before(at) {
 			return true
 		}
 	}
 	return false
 }
+
+// settleWindow is how long after its reply a call's settlement may still be running in
+// extproc (settlement follows the reply): a kill -9 of extproc inside it loses that
+// charge (the hold expires with its lease; the client keeps its answer free).
+const settleWindow = 2 * time.Second
 
 func ctlJSON(t *testing.T, args ...string) map[string]any {
 	t.Helper()
