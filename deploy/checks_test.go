@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -505,8 +506,15 @@ func checkResources(b *bundle) []error {
 	return errs
 }
 
-// envoyImage is the pinned official Envoy image: v1.37, a patch release.
-const envoyImagePrefix = "envoyproxy/envoy:v1.37."
+// pinnedEnvoyImage is the official Envoy image of the release named in envoy/VERSION, the
+// single source of the Envoy version.
+func pinnedEnvoyImage() (string, error) {
+	b, err := os.ReadFile("../envoy/VERSION")
+	if err != nil {
+		return "", err
+	}
+	return "envoyproxy/envoy:v" + strings.TrimSpace(string(b)), nil
+}
 
 func checkImages(b *bundle) []error {
 	var errs []error
@@ -521,9 +529,11 @@ func checkImages(b *bundle) []error {
 				errs = append(errs, fmt.Errorf("%s/%s container %s: image %q is not pinned", w.Kind, w.Name, c.Name, img))
 			}
 			if c.Name == "envoy" {
-				patch, ok := strings.CutPrefix(img, envoyImagePrefix)
-				if _, err := strconv.Atoi(patch); !ok || err != nil {
-					errs = append(errs, fmt.Errorf("%s/%s container envoy: image %q is not a pinned %sN", w.Kind, w.Name, img, envoyImagePrefix))
+				want, err := pinnedEnvoyImage()
+				if err != nil {
+					errs = append(errs, err)
+				} else if img != want {
+					errs = append(errs, fmt.Errorf("%s/%s container envoy: image %q, want %q (envoy/VERSION)", w.Kind, w.Name, img, want))
 				}
 			}
 			if b.Overlay == "overlays/production" && strings.HasPrefix(img, "llmgw/") {

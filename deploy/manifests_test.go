@@ -287,6 +287,13 @@ func TestChecksCatchBreakage(t *testing.T) {
 			want: "is not pinned",
 		},
 		{
+			name: "envoy image is another release than envoy/VERSION", overlay: "overlays/production",
+			breakIt: func(t *testing.T, b *bundle) {
+				findContainer(&b.Deployments["gateway"].Spec.Template, "envoy").Image = "envoyproxy/envoy:v1.37.5"
+			},
+			want: "(envoy/VERSION)",
+		},
+		{
 			name: "catalog channel on a cluster envoy lacks", overlay: "overlays/production",
 			breakIt: func(t *testing.T, b *bundle) {
 				cm, _ := b.ConfigMapByPrefix("gateway-catalog")

@@ -4,7 +4,7 @@
 // request header handling is emulated (x-forwarded-for, internal or external request,
 // cleaning of x-envoy-* instructions, x-envoy-external-address); the router's retries
 // are not (the front sends each request once). Per request it drives one
-// ext_proc gRPC stream the way Envoy 1.37+ does (shared/design/ENVOY-EXTPROC.md): the
+// ext_proc gRPC stream the way Envoy does (EmulatedEnvoyVersion; shared/design/ENVOY-EXTPROC.md): the
 // message sequence, header and body mutations, mode overrides, pipelined STREAMED
 // response bodies, immediate responses, local replies through local_reply_config, and
 // routing by cluster_header.
@@ -34,7 +34,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/llmgw/gateway/envoy"
 )
+
+// EmulatedEnvoyVersion is the Envoy release whose behaviour the front emulates: the
+// release the gateway is pinned to (envoy/VERSION).
+var EmulatedEnvoyVersion = envoy.Version
 
 // Front serves HTTP like Envoy configured by a Config. Safe for concurrent use.
 type Front struct {
