@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,11 @@ const (
 	EnvListen        = "ACCOUNTING_ADDR"
 	EnvDatabaseURL   = "DATABASE_URL"
 	EnvMetricsListen = "ACCOUNTING_METRICS_ADDR"
+
+	EnvDBMaxConns           = "ACCOUNTING_DB_MAX_CONNS"
+	EnvDBLockTimeout        = "ACCOUNTING_DB_LOCK_TIMEOUT"
+	EnvDBStatementTimeout   = "ACCOUNTING_DB_STATEMENT_TIMEOUT"
+	EnvDBAccountConcurrency = "ACCOUNTING_DB_ACCOUNT_CONCURRENCY"
 )
 
 // Config is everything the process needs; parseConfig fills it from flags, the
@@ -68,6 +74,9 @@ type Config struct {
 	SweepInterval time.Duration
 	// ShutdownTimeout bounds the graceful stop before in-flight calls are cut.
 	ShutdownTimeout time.Duration
+	// DB sizes the database pool and bounds waits on it (MaxConns, LockTimeout,
+	// StatementTimeout, AccountConcurrency; zero fields take the store's defaults).
+	DB store.Options
 }
 
 // sweepBatch is how many expired reservations one ExpireDue call releases; the sweeper
@@ -127,7 +136,19 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	adminFile := fs.String("admin-token-file", "", "file holding the admin token (else env "+authn.EnvAdminToken+")")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often expired reservations are released")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "graceful stop deadline")
+	fs.Func("db-max-conns", "database pool size (env "+EnvDBMaxConns+"; default 4 per core, 8 to 32)", intFlag(&cfg.DB.MaxConns))
+	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", store.DefaultLockTimeout, "longest wait for an account's row lock before a call is refused as busy (env "+EnvDBLockTimeout+")")
+	fs.DurationVar(&cfg.DB.StatementTimeout, "db-statement-timeout", store.DefaultStatementTimeout, "longest database statement (env "+EnvDBStatementTimeout+")")
+	fs.IntVar(&cfg.DB.AccountConcurrency, "db-account-concurrency", store.DefaultAccountConcurrency, "statements of one account using database connections at once (env "+EnvDBAccountConcurrency+")")
 	fs.BoolVar(&cfg.MigrateOnly, "migrate-only", false, "create the database if missing, apply pending migrations and exit (needs only "+EnvDatabaseURL+")")
+	for flagName, env := range map[string]string{"db-max-conns": EnvDBMaxConns, "db-lock-timeout": EnvDBLockTimeout,
+		"db-statement-timeout": EnvDBStatementTimeout, "db-account-concurrency": EnvDBAccountConcurrency} {
+		if v := getenv(env); v != "" {
+			if err := fs.Set(flagName, v); err != nil {
+				return Config{}, fmt.Errorf("%s: %w", env, err)
+			}
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -154,6 +175,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if cfg.DB.MaxConns < 0 || cfg.DB.LockTimeout <= 0 || cfg.DB.StatementTimeout <= 0 || cfg.DB.AccountConcurrency <= 0 {
+		errs = append(errs, errors.New("--db-lock-timeout, --db-statement-timeout and --db-account-concurrency must be positive, --db-max-conns not negative"))
 	}
 	if _, err := url.Parse(cfg.DatabaseURL); err != nil {
 		errs = append(errs, errors.New("--database-url is not a URL"))
@@ -194,7 +218,7 @@ func connectionURL(raw string) string {
 // pending migrations (store.Open migrates, serialized by an advisory lock).
 func Migrate(ctx context.Context, databaseURL string, log *zap.Logger) error {
 	log.Info("migrating ledger database", zap.String("database", redactURL(databaseURL)))
-	st, err := openStore(ctx, databaseURL)
+	st, err := openStore(ctx, databaseURL, store.Options{})
 	if err != nil {
 		return err
 	}
@@ -203,11 +227,11 @@ func Migrate(ctx context.Context, databaseURL string, log *zap.Logger) error {
 	return nil
 }
 
-func openStore(ctx context.Context, databaseURL string) (*store.Store, error) {
+func openStore(ctx context.Context, databaseURL string, opts store.Options) (*store.Store, error) {
 	if err := store.EnsureDatabase(ctx, connectionURL(databaseURL)); err != nil {
 		return nil, fmt.Errorf("ensure database: %w", err)
 	}
-	st, err := store.Open(ctx, databaseURL, store.Options{})
+	st, err := store.Open(ctx, databaseURL, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger store: %w", err)
 	}
@@ -221,7 +245,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	log.Info("opening ledger database", zap.String("database", redactURL(cfg.DatabaseURL)))
-	st, err := openStore(ctx, cfg.DatabaseURL)
+	st, err := openStore(ctx, cfg.DatabaseURL, cfg.DB)
 	if err != nil {
 		return err
 	}
@@ -382,4 +406,13 @@ func (s *sweeper) sweep(ctx context.Context) {
 func (s *sweeper) healthy(maxAge time.Duration) bool {
 	last := s.lastOK.Load()
 	return last != 0 && time.Since(time.Unix(0, last)) <= maxAge
+}
+
+// intFlag parses a flag value into an int32.
+func intFlag(p *int32) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		*p = int32(n)
+		return err
+	}
 }

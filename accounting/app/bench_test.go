@@ -10,7 +10,6 @@ import (
 
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -30,16 +29,7 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 	}{{"spread", 256}, {"hot", 1}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
-			url := storetest.NewDB(b)
-			setup, err := store.Open(ctx, url, store.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			_, err = setup.PutTier(ctx, benchTier)
-			setup.Close()
-			if err != nil {
-				b.Fatal(err)
-			}
+			url := dbWithTier(b, benchTier)
 			p := start(b, url+"&pool_max_conns=16")
 
 			adminConn, err := client.Dial(ctx, p.addr, adminToken)

@@ -8,6 +8,13 @@ import (
 // ErrNotFound is returned when an account, key, reservation or task does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrBusy is returned when an operation gave up waiting for an account that other calls
+// hold (a row lock wait past the store's lock timeout, a statement past its timeout, or
+// the account's share of database connections in use for too long). Nothing changed; the
+// same call can succeed on retry. Reserve turns it into a concurrency refusal; a
+// settlement call (Commit, Release, Renew) must be retried by its owner.
+var ErrBusy = errors.New("account busy")
+
 // Reason says why the ledger refused an operation.
 type Reason int
 

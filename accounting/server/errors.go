@@ -53,8 +53,8 @@ func invalidArgument(msg string) error {
 }
 
 // toStatus maps a store error to the status the caller sees. Refusals and ErrNotFound
-// carry a Refusal detail; anything else becomes a generic Internal error whose cause is
-// logged here and never sent.
+// carry a Refusal detail; ledger.ErrBusy becomes Unavailable; anything else becomes a
+// generic Internal error whose cause is logged here and never sent.
 func toStatus(ctx context.Context, log *zap.Logger, method string, err error) error {
 	var r *ledger.Refusal
 	switch {
@@ -79,6 +79,10 @@ func toStatus(ctx context.Context, log *zap.Logger, method string, err error) er
 		return status.Error(codes.Canceled, "canceled")
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+	case errors.Is(err, ledger.ErrBusy):
+		// No Refusal detail: callers retry it like an unreachable accounting (a settlement
+		// must be retried until it lands; Reserve already became a concurrency refusal).
+		return status.Error(codes.Unavailable, "account busy; nothing changed, retry")
 	}
 	log.Error("accounting call failed", zap.String("method", method), zap.Error(err))
 	return status.Error(codes.Internal, "internal error")

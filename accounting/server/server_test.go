@@ -72,6 +72,7 @@ func TestStoreErrorsMapToStatus(t *testing.T) {
 			&accountingv1.Refusal{Reason: accountingv1.Reason_REASON_RATE_LIMIT_EXCEEDED, RetryAfterSeconds: 2, Limit: "rpm"}},
 		{"not found", fmt.Errorf("get key: %w", ledger.ErrNotFound), codes.NotFound,
 			&accountingv1.Refusal{Reason: accountingv1.Reason_REASON_NOT_FOUND}},
+		{"account busy (a lock wait timed out)", fmt.Errorf("ledger store: %w", ledger.ErrBusy), codes.Unavailable, nil},
 		{"internal", errors.New(`ERROR: relation "reservations" does not exist (SQLSTATE 42P01) SELECT secret`), codes.Internal, nil},
 		{"unknown refusal reason", &ledger.Refusal{Reason: ledger.Reason(99)}, codes.Internal, nil},
 	}

@@ -36,11 +36,14 @@ const (
 	sqlCheckViolation      = "23514"
 	sqlNumericOutOfRange   = "22003"
 	sqlInvalidText         = "22P02"
+	sqlLockNotAvailable    = "55P03" // lock_timeout
+	sqlQueryCanceled       = "57014" // statement_timeout (a cancelled context is caught first)
 )
 
 // dbError translates a pgx error of operation op into a domain error: no rows →
 // ErrNotFound, unique → AlreadyExists, foreign key → ErrNotFound, check or overflow →
-// InvalidArgument; context errors pass through; anything else becomes *Error.
+// InvalidArgument; a lock or statement timeout → *Error wrapping ledger.ErrBusy; context
+// errors pass through; anything else becomes *Error.
 func dbError(op string, err error) error {
 	if err == nil {
 		return nil
@@ -60,6 +63,8 @@ func dbError(op string, err error) error {
 			return ledger.ErrNotFound
 		case sqlCheckViolation, sqlNumericOutOfRange:
 			return ledger.Refuse(ledger.ReasonInvalidArgument, op+": value out of range")
+		case sqlLockNotAvailable, sqlQueryCanceled:
+			return &Error{Op: op, SQLState: pgErr.Code, Err: fmt.Errorf("%w: %w", ledger.ErrBusy, err)}
 		}
 		return &Error{Op: op, SQLState: pgErr.Code, Err: err}
 	}

@@ -28,6 +28,17 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return dbError("migrate", err)
 	}
 	defer conn.Release()
+	// Migrations may take longer than the pool's per-connection statement and lock
+	// timeouts (ConfigurePool); lift them on this connection and restore the pool's
+	// settings before it goes back.
+	if _, err := conn.Exec(ctx, "SET lock_timeout = 0; SET statement_timeout = 0"); err != nil {
+		return dbError("migrate", err)
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "RESET lock_timeout; RESET statement_timeout"); err != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
 	return migrateConn(ctx, conn.Conn())
 }
 

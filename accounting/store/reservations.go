@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,6 +29,15 @@ func (s *Store) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Re
 	if !validID(r.KeyID) {
 		return ledger.Reservation{}, ledger.Refuse(ledger.ReasonInvalidAPIKey, "unknown key")
 	}
+	owner, err := s.keyAccount(ctx, r.KeyID)
+	if err != nil {
+		return ledger.Reservation{}, busyRefusal(err)
+	}
+	pass, err := s.enterAccount(ctx, owner)
+	if err != nil {
+		return ledger.Reservation{}, busyRefusal(err)
+	}
+	defer func() { pass.done(err) }()
 	ttl := r.TTL
 	if ttl == 0 {
 		ttl = s.opts.DefaultTTL
@@ -48,7 +58,7 @@ func (s *Store) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Re
 		created    *time.Time
 		expires    *time.Time
 	)
-	err := s.pool.QueryRow(ctx, `
+	err = s.pool.QueryRow(ctx, `
 		SELECT o_outcome, o_limit, o_retry_after, o_id::text, o_account_id::text, o_key_id::text,
 			o_model, o_amount, o_pool, o_state, o_charged, o_created_at, o_expires_at
 		FROM ledger_reserve($1, $2, $3, $4, $5, $6, $7)`,
@@ -56,7 +66,8 @@ func (s *Store) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Re
 		&outcome, &limit, &retryAfter, &id, &acct, &keyID, &model, &amount, &pool, &state,
 		&charged, &created, &expires)
 	if err != nil {
-		return ledger.Reservation{}, dbError("reserve", err)
+		err = dbError("reserve", err) // the gate reads it
+		return ledger.Reservation{}, busyRefusal(err)
 	}
 	if outcome != "admitted" && outcome != "replayed" {
 		return ledger.Reservation{}, reserveRefusal(outcome, deref(limit), int(deref(retryAfter)))
@@ -66,7 +77,32 @@ func (s *Store) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Re
 		Amount: deref(amount), Pool: ledger.Pool(deref(pool)), State: parseState(deref(state)),
 		Charged: deref(charged), CreatedAt: deref(created).UTC(), ExpiresAt: deref(expires).UTC(),
 	}
+	if res.State == ledger.StateHeld {
+		s.resOwners.put(res.ID, res.AccountID)
+	}
 	return res, nil
+}
+
+// busyRefusal turns a Reserve that gave up waiting for its account (ledger.ErrBusy) into
+// the refusal a full in-flight pool gets: nothing was held, retry after a few seconds.
+func busyRefusal(err error) error {
+	if !errors.Is(err, ledger.ErrBusy) {
+		return err
+	}
+	return &ledger.Refusal{
+		Reason: ledger.ReasonConcurrencyLimitExceeded, RetryAfter: ledger.ConcurrencyRetryAfter,
+		Detail: "the account is busy with other requests",
+	}
+}
+
+// enterReservation passes the gate of reservation id's account; a settlement call then
+// fails with ledger.ErrBusy (retryable, never a refusal) when the account stays busy.
+func (s *Store) enterReservation(ctx context.Context, id string) (*gatePass, error) {
+	acct, err := s.reservationAccount(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.enterAccount(ctx, acct)
 }
 
 // reserveRefusal turns ledger_reserve's outcome into the Refusal the domain defines.
@@ -106,6 +142,11 @@ func (s *Store) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.Comm
 	if !validID(c.ReservationID) {
 		return ledger.CommitResult{}, ledger.ErrNotFound
 	}
+	pass, err := s.enterReservation(ctx, c.ReservationID)
+	if err != nil {
+		return ledger.CommitResult{}, err
+	}
+	defer func() { pass.done(err) }()
 	var units any // SQL NULL, not JSON null, when there are none
 	if len(c.Usage.Units) > 0 {
 		units = c.Usage.Units
@@ -116,13 +157,17 @@ func (s *Store) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.Comm
 		capped  *bool
 		state   *string
 	)
-	err := s.pool.QueryRow(ctx, `
+	err = s.pool.QueryRow(ctx, `
 		SELECT o_outcome, o_charged, o_capped, o_state
 		FROM ledger_commit($1, $2, $3, $4, $5, $6, $7, $8)`,
 		c.ReservationID, c.Actual, c.Usage.InputTokens, c.Usage.OutputTokens, units,
 		c.UpstreamModel, c.Channel, s.now()).Scan(&outcome, &charged, &capped, &state)
 	if err != nil {
-		return ledger.CommitResult{}, dbError("commit", err)
+		err = dbError("commit", err) // the gate reads it
+		return ledger.CommitResult{}, err
+	}
+	if outcome != "not_found" {
+		s.resOwners.forget(c.ReservationID)
 	}
 	switch outcome {
 	case "committed", "replayed":
@@ -143,18 +188,25 @@ func (s *Store) Release(ctx context.Context, reservationID, reason string) (ledg
 	if !validID(reservationID) {
 		return ledger.ReleaseResult{}, ledger.ErrNotFound
 	}
+	pass, err := s.enterReservation(ctx, reservationID)
+	if err != nil {
+		return ledger.ReleaseResult{}, err
+	}
+	defer func() { pass.done(err) }()
 	var (
 		state   *string
 		charged *int64
 	)
-	err := s.pool.QueryRow(ctx, `SELECT o_state, o_charged FROM ledger_release($1, $2, $3)`,
+	err = s.pool.QueryRow(ctx, `SELECT o_state, o_charged FROM ledger_release($1, $2, $3)`,
 		reservationID, reason, s.now()).Scan(&state, &charged)
 	if err != nil {
-		return ledger.ReleaseResult{}, dbError("release", err)
+		err = dbError("release", err) // the gate reads it
+		return ledger.ReleaseResult{}, err
 	}
 	if state == nil {
 		return ledger.ReleaseResult{}, ledger.ErrNotFound
 	}
+	s.resOwners.forget(reservationID)
 	return ledger.ReleaseResult{State: parseState(*state), Charged: deref(charged)}, nil
 }
 

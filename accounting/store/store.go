@@ -27,6 +27,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,6 +54,70 @@ type Options struct {
 	// ReconnectMin and ReconnectMax bound the backoff between attempts to re-open the
 	// Changes connection (defaults 100ms and 5s).
 	ReconnectMin, ReconnectMax time.Duration
+
+	// MaxConns sizes the pool Open makes (default DefaultMaxConns(); a pool_max_conns in
+	// the URL is kept when MaxConns is zero).
+	MaxConns int32
+	// LockTimeout bounds each statement's wait for a row lock, and a call's wait for its
+	// account's share of connections (default DefaultLockTimeout). A call that gives up
+	// fails with ledger.ErrBusy (Reserve: a concurrency refusal) and changes nothing.
+	LockTimeout time.Duration
+	// StatementTimeout bounds each statement (default DefaultStatementTimeout); the
+	// migrations run without it.
+	StatementTimeout time.Duration
+	// AccountConcurrency is how many statements of one account may use connections at
+	// once (default DefaultAccountConcurrency); the rest wait in the process, so one
+	// account's contention cannot take the pool from the others.
+	AccountConcurrency int
+}
+
+// Defaults of the Options that bound database waits.
+const (
+	DefaultLockTimeout        = 500 * time.Millisecond
+	DefaultStatementTimeout   = 5 * time.Second
+	DefaultAccountConcurrency = 2
+)
+
+// DefaultMaxConns is the pool size when none is configured: four connections per core,
+// at least 8 and at most 32 (several replicas share PostgreSQL's default
+// max_connections of 100).
+func DefaultMaxConns() int32 {
+	return int32(min(32, max(8, 4*runtime.NumCPU())))
+}
+
+func (o *Options) defaults() {
+	if o.DefaultTTL <= 0 {
+		o.DefaultTTL = DefaultTTL
+	}
+	if o.ReconnectMin <= 0 {
+		o.ReconnectMin = 100 * time.Millisecond
+	}
+	if o.ReconnectMax < o.ReconnectMin {
+		o.ReconnectMax = max(5*time.Second, o.ReconnectMin)
+	}
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.StatementTimeout <= 0 {
+		o.StatementTimeout = DefaultStatementTimeout
+	}
+	if o.AccountConcurrency <= 0 {
+		o.AccountConcurrency = DefaultAccountConcurrency
+	}
+}
+
+// ConfigurePool applies opts' pool size and per-connection lock_timeout and
+// statement_timeout to cfg (Open does this; tests that build their own pool call it).
+func ConfigurePool(cfg *pgxpool.Config, opts Options) {
+	opts.defaults()
+	switch {
+	case opts.MaxConns > 0:
+		cfg.MaxConns = opts.MaxConns
+	case !strings.Contains(cfg.ConnString(), "pool_max_conns"):
+		cfg.MaxConns = DefaultMaxConns()
+	}
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(opts.LockTimeout.Milliseconds(), 10)
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.StatementTimeout.Milliseconds(), 10)
 }
 
 // Store implements ledger.Store on a pgx pool. It is safe for concurrent use; it does
@@ -59,22 +126,17 @@ type Store struct {
 	pool     *pgxpool.Pool
 	opts     Options
 	ownsPool bool
+
+	gate                 *accountGate
+	keyOwners, resOwners owners
 }
 
 var _ ledger.Store = (*Store)(nil)
 
 // New returns a Store on pool, whose database must already be migrated (see Migrate).
 func New(pool *pgxpool.Pool, opts Options) *Store {
-	if opts.DefaultTTL <= 0 {
-		opts.DefaultTTL = DefaultTTL
-	}
-	if opts.ReconnectMin <= 0 {
-		opts.ReconnectMin = 100 * time.Millisecond
-	}
-	if opts.ReconnectMax < opts.ReconnectMin {
-		opts.ReconnectMax = max(5*time.Second, opts.ReconnectMin)
-	}
-	return &Store{pool: pool, opts: opts}
+	opts.defaults()
+	return &Store{pool: pool, opts: opts, gate: newAccountGate(opts.AccountConcurrency, opts.LockTimeout)}
 }
 
 // Open connects to the database at url, applies the migrations and returns a Store
@@ -85,6 +147,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger store: invalid database url: %w", err)
 	}
+	ConfigurePool(cfg, opts)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, dbError("open", err)

@@ -88,14 +88,22 @@ func EmptyDB(t testing.TB) string {
 	return urlFor(name)
 }
 
-// NewPool opens a pgx pool of at most maxConns connections on url, closed when t ends.
+// NewPool opens a pgx pool of at most maxConns connections on url, closed when t ends,
+// with the per-connection timeouts a Store with default Options sets.
 func NewPool(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	return NewPoolWith(t, url, store.Options{MaxConns: maxConns})
+}
+
+// NewPoolWith opens a pgx pool on url configured by store.ConfigurePool(opts), closed
+// when t ends.
+func NewPoolWith(t testing.TB, url string, opts store.Options) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
-	cfg.MaxConns = maxConns
+	store.ConfigurePool(cfg, opts)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
@@ -108,7 +116,8 @@ func NewPool(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
 // maxConns connections, and that pool for direct inspection.
 func NewStore(t testing.TB, maxConns int32, opts store.Options) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
-	pool := NewPool(t, NewDB(t), maxConns)
+	opts.MaxConns = maxConns
+	pool := NewPoolWith(t, NewDB(t), opts)
 	return store.New(pool, opts), pool
 }
 
