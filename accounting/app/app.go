@@ -158,10 +158,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	var errs []error
 	var err error
 	if !cfg.MigrateOnly {
-		if cfg.Tokens.Service, err = loadTokens(*serviceFile, authn.EnvServiceToken, getenv); err != nil {
+		if cfg.Tokens.Service, err = authn.LoadTokens(*serviceFile, authn.EnvServiceToken, getenv); err != nil {
 			errs = append(errs, err)
 		}
-		if cfg.Tokens.Admin, err = loadTokens(*adminFile, authn.EnvAdminToken, getenv); err != nil {
+		if cfg.Tokens.Admin, err = authn.LoadTokens(*adminFile, authn.EnvAdminToken, getenv); err != nil {
 			errs = append(errs, err)
 		}
 		if len(errs) == 0 {

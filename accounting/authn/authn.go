@@ -110,22 +110,46 @@ func (t TokenSets) Validate() error {
 	return errors.Join(errs...)
 }
 
-// LoadToken returns the token read from file when file is not empty (surrounding
-// whitespace trimmed), else the value of the environment variable env, read with getenv.
-func LoadToken(file, env string, getenv func(string) string) (string, error) {
+// LoadTokens reads a role's tokens: from file when file is not empty (one token per
+// line; blank lines and lines starting with '#' skipped), else from the environment
+// variable env read with getenv (comma-separated). Surrounding whitespace is trimmed. A
+// file with no token is an error; the content never appears in errors. During a rotation
+// the file holds the new token first and the old one after it (deploy/README.md).
+func LoadTokens(file, env string, getenv func(string) string) ([]string, error) {
+	var parts []string
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			// The path is not secret; the content never appears in errors.
-			return "", fmt.Errorf("read token file: %w", err)
+			return nil, fmt.Errorf("read token file: %w", err)
 		}
-		tok := strings.TrimSpace(string(b))
-		if tok == "" {
-			return "", fmt.Errorf("token file %s is empty", file)
-		}
-		return tok, nil
+		parts = strings.Split(string(b), "\n")
+	} else {
+		parts = strings.Split(getenv(env), ",")
 	}
-	return strings.TrimSpace(getenv(env)), nil
+	var out []string
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" || strings.HasPrefix(p, "#") {
+			continue
+		}
+		out = append(out, p)
+	}
+	if file != "" && len(out) == 0 {
+		return nil, fmt.Errorf("token file %s is empty", file)
+	}
+	return out, nil
+}
+
+// LoadToken is the token a client presents (extproc, gatewayctl): the first of
+// LoadTokens, so a file in the rotation shape works for servers and clients alike; ""
+// when env is unset and file is empty.
+func LoadToken(file, env string, getenv func(string) string) (string, error) {
+	toks, err := LoadTokens(file, env, getenv)
+	if err != nil || len(toks) == 0 {
+		return "", err
+	}
+	return toks[0], nil
 }
 
 // BearerToken extracts the token of an "authorization: Bearer <token>" metadata entry,

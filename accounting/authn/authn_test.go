@@ -79,6 +79,10 @@ func TestLoadTokenAndValidate(t *testing.T) {
 	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	rotating := filepath.Join(dir, "rotating")
+	if err := os.WriteFile(rotating, []byte("# rotated 2026-01\n\n  tok-new-0123456789  \r\ntok-old-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := func(string) string { return "from-env-0123456789" }
 	tests := []struct {
 		name    string
@@ -87,6 +91,7 @@ func TestLoadTokenAndValidate(t *testing.T) {
 		wantErr string
 	}{
 		{"file wins", file, "from-file-0123456789", ""},
+		{"rotation: the first is presented", rotating, "tok-new-0123456789", ""},
 		{"env", "", "from-env-0123456789", ""},
 		{"missing file", filepath.Join(dir, "nope"), "", "read token file"},
 		{"empty file", empty, "", "is empty"},
@@ -112,5 +117,45 @@ func TestLoadTokenAndValidate(t *testing.T) {
 	}
 	if err := (Tokens{Service: svc, Admin: svc}).Validate(); err == nil || strings.Contains(err.Error(), svc) {
 		t.Errorf("equal tokens: %v", err)
+	}
+}
+
+func TestLoadTokens(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name    string
+		file    string
+		env     string
+		want    []string
+		wantErr string
+	}{
+		{name: "one token in the env", env: svcOld, want: []string{svcOld}},
+		{name: "comma-separated env", env: " " + svcOld + " ,," + svcNew + " ", want: []string{svcOld, svcNew}},
+		{name: "unset env", env: "", want: nil},
+		{name: "one per line", file: write("two", "# rotating\n"+svcOld+"\n\n"+svcNew+"\r\n"), want: []string{svcOld, svcNew}},
+		{name: "file wins over env", file: write("one", svcNew+"\n"), env: svcOld, want: []string{svcNew}},
+		{name: "empty file", file: write("empty", "\n# nothing\n"), wantErr: "is empty"},
+		{name: "missing file", file: filepath.Join(dir, "nope"), wantErr: "read token file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := LoadTokens(tt.file, "X", func(string) string { return tt.env })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
 	}
 }

@@ -30,11 +30,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/envoy"
@@ -150,18 +150,6 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 
 type configError struct{ error }
 
-// firstToken is the token extproc presents from a token file: its first line that is
-// neither blank nor a '#' comment. During a rotation the file accounting reads holds
-// several tokens, one per line (deploy/README.md); the first is the one to present.
-func firstToken(content string) string {
-	for _, line := range strings.Split(content, "\n") {
-		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
-			return t
-		}
-	}
-	return ""
-}
-
 func newLogger(w io.Writer) *zap.Logger {
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), zap.InfoLevel))
@@ -170,11 +158,12 @@ func newLogger(w io.Writer) *zap.Logger {
 func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	token := cfg.ServiceToken
 	if cfg.ServiceTokenFile != "" {
-		b, err := os.ReadFile(cfg.ServiceTokenFile)
+		// The file accounting reads, in its rotation shape: the first token is presented.
+		t, err := authn.LoadToken(cfg.ServiceTokenFile, "", nil)
 		if err != nil {
 			return configError{fmt.Errorf("service token: %w", err)}
 		}
-		token = firstToken(string(b))
+		token = t
 	}
 	if token == "" {
 		return configError{errors.New("no accounting service token: set GATEWAY_SERVICE_TOKEN or --service-token-file")}

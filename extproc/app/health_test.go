@@ -44,22 +44,6 @@ func TestDefaultsFromEnv(t *testing.T) {
 	}
 }
 
-func TestFirstToken(t *testing.T) {
-	tests := []struct{ name, content, want string }{
-		{"one", "tok-a\n", "tok-a"},
-		{"rotation: the first is presented", "tok-new\ntok-old\n", "tok-new"},
-		{"comments and blanks skipped", "# rotated 2026-01\n\n  tok-a  \r\ntok-b", "tok-a"},
-		{"empty", "\n\n", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := firstToken(tt.content); got != tt.want {
-				t.Errorf("firstToken = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
 // accountingServer is a stoppable accounting gRPC service on a fixed address.
 type accountingServer struct {
 	stop func()
