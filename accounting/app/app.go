@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
@@ -43,6 +42,8 @@ import (
 	"github.com/llmgw/gateway/accounting/metrics"
 	"github.com/llmgw/gateway/accounting/server"
 	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/internal/logging"
+	"github.com/llmgw/gateway/internal/pprof"
 )
 
 // Defaults and the environment variables that override them.
@@ -59,6 +60,7 @@ const (
 	EnvDBLockTimeout        = "ACCOUNTING_DB_LOCK_TIMEOUT"
 	EnvDBStatementTimeout   = "ACCOUNTING_DB_STATEMENT_TIMEOUT"
 	EnvDBAccountConcurrency = "ACCOUNTING_DB_ACCOUNT_CONCURRENCY"
+	EnvPprof                = "ACCOUNTING_PPROF"
 )
 
 // Config is everything the process needs; parseConfig fills it from flags, the
@@ -77,6 +79,9 @@ type Config struct {
 	// DB sizes the database pool and bounds waits on it (MaxConns, LockTimeout,
 	// StatementTimeout, AccountConcurrency; zero fields take the store's defaults).
 	DB store.Options
+	// Pprof serves Go's runtime profiles under /debug/pprof/ on the metrics listener
+	// (--pprof, env ACCOUNTING_PPROF; off by default).
+	Pprof bool
 }
 
 // sweepBatch is how many expired reservations one ExpireDue call releases; the sweeper
@@ -95,7 +100,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "accounting: %v\n", err)
 		return 2
 	}
-	log := newLogger(stderr)
+	log := logging.New(stderr, "accounting")
 	defer func() { _ = log.Sync() }()
 	if cfg.MigrateOnly {
 		if err := Migrate(ctx, cfg.DatabaseURL, log); err != nil {
@@ -109,14 +114,6 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// newLogger is zap's production JSON configuration, writing to w.
-func newLogger(w io.Writer) *zap.Logger {
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), zap.InfoLevel)
-	return zap.New(core, zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w)))).Named("accounting")
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
@@ -140,9 +137,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", store.DefaultLockTimeout, "longest wait for an account's row lock before a call is refused as busy (env "+EnvDBLockTimeout+")")
 	fs.DurationVar(&cfg.DB.StatementTimeout, "db-statement-timeout", store.DefaultStatementTimeout, "longest database statement (env "+EnvDBStatementTimeout+")")
 	fs.IntVar(&cfg.DB.AccountConcurrency, "db-account-concurrency", store.DefaultAccountConcurrency, "statements of one account using database connections at once (env "+EnvDBAccountConcurrency+")")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env "+EnvPprof+")")
 	fs.BoolVar(&cfg.MigrateOnly, "migrate-only", false, "create the database if missing, apply pending migrations and exit (needs only "+EnvDatabaseURL+")")
 	for flagName, env := range map[string]string{"db-max-conns": EnvDBMaxConns, "db-lock-timeout": EnvDBLockTimeout,
-		"db-statement-timeout": EnvDBStatementTimeout, "db-account-concurrency": EnvDBAccountConcurrency} {
+		"db-statement-timeout": EnvDBStatementTimeout, "db-account-concurrency": EnvDBAccountConcurrency, "pprof": EnvPprof} {
 		if v := getenv(env); v != "" {
 			if err := fs.Set(flagName, v); err != nil {
 				return Config{}, fmt.Errorf("%s: %w", env, err)
@@ -279,7 +277,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 
 	sw := &sweeper{store: st, log: log.Named("sweeper"), interval: cfg.SweepInterval}
 	var serving atomic.Bool
-	hs := &http.Server{Handler: healthMux(&serving, sw, cfg.SweepInterval, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: pprof.Wrap(healthMux(&serving, sw, cfg.SweepInterval, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
 
 	// Background work stops with bgCtx; the gRPC server is stopped explicitly.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))

@@ -21,6 +21,7 @@ import (
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ctl"
 	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/internal/logging/logtest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -35,23 +36,8 @@ const (
 	adminToken   = "adm-token-for-app-tests-0123456789"
 )
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects a process's logs while the test reads them.
+type syncBuffer = logtest.Buffer
 
 // process is a running Main.
 type process struct {
@@ -226,6 +212,12 @@ func TestEndToEndThroughMain(t *testing.T) {
 		}
 	}
 
+	if resp, err := http.Get("http://" + p.metricsAddr + "/debug/pprof/"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("pprof without --pprof: %v %v, want 404", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
 	// An open watch stream must not hold up the shutdown.
 	watch, err := led.WatchChanges(ctx, &accountingv1.WatchChangesRequest{})
 	if err != nil {
@@ -245,6 +237,9 @@ func TestEndToEndThroughMain(t *testing.T) {
 	}
 	if !strings.Contains(logs, `"accounting stopped"`) {
 		t.Errorf("no clean stop in logs:\n%s", logs)
+	}
+	if err := logtest.Check(logs); err != nil {
+		t.Error(err)
 	}
 }
 

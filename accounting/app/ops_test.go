@@ -153,3 +153,13 @@ func grep(text, prefix string) string {
 	}
 	return b.String()
 }
+
+// TestPprofOnTheMetricsListener: --pprof (or ACCOUNTING_PPROF) puts the runtime profiles
+// next to /metrics; TestEndToEndThroughMain checks they are off without it.
+func TestPprofOnTheMetricsListener(t *testing.T) {
+	p := start(t, storetest.NewDB(t), "--pprof")
+	if body := get(t, "http://"+p.metricsAddr+"/debug/pprof/goroutine?debug=1"); !strings.Contains(body, "goroutine") {
+		t.Errorf("goroutine profile = %.200s", body)
+	}
+	get(t, "http://"+p.metricsAddr+"/metrics")
+}

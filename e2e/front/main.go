@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgw/gateway/e2e/internal/serve"
 	"github.com/llmgw/gateway/envoy/config"
+	"github.com/llmgw/gateway/internal/logging"
 )
 
 // Main runs the front: `envoyfront --config envoy/envoy.yaml`. It serves until ctx is
@@ -23,7 +24,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	logger := log.New(stderr, "envoyfront: ", log.LstdFlags)
+	logger := logging.Std(stderr, "envoyfront")
 	srv, ln, err := Start(*path, logger)
 	if err != nil {
 		fmt.Fprintln(stderr, "envoyfront:", err)

@@ -25,7 +25,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"slices"
@@ -34,6 +33,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/e2e/internal/serve"
+	"github.com/llmgw/gateway/internal/logging"
 )
 
 // Server is the mock providers' HTTP handler. Safe for concurrent use.
@@ -292,7 +292,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mockproviders:", err)
 		return 1
 	}
-	logger := log.New(stderr, "mockproviders: ", log.LstdFlags)
+	logger := logging.Std(stderr, "mockproviders")
 	srv := &http.Server{Handler: New(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
 	logger.Printf("mock OpenAI, Anthropic and video providers listening on %s", ln.Addr())
 	if err := serve.Until(ctx, srv, ln); err != nil {

@@ -43,9 +43,10 @@ import (
 	"github.com/llmgw/gateway/extproc/metrics"
 	"github.com/llmgw/gateway/extproc/tokens"
 	"github.com/llmgw/gateway/extproc/webhook"
+	"github.com/llmgw/gateway/internal/logging"
+	"github.com/llmgw/gateway/internal/pprof"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 )
@@ -69,6 +70,9 @@ type Config struct {
 	// --hold-lease): renewed every third of it while its request runs, so the holds of
 	// a process that died free within it.
 	HoldLease time.Duration
+	// Pprof serves Go's runtime profiles under /debug/pprof/ on the metrics listener
+	// (EXTPROC_PPROF, --pprof; off by default).
+	Pprof bool
 }
 
 // DefaultDrainTimeout is the drain deadline when none is configured.
@@ -76,8 +80,8 @@ const DefaultDrainTimeout = 30 * time.Second
 
 // Defaults returns the configuration from the environment (EXTPROC_ADDR,
 // ACCOUNTING_ADDR, GATEWAY_SERVICE_TOKEN, GATEWAY_CATALOG, EXTPROC_METRICS_ADDR,
-// GATEWAY_PUBLIC_HOSTS, EXTPROC_DRAIN_TIMEOUT, EXTPROC_HOLD_LEASE) with the local
-// stack's defaults. An unparsable duration is an error.
+// GATEWAY_PUBLIC_HOSTS, EXTPROC_DRAIN_TIMEOUT, EXTPROC_HOLD_LEASE, EXTPROC_PPROF) with
+// the local stack's defaults. An unparsable duration or EXTPROC_PPROF is an error.
 func Defaults(getenv func(string) string) (Config, error) {
 	or := func(k, d string) string {
 		if v := getenv(k); v != "" {
@@ -104,6 +108,11 @@ func Defaults(getenv func(string) string) (Config, error) {
 			*p = d
 		}
 	}
+	on, err := pprof.Enabled(getenv("EXTPROC_PPROF"))
+	if err != nil {
+		return cfg, fmt.Errorf("EXTPROC_PPROF: %w", err)
+	}
+	cfg.Pprof = on
 	return cfg, nil
 }
 
@@ -124,6 +133,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "health and metrics HTTP address (env EXTPROC_METRICS_ADDR)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "how long in-flight streams may finish after SIGTERM before they are cut and settled (env EXTPROC_DRAIN_TIMEOUT)")
 	fs.DurationVar(&cfg.HoldLease, "hold-lease", cfg.HoldLease, "lease of every hold, renewed every third of it while its request runs (env EXTPROC_HOLD_LEASE)")
+	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env EXTPROC_PPROF)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -135,7 +145,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "extproc: --hold-lease must be at least 3s")
 		return 2
 	}
-	log := newLogger(stderr)
+	log := logging.New(stderr, "extproc")
 	defer func() { _ = log.Sync() }()
 	if err := run(ctx, cfg, log); err != nil {
 		log.Error("extproc stopped", zap.Error(err))
@@ -149,11 +159,6 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 type configError struct{ error }
-
-func newLogger(w io.Writer) *zap.Logger {
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), zap.InfoLevel))
-}
 
 func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	token := cfg.ServiceToken
@@ -206,7 +211,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	extprocv3.RegisterExternalProcessorServer(gs, srv)
 
 	var draining atomic.Bool
-	hs := &http.Server{Handler: healthMux(ledgerClient.Connected, &draining, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: pprof.Wrap(healthMux(ledgerClient.Connected, &draining, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
 
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()

@@ -8,13 +8,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/llmgw/gateway/accounting/server/servertest"
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/internal/logging/logtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -34,23 +34,8 @@ func demoCatalog() string {
 	return filepath.Join(filepath.Dir(here), "..", "..", "deploy", "local", "catalog.yaml")
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects a process's logs while the test reads them.
+type syncBuffer = logtest.Buffer
 
 func setDemoEnv(t *testing.T) {
 	for _, k := range []string{"DEMO_OPENAI_KEY", "DEMO_ANTHROPIC_KEY", "DEMO_EXHAUSTED_KEY", "DEMO_VIDEO_KEY"} {
@@ -114,6 +99,11 @@ func TestMainServesAndStops(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if resp, err := http.Get("http://" + httpAddr + "/debug/pprof/"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("pprof without --pprof: %v %v, want 404", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +135,9 @@ func TestMainServesAndStops(t *testing.T) {
 	}
 	if strings.Contains(out.String(), servertest.ServiceToken) || strings.Contains(out.String(), "sk-mock") {
 		t.Error("a secret reached the log")
+	}
+	if err := logtest.Check(out.String()); err != nil {
+		t.Error(err)
 	}
 	if !strings.Contains(out.String(), `"extproc listening"`) {
 		t.Errorf("log lacks the listening line:\n%s", out.String())

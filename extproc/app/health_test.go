@@ -21,11 +21,14 @@ func TestDefaultsFromEnv(t *testing.T) {
 		env     map[string]string
 		drain   time.Duration
 		hosts   int
+		pprof   bool
 		wantErr bool
 	}{
 		{name: "defaults", drain: DefaultDrainTimeout},
 		{name: "drain from env", env: map[string]string{"EXTPROC_DRAIN_TIMEOUT": "45s"}, drain: 45 * time.Second},
 		{name: "bad drain", env: map[string]string{"EXTPROC_DRAIN_TIMEOUT": "soon"}, wantErr: true},
+		{name: "pprof on", env: map[string]string{"EXTPROC_PPROF": "1"}, drain: DefaultDrainTimeout, pprof: true},
+		{name: "bad pprof", env: map[string]string{"EXTPROC_PPROF": "maybe"}, wantErr: true},
 		{name: "public hosts", env: map[string]string{"GATEWAY_PUBLIC_HOSTS": "api.example.com, gateway"}, drain: DefaultDrainTimeout, hosts: 2},
 	}
 	for _, tt := range tests {
@@ -37,7 +40,7 @@ func TestDefaultsFromEnv(t *testing.T) {
 			if tt.wantErr {
 				return
 			}
-			if cfg.DrainTimeout != tt.drain || len(cfg.PublicHosts) != tt.hosts {
+			if cfg.DrainTimeout != tt.drain || len(cfg.PublicHosts) != tt.hosts || cfg.Pprof != tt.pprof {
 				t.Errorf("drain %v hosts %v", cfg.DrainTimeout, cfg.PublicHosts)
 			}
 		})
