@@ -164,14 +164,23 @@ type ReleaseResult struct {
 	Charged Micros
 }
 
-// VideoTask records who submitted a video task.
+// VideoTask records who submitted a video task, and where it lives.
 type VideoTask struct {
-	TaskID          string
+	TaskID          string // the gateway's id, the one the client holds
 	AccountID       string
 	KeyID           string
 	AdminCreatedKey bool
 	Model           string
 	CreatedAt       time.Time
+	Origin          TaskOrigin
+}
+
+// TaskOrigin is where a video task lives: the catalog channel that accepted it and the
+// provider's id for it there. A task recorded before gateway ids has an empty Channel,
+// and its provider id is its TaskID.
+type TaskOrigin struct {
+	Channel        string
+	UpstreamTaskID string
 }
 
 // ChangeKind says what changed in a Change.
@@ -219,7 +228,7 @@ type Store interface {
 	// returns how many it expired.
 	ExpireDue(ctx context.Context, limit int) (int, error)
 
-	RecordVideoTask(ctx context.Context, taskID, keyID, model string) (VideoTask, error)
+	RecordVideoTask(ctx context.Context, taskID, keyID, model string, origin TaskOrigin) (VideoTask, error)
 	GetVideoTask(ctx context.Context, taskID string) (VideoTask, error)
 
 	// ListAccounts returns up to limit accounts whose id sorts after afterID (all from

@@ -199,8 +199,8 @@ func (s *countingStore) ExpireDue(ctx context.Context, limit int) (int, error) {
 	return n, err
 }
 
-func (s *countingStore) RecordVideoTask(ctx context.Context, taskID, keyID, model string) (ledger.VideoTask, error) {
-	v, err := s.st.RecordVideoTask(ctx, taskID, keyID, model)
+func (s *countingStore) RecordVideoTask(ctx context.Context, taskID, keyID, model string, origin ledger.TaskOrigin) (ledger.VideoTask, error) {
+	v, err := s.st.RecordVideoTask(ctx, taskID, keyID, model, origin)
 	s.m.failed(ctx, "RecordVideoTask", err)
 	return v, err
 }

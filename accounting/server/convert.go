@@ -97,6 +97,8 @@ func videoTaskToProto(t ledger.VideoTask, now time.Time) *accountingv1.VideoTask
 		Model:           t.Model,
 		CreatedAt:       tsOrZeroNil(t.CreatedAt),
 		AgeSeconds:      age,
+		Channel:         t.Origin.Channel,
+		UpstreamTaskId:  t.Origin.UpstreamTaskID,
 	}
 }
 

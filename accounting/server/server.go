@@ -235,7 +235,8 @@ func (l *LedgerServer) RecordVideoTask(ctx context.Context, req *accountingv1.Re
 	case req.GetKeyId() == "":
 		return nil, invalidArgument("key_id is required")
 	}
-	t, err := l.s.store.RecordVideoTask(ctx, req.GetTaskId(), req.GetKeyId(), req.GetModel())
+	t, err := l.s.store.RecordVideoTask(ctx, req.GetTaskId(), req.GetKeyId(), req.GetModel(),
+		ledger.TaskOrigin{Channel: req.GetChannel(), UpstreamTaskID: req.GetUpstreamTaskId()})
 	if err != nil {
 		return nil, l.s.fail(ctx, "RecordVideoTask", err)
 	}

@@ -90,7 +90,7 @@ func admitOn(t *testing.T, h *replay.Harness, path, body string) *replay.Exchang
 // phase after the reservation was made.
 type panickyLedger struct{ *replay.FakeLedger }
 
-func (p panickyLedger) RecordVideoTask(context.Context, string, string, string) error {
+func (p panickyLedger) RecordVideoTask(context.Context, string, string, string, ledger.TaskOrigin) error {
 	panic("bug in a phase")
 }
 

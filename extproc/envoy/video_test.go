@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/server/servertest"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/extproc/video"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -36,12 +39,16 @@ func TestVideoSubmission(t *testing.T) {
 		{name: "no task id", body: `{"model":"demo-video","prompt":"a wave"}`, status: 200, upstream: `{"status":"queued"}`, hold: 500000, w: &want{502, "upstream_error", "api_error", "", false, ""}},
 		{name: "bad task id", body: `{"model":"demo-video","prompt":"a wave"}`, status: 200, upstream: `{"id":"../x"}`, hold: 500000, w: &want{502, "upstream_error", "api_error", "", false, ""}},
 		{name: "upstream refused", body: `{"model":"demo-video","prompt":"a wave"}`, status: 401, upstream: `{"error":{"message":"bad key"}}`, hold: 500000, w: &want{503, "upstream_account_unavailable", "api_error", "", true, ""}},
-		{name: "accounting cannot record", body: `{"model":"demo-video","prompt":"a wave"}`, status: 200, upstream: accepted, recordE: errors.New("unavailable"), hold: 500000, recorded: true, w: &want{503, "service_unavailable", "api_error", "", false, ""}},
+		// The provider accepted (and bills) the task: the client gets it and is charged;
+		// recording goes on after the reply.
+		{name: "accounting cannot record", body: `{"model":"demo-video","prompt":"a wave"}`, status: 200, upstream: accepted, recordE: errors.New("unavailable"), hold: 500000, recorded: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
 			f.RecordE = tt.recordE
+			// More failures than fit in the reply's budget: the recording lands after it.
+			f.RecordFailures = 8
 			h := replay.Start(t, replay.Service(t, f, withDNS))
 			x := admitPath(t, h, "/v1/video/generations", tt.body)
 			r := x.Send(replay.ResponseHeaders(tt.status, "content-type", "application/json"))
@@ -63,11 +70,15 @@ func TestVideoSubmission(t *testing.T) {
 				}
 				return
 			}
-			if got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()); got != strings.Replace(tt.upstream, "mock-video", "demo-video", 1) {
-				t.Errorf("body %s", got)
+			body := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
+			id := gjson.Get(body, "id").Str
+			if !strings.HasPrefix(id, video.TaskIDPrefix) || !video.ValidTaskID(id) ||
+				body != strings.Replace(strings.Replace(tt.upstream, "mock-video", "demo-video", 1), "vid_mock-1", id, 1) {
+				t.Errorf("body %s, want the upstream's with the gateway's task id", body)
 			}
 			ledgerCheck(t, f, tt.hold, tt.hold)
-			if f.Recorded[0] != "vid_mock-1" || f.Tasks["vid_mock-1"].KeyID != "k-paid" || f.Tasks["vid_mock-1"].Model != "demo-video" {
+			want := ledger.TaskOrigin{Channel: "mock-demo-video", UpstreamTaskID: "vid_mock-1"}
+			if f.Recorded[len(f.Recorded)-1] != id || f.Tasks[id].KeyID != "k-paid" || f.Tasks[id].Model != "demo-video" || f.Tasks[id].Origin != want {
 				t.Errorf("task %+v", f.Tasks)
 			}
 		})
@@ -215,18 +226,8 @@ func TestVideoRetentionThroughAccounting(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	mem := servertest.NewMemory()
-	mem.Now = clock
-	fx := servertest.Start(t, mem, servertest.Options{Now: clock})
+	h, admin := throughAccounting(t, clock)
 	ctx := context.Background()
-	conn, err := client.Dial(ctx, fx.Addr, servertest.ServiceToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	lc := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{})
-	h := replay.Start(t, replay.Service(t, lc))
-	admin := fx.Admin(t, servertest.AdminToken)
 
 	newKey := func(account string, adminCreated bool) string {
 		k, err := admin.CreateKey(ctx, &accountingv1.CreateKeyRequest{AccountId: account, AdminCreated: adminCreated})
@@ -248,7 +249,7 @@ func TestVideoRetentionThroughAccounting(t *testing.T) {
 	acc1, acc2 := newAccount(), newAccount()
 	k1, k1b, kAdm, k2 := newKey(acc1, false), newKey(acc1, false), newKey(acc1, true), newKey(acc2, false)
 
-	submit := func(key, taskID string) {
+	submit := func(key, taskID string) string {
 		t.Helper()
 		x, _, resp := h.Post(t, "/v1/video/generations", []byte(`{"model":"demo-video","prompt":"a wave","duration":3}`), bearer(key)...)
 		if resp.GetRequestBody() == nil {
@@ -260,6 +261,7 @@ func TestVideoRetentionThroughAccounting(t *testing.T) {
 			t.Fatalf("submission answered %v", r)
 		}
 		x.Close()
+		return gjson.GetBytes(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody(), "id").Str
 	}
 	read := func(key, taskID string) string {
 		t.Helper()
@@ -271,8 +273,8 @@ func TestVideoRetentionThroughAccounting(t *testing.T) {
 		}
 		return "routed"
 	}
-	submit(k1, "vid_acc1")
-	submit(kAdm, "vid_admin")
+	acc1Task := submit(k1, "vid_acc1")
+	admTask := submit(kAdm, "vid_admin")
 	a, err := admin.GetAccount(ctx, &accountingv1.GetAccountRequest{AccountId: acc1})
 	if err != nil {
 		t.Fatal(err)
@@ -291,8 +293,8 @@ func TestVideoRetentionThroughAccounting(t *testing.T) {
 		}
 	}
 	visibility := map[[2]string]string{
-		{k1, "vid_acc1"}: "routed", {k1b, "vid_acc1"}: "routed", {k2, "vid_acc1"}: "task_not_found",
-		{kAdm, "vid_admin"}: "routed", {k1, "vid_admin"}: "task_not_found", {k2, "vid_admin"}: "task_not_found",
+		{k1, acc1Task}: "routed", {k1b, acc1Task}: "routed", {k2, acc1Task}: "task_not_found",
+		{kAdm, admTask}: "routed", {k1, admTask}: "task_not_found", {k2, admTask}: "task_not_found",
 		{k1, "vid_never"}: "task_not_found",
 	}
 	checks("fresh", visibility)
@@ -300,7 +302,84 @@ func TestVideoRetentionThroughAccounting(t *testing.T) {
 	checks("just under 24 h", visibility)
 	advance(time.Second)
 	checks("24 h", map[[2]string]string{
-		{k1, "vid_acc1"}: "task_expired", {kAdm, "vid_admin"}: "task_expired",
-		{k2, "vid_acc1"}: "task_not_found", {k1, "vid_admin"}: "task_not_found",
+		{k1, acc1Task}: "task_expired", {kAdm, admTask}: "task_expired",
+		{k2, acc1Task}: "task_not_found", {k1, admTask}: "task_not_found",
 	})
+}
+
+// throughAccounting is a replay harness whose extproc talks to the real accounting gRPC
+// service (its in-memory store, on clock), and that service's admin client.
+func throughAccounting(t *testing.T, clock func() time.Time) (*replay.Harness, accountingv1.AdminServiceClient) {
+	t.Helper()
+	mem := servertest.NewMemory()
+	mem.Now = clock
+	fx := servertest.Start(t, mem, servertest.Options{Now: clock})
+	conn, err := client.Dial(context.Background(), fx.Addr, servertest.ServiceToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	lc := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{})
+	return replay.Start(t, replay.Service(t, lc)), fx.Admin(t, servertest.AdminToken)
+}
+
+// TestVideoTaskIDCollision: a provider that reuses task ids (restarted on an existing
+// database, or two channels counting from 1) hands out the same id twice. Both tasks
+// are accepted, charged and readable: the client holds the gateway's ids, and a read is
+// routed to the channel that accepted the task under the provider's id, its answer
+// carrying the gateway's id.
+func TestVideoTaskIDCollision(t *testing.T) {
+	h, admin := throughAccounting(t, time.Now)
+	ctx := context.Background()
+	a, err := admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := a.GetAccount().GetId()
+	if _, err := admin.TopUp(ctx, &accountingv1.TopUpRequest{AccountId: acct, AmountMicros: 10_000_000, IdempotencyKey: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := admin.CreateKey(ctx, &accountingv1.CreateKeyRequest{AccountId: acct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const upstream = `{"id":"vid_mock-1","object":"video.generation","model":"mock-video","status":"queued"}`
+	var ids []string
+	for i := range 2 {
+		x, _, resp := h.Post(t, "/v1/video/generations", []byte(`{"model":"demo-video","prompt":"a wave","duration":3}`), bearer(k.GetSecret())...)
+		if resp.GetRequestBody() == nil {
+			t.Fatalf("submission %d not admitted: %v", i, resp)
+		}
+		x.Send(replay.ResponseHeaders(200, "content-type", "application/json"))
+		r := x.Send(replay.ResponseBody([]byte(upstream), true))
+		x.Close()
+		if r.GetResponseBody() == nil {
+			t.Fatalf("submission %d answered %v, want the accepted task", i, r)
+		}
+		ids = append(ids, gjson.GetBytes(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody(), "id").Str)
+	}
+	if ids[0] == ids[1] || !video.ValidTaskID(ids[0]) || !video.ValidTaskID(ids[1]) {
+		t.Fatalf("task ids %q", ids)
+	}
+	got, err := admin.GetAccount(ctx, &accountingv1.GetAccountRequest{AccountId: acct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := got.GetAccount().GetBalanceMicros(); b != 10_000_000-2*300_000 {
+		t.Errorf("balance %d, want both tasks charged (3 s at 100,000 per second each)", b)
+	}
+	for _, id := range ids {
+		x := h.Open(t)
+		r := x.Send(replay.RequestHeaders(true, ":method", "GET", ":path", "/v1/videos/"+id, "authorization", "Bearer "+k.GetSecret()))
+		hs := setHeaders(t, r.GetRequestHeaders().GetResponse())
+		if hs[":path"] != "/v1/videos/vid_mock-1" || hs["x-gateway-upstream"] != "mock-providers" {
+			t.Errorf("read of %s routed %v, want the provider's id on the accepting channel", id, hs)
+		}
+		x.Send(replay.ResponseHeaders(200, "content-type", "application/json"))
+		r = x.Send(replay.ResponseBody([]byte(`{"id":"vid_mock-1","model":"mock-video","status":"completed"}`), true))
+		x.Close()
+		if body := r.GetResponseBody().GetResponse().GetBodyMutation().GetBody(); gjson.GetBytes(body, "id").Str != id {
+			t.Errorf("read of %s answered %s, want the gateway's id", id, body)
+		}
+	}
 }

@@ -337,8 +337,9 @@ func (c *Client) disconnect() {
 }
 
 // RecordVideoTask implements lifecycle.Ledger.
-func (c *Client) RecordVideoTask(ctx context.Context, taskID, keyID, model string) error {
-	_, err := c.rpc.RecordVideoTask(ctx, &accountingv1.RecordVideoTaskRequest{TaskId: taskID, KeyId: keyID, Model: model})
+func (c *Client) RecordVideoTask(ctx context.Context, taskID, keyID, model string, origin ledger.TaskOrigin) error {
+	_, err := c.rpc.RecordVideoTask(ctx, &accountingv1.RecordVideoTaskRequest{TaskId: taskID, KeyId: keyID, Model: model,
+		Channel: origin.Channel, UpstreamTaskId: origin.UpstreamTaskID})
 	if err != nil {
 		return fromStatus(err)
 	}
@@ -357,6 +358,7 @@ func (c *Client) GetVideoTask(ctx context.Context, taskID string) (lifecycle.Vid
 		VideoTask: ledger.VideoTask{
 			TaskID: t.GetTaskId(), AccountID: t.GetAccountId(), KeyID: t.GetKeyId(),
 			AdminCreatedKey: t.GetAdminCreatedKey(), Model: t.GetModel(),
+			Origin: ledger.TaskOrigin{Channel: t.GetChannel(), UpstreamTaskID: t.GetUpstreamTaskId()},
 		},
 		Age: time.Duration(t.GetAgeSeconds()) * time.Second,
 	}

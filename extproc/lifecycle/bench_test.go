@@ -25,7 +25,9 @@ func (nopLedger) Commit(_ context.Context, c ledger.CommitRequest) (ledger.Commi
 func (nopLedger) Release(context.Context, string, string) (ledger.ReleaseResult, error) {
 	return ledger.ReleaseResult{State: ledger.StateReleased}, nil
 }
-func (nopLedger) RecordVideoTask(context.Context, string, string, string) error { return nil }
+func (nopLedger) RecordVideoTask(context.Context, string, string, string, ledger.TaskOrigin) error {
+	return nil
+}
 func (nopLedger) Renew(context.Context, string, time.Duration) (time.Time, error) {
 	return time.Time{}, nil
 }

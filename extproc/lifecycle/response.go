@@ -14,6 +14,7 @@ import (
 	"github.com/llmgw/gateway/extproc/response"
 	"github.com/llmgw/gateway/extproc/video"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 )
 
@@ -231,26 +232,41 @@ func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bo
 		return Action{ReplaceBody: true, Body: out}
 	}
 	if endOfStream {
-		if e := r.settleBody(ctx, out); e != nil {
+		var e *apierr.Error
+		if out, e = r.settleBody(ctx, out); e != nil {
 			return r.fail(e)
 		}
 	}
 	return Action{ReplaceBody: true, Body: out, SetHeaders: []Header{{"content-length", strconv.Itoa(len(out))}}}
 }
 
-// settleBody settles a complete buffered success by endpoint, or returns the error to
-// answer instead (the hold then released). Images never come here: they are rewritten
-// in chunks (see ResponseHeaders) and settled at their end of stream.
-func (r *Request) settleBody(ctx context.Context, out []byte) *apierr.Error {
+// settleBody settles a complete buffered success by endpoint and returns the body to
+// send, or the error to answer instead (the hold then released). Images never come
+// here: they are rewritten in chunks (see ResponseHeaders) and settled at their end of
+// stream.
+func (r *Request) settleBody(ctx context.Context, out []byte) ([]byte, *apierr.Error) {
 	switch r.endpoint {
 	case EndpointVideoGet:
 		r.proxied = false
-		return nil
+		return withTaskID(out, r.taskID), nil
 	case EndpointVideoSubmit:
 		return r.settleVideo(ctx, out)
 	}
 	r.settleUsage(ctx)
-	return nil
+	return out, nil
+}
+
+// withTaskID writes the gateway's task id over the provider's "id" in a task object.
+// The rewriter has checked the body is a JSON object with a string "id".
+func withTaskID(out []byte, id string) []byte {
+	if id == "" {
+		return out
+	}
+	b, err := sjson.SetBytes(out, "id", id)
+	if err != nil {
+		return out
+	}
+	return b
 }
 
 // settleUsage commits the upstream's usage, or releases when there was none.
@@ -263,22 +279,49 @@ func (r *Request) settleUsage(ctx context.Context) {
 	r.release(ctx, "usage_unavailable")
 }
 
-// settleVideo records an accepted video task in accounting (before the response reaches
-// the client, so the client can read it at once) and charges its seconds. An answer
-// without a usable task id, or a task accounting could not record, is released.
-func (r *Request) settleVideo(ctx context.Context, out []byte) *apierr.Error {
-	id := gjson.GetBytes(out, "id")
-	if id.Type != gjson.String || !video.ValidTaskID(id.Str) {
+// settleVideo gives an accepted video task the gateway's own id, records it in
+// accounting with the channel and the provider's id (before the response reaches the
+// client, so the client can read it at once), charges its seconds and answers with the
+// gateway's id. The gateway's id cannot collide: two channels, or a provider that reuses
+// ids after a restart, may hand out the same id, and the client's id must still name
+// exactly one task (design: the spec's task id rules; see README "Video tasks").
+//
+// An answer without a usable task id is released (the provider accepted nothing the
+// client could read). Once the provider accepted the task it bills it, so the client is
+// charged and gets the task even when accounting cannot record it within this reply's
+// budget: recording then goes on after the reply, and until it lands the task reads as
+// task_not_found; a task never recorded is logged at error level with everything needed
+// to reconcile it.
+func (r *Request) settleVideo(ctx context.Context, out []byte) ([]byte, *apierr.Error) {
+	up := gjson.GetBytes(out, "id")
+	if up.Type != gjson.String || !video.ValidTaskID(up.Str) {
 		r.release(ctx, "upstream_unusable_response")
-		return upstreamError(apierr.UpstreamError)
+		return nil, upstreamError(apierr.UpstreamError)
 	}
-	if err := r.recordTask(ctx, id.Str); err != nil {
-		r.svc.cfg.Log.Error("record video task failed", zap.String("task", id.Str), zap.Error(err))
-		r.release(ctx, "task_not_recorded")
-		return apierr.New(apierr.ServiceUnavailable, "The video task could not be recorded; nothing was charged. Please retry.")
+	id := video.NewTaskID()
+	origin := ledger.TaskOrigin{Channel: r.channel.Name, UpstreamTaskID: up.Str}
+	if err := r.recordTask(id, origin); err != nil {
+		r.svc.cfg.Log.Warn("record video task: still trying after the reply", zap.String("task", id), zap.Error(err))
+		r.recordLate(id, origin)
 	}
 	r.commitUnits(ctx, "seconds", r.units)
-	return nil
+	return withTaskID(out, id), nil
+}
+
+// recordLate keeps recording a task the reply could not wait for, in the background (the
+// service's pending work, which a drain waits for), for a hold's lease; a task it cannot
+// record is logged for reconciliation.
+func (r *Request) recordLate(id string, origin ledger.TaskOrigin) {
+	s := r.svc
+	s.pending.Add(1)
+	go func() {
+		defer s.pending.Done()
+		if err := r.recordUntil(time.Now().Add(s.cfg.LeaseTTL), id, origin); err != nil {
+			s.cfg.Log.Error("video task charged but not recorded", zap.String("task", id),
+				zap.String("channel", origin.Channel), zap.String("upstream_task", origin.UpstreamTaskID),
+				zap.String("key", r.grant.KeyID), zap.String("model", r.model.ID), zap.Error(err))
+		}
+	}()
 }
 
 // settleStream settles a streamed success, complete or not: upstream usage when it
@@ -327,14 +370,19 @@ const recordTimeout = 1500 * time.Millisecond
 //
 // The retries are bounded by recordTimeout, under Envoy's ext_proc message timeout (2 s):
 // the client is still waiting for this reply.
-func (r *Request) recordTask(_ context.Context, taskID string) error {
-	deadline := time.Now().Add(recordTimeout)
+func (r *Request) recordTask(taskID string, origin ledger.TaskOrigin) error {
+	return r.recordUntil(time.Now().Add(recordTimeout), taskID, origin)
+}
+
+// recordUntil records the task, retrying until deadline; an "already exists" after the
+// first attempt is an earlier attempt that got through (the gateway's ids never collide).
+func (r *Request) recordUntil(deadline time.Time, taskID string, origin ledger.TaskOrigin) error {
 	attempt := 0
 	return r.svc.retry(func() time.Time { return deadline }, func(ctx context.Context) error {
 		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
 		attempt++
-		err := r.svc.cfg.Ledger.RecordVideoTask(ctx, taskID, r.grant.KeyID, r.model.ID)
+		err := r.svc.cfg.Ledger.RecordVideoTask(ctx, taskID, r.grant.KeyID, r.model.ID, origin)
 		if attempt > 1 && ledger.ReasonOf(err) == ledger.ReasonAlreadyExists {
 			return nil
 		}

@@ -133,7 +133,10 @@ type Request struct {
 	// proxied: the request was routed upstream without a reservation (video task
 	// reads); its response is rewritten but never settled.
 	proxied bool
-	resp    *responseState
+	// taskID is the gateway's id of the video task a GET reads: the upstream's answer
+	// carries the provider's id, which is replaced by this one.
+	taskID string
+	resp   *responseState
 }
 
 // Reservation returns the request's reservation, if admitted.

@@ -18,9 +18,9 @@ type Ledger interface {
 	Release(ctx context.Context, reservationID, reason string) (ledger.ReleaseResult, error)
 	// Renew pushes a held reservation's expiry ttl into the future (long streams).
 	Renew(ctx context.Context, reservationID string, ttl time.Duration) (time.Time, error)
-	// RecordVideoTask stores that the key's account submitted the task (model is the
-	// public model id).
-	RecordVideoTask(ctx context.Context, taskID, keyID, model string) error
+	// RecordVideoTask stores that the key's account submitted the task: taskID is the
+	// gateway's id, model the public model id, origin the channel and the provider's id.
+	RecordVideoTask(ctx context.Context, taskID, keyID, model string, origin ledger.TaskOrigin) error
 	// GetVideoTask returns a task's owner and age.
 	GetVideoTask(ctx context.Context, taskID string) (VideoTask, error)
 }

@@ -16,9 +16,9 @@ import (
 // as accounting recorded it. A task unknown to accounting, or owned by another account
 // (or, for a task created with an admin-created key, by another key), is
 // task_not_found: the answer never tells which. A task at least VideoRetention old by
-// accounting's clock is task_expired. A readable task is routed to its model's
-// highest-priority channel open to the key's tier, unbilled; the upstream's answer comes
-// back with the public model id.
+// accounting's clock is task_expired. A readable task is routed, unbilled, to the
+// channel that accepted it (if still open to the key's tier) under the provider's id;
+// the upstream's answer comes back with the public model id and the gateway's task id.
 func (r *Request) videoTask(ctx context.Context, id string) Action {
 	if !video.ValidTaskID(id) {
 		return r.fail(apierr.Param(apierr.InvalidTaskID, "task_id",
@@ -54,21 +54,38 @@ func (r *Request) videoTask(ctx context.Context, id string) Action {
 		return r.fail(apierr.New(apierr.ModelNotAvailable, "The model of this video task is no longer available."))
 	}
 	r.model = m
-	cands := m.Candidates(g.Tier)
-	if len(cands) == 0 {
-		return r.fail(apierr.New(apierr.ModelNotAvailable, "No route for the model '"+m.ID+"' is available to this key."))
+	ch := taskChannel(m.Candidates(g.Tier), t.Origin.Channel)
+	if ch == nil {
+		return r.fail(apierr.New(apierr.ModelNotAvailable, "The channel that holds this video task is no longer available to this key."))
 	}
-	// The task lives at the provider that accepted it; the highest-priority channel is
-	// the stable choice (no weighted draw).
-	r.channel, r.proxied = cands[0], true
+	// The task lives at the channel that accepted it, under the provider's id; the
+	// answer comes back with the gateway's id (settleBody). Envoy lets ext_proc set :path
+	// under the default mutation rules: only host, :authority, :method and :scheme are
+	// routing headers kept from it (Envoy's
+	// source/extensions/filters/common/mutation_rules/mutation_rules.cc,
+	// ExtraRoutingHeaders and Checker::check); the cleared route cache re-matches it.
+	r.channel, r.proxied, r.taskID = ch, true, id
 	return Action{
 		ClearRouteCache: true,
 		RemoveHeaders:   []string{RoutingHeader, "x-api-key"},
 		SetHeaders: []Header{
+			{":path", videoTaskPrefix + t.Origin.UpstreamTaskID},
 			{RoutingHeader, r.channel.Cluster},
 			{"authorization", "Bearer " + r.channel.Credential()},
 		},
 	}
+}
+
+// taskChannel is the channel among cands that accepted a task: the one named channel,
+// or, for a task recorded before gateway ids (no channel), the highest-priority one.
+// nil when it is not (or no longer) open to the key.
+func taskChannel(cands []*catalog.Channel, channel string) *catalog.Channel {
+	for _, c := range cands {
+		if channel == "" || c.Name == channel {
+			return c
+		}
+	}
+	return nil
 }
 
 func taskNotFound() *apierr.Error {

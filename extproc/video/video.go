@@ -10,6 +10,7 @@
 package video
 
 import (
+	"crypto/rand"
 	"regexp"
 	"strconv"
 	"strings"
@@ -37,6 +38,16 @@ func ValidTaskID(id string) bool {
 		}
 	}
 	return true
+}
+
+// TaskIDPrefix starts every task id the gateway issues.
+const TaskIDPrefix = "vtask_"
+
+// NewTaskID returns a fresh gateway task id: the prefix and 26 random base-32 characters
+// (130 bits), inside the spec's id rules. It names one task whatever ids the providers
+// hand out (they may repeat across channels, or after a provider restarts).
+func NewTaskID() string {
+	return TaskIDPrefix + strings.ToLower(rand.Text())
 }
 
 // ParseSubmit validates a video submission body. duration must be a whole number of

@@ -426,7 +426,7 @@ func (m *Memory) ExpireDue(_ context.Context, limit int) (int, error) {
 }
 
 // RecordVideoTask implements ledger.Store.
-func (m *Memory) RecordVideoTask(_ context.Context, taskID, keyID, model string) (ledger.VideoTask, error) {
+func (m *Memory) RecordVideoTask(_ context.Context, taskID, keyID, model string, origin ledger.TaskOrigin) (ledger.VideoTask, error) {
 	defer m.mu.Unlock()
 	if err := m.lock(); err != nil {
 		return ledger.VideoTask{}, err
@@ -439,7 +439,10 @@ func (m *Memory) RecordVideoTask(_ context.Context, taskID, keyID, model string)
 		return ledger.VideoTask{}, ledger.Refuse(ledger.ReasonAlreadyExists, "task exists")
 	}
 	t := ledger.VideoTask{TaskID: taskID, AccountID: k.AccountID, KeyID: keyID,
-		AdminCreatedKey: k.AdminCreated, Model: model, CreatedAt: m.now().UTC()}
+		AdminCreatedKey: k.AdminCreated, Model: model, CreatedAt: m.now().UTC(), Origin: origin}
+	if t.Origin.UpstreamTaskID == "" {
+		t.Origin.UpstreamTaskID = taskID
+	}
 	m.tasks[taskID] = t
 	return t, nil
 }

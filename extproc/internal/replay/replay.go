@@ -259,6 +259,8 @@ type FakeLedger struct {
 	Tasks    map[string]lifecycle.VideoTask
 	Recorded []string
 	RecordE  error
+	// RecordFailures, when positive, limits RecordE to the first that many calls.
+	RecordFailures int
 }
 
 var _ lifecycle.Ledger = (*FakeLedger)(nil)
@@ -337,17 +339,20 @@ func (f *FakeLedger) Renew(_ context.Context, id string, ttl time.Duration) (tim
 	return time.Now().Add(ttl), nil
 }
 
-func (f *FakeLedger) RecordVideoTask(_ context.Context, taskID, keyID, model string) error {
+func (f *FakeLedger) RecordVideoTask(_ context.Context, taskID, keyID, model string, origin ledger.TaskOrigin) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Recorded = append(f.Recorded, taskID)
-	if f.RecordE != nil {
+	if f.RecordE != nil && (f.RecordFailures == 0 || len(f.Recorded) <= f.RecordFailures) {
 		return f.RecordE
 	}
 	if f.Tasks == nil {
 		f.Tasks = map[string]lifecycle.VideoTask{}
 	}
-	t := lifecycle.VideoTask{VideoTask: ledger.VideoTask{TaskID: taskID, KeyID: keyID, Model: model}}
+	if origin.UpstreamTaskID == "" {
+		origin.UpstreamTaskID = taskID
+	}
+	t := lifecycle.VideoTask{VideoTask: ledger.VideoTask{TaskID: taskID, KeyID: keyID, Model: model, Origin: origin}}
 	for _, g := range f.Grants {
 		if g.KeyID == keyID {
 			t.AccountID, t.AdminCreatedKey = g.AccountID, g.AdminCreated

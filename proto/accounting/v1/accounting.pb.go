@@ -1296,12 +1296,17 @@ func (x *WatchChangesResponse) GetAccountId() string {
 }
 
 type RecordVideoTaskRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	KeyId         string                 `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
-	Model         string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gateway's task id, the one the client holds.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	KeyId  string `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	Model  string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	// The catalog channel that accepted the task, and the provider's id for it there
+	// (empty: the same as task_id, for tasks recorded before gateway ids).
+	Channel        string `protobuf:"bytes,4,opt,name=channel,proto3" json:"channel,omitempty"`
+	UpstreamTaskId string `protobuf:"bytes,5,opt,name=upstream_task_id,json=upstreamTaskId,proto3" json:"upstream_task_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RecordVideoTaskRequest) Reset() {
@@ -1351,6 +1356,20 @@ func (x *RecordVideoTaskRequest) GetKeyId() string {
 func (x *RecordVideoTaskRequest) GetModel() string {
 	if x != nil {
 		return x.Model
+	}
+	return ""
+}
+
+func (x *RecordVideoTaskRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *RecordVideoTaskRequest) GetUpstreamTaskId() string {
+	if x != nil {
+		return x.UpstreamTaskId
 	}
 	return ""
 }
@@ -1496,9 +1515,13 @@ type VideoTask struct {
 	Model           string                 `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
 	CreatedAt       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Age by the accounting service's clock, so that every replica agrees.
-	AgeSeconds    int64 `protobuf:"varint,7,opt,name=age_seconds,json=ageSeconds,proto3" json:"age_seconds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AgeSeconds int64 `protobuf:"varint,7,opt,name=age_seconds,json=ageSeconds,proto3" json:"age_seconds,omitempty"`
+	// Where the task lives: the channel that accepted it and the provider's id for it
+	// (channel empty for tasks recorded before gateway ids; their upstream id is task_id).
+	Channel        string `protobuf:"bytes,8,opt,name=channel,proto3" json:"channel,omitempty"`
+	UpstreamTaskId string `protobuf:"bytes,9,opt,name=upstream_task_id,json=upstreamTaskId,proto3" json:"upstream_task_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *VideoTask) Reset() {
@@ -1578,6 +1601,20 @@ func (x *VideoTask) GetAgeSeconds() int64 {
 		return x.AgeSeconds
 	}
 	return 0
+}
+
+func (x *VideoTask) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *VideoTask) GetUpstreamTaskId() string {
+	if x != nil {
+		return x.UpstreamTaskId
+	}
+	return ""
 }
 
 type Account struct {
@@ -3876,17 +3913,19 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x19.accounting.v1.ChangeKindR\x04kind\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x1d\n" +
 	"\n" +
-	"account_id\x18\x03 \x01(\tR\taccountId\"^\n" +
+	"account_id\x18\x03 \x01(\tR\taccountId\"\xa2\x01\n" +
 	"\x16RecordVideoTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x14\n" +
-	"\x05model\x18\x03 \x01(\tR\x05model\"G\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x18\n" +
+	"\achannel\x18\x04 \x01(\tR\achannel\x12(\n" +
+	"\x10upstream_task_id\x18\x05 \x01(\tR\x0eupstreamTaskId\"G\n" +
 	"\x17RecordVideoTaskResponse\x12,\n" +
 	"\x04task\x18\x01 \x01(\v2\x18.accounting.v1.VideoTaskR\x04task\".\n" +
 	"\x13GetVideoTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"D\n" +
 	"\x14GetVideoTaskResponse\x12,\n" +
-	"\x04task\x18\x01 \x01(\v2\x18.accounting.v1.VideoTaskR\x04task\"\xf8\x01\n" +
+	"\x04task\x18\x01 \x01(\v2\x18.accounting.v1.VideoTaskR\x04task\"\xbc\x02\n" +
 	"\tVideoTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1d\n" +
 	"\n" +
@@ -3897,7 +3936,9 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1f\n" +
 	"\vage_seconds\x18\a \x01(\x03R\n" +
-	"ageSeconds\"\xea\x02\n" +
+	"ageSeconds\x12\x18\n" +
+	"\achannel\x18\b \x01(\tR\achannel\x12(\n" +
+	"\x10upstream_task_id\x18\t \x01(\tR\x0eupstreamTaskId\"\xea\x02\n" +
 	"\aAccount\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x12%\n" +
