@@ -20,8 +20,11 @@ import (
 
 var gw *stack.Stack
 
+// gwLog is the file receiving the stack's output (each line prefixed with its part).
+var gwLog string
+
 func TestMain(m *testing.M) {
-	os.Exit(harness.Main(m, "e2e", "..", func(e *harness.Env) { gw = e.Stack }))
+	os.Exit(harness.Main(m, "e2e", "..", func(e *harness.Env) { gw, gwLog = e.Stack, e.LogPath }))
 }
 
 // ctl runs gatewayctl against the stack and decodes its JSON output.

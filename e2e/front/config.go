@@ -44,10 +44,14 @@ type Config struct {
 	// InternalRanges are internal_address_config.cidr_ranges; none: no address is
 	// internal (Envoy's default since explicit_internal_address_config).
 	InternalRanges []netip.Prefix
-	Routes         []Route
-	ExtProc        ExtProc
-	Clusters       map[string]*Cluster
-	LocalReply     []Mapper
+	// AlwaysSetRequestID is always_set_request_id_in_response: every response, local
+	// replies and ext_proc immediate responses included, carries the request's
+	// x-request-id.
+	AlwaysSetRequestID bool
+	Routes             []Route
+	ExtProc            ExtProc
+	Clusters           map[string]*Cluster
+	LocalReply         []Mapper
 }
 
 // Route is one route of the single virtual host.
@@ -121,7 +125,7 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.config.listener.v3.Listener":                                                 {"name", "address", "per_connection_buffer_limit_bytes", "filter_chains"},
 	"envoy.config.listener.v3.FilterChain":                                              {"filters"},
 	"envoy.config.listener.v3.Filter":                                                   {"name", "typed_config"},
-	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {"stat_prefix", "codec_type", "stream_idle_timeout", "request_timeout", "route_config", "http_filters", "local_reply_config", "use_remote_address", "xff_num_trusted_hops", "internal_address_config"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {"stat_prefix", "codec_type", "stream_idle_timeout", "request_timeout", "route_config", "http_filters", "local_reply_config", "use_remote_address", "xff_num_trusted_hops", "internal_address_config", "always_set_request_id_in_response"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.InternalAddressConfig": {"cidr_ranges"},
 	"envoy.config.core.v3.CidrRange":                                               {"address_prefix", "prefix_len"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter":       {"name", "typed_config"},
@@ -281,6 +285,7 @@ func FromBootstrap(bs *bootstrapv3.Bootstrap) (*Config, error) {
 	}
 	c.UseRemoteAddress = hcm.GetUseRemoteAddress().GetValue()
 	c.XffNumTrustedHops = int(hcm.GetXffNumTrustedHops())
+	c.AlwaysSetRequestID = hcm.GetAlwaysSetRequestIdInResponse()
 	if iac := hcm.GetInternalAddressConfig(); iac != nil {
 		if len(iac.GetCidrRanges()) == 0 {
 			// Envoy versions differ here (some fall back to RFC 1918 + loopback).

@@ -156,8 +156,13 @@ func (f *Front) sanitize(h *headerList, peer netip.Addr) {
 	if edge && final.IsValid() {
 		h.set(hdrExternalAddress, final.String())
 	}
-	// generate_request_id (default on); an edge request always gets a fresh one.
-	if _, ok := h.get(hdrRequestID); edge || !ok {
+	// generate_request_id (default on), preserve_external_request_id (default off):
+	// ConnectionManagerUtility::mutateRequestHeaders (source/common/http/
+	// conn_manager_utility.cc) calls UUIDRequestIDExtension::set
+	// (source/extensions/request_id/uuid/config.cc), which sets a fresh UUID4 on a
+	// request without one (or with an empty one) and replaces a client's on an edge
+	// request. The client's id is therefore never used or echoed.
+	if id, _ := h.get(hdrRequestID); edge || id == "" {
 		h.set(hdrRequestID, newRequestID())
 	}
 }

@@ -283,8 +283,24 @@ func (x *exchange) writeHeaders(h headerList) {
 		}
 		x.w.Header()[http.CanonicalHeaderKey(e.Key)] = append(x.w.Header()[http.CanonicalHeaderKey(e.Key)], e.Value)
 	}
+	x.setRequestIDInResponse()
 	x.w.WriteHeader(code)
 	x.headersSent = true
+}
+
+// setRequestIDInResponse emulates always_set_request_id_in_response. Envoy's connection
+// manager does it in ActiveStream::encodeHeaders (source/common/http/conn_manager_impl.cc)
+// through ConnectionManagerUtility::mutateResponseHeaders (conn_manager_utility.cc), after
+// every encoder filter and for every response the stream sends (upstream answers, local
+// replies, ext_proc immediate responses): the request's x-request-id, as the filters left
+// it, replaces any value in the response; a request without one adds nothing.
+func (x *exchange) setRequestIDInResponse() {
+	if !x.f.cfg.AlwaysSetRequestID {
+		return
+	}
+	if id, ok := x.reqH.get(hdrRequestID); ok {
+		x.w.Header()[http.CanonicalHeaderKey(hdrRequestID)] = []string{id}
+	}
 }
 
 func isRequestHeaders(r *extprocsvc.ProcessingResponse) bool  { return r.GetRequestHeaders() != nil }

@@ -15,6 +15,7 @@ import (
 // lease until its settlement has ended (see budget.go).
 type hold struct {
 	res ledger.Reservation
+	log *zap.Logger // the request's logger
 	// expires is the lease's end as last confirmed by accounting, in unix nanoseconds
 	// of this process's clock (the call's start plus the lease: never later than
 	// accounting's own expiry).
@@ -28,9 +29,9 @@ func (h *hold) expiry() time.Time { return time.Unix(0, h.expires.Load()) }
 // end stops the keeper: the hold is settled, or given up to the sweeper.
 func (h *hold) end() { h.once.Do(func() { close(h.stop) }) }
 
-// newHold starts keeping res, reserved at start.
-func (s *Service) newHold(res ledger.Reservation, start time.Time) *hold {
-	h := &hold{res: res, stop: make(chan struct{})}
+// newHold starts keeping res, reserved at start; log is the request's logger.
+func (s *Service) newHold(res ledger.Reservation, start time.Time, log *zap.Logger) *hold {
+	h := &hold{res: res, log: log, stop: make(chan struct{})}
 	h.expires.Store(start.Add(s.cfg.LeaseTTL).UnixNano())
 	go s.keep(h)
 	return h
@@ -58,10 +59,10 @@ func (s *Service) keep(h *hold) {
 			h.expires.Store(start.Add(s.cfg.LeaseTTL).UnixNano())
 			t.Reset(period)
 		case final(err):
-			s.cfg.Log.Info("hold no longer held: stop renewing", zap.String("reservation", h.res.ID), zap.Error(err))
+			h.log.Info("hold no longer held: stop renewing", zap.String("reservation", h.res.ID), zap.Error(err))
 			return
 		default:
-			s.cfg.Log.Warn("renew failed", zap.String("reservation", h.res.ID), zap.Error(err))
+			h.log.Warn("renew failed", zap.String("reservation", h.res.ID), zap.Error(err))
 			t.Reset(min(period, time.Second))
 		}
 	}
@@ -109,8 +110,9 @@ func (s *Service) retry(until func() time.Time, call func(context.Context) error
 // budget leaves no hold: the client was already told to retry, so the same request id
 // is reserved again (accounting answers a reservation that exists with that same
 // reservation) until accounting answers, and whatever hold it names is released. Were
-// it never answered, any hold made in between expires with its lease.
-func (s *Service) abandonReserve(req ledger.ReserveRequest) {
+// it never answered, any hold made in between expires with its lease. log is the
+// request's logger.
+func (s *Service) abandonReserve(req ledger.ReserveRequest, log *zap.Logger) {
 	s.pending.Add(1)
 	go func() {
 		defer s.pending.Done()
@@ -129,7 +131,7 @@ func (s *Service) abandonReserve(req ledger.ReserveRequest) {
 			return err
 		})
 		if err != nil && !final(err) {
-			s.cfg.Log.Warn("release of an abandoned reservation failed: its lease frees it",
+			log.Warn("release of an abandoned reservation failed: its lease frees it",
 				zap.String("reservation", res.ID), zap.Error(err))
 		}
 	}()

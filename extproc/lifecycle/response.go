@@ -130,7 +130,7 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 		InputTokens:      r.knownPromptTokens(),
 	})
 	if err != nil {
-		r.svc.cfg.Log.Error("response rewriter", zap.Error(err))
+		r.log().Error("response rewriter", zap.Error(err))
 		r.release(ctx, "internal_error")
 		return r.fail(apierr.New(apierr.InternalError, "The response could not be processed."))
 	}
@@ -197,7 +197,7 @@ func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bo
 		// stream. Send what the rewriter still returned, drop every later chunk, and
 		// settle: a stream on its usage if it already came, else on its counted text; a
 		// JSON body that cannot be completed carries no usage and is released.
-		r.svc.cfg.Log.Warn("response rewrite failed mid-body", zap.Error(err))
+		r.log().Warn("response rewrite failed mid-body", zap.Error(err))
 		st.broken = true
 		if len(out) > 0 {
 			st.delivered = true
@@ -275,7 +275,7 @@ func (r *Request) settleUsage(ctx context.Context) {
 		r.commit(ctx, u.InputTokens, u.OutputTokens)
 		return
 	}
-	r.svc.cfg.Log.Warn("response without usage: releasing the hold", zap.String("model", r.model.ID))
+	r.log().Warn("response without usage: releasing the hold", zap.String("model", r.model.ID))
 	r.release(ctx, "usage_unavailable")
 }
 
@@ -301,7 +301,7 @@ func (r *Request) settleVideo(ctx context.Context, out []byte) ([]byte, *apierr.
 	id := video.NewTaskID()
 	origin := ledger.TaskOrigin{Channel: r.channel.Name, UpstreamTaskID: up.Str}
 	if err := r.recordTask(id, origin); err != nil {
-		r.svc.cfg.Log.Warn("record video task: still trying after the reply", zap.String("task", id), zap.Error(err))
+		r.log().Warn("record video task: still trying after the reply", zap.String("task", id), zap.Error(err))
 		r.recordLate(id, origin)
 	}
 	r.commitUnits(ctx, "seconds", r.units)
@@ -313,11 +313,12 @@ func (r *Request) settleVideo(ctx context.Context, out []byte) ([]byte, *apierr.
 // record is logged for reconciliation.
 func (r *Request) recordLate(id string, origin ledger.TaskOrigin) {
 	s := r.svc
+	log := r.log()
 	s.pending.Add(1)
 	go func() {
 		defer s.pending.Done()
 		if err := r.recordUntil(time.Now().Add(s.cfg.LeaseTTL), id, origin); err != nil {
-			s.cfg.Log.Error("video task charged but not recorded", zap.String("task", id),
+			log.Error("video task charged but not recorded", zap.String("task", id),
 				zap.String("channel", origin.Channel), zap.String("upstream_task", origin.UpstreamTaskID),
 				zap.String("key", r.grant.KeyID), zap.String("model", r.model.ID), zap.Error(err))
 		}

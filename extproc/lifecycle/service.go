@@ -309,7 +309,7 @@ func (r *Request) authenticate(ctx context.Context) *apierr.Error {
 func (r *Request) ledgerError(err error, op string) *apierr.Error {
 	var ref *ledger.Refusal
 	if !errors.As(err, &ref) {
-		r.svc.cfg.Log.Warn("accounting call failed", zap.String("op", op), zap.Error(err))
+		r.log().Warn("accounting call failed", zap.String("op", op), zap.Error(err))
 		return apierr.New(apierr.ServiceUnavailable, "The service is temporarily unable to authorize requests.")
 	}
 	switch ref.Reason {
@@ -335,7 +335,7 @@ func (r *Request) ledgerError(err error, op string) *apierr.Error {
 		e.RetryAfter = ref.RetryAfter
 		return e
 	}
-	r.svc.cfg.Log.Warn("unexpected refusal", zap.String("op", op), zap.Stringer("reason", ref.Reason))
+	r.log().Warn("unexpected refusal", zap.String("op", op), zap.Stringer("reason", ref.Reason))
 	return apierr.New(apierr.InternalError, "The request could not be processed.")
 }
 
@@ -355,7 +355,7 @@ func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool
 	if !endOfStream {
 		// The request body mode must be BUFFERED (one message with the whole body):
 		// a streamed chunk cannot be validated or rewritten. Fail closed.
-		r.svc.cfg.Log.Error("request body arrived in chunks: configure request_body_mode BUFFERED")
+		r.log().Error("request body arrived in chunks: configure request_body_mode BUFFERED")
 		return r.fail(apierr.New(apierr.InternalError, "The request could not be processed."))
 	}
 	parse, ok := parsers[r.endpoint]
@@ -394,7 +394,7 @@ func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool
 	}
 	a, err := r.mutate(body)
 	if err != nil {
-		r.svc.cfg.Log.Error("request mutation failed", zap.Error(err))
+		r.log().Error("request mutation failed", zap.Error(err))
 		r.release(ctx, "mutation_failed")
 		return r.fail(apierr.New(apierr.InternalError, "The request could not be processed."))
 	}
@@ -630,12 +630,12 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 	})
 	if err != nil {
 		if !final(err) {
-			r.svc.abandonReserve(req)
+			r.svc.abandonReserve(req, r.log())
 		}
 		return r.ledgerError(err, "reserve")
 	}
 	r.reservation = &res
-	r.hold = r.svc.newHold(res, start)
+	r.hold = r.svc.newHold(res, start, r.log())
 	return nil
 }
 
@@ -695,10 +695,10 @@ func (r *Request) release(_ context.Context, reason string) {
 	}, func(err error) {
 		if err != nil {
 			// The hold expires server-side at the end of its lease.
-			r.svc.cfg.Log.Warn("release failed", zap.String("reservation", id), zap.Error(err))
+			r.log().Warn("release failed", zap.String("reservation", id), zap.Error(err))
 			return
 		}
-		r.svc.cfg.Log.Info("settled", append(record, zap.String("outcome", "released"),
+		r.log().Info("settled", append(record, zap.String("outcome", "released"),
 			zap.Int64("charged_micros", 0), zap.String("reason", reason))...)
 	})
 }
@@ -741,16 +741,16 @@ func (r *Request) charge(_ context.Context, actual int64, u ledger.Usage) {
 		return err
 	}, func(err error) {
 		if err != nil {
-			r.svc.cfg.Log.Error("commit failed", zap.String("reservation", cr.ReservationID), zap.Error(err))
+			r.log().Error("commit failed", zap.String("reservation", cr.ReservationID), zap.Error(err))
 			return
 		}
-		r.svc.cfg.Log.Info("settled", append(record, zap.String("outcome", "committed"),
+		r.log().Info("settled", append(record, zap.String("outcome", "committed"),
 			zap.Int64("charged_micros", res.Charged), zap.Int64("actual_micros", actual), zap.Bool("capped", res.Capped))...)
 	})
 }
 
 // settledRecord is the one record of a request's money, but its outcome and charge: who,
-// what, usage and hold. It never carries a secret: keys appear by id only. It is built
+// what, usage and hold (the request id comes with r.log). It never carries a secret: keys appear by id only. It is built
 // on the request's goroutine; the settlement logs it when it has landed.
 func (r *Request) settledRecord(u ledger.Usage) []zap.Field {
 	var channel, upstream string
@@ -758,7 +758,6 @@ func (r *Request) settledRecord(u ledger.Usage) []zap.Field {
 		channel, upstream = r.channel.Name, r.channel.UpstreamModel
 	}
 	return []zap.Field{
-		zap.String("request_id", r.requestID),
 		zap.String("reservation", r.reservation.ID),
 		zap.String("account", r.grant.AccountID),
 		zap.String("key_id", r.grant.KeyID),
@@ -804,7 +803,7 @@ func (r *Request) End(ctx context.Context, cause string) {
 	}
 	rule := decideEnd(f)
 	if rule != endRelease {
-		r.svc.cfg.Log.Info("request ended before its answer did: charging by the settlement policy",
+		r.log().Info("request ended before its answer did: charging by the settlement policy",
 			zap.String("cause", cause), zap.Stringer("rule", rule))
 	}
 	switch rule {

@@ -50,7 +50,7 @@ func (r *Request) videoTask(ctx context.Context, id string) Action {
 	}
 	m, ok := r.svc.cfg.Catalog.Model(t.Model)
 	if !ok || m.Kind != catalog.KindVideo {
-		r.svc.cfg.Log.Warn("video task of a model no longer in the catalog", zap.String("model", t.Model))
+		r.log().Warn("video task of a model no longer in the catalog", zap.String("model", t.Model))
 		return r.fail(apierr.New(apierr.ModelNotAvailable, "The model of this video task is no longer available."))
 	}
 	r.model = m
