@@ -22,6 +22,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/llmgw/gateway/internal/tracing"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"io"
 	"net"
 	"net/http"
@@ -238,6 +240,11 @@ func openStore(ctx context.Context, databaseURL string, opts store.Options) (*st
 
 // Run serves until ctx ends, then stops gracefully within cfg.ShutdownTimeout.
 func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	stopTracing, err := tracing.Setup(ctx, "accounting")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
 	az, err := authn.NewSetAuthorizer(cfg.Tokens)
 	if err != nil {
 		return err
@@ -268,6 +275,8 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	// The metrics interceptor runs first, so refused credentials are timed too.
 	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor())}, az.ServerOptions()...)
 	opts = append(opts,
+		// Each call is a span joined to the caller's trace (a no-op while tracing is off).
+		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	)

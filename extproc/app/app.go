@@ -26,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/llmgw/gateway/internal/tracing"
 	"io"
 	"net"
 	"net/http"
@@ -181,6 +182,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := tracing.Setup(ctx, "extproc")
+	if err != nil {
+		return configError{err}
+	}
+	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
 	m := metrics.New(cat)
 	dialOpts := append(ledgerclient.DialOptions(), grpc.WithChainUnaryInterceptor(m.AccountingInterceptor()))
 	conn, err := client.Dial(ctx, cfg.AccountingAddr, token, dialOpts...)

@@ -13,6 +13,7 @@ import (
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -33,9 +34,15 @@ type realStack struct {
 
 func startReal(t testing.TB) *realStack {
 	t.Helper()
+	return startRealWith(t, servertest.Options{})
+}
+
+// startRealWith is startReal with the server's options and extproc's dial options.
+func startRealWith(t testing.TB, o servertest.Options, dial ...grpc.DialOption) *realStack {
+	t.Helper()
 	st, _ := storetest.NewStore(t, 8, store.Options{})
-	fx := servertest.Start(t, st, servertest.Options{})
-	conn, err := client.Dial(context.Background(), fx.Addr, servertest.ServiceToken)
+	fx := servertest.Start(t, st, o)
+	conn, err := client.Dial(context.Background(), fx.Addr, servertest.ServiceToken, dial...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ package ledgerclient
 import (
 	"context"
 	"errors"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"sync"
 	"time"
 
@@ -43,9 +44,11 @@ import (
 // round_robin load-balancing policy.
 const ServiceConfig = `{"loadBalancingConfig":[{"round_robin":{}}]}`
 
-// DialOptions are the options extproc dials accounting with (see the package doc).
+// DialOptions are the options extproc dials accounting with (see the package doc). The
+// OpenTelemetry client instrumentation makes each ledger call a span of the request's
+// trace, propagated to accounting (a no-op while tracing is off).
 func DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithDefaultServiceConfig(ServiceConfig)}
+	return []grpc.DialOption{grpc.WithDefaultServiceConfig(ServiceConfig), grpc.WithStatsHandler(otelgrpc.NewClientHandler())}
 }
 
 // DefaultMaxAge is how long a cached grant is used at most.

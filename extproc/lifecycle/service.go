@@ -124,6 +124,7 @@ type Request struct {
 	units int64 // billed units of a per-unit endpoint (characters, images, seconds)
 
 	requestID string // Envoy's x-request-id, for the record
+	tr        *reqTrace
 
 	reservation *ledger.Reservation
 	hold        *hold // kept (renewed) until settled
@@ -175,6 +176,7 @@ var clientAddressHeaders = []string{"x-forwarded-for", "x-real-ip", "forwarded"}
 // client's address headers are removed too: a provider learns nothing of the client
 // but the request itself.
 func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStream bool) Action {
+	ctx = r.traceHeaders(ctx, headers)
 	a := r.requestHeaders(ctx, headers, endOfStream)
 	if a.Immediate != nil {
 		return a
@@ -346,9 +348,7 @@ func limitName(l string) string {
 	return ""
 }
 
-// RequestBody handles the buffered request body: validation, admission, reservation,
-// channel choice and mutation.
-func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool) Action {
+func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool) Action {
 	if len(body) > wire.MaxBodyBytes {
 		return r.fail(tooLarge())
 	}
@@ -625,7 +625,7 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 		actx, cancel := context.WithDeadline(actx, deadline)
 		defer cancel()
 		var err error
-		res, err = r.svc.cfg.Ledger.Reserve(actx, req)
+		res, err = r.svc.cfg.Ledger.Reserve(r.traceCtx(actx), req)
 		return err
 	})
 	if err != nil {
@@ -689,10 +689,12 @@ func (r *Request) release(_ context.Context, reason string) {
 	r.settled = true
 	id := r.reservation.ID
 	record := r.settledRecord(ledger.Usage{})
+	sp := r.traceSettlement("release")
 	r.svc.settle(r.hold, func(ctx context.Context) error {
-		_, err := r.svc.cfg.Ledger.Release(ctx, id, reason)
+		_, err := r.svc.cfg.Ledger.Release(sp.ctx(ctx), id, reason)
 		return err
 	}, func(err error) {
+		sp.end("released", 0, err)
 		if err != nil {
 			// The hold expires server-side at the end of its lease.
 			r.log().Warn("release failed", zap.String("reservation", id), zap.Error(err))
@@ -735,11 +737,13 @@ func (r *Request) charge(_ context.Context, actual int64, u ledger.Usage) {
 	}
 	record := r.settledRecord(u)
 	var res ledger.CommitResult
+	sp := r.traceSettlement("commit")
 	r.svc.settle(r.hold, func(ctx context.Context) error {
 		var err error
-		res, err = r.svc.cfg.Ledger.Commit(ctx, cr)
+		res, err = r.svc.cfg.Ledger.Commit(sp.ctx(ctx), cr)
 		return err
 	}, func(err error) {
+		sp.end("committed", res.Charged, err)
 		if err != nil {
 			r.log().Error("commit failed", zap.String("reservation", cr.ReservationID), zap.Error(err))
 			return
@@ -783,6 +787,7 @@ func deref(p *int64) int64 {
 // prompt once the request reached the provider, else nothing. cause says why the stream
 // ended, for the record ("stream_closed", ...). Safe to call more than once.
 func (r *Request) End(ctx context.Context, cause string) {
+	defer r.traceEnd(cause)
 	if r.reservation == nil || r.settled {
 		return
 	}

@@ -39,6 +39,8 @@ type Options struct {
 	SubscriberBuffer int
 	// Now is the server's clock; nil means time.Now.
 	Now func() time.Time
+	// ServerOptions are added to the gRPC server's (after the credential interceptors).
+	ServerOptions []grpc.ServerOption
 }
 
 // Start serves store on 127.0.0.1 until the test ends.
@@ -57,7 +59,7 @@ func Start(tb testing.TB, store ledger.Store, opts Options) *Fixture {
 		tb.Fatal(err)
 	}
 	hub := server.NewHub(store, log, opts.SubscriberBuffer)
-	srv := grpc.NewServer(az.ServerOptions()...)
+	srv := grpc.NewServer(append(az.ServerOptions(), opts.ServerOptions...)...)
 	server.New(store, hub, server.Options{Logger: log, Now: opts.Now}).Register(srv)
 
 	ctx, cancel := context.WithCancel(context.Background())

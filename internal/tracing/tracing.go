@@ -1,0 +1,57 @@
+// Package tracing turns OpenTelemetry tracing on for a gateway process when the
+// standard environment asks for it, and leaves it off (the global no-op provider)
+// otherwise:
+//
+//   - OTEL_TRACES_EXPORTER=otlp, or OTEL_EXPORTER_OTLP_ENDPOINT /
+//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set (and OTEL_TRACES_EXPORTER not "none"),
+//     exports spans over OTLP/gRPC; the exporter reads the other OTEL_EXPORTER_OTLP_*
+//     variables (headers, TLS, timeout) itself;
+//   - OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the process as usual.
+//
+// When on, the W3C trace context propagator is installed, so the gRPC instrumentation
+// (otelgrpc) carries a request's trace from extproc to accounting.
+package tracing
+
+import (
+	"context"
+	"os"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+)
+
+// Enabled reports whether the environment (getenv) asks for trace export.
+func Enabled(getenv func(string) string) bool {
+	switch getenv("OTEL_TRACES_EXPORTER") {
+	case "none":
+		return false
+	case "otlp":
+		return true
+	}
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// Setup installs a batching OTLP/gRPC tracer provider as the global one when the process
+// environment asks for it, naming the process service (unless OTEL_SERVICE_NAME does).
+// shutdown flushes the spans still queued; it is a no-op when tracing is off.
+func Setup(ctx context.Context, service string) (shutdown func(context.Context) error, err error) {
+	if !Enabled(os.Getenv) {
+		return func(context.Context) error { return nil }, nil
+	}
+	exp, err := otlptracegrpc.New(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := resource.Merge(resource.NewSchemaless(semconv.ServiceName(service)), resource.Environment())
+	if err != nil {
+		return nil, err
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return tp.Shutdown, nil
+}
