@@ -113,6 +113,12 @@ func TestOneTracePerRequest(t *testing.T) {
 	x.Send(replay.ResponseHeaders(200, "content-type", "application/json"))
 	x.Send(replay.ResponseBody([]byte(`{"model":"mock-gpt","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7}}`), true))
 	x.Close()
+	// A request without a traceparent starts a trace of its own.
+	const reqID2 = "5e0d2a41-7d5b-4d0e-8f3c-2a9b8c7d6e5f"
+	x2, _, _ := s.h.Post(t, "/v1/chat/completions", []byte(body), "authorization", "Bearer "+key, "x-request-id", reqID2)
+	x2.Send(replay.ResponseHeaders(200, "content-type", "application/json"))
+	x2.Send(replay.ResponseBody([]byte(`{"model":"mock-gpt","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7}}`), true))
+	x2.Close()
 	if err := tp.ForceFlush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +199,18 @@ func TestOneTracePerRequest(t *testing.T) {
 		if ua[k] != want {
 			t.Errorf("upstream span %s = %q, want %q", k, ua[k], want)
 		}
+	}
+	own := 0
+	for _, sp := range c.spans {
+		if sp.GetName() == "gateway.request" && attrs(sp)["gateway.request_id"] == reqID2 {
+			own++
+			if len(sp.GetParentSpanId()) != 0 || hex.EncodeToString(sp.GetTraceId()) == traceID {
+				t.Error("a request without traceparent joined another trace")
+			}
+		}
+	}
+	if own != 1 {
+		t.Errorf("%d request spans for the request without traceparent, want 1", own)
 	}
 	all := strings.Join(c.raw, "\n")
 	for _, secret := range []string{key, key[len(key)-12:], prompt, "zanzibar"} {
