@@ -133,7 +133,13 @@ func (r *Request) traceEnd(cause string) {
 		return
 	}
 	r.tr.ended = true
-	r.traceAdmitted(true)
+	// Admission still open: the request never had a body phase (bodiless, or refused or
+	// abandoned before its body). Its span ends here; no upstream span starts so late.
+	if adm := r.tr.admission; adm != nil {
+		r.tr.admission = nil
+		adm.End()
+		r.tr.root.SetAttributes(r.traceAttrs()...)
+	}
 	if up := r.tr.upstream; up != nil {
 		r.tr.upstream = nil
 		if st := r.resp; st != nil && st.rw != nil {
