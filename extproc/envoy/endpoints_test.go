@@ -176,6 +176,9 @@ func admitPath(t *testing.T, h *replay.Harness, path, body string) *replay.Excha
 	if hs["x-gateway-upstream"] != "mock-providers" || !c.GetClearRouteCache() || !strings.HasPrefix(hs["authorization"], "Bearer sk-mock-") {
 		t.Errorf("routing headers %v", hs)
 	}
+	if hs["accept-encoding"] != "identity" {
+		t.Errorf("accept-encoding %q, want identity asked of the upstream", hs["accept-encoding"])
+	}
 	if bytes.Contains(c.GetBodyMutation().GetBody(), []byte(`"demo-`)) {
 		t.Errorf("public model sent upstream: %s", c.GetBodyMutation().GetBody())
 	}

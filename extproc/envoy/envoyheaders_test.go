@@ -118,6 +118,9 @@ func TestClientEnvoyHeadersRemovedOnVideoTaskGet(t *testing.T) {
 		t.Fatalf("reply %v, want the task routed upstream", r)
 	}
 	checkRemovesEnvoyHeaders(t, c)
+	if hs := setHeaders(t, c); hs["accept-encoding"] != "identity" {
+		t.Errorf("accept-encoding %q, want identity asked of the upstream", hs["accept-encoding"])
+	}
 }
 
 func TestClientEnvoyHeadersOnImmediateAnswer(t *testing.T) {

@@ -46,6 +46,8 @@ type responseState struct {
 	chunked   bool // the body comes in STREAMED chunks (SSE or incremental JSON)
 	delivered bool // some bytes of a chunked success went downstream
 	broken    bool // the rewriter failed mid-body; later chunks are dropped
+	encoding  string
+	dec       *response.Decoder // the upstream compressed the body anyway: decoded before rewriting
 }
 
 // format is the response format of the endpoint.
@@ -82,8 +84,11 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 	r.resp = st
 	var private []string
 	for _, h := range headers {
-		if h.Name == "content-type" {
+		switch h.Name {
+		case "content-type":
 			st.ct = h.Value
+		case "content-encoding":
+			st.encoding = h.Value
 		}
 		if providerAccountHeader(h.Name) && !slices.Contains(private, h.Name) {
 			private = append(private, h.Name)
@@ -106,7 +111,11 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 	}
 	if status < 200 || status > 299 {
 		// Buffer the error body so it can be classified before anything reaches the
-		// client.
+		// client (decoded first when the upstream compressed it; an unknown encoding is
+		// classified on the status alone).
+		if !response.Identity(st.encoding) {
+			st.dec, _ = response.NewDecoder(st.encoding, response.MaxBodySize)
+		}
 		return Action{ResponseBodyMode: ModeBuffered}
 	}
 	if r.endpoint == EndpointSpeech {
@@ -120,6 +129,19 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 	if !response.UsableSuccess(r.parsed.Stream, status, st.ct) {
 		r.release(ctx, "upstream_unusable_response")
 		return r.fail(upstreamError(response.ClassifyUpstream(r.format(), status, st.ct, nil)))
+	}
+	// extproc asked for identity (see mutate); a provider that compresses anyway is
+	// decoded, and the client gets the plain body without content-encoding, whatever it
+	// accepts. An encoding that cannot be decoded is an unusable answer.
+	if !response.Identity(st.encoding) {
+		dec, err := response.NewDecoder(st.encoding, decodedChunkLimit)
+		if err != nil {
+			r.svc.cfg.Log.Warn("upstream answer in an unknown content-encoding", zap.String("encoding", truncate(st.encoding, 64)))
+			r.release(ctx, "upstream_unusable_response")
+			return r.fail(upstreamError(apierr.UpstreamError))
+		}
+		st.dec = dec
+		private = append(private, "content-encoding", "content-length")
 	}
 	rw, err := response.New(response.Options{
 		Format:           r.format(),
@@ -143,6 +165,11 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 	}
 	return Action{ResponseBodyMode: ModeBuffered, RemoveHeaders: private}
 }
+
+// decodedChunkLimit bounds the plain bytes one compressed upstream chunk may expand to
+// (Envoy's chunks are at most its buffer size; a body that expands further is refused
+// rather than held). A buffered body is further bounded by the rewriter's own limit.
+const decodedChunkLimit = response.MaxBodySize
 
 // providerAccountHeader reports whether a response header describes the gateway's own
 // account at the provider: OpenAI's organization and project ids and x-ratelimit-*,
@@ -172,6 +199,14 @@ func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bo
 	}
 	if st.rw == nil {
 		r.release(ctx, "upstream_status")
+		if st.dec != nil {
+			// An undecodable error body is classified on its status alone.
+			plain, err := st.dec.Write(chunk, true)
+			if err != nil {
+				plain = nil
+			}
+			chunk = plain
+		}
 		code := response.ClassifyUpstream(r.format(), st.status, st.ct, chunk)
 		if r.endpoint == EndpointVideoGet && st.status == 404 {
 			return r.fail(taskNotFound())
@@ -183,7 +218,14 @@ func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bo
 		// client never sees the upstream's own model id, and let the body end.
 		return Action{ReplaceBody: true}
 	}
-	out, err := st.rw.Write(chunk, endOfStream)
+	var out []byte
+	var err error
+	if st.dec != nil {
+		chunk, err = st.dec.Write(chunk, endOfStream)
+	}
+	if err == nil {
+		out, err = st.rw.Write(chunk, endOfStream)
+	}
 	if err != nil {
 		if !st.chunked {
 			r.release(ctx, "upstream_unusable_response")

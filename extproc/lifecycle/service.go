@@ -666,6 +666,7 @@ func (r *Request) mutate(body []byte) (Action, error) {
 		SetHeaders: []Header{
 			{"content-length", strconv.Itoa(len(body))},
 			{RoutingHeader, ch.Cluster},
+			identityEncoding,
 		},
 	}
 	if ch.Format == catalog.FormatAnthropic {
@@ -680,6 +681,13 @@ func (r *Request) mutate(body []byte) (Action, error) {
 	}
 	return a, nil
 }
+
+// identityEncoding asks an upstream for an uncompressed answer. Envoy forwards the
+// client's accept-encoding (the SDKs send gzip) and providers honour it; the rewriter
+// reads the answer's bytes, and an answer extproc does not rewrite (speech audio) goes
+// to the client as is, so it must not carry an encoding the client never accepted. A
+// provider that compresses anyway is decoded (see ResponseHeaders).
+var identityEncoding = Header{"accept-encoding", "identity"}
 
 // release returns the hold, once, after the reply (budget.go).
 func (r *Request) release(_ context.Context, reason string) {
@@ -788,6 +796,9 @@ func deref(p *int64) int64 {
 // ended, for the record ("stream_closed", ...). Safe to call more than once.
 func (r *Request) End(ctx context.Context, cause string) {
 	defer r.traceEnd(cause)
+	if r.resp != nil && r.resp.dec != nil {
+		r.resp.dec.Close()
+	}
 	if r.reservation == nil || r.settled {
 		return
 	}

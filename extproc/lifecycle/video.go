@@ -72,6 +72,7 @@ func (r *Request) videoTask(ctx context.Context, id string) Action {
 			{":path", videoTaskPrefix + t.Origin.UpstreamTaskID},
 			{RoutingHeader, r.channel.Cluster},
 			{"authorization", "Bearer " + r.channel.Credential()},
+			identityEncoding,
 		},
 	}
 }
