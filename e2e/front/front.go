@@ -101,7 +101,13 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 
 func newTransport(c *Cluster) *http.Transport {
 	t := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		// Envoy's router forwards the request headers as extproc left them, the client's
+		// accept-encoding included, and hands the upstream's body on as it came:
+		// decoding happens only in a configured decompressor filter (router.cc
+		// Filter::decodeHeaders; source/extensions/filters/http/decompressor/
+		// decompressor_filter.cc). So the front
+		// neither adds its own accept-encoding nor decodes.
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     60 * time.Second,

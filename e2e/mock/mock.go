@@ -128,7 +128,10 @@ func New() *Server {
 }
 
 // ServeHTTP serves the mock providers.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// Answers are gzip-compressed when the request allows it (see compressing).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	compressing(s.mux).ServeHTTP(w, r)
+}
 
 // request is a parsed provider request.
 type request struct {

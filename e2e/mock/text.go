@@ -18,7 +18,7 @@ type directives struct {
 	cut    bool
 }
 
-var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut)\]\]`)
+var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip)\]\]`)
 
 func parseDirectives(text string) directives {
 	d := directives{tokens: -1}
