@@ -106,8 +106,8 @@ func newTransport(c *Cluster) *http.Transport {
 		// accept-encoding included, and hands the upstream's body on as it came:
 		// decoding happens only in a configured decompressor filter (router.cc
 		// Filter::decodeHeaders; source/extensions/filters/http/decompressor/
-		// decompressor_filter.cc). So the front
-		// neither adds its own accept-encoding nor decodes.
+		// decompressor_filter.cc). So the front neither adds its own accept-encoding nor
+		// decodes.
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     60 * time.Second,
