@@ -335,7 +335,10 @@ func (x *exchange) run() {
 			return
 		}
 		cr := ar.resp.GetRequestHeaders().GetResponse()
-		applyHeaderMutation(&x.reqH, cr.GetHeaderMutation(), reqRules)
+		if d := applyHeaderMutation(&x.reqH, cr.GetHeaderMutation(), reqRules); d != "" {
+			x.directLocalReply(http.StatusInternalServerError, "", d, nil)
+			return
+		}
 		if cr.GetClearRouteCache() && cr.GetHeaderMutation() != nil {
 			x.route = x.f.chooseRoute(x.reqH)
 		}
@@ -367,7 +370,10 @@ func (x *exchange) run() {
 			}
 			if ar.st == awaitReply {
 				cr := ar.resp.GetRequestBody().GetResponse()
-				applyHeaderMutation(&x.reqH, cr.GetHeaderMutation(), reqRules)
+				if d := applyHeaderMutation(&x.reqH, cr.GetHeaderMutation(), reqRules); d != "" {
+					x.directLocalReply(http.StatusInternalServerError, "", d, nil)
+					return
+				}
 				var ok bool
 				if b, ok = bufferedMutation(x.reqH, cr.GetBodyMutation(), b); !ok {
 					x.directLocalReply(http.StatusInternalServerError, "", detailsMismatchCL, nil)
@@ -513,7 +519,10 @@ func (x *exchange) encode(h headerList, body io.Reader, eos bool) {
 			// After a STREAMED override Envoy keeps the upstream's content-length and
 			// ignores a set (a remove still works).
 			streamed := x.mode.ResponseBody == extprocv3.ProcessingMode_STREAMED
-			applyHeaderMutation(&h, cr.GetHeaderMutation(), x.f.rules(true, !streamed))
+			if d := applyHeaderMutation(&h, cr.GetHeaderMutation(), x.f.rules(true, !streamed)); d != "" {
+				x.directLocalReply(http.StatusInternalServerError, "", d, nil)
+				return
+			}
 			if cr.GetStatus() == extprocsvc.CommonResponse_CONTINUE_AND_REPLACE {
 				body, eos = bytes.NewReader(cr.GetBodyMutation().GetBody()), false
 				x.mode.ResponseBody = extprocv3.ProcessingMode_NONE
@@ -580,7 +589,10 @@ func (x *exchange) bufferedResponse(h headerList, body io.Reader) {
 	}
 	if ar.st == awaitReply {
 		cr := ar.resp.GetResponseBody().GetResponse()
-		applyHeaderMutation(&h, cr.GetHeaderMutation(), x.f.rules(true, true))
+		if d := applyHeaderMutation(&h, cr.GetHeaderMutation(), x.f.rules(true, true)); d != "" {
+			x.directLocalReply(http.StatusInternalServerError, "", d, nil)
+			return
+		}
 		var ok bool
 		if b, ok = bufferedMutation(h, cr.GetBodyMutation(), b); !ok {
 			x.directLocalReply(http.StatusInternalServerError, "", detailsMismatchCL, nil)

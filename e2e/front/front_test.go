@@ -760,3 +760,32 @@ func TestLocalReplyMappersOfEnvoyYAML(t *testing.T) {
 		})
 	}
 }
+
+// TestMalformedMutationAnswers500: a header value with a newline in the response-headers
+// reply fails the request with Envoy's 500 (its details in the access log), never
+// passing the upstream's answer on without the header.
+func TestMalformedMutationAnswers500(t *testing.T) {
+	up := &upstreamRecorder{}
+	h := newHarness(t, up, func(s *session) error {
+		s.next() // request_headers
+		if err := s.send(routeTo("mock-providers")); err != nil {
+			return err
+		}
+		s.next() // request_body
+		if err := s.send(reqBodyReply(nil)); err != nil {
+			return err
+		}
+		s.next() // response_headers
+		if err := s.send(respHeadersReply(&extprocsvc.CommonResponse{HeaderMutation: &extprocsvc.HeaderMutation{
+			SetHeaders: []*corev3HVO{setHeader("x-gateway-cost", "42\nx-injected: 1")}}})); err != nil {
+			return err
+		}
+		_, _ = s.waitEnd()
+		return nil
+	}, nil)
+	status, hdr, body := h.do(t, http.MethodPost, "/v1/chat/completions",
+		map[string]string{"Content-Type": "application/json"}, strings.NewReader(`{"model":"demo-chat"}`))
+	if status != 500 || strings.Contains(string(body), `"ok"`) || hdr.Get("X-Gateway-Cost") != "" || hdr.Get("X-Injected") != "" {
+		t.Fatalf("client got %d %q %v", status, body, hdr)
+	}
+}

@@ -123,23 +123,65 @@ func (r mutationRules) allowed(key string, removing bool) bool {
 	return true
 }
 
-// applyHeaderMutation applies m to h as Envoy's ext_proc filter does: removes first,
-// then sets; only raw_value is read; the deprecated append flag decides between adding
-// and replacing; disallowed mutations are skipped silently.
-func applyHeaderMutation(h *headerList, m *extprocsvc.HeaderMutation, rules mutationRules) {
+// Details of Envoy's 500 when a header mutation is malformed (the status message of
+// MutationUtils::applyHeaderMutations, spaces made underscores by the local reply).
+const (
+	detailsBadHeaderChar    = "Invalid_character_in_set_headers_mutation."
+	detailsBadRemoveChar    = "Invalid_character_in_remove_headers_mutation."
+	detailsValueAndRawValue = "Only_one_of_value_or_raw_value_in_the_HeaderValue_message_should_be_set."
+)
+
+// validName reports whether a header name may appear in a mutation at all (a pseudo
+// header's leading colon aside, no separators or controls).
+func validName(key string) bool {
+	return key != "" && !strings.ContainsAny(strings.TrimPrefix(key, ":"), " \t\r\n:\x00")
+}
+
+// validValue is Envoy's HeaderUtility::headerValueIsValid (nghttp2's header value
+// check): tab, visible ASCII and bytes from 0x80; no other control character.
+func validValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c != '\t' && (c < 0x20 || c == 0x7f) {
+			return false
+		}
+	}
+	return true
+}
+
+// applyHeaderMutation applies m to h as Envoy's ext_proc filter does
+// (mutation_utils.cc MutationUtils::applyHeaderMutations): removes first, then sets;
+// only raw_value is read; the deprecated append flag decides between adding and
+// replacing; mutations the rules disallow are skipped silently. A malformed mutation (an
+// invalid name or value, or both value and raw_value set) fails the whole message:
+// the returned details are non-empty, and Envoy answers the request with a 500 of those
+// details (ext_proc.cc Filter::onReceiveMessage; an immediate response only logs it).
+// Sets before the malformed one stay applied, as in Envoy.
+func applyHeaderMutation(h *headerList, m *extprocsvc.HeaderMutation, rules mutationRules) (failed string) {
 	if m == nil {
-		return
+		return ""
 	}
 	for _, k := range m.GetRemoveHeaders() {
+		if !validName(k) {
+			return detailsBadRemoveChar
+		}
 		k = strings.ToLower(k)
 		if rules.allowed(k, true) {
 			h.del(k)
 		}
 	}
 	for _, o := range m.GetSetHeaders() {
+		if o.GetHeader() == nil {
+			continue
+		}
+		if o.GetHeader().GetValue() != "" && len(o.GetHeader().GetRawValue()) > 0 {
+			return detailsValueAndRawValue
+		}
 		k := strings.ToLower(o.GetHeader().GetKey())
 		v := string(o.GetHeader().GetRawValue())
-		if !rules.allowed(k, false) || strings.ContainsAny(v, "\r\n\x00") {
+		if !validName(k) || !validValue(v) {
+			return detailsBadHeaderChar
+		}
+		if !rules.allowed(k, false) {
 			continue
 		}
 		if k == "content-length" && !rules.allowContentLength {
@@ -157,4 +199,5 @@ func applyHeaderMutation(h *headerList, m *extprocsvc.HeaderMutation, rules muta
 			h.set(k, v)
 		}
 	}
+	return ""
 }

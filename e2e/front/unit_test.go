@@ -36,7 +36,7 @@ func TestApplyHeaderMutation(t *testing.T) {
 			want: headerList{{":authority", "gw"}, {":method", "POST"}, {"x-a", "1"}, {"x-a", "2"}, {"authorization", "Bearer gw-x"}, {":path", "/v1/b"}}},
 		{name: "permissive allows routing headers", rules: permissiveRules, m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("x-envoy-x", "1")}},
 			want: append(base(), header{"x-envoy-x", "1"})},
-		{name: "keys lowercased, bad values skipped", m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("X-Up", "ok"), setHeader("x-bad", "a\r\nb")}},
+		{name: "keys lowercased", m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("X-Up", "ok")}},
 			want: append(base(), header{"x-up", "ok"})},
 		{name: "content-length ignored when not allowed", m: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("content-length", "5")}},
 			want: base()},
@@ -44,11 +44,36 @@ func TestApplyHeaderMutation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := base()
-			applyHeaderMutation(&h, tt.m, tt.rules)
+			if failed := applyHeaderMutation(&h, tt.m, tt.rules); failed != "" {
+				t.Fatalf("failed: %s", failed)
+			}
 			if d := cmp.Diff(tt.want, h); d != "" {
 				t.Errorf("(-want +got)\n%s", d)
 			}
 		})
+	}
+}
+
+// TestMalformedHeaderMutationFails: Envoy fails the request (500) on a set header whose
+// value or name has a forbidden character, on both value and raw_value set, and on a
+// remove of an invalid name; it never skips them silently.
+func TestMalformedHeaderMutationFails(t *testing.T) {
+	for name, c := range map[string]struct {
+		m    *extprocsvc.HeaderMutation
+		want string
+	}{
+		"newline in value":   {&extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("x-bad", "a\r\nb")}}, detailsBadHeaderChar},
+		"nul in value":       {&extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("x-bad", "a\x00b")}}, detailsBadHeaderChar},
+		"control in value":   {&extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("x-bad", "a\x01b")}}, detailsBadHeaderChar},
+		"space in name":      {&extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("x bad", "v")}}, detailsBadHeaderChar},
+		"value and raw":      {&extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-b", Value: "v", RawValue: []byte("v")}}}}, detailsValueAndRawValue},
+		"bad name removed":   {&extprocsvc.HeaderMutation{RemoveHeaders: []string{"x\nbad"}}, detailsBadRemoveChar},
+		"disallowed skipped": {&extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("x-envoy-x", "1"), setHeader("x-tab", "a\tb")}}, ""},
+	} {
+		h := headerList{{"x-a", "1"}}
+		if got := applyHeaderMutation(&h, c.m, mutationRules{}); got != c.want {
+			t.Errorf("%s: failed %q, want %q", name, got, c.want)
+		}
 	}
 }
 
