@@ -530,6 +530,11 @@ func (x *exchange) encode(h headerList, body io.Reader, eos bool) {
 		}
 	}
 	if eos || x.complete.Load() || x.mode.ResponseBody == extprocv3.ProcessingMode_NONE {
+		// Nothing more will be sent (the front refuses trailer modes): Envoy 1.37+
+		// closes the ext_proc stream right after the headers reply, before the body
+		// passes (ext_proc.cc Filter::closeGrpcStreamIfLastRespReceived, response
+		// headers with no body or body mode NONE).
+		x.closeStream()
 		x.writeHeaders(h)
 		x.copyThrough(body)
 		return

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -767,25 +768,66 @@ func TestLocalReplyMappersOfEnvoyYAML(t *testing.T) {
 func TestMalformedMutationAnswers500(t *testing.T) {
 	up := &upstreamRecorder{}
 	h := newHarness(t, up, func(s *session) error {
-		s.next() // request_headers
-		if err := s.send(routeTo("mock-providers")); err != nil {
-			return err
-		}
-		s.next() // request_body
-		if err := s.send(reqBodyReply(nil)); err != nil {
-			return err
-		}
-		s.next() // response_headers
-		if err := s.send(respHeadersReply(&extprocsvc.CommonResponse{HeaderMutation: &extprocsvc.HeaderMutation{
-			SetHeaders: []*corev3HVO{setHeader("x-gateway-cost", "42\nx-injected: 1")}}})); err != nil {
-			return err
-		}
+		err := routedUntilResponseHeaders(s, respHeadersReply(&extprocsvc.CommonResponse{HeaderMutation: &extprocsvc.HeaderMutation{
+			SetHeaders: []*corev3HVO{setHeader("x-gateway-cost", "42\nx-injected: 1")}}}))
 		_, _ = s.waitEnd()
-		return nil
+		return err
 	}, nil)
 	status, hdr, body := h.do(t, http.MethodPost, "/v1/chat/completions",
 		map[string]string{"Content-Type": "application/json"}, strings.NewReader(`{"model":"demo-chat"}`))
 	if status != 500 || strings.Contains(string(body), `"ok"`) || hdr.Get("X-Gateway-Cost") != "" || hdr.Get("X-Injected") != "" {
 		t.Fatalf("client got %d %q %v", status, body, hdr)
 	}
+}
+
+// TestNoneModeClosesStreamAfterHeadersReply: with response body mode NONE, Envoy 1.37+
+// ends the ext_proc stream right after the response-headers reply, while the body is
+// still to come: the upstream here holds its body back until the stream has ended.
+func TestNoneModeClosesStreamAfterHeadersReply(t *testing.T) {
+	ended := make(chan struct{})
+	var endedFirst atomic.Bool
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("content-type", "audio/mpeg")
+		w.WriteHeader(200)
+		http.NewResponseController(w).Flush()
+		select {
+		case <-ended:
+			endedFirst.Store(true)
+		case <-time.After(waitFor):
+		}
+		_, _ = w.Write([]byte("ID3 audio"))
+	})
+	h := newHarness(t, up, func(s *session) error {
+		if err := routedUntilResponseHeaders(s, respHeadersReply(nil)); err != nil {
+			return err
+		}
+		if _, err := s.waitEnd(); err == nil || err.Error() != "stream did not end" {
+			close(ended)
+		}
+		return nil
+	}, nil)
+	status, _, body := h.do(t, http.MethodPost, "/v1/audio/speech",
+		map[string]string{"Content-Type": "application/json"}, strings.NewReader(`{"model":"demo-tts"}`))
+	if status != 200 || string(body) != "ID3 audio" {
+		t.Fatalf("client got %d %q", status, body)
+	}
+	if !endedFirst.Load() {
+		t.Error("the ext_proc stream stayed open while the NONE-mode body passed")
+	}
+}
+
+// routedUntilResponseHeaders plays extproc up to the response headers: routes the
+// request, passes its body, and answers the response headers with reply.
+func routedUntilResponseHeaders(s *session, reply *extprocsvc.ProcessingResponse) error {
+	s.next() // request_headers
+	if err := s.send(routeTo("mock-providers")); err != nil {
+		return err
+	}
+	s.next() // request_body
+	if err := s.send(reqBodyReply(nil)); err != nil {
+		return err
+	}
+	s.next() // response_headers
+	return s.send(reply)
 }
