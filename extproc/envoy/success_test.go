@@ -3,6 +3,7 @@ package envoy_test
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -74,8 +75,8 @@ func TestChatMutation(t *testing.T) {
 			if hdr.GetRequestHeaders() == nil {
 				t.Fatalf("headers reply = %v", hdr)
 			}
-			if rm := hdr.GetRequestHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(); len(rm) != 1 || rm[0] != "x-gateway-upstream" {
-				t.Errorf("headers reply removes %v, want the client's x-gateway-upstream", rm)
+			if rm := hdr.GetRequestHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(); !slices.Contains(rm, "x-gateway-upstream") || !slices.Contains(rm, "authorization") {
+				t.Errorf("headers reply removes %v, want the client's x-gateway-upstream and key", rm)
 			}
 			c := resp.GetRequestBody().GetResponse()
 			if c == nil {

@@ -308,3 +308,128 @@ func TestClientCannotPickTheCluster(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyAllowedHeadersReachTheProvider: the headers reply removes every client header
+// but content type, accept, Envoy's own and (on the Anthropic endpoints)
+// anthropic-version; the query string is cut from :path; a client's routing header is
+// removed with the route cache cleared.
+func TestOnlyAllowedHeadersReachTheProvider(t *testing.T) {
+	leaky := []string{"openai-organization", "openai-project", "openai-beta", "anthropic-beta", "cookie",
+		"proxy-authorization", "x-custom", "user-agent", "x-forwarded-for", "x-envoy-max-retries", "x-api-key"}
+	cases := []struct {
+		path, wantPath string
+		keep           []string
+		drop           string
+	}{
+		{path: "/v1/chat/completions?api_key=" + secKey, wantPath: "/v1/chat/completions", keep: []string{"content-type", "accept", "x-request-id", "content-length"}, drop: "anthropic-version"},
+		{path: "/v1/messages", keep: []string{"content-type", "accept", "anthropic-version"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.path, func(t *testing.T) {
+			svc, _ := secService(t)
+			hs := []lifecycle.Header{{"accept", "application/json"}, {"x-request-id", "r1"}, {"content-length", "10"},
+				{"anthropic-version", "2023-06-01"}, {lifecycle.RoutingHeader, "openai"}}
+			for _, n := range leaky {
+				hs = append(hs, lifecycle.Header{Name: n, Value: "v"})
+			}
+			a := svc.NewRequest().RequestHeaders(context.Background(), secHeaders(tc.path, hs...), false)
+			if a.Immediate != nil {
+				t.Fatalf("refused %d: %s", a.Immediate.Status, a.Immediate.Body)
+			}
+			for _, n := range append(leaky, "authorization", lifecycle.RoutingHeader) {
+				if !slices.Contains(a.RemoveHeaders, n) {
+					t.Errorf("%s reaches the provider", n)
+				}
+			}
+			if tc.drop != "" && !slices.Contains(a.RemoveHeaders, tc.drop) {
+				t.Errorf("%s reaches the provider", tc.drop)
+			}
+			for _, n := range tc.keep {
+				if slices.Contains(a.RemoveHeaders, n) {
+					t.Errorf("%s removed", n)
+				}
+			}
+			for _, n := range a.RemoveHeaders {
+				if strings.HasPrefix(n, ":") {
+					t.Errorf("pseudo-header %s removed", n)
+				}
+			}
+			if !a.ClearRouteCache {
+				t.Error("route cache not cleared after removing the routing header")
+			}
+			var path []string
+			for _, s := range a.SetHeaders {
+				if s.Name == ":path" {
+					path = append(path, s.Value)
+				}
+			}
+			if tc.wantPath == "" && len(path) != 0 || tc.wantPath != "" && !slices.Equal(path, []string{tc.wantPath}) {
+				t.Errorf(":path set to %v, want %q", path, tc.wantPath)
+			}
+		})
+	}
+}
+
+// TestRepeatedKeyHeaderRefused: two Authorization (or two x-api-key) headers with
+// different keys are refused like Authorization and x-api-key disagreeing, before any
+// accounting call; a repeated identical key is served.
+func TestRepeatedKeyHeaderRefused(t *testing.T) {
+	other := "gw-othe" + strings.Repeat("0", 40)
+	cases := []struct {
+		name   string
+		hs     []lifecycle.Header
+		refuse bool
+	}{
+		{"two bearers", []lifecycle.Header{{"authorization", "Bearer " + other}}, true},
+		{"two x-api-key", []lifecycle.Header{{"x-api-key", other}, {"x-api-key", secKey}}, true},
+		{"same bearer twice", []lifecycle.Header{{"authorization", "Bearer " + secKey}}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, f := secService(t)
+			f.AddKey(other, ledger.Grant{KeyID: "k-other", AccountID: "a-other", Tier: "default", AccountToppedUp: true})
+			r := svc.NewRequest()
+			ctx := context.Background()
+			hs := secHeaders("/v1/chat/completions", tc.hs...)
+			if tc.name == "two x-api-key" {
+				hs = slices.DeleteFunc(hs, func(h lifecycle.Header) bool { return h.Name == "authorization" })
+			}
+			r.RequestHeaders(ctx, hs, false)
+			a := r.RequestBody(ctx, []byte(`{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]}`), true)
+			if !tc.refuse {
+				if a.Immediate != nil {
+					t.Fatalf("refused %d: %s", a.Immediate.Status, a.Immediate.Body)
+				}
+				r.End(ctx, "done")
+				return
+			}
+			if a.Immediate == nil || a.Immediate.Status != 401 || gjson.GetBytes(a.Immediate.Body, "error.code").String() != "invalid_api_key" {
+				t.Fatalf("served: %+v", a)
+			}
+			if _, held := r.Reservation(); held {
+				t.Error("a hold was placed")
+			}
+		})
+	}
+}
+
+// TestInvalidUTF8Refused: a JSON body with a byte sequence that is not UTF-8 is refused
+// with 400 invalid_request before anything is held or forwarded.
+func TestInvalidUTF8Refused(t *testing.T) {
+	for _, body := range []string{
+		"{\"model\":\"demo-chat\",\"messages\":[{\"role\":\"user\",\"content\":\"h\xffi\"}]}",
+		"{\"model\":\"demo-chat\",\"messages\":[{\"role\":\"user\",\"content\":\"\xed\xa0\x80\"}]}",
+	} {
+		svc, _ := secService(t)
+		r := svc.NewRequest()
+		ctx := context.Background()
+		r.RequestHeaders(ctx, secHeaders("/v1/chat/completions"), false)
+		a := r.RequestBody(ctx, []byte(body), true)
+		if a.Immediate == nil || a.Immediate.Status != 400 || gjson.GetBytes(a.Immediate.Body, "error.code").String() != "invalid_request" {
+			t.Fatalf("%q: not refused: %+v", body, a)
+		}
+		if _, held := r.Reservation(); held {
+			t.Errorf("%q: a hold was placed", body)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/anthropic"
@@ -114,6 +115,8 @@ type Request struct {
 	keyConflict   bool // Authorization and x-api-key carry different keys
 	keyHash       [sha256.Size]byte
 	clientVersion bool // the client sent anthropic-version
+	// upstreamPath is :path without the client's query string, set when one was sent.
+	upstreamPath string
 
 	parsed  wire.Parsed
 	counted int64 // the prompt's plain token count; -1 until counted
@@ -160,21 +163,31 @@ func (r *Request) fail(e *apierr.Error) Action {
 // mutation rules guard with allow_envoy.
 const EnvoyHeaderPrefix = "x-envoy"
 
-// clientAddressHeaders carry the client's address (appended by Envoy with
-// use_remote_address): they stay with the gateway, never with a third-party provider.
-var clientAddressHeaders = []string{"x-forwarded-for", "x-real-ip", "forwarded"}
+// forwardedHeaders are the client's request headers that reach a provider (spec:
+// the body is JSON; anthropic-version is the Anthropic endpoints' only header), plus
+// the ones Envoy owns (content-length, host, transfer-encoding framing, x-request-id).
+// Every other client header is removed: account selectors (OpenAI-Organization,
+// OpenAI-Project), feature switches a catalog price does not cover (OpenAI-Beta,
+// anthropic-beta: the catalog prices no beta, so a beta is dropped and the request is
+// served and billed as without it), cookies, proxy credentials, the client's address
+// headers, custom headers and every x-envoy-* header. The gateway's own upstream
+// headers (credential, anthropic-version default, the routing header) are set by the
+// body reply after this removal. Pseudo-headers are never removed (Envoy refuses to).
+var forwardedHeaders = []string{"content-type", "accept", "content-length", "host", "transfer-encoding", "x-request-id"}
 
 // RequestHeaders handles the request headers. endOfStream is true when no body
 // follows (GET, or a body of length 0).
 //
-// Whenever the request goes on towards an upstream, the reply removes every x-envoy-*
-// header the request carries: the router reads retry and timeout instructions from
+// Whenever the request goes on towards an upstream, the reply removes every client
+// header but forwardedHeaders (and anthropic-version on the Anthropic endpoints). The
+// x-envoy-* ones matter most: the router reads retry and timeout instructions from
 // them after extproc, so a client's copy could make one billed request reach the
-// provider several times. Envoy already strips the known ones from external requests
-// (use_remote_address); this removal also covers a misconfigured front and headers
-// Envoy would keep. It needs the ext_proc filter's mutation_rules allow_envoy. The
-// client's address headers are removed too: a provider learns nothing of the client
-// but the request itself.
+// provider several times; removing them needs the ext_proc filter's mutation_rules
+// allow_envoy. The query string is cut from :path (no endpoint defines one; a key sent
+// as ?api_key= must not reach the provider): Envoy lets ext_proc set a pseudo-header
+// other than the routing ones unless mutation_rules disallow_system is set
+// (mutation_rules.cc, Checker::check). A client's routing header is removed with the
+// route cache cleared, so the route is picked again without it.
 func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStream bool) Action {
 	ctx = r.traceHeaders(ctx, headers)
 	a := r.requestHeaders(ctx, headers, endOfStream)
@@ -183,16 +196,26 @@ func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStr
 	}
 	for _, h := range headers {
 		name := strings.ToLower(h.Name)
-		if (strings.HasPrefix(name, EnvoyHeaderPrefix) || slices.Contains(clientAddressHeaders, name)) &&
-			!slices.Contains(a.RemoveHeaders, name) {
+		if strings.HasPrefix(name, ":") || slices.Contains(forwardedHeaders, name) ||
+			name == "anthropic-version" && r.env == apierr.Anthropic {
+			continue
+		}
+		if name == RoutingHeader {
+			a.ClearRouteCache = true
+		}
+		if !slices.Contains(a.RemoveHeaders, name) {
 			a.RemoveHeaders = append(a.RemoveHeaders, name)
 		}
+	}
+	if r.upstreamPath != "" {
+		a.SetHeaders = append(a.SetHeaders, Header{":path", r.upstreamPath})
 	}
 	return a
 }
 
 func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStream bool) Action {
 	var method, path, auth, xKey string
+	twoKeys := false // a key header repeated with another value
 	for _, h := range headers {
 		switch h.Name {
 		case ":method":
@@ -204,8 +227,10 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 				r.contentLength = n
 			}
 		case "authorization":
+			twoKeys = twoKeys || auth != "" && auth != h.Value
 			auth = h.Value
 		case "x-api-key":
+			twoKeys = twoKeys || xKey != "" && xKey != h.Value
 			xKey = h.Value
 		case "x-request-id":
 			r.requestID = truncate(h.Value, MaxLoggedRequestID)
@@ -215,6 +240,7 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 	}
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
+		r.upstreamPath = path
 	}
 	rt, ok := routes[path]
 	taskID := ""
@@ -233,6 +259,11 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 		return a
 	}
 	r.readKey(auth, xKey)
+	if twoKeys {
+		// Served on either copy, the request would be billed to a key the client may not
+		// have meant (Envoy hands every copy of a repeated header over in order).
+		r.hasKey, r.keyConflict, r.keyOK = true, true, false
+	}
 	switch r.endpoint {
 	case EndpointModels:
 		return r.listModels(ctx)
@@ -290,7 +321,7 @@ func (r *Request) authenticate(ctx context.Context) *apierr.Error {
 		return apierr.New(apierr.InvalidAPIKey, "Missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
 	}
 	if r.keyConflict {
-		return apierr.New(apierr.InvalidAPIKey, "'Authorization' and 'x-api-key' carry different keys: send one key.")
+		return apierr.New(apierr.InvalidAPIKey, "The request carries different keys (in 'Authorization' and 'x-api-key', or in a repeated header): send one key.")
 	}
 	if !r.keyOK {
 		return apierr.New(apierr.InvalidAPIKey, "Invalid API key.")
@@ -361,6 +392,11 @@ func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool
 	parse, ok := parsers[r.endpoint]
 	if !ok {
 		return Action{}
+	}
+	if !utf8.Valid(body) {
+		// JSON is UTF-8 (RFC 8259 section 8.1); providers' parsers differ on what they
+		// make of a bad byte (replace, refuse), so the estimate could price another text.
+		return r.fail(apierr.New(apierr.InvalidRequest, "The request body is not valid UTF-8."))
 	}
 	if e := checkJSONShape(body); e != nil {
 		return r.fail(e)
