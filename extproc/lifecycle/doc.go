@@ -14,7 +14,8 @@
 //
 //  1. Body too large (413): checked on content-length in the headers phase, and again
 //     on the buffered body (chunked bodies have no content-length).
-//  2. JSON and field validation (400): before the key. First one linear pass refuses
+//  2. JSON and field validation (400): before the key. A body that is not UTF-8 is
+//     refused first. Then one linear pass refuses
 //     nesting deeper than MaxJSONDepth and a key repeated in any object at any depth
 //     (parsers disagree on which copy wins; see checkJSONShape). Validation needs nothing but the
 //     bytes, costs no accounting round trip, and reveals nothing the public spec does
@@ -22,7 +23,8 @@
 //     garbage never reaches accounting. (OpenAI checks the key first; what leaks either
 //     way is the same public rule set, so we prefer the order that protects accounting.)
 //  3. Key present and valid (401 invalid_api_key): missing, malformed, unknown,
-//     disabled, expired or revoked.
+//     disabled, expired or revoked; two different keys (Authorization and x-api-key,
+//     or either header repeated) are refused, never served on one of them.
 //  4. Account suspended (403 account_suspended).
 //  5. Model known and served on this endpoint: an unknown public id, or a model of
 //     another kind (a Messages model on /chat/completions), is 403 model_not_available
