@@ -10,6 +10,7 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/extproc/wire"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -430,6 +431,41 @@ func TestInvalidUTF8Refused(t *testing.T) {
 		}
 		if _, held := r.Reservation(); held {
 			t.Errorf("%q: a hold was placed", body)
+		}
+	}
+}
+
+// TestGrownBodyRefusedBeforeHold: a streamed chat body just under 2 MiB that the rewrite
+// grows past it (stream_options.include_usage added) is refused with our 413 before any
+// hold; the same body a little shorter is served.
+func TestGrownBodyRefusedBeforeHold(t *testing.T) {
+	body := func(size int) []byte {
+		head, tail := `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"`, `"}]}`
+		fill := strings.Repeat("lorem ipsum dolor ", size/18+1)[:size-len(head)-len(tail)]
+		return []byte(head + fill + tail)
+	}
+	for _, tc := range []struct {
+		size   int
+		refuse bool
+	}{{wire.MaxBodyBytes - 8, true}, {wire.MaxBodyBytes - 200, false}} {
+		svc, f := secService(t)
+		r := svc.NewRequest()
+		ctx := context.Background()
+		r.RequestHeaders(ctx, secHeaders("/v1/chat/completions"), false)
+		a := r.RequestBody(ctx, body(tc.size), true)
+		reserves, _, _ := f.Counts()
+		if !tc.refuse {
+			if a.Immediate != nil || len(a.Body) > wire.MaxBodyBytes || reserves != 1 {
+				t.Fatalf("size %d: %+v, %d holds", tc.size, a.Immediate, reserves)
+			}
+			r.End(ctx, "client_disconnected")
+			continue
+		}
+		if a.Immediate == nil || a.Immediate.Status != 413 {
+			t.Fatalf("size %d: not refused (body grows to %d)", tc.size, len(a.Body))
+		}
+		if reserves != 0 || r.Channel() != nil {
+			t.Errorf("size %d: %d holds, channel %v", tc.size, reserves, r.Channel())
 		}
 	}
 }

@@ -425,14 +425,23 @@ func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool
 			Details: "extproc_count_tokens",
 		}}
 	}
-	if e := r.reserve(actx); e != nil {
-		return r.fail(e)
-	}
+	// The rewrite comes before the hold: Envoy's buffer limit applies to the mutated
+	// body (ENVOY-EXTPROC.md, Mutations), so a body the rewrite grows past 2 MiB (a longer
+	// upstream model id, stream_options added) is refused here with our 413 rather than
+	// by Envoy after credits were held.
 	a, err := r.mutate(body)
 	if err != nil {
+		r.channel = nil
 		r.log().Error("request mutation failed", zap.Error(err))
-		r.release(ctx, "mutation_failed")
 		return r.fail(apierr.New(apierr.InternalError, "The request could not be processed."))
+	}
+	if len(a.Body) > wire.MaxBodyBytes {
+		r.channel = nil
+		return r.fail(tooLarge())
+	}
+	if e := r.reserve(actx); e != nil {
+		r.channel = nil
+		return r.fail(e)
 	}
 	r.sent = true
 	return a
