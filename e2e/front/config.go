@@ -36,6 +36,9 @@ type Config struct {
 	BufferLimit int64
 	// StreamIdleTimeout is the HCM stream idle timeout (0: none).
 	StreamIdleTimeout time.Duration
+	// RequestTimeout is the HCM request_timeout (0: none): the whole request must be
+	// received within it, counted from its start; a response does not restart it.
+	RequestTimeout time.Duration
 	// UseRemoteAddress, XffNumTrustedHops and InternalRanges are how the connection
 	// manager finds the client address and decides whether a request is internal
 	// (keeps x-envoy-* instructions) or external (cleaned of them).
@@ -280,8 +283,8 @@ func FromBootstrap(bs *bootstrapv3.Bootstrap) (*Config, error) {
 	if d := hcm.GetStreamIdleTimeout(); d != nil {
 		c.StreamIdleTimeout = d.AsDuration()
 	}
-	if d := hcm.GetRequestTimeout(); d != nil && d.AsDuration() != 0 {
-		fail("request_timeout other than 0s not emulated")
+	if d := hcm.GetRequestTimeout(); d != nil {
+		c.RequestTimeout = d.AsDuration()
 	}
 	c.UseRemoteAddress = hcm.GetUseRemoteAddress().GetValue()
 	c.XffNumTrustedHops = int(hcm.GetXffNumTrustedHops())

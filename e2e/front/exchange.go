@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -310,6 +311,17 @@ func isResponseBody(r *extprocsvc.ProcessingResponse) bool    { return r.GetResp
 
 // run processes the request from headers to the end of the response.
 func (x *exchange) run() {
+	// request_timeout: Envoy arms the request timer when the stream starts and disarms
+	// it once the request has been decoded whole (or the response starts); on expiry the
+	// HCM answers 408 "request timeout" with details request_overall_timeout
+	// (conn_manager_impl.cc, ActiveStream::onRequestTimeout; the field's doc in
+	// http_connection_manager.proto). A long streamed answer is therefore never cut by
+	// it. The front bounds reading the body with it: our request body is buffered whole
+	// before anything goes upstream.
+	rc := http.NewResponseController(x.w)
+	if t := x.f.cfg.RequestTimeout; t > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(t))
+	}
 	x.reqH = x.f.requestHeaders(x.r)
 	x.route = x.f.chooseRoute(x.reqH)
 	hasBody := x.r.Body != nil && x.r.Body != http.NoBody && x.r.ContentLength != 0
@@ -358,6 +370,16 @@ func (x *exchange) run() {
 				x.routerLocalReply(http.StatusRequestEntityTooLarge, "Payload Too Large", detailsPayloadTooLarge)
 				return
 			}
+			if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+				// Envoy (1.37+) also shows this local reply to ext_proc, and extproc
+				// passes a reply to a request it never admitted unchanged
+				// (lifecycle.Request.ResponseHeaders). The front writes it directly: Go
+				// cancels the request's context on the failed read, which ends the
+				// side stream; the client sees the same answer.
+				x.directLocalReply(http.StatusRequestTimeout, "request timeout", detailsRequestTimeout, nil)
+				return
+			}
+			_ = rc.SetReadDeadline(time.Time{}) // the request is whole: the timer is disarmed
 			if err != nil {
 				return // the client went away
 			}

@@ -164,6 +164,7 @@ const (
 	detailsConnectFailure    = "upstream_reset_before_response_started{remote_connection_failure}"
 	detailsUpstreamReset     = "upstream_reset_before_response_started{remote_reset}"
 	detailsStreamIdleTimeout = "stream_idle_timeout"
+	detailsRequestTimeout    = "request_overall_timeout"
 	detailsOverflow          = "upstream_reset_before_response_started{overflow}"
 	// detailsUnsupported marks what the front cannot emulate (a test double's refusal).
 	detailsUnsupported = "envoyfront_unsupported_mode_override"
