@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -36,6 +37,10 @@ type Config struct {
 	BufferLimit int64
 	// StreamIdleTimeout is the HCM stream idle timeout (0: none).
 	StreamIdleTimeout time.Duration
+	// MaxConcurrentStreams is the HCM http2_protocol_options.max_concurrent_streams: the
+	// SETTINGS_MAX_CONCURRENT_STREAMS a downstream HTTP/2 connection is offered (Envoy's
+	// default 2147483647).
+	MaxConcurrentStreams uint32
 	// RequestTimeout is the HCM request_timeout (0: none): the whole request must be
 	// received within it, counted from its start; a response does not restart it.
 	RequestTimeout time.Duration
@@ -128,7 +133,7 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.config.listener.v3.Listener":                                                 {"name", "address", "per_connection_buffer_limit_bytes", "filter_chains"},
 	"envoy.config.listener.v3.FilterChain":                                              {"filters"},
 	"envoy.config.listener.v3.Filter":                                                   {"name", "typed_config"},
-	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {"stat_prefix", "codec_type", "stream_idle_timeout", "request_timeout", "route_config", "http_filters", "local_reply_config", "use_remote_address", "xff_num_trusted_hops", "internal_address_config", "always_set_request_id_in_response"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {"stat_prefix", "codec_type", "stream_idle_timeout", "request_timeout", "route_config", "http_filters", "local_reply_config", "use_remote_address", "xff_num_trusted_hops", "internal_address_config", "always_set_request_id_in_response", "http2_protocol_options"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.InternalAddressConfig": {"cidr_ranges"},
 	"envoy.config.core.v3.CidrRange":                                               {"address_prefix", "prefix_len"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter":       {"name", "typed_config"},
@@ -162,7 +167,7 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                       {"explicit_http_config"},
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig":    {"http_protocol_options", "http2_protocol_options"},
 	"envoy.config.core.v3.Http1ProtocolOptions":                                    {},
-	"envoy.config.core.v3.Http2ProtocolOptions":                                    {"connection_keepalive"},
+	"envoy.config.core.v3.Http2ProtocolOptions":                                    {"connection_keepalive", "max_concurrent_streams"},
 	"envoy.config.core.v3.KeepaliveSettings":                                       {"interval", "timeout"},
 	"envoy.config.core.v3.TransportSocket":                                         {"name", "typed_config"},
 	"envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext":                 {"sni", "common_tls_context"},
@@ -283,6 +288,15 @@ func FromBootstrap(bs *bootstrapv3.Bootstrap) (*Config, error) {
 	if d := hcm.GetStreamIdleTimeout(); d != nil {
 		c.StreamIdleTimeout = d.AsDuration()
 	}
+	c.MaxConcurrentStreams = 2147483647
+	if h2 := hcm.GetHttp2ProtocolOptions(); h2 != nil {
+		if h2.GetConnectionKeepalive() != nil {
+			fail("http2_protocol_options.connection_keepalive of the connection manager not emulated")
+		}
+		if v := h2.GetMaxConcurrentStreams(); v != nil {
+			c.MaxConcurrentStreams = v.GetValue()
+		}
+	}
 	if d := hcm.GetRequestTimeout(); d != nil {
 		c.RequestTimeout = d.AsDuration()
 	}
@@ -389,6 +403,9 @@ func clusterFrom(cl *clusterv3.Cluster) (*Cluster, error) {
 		}
 		h2 := opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions()
 		c.HTTP2 = h2 != nil
+		if h2.GetMaxConcurrentStreams() != nil {
+			return nil, errors.New("http2_protocol_options.max_concurrent_streams of a cluster not emulated")
+		}
 		if ka := h2.GetConnectionKeepalive(); ka != nil {
 			c.KeepaliveInterval = ka.GetInterval().AsDuration()
 			c.KeepaliveTimeout = durationOr(ka.GetTimeout(), 0)
@@ -588,4 +605,9 @@ func durationOr(d *durationpb.Duration, def time.Duration) time.Duration {
 		return def
 	}
 	return d.AsDuration()
+}
+
+// ServerHTTP2 is the downstream HTTP/2 configuration the front's server must use.
+func (c *Config) ServerHTTP2() *http.HTTP2Config {
+	return &http.HTTP2Config{MaxConcurrentStreams: int(c.MaxConcurrentStreams)}
 }

@@ -64,6 +64,7 @@ func Start(path string, logger *log.Logger) (*http.Server, net.Listener, error) 
 	srv := &http.Server{
 		Handler:           f,
 		Protocols:         protocols,
+		HTTP2:             cfg.ServerHTTP2(),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          logger,
 	}
