@@ -14,7 +14,13 @@
 // reconnects, with backoff. Entries also have a maximum age (default 30 s). So a revoked
 // key stops working on every replica as soon as the change reaches it (normally well
 // under a second); and Reserve rechecks key and account state authoritatively anyway.
-// Only successful grants are cached: refusals always go back to accounting.
+// An invalid_api_key refusal is cached too, for NegativeMaxAge only (default 3 s), so
+// that a flood of random well-formed keys costs one accounting round trip per key and
+// few seconds rather than one per request. Under the same rules as grants (only while
+// the stream is up; a RESET or the loss of the stream drops them) and also dropped by
+// every key change. A key created just after a refusal was cached works within
+// NegativeMaxAge at most: the change stream does not name an unknown key's hash.
+// Other refusals always go back to accounting.
 //
 // # Load balancing
 //
@@ -54,10 +60,17 @@ func DialOptions() []grpc.DialOption {
 // DefaultMaxAge is how long a cached grant is used at most.
 const DefaultMaxAge = 30 * time.Second
 
+// DefaultNegativeMaxAge is how long a cached invalid_api_key refusal is used at most.
+const DefaultNegativeMaxAge = 3 * time.Second
+
 // Options tune a Client; the zero value is usable.
 type Options struct {
 	MaxAge time.Duration
-	// MaxEntries bounds the cache; it is cleared when full. Default 100,000.
+	// NegativeMaxAge is how long an invalid_api_key refusal is cached; default
+	// DefaultNegativeMaxAge.
+	NegativeMaxAge time.Duration
+	// MaxEntries bounds each cache (grants, refusals); it is cleared when full. Default
+	// 100,000.
 	MaxEntries int
 	// Backoff bounds the reconnect delay of the watch (min, max); defaults 100 ms, 5 s.
 	MinBackoff, MaxBackoff time.Duration
@@ -74,7 +87,8 @@ type Client struct {
 	mu        sync.Mutex
 	connected bool // the watch stream is up and has delivered its RESET
 	entries   map[string]entry
-	gen       uint64 // bumped on every invalidation; stale fills are dropped
+	refused   map[string]time.Time // key hash → end of the cached invalid_api_key refusal
+	gen       uint64               // bumped on every invalidation; stale fills are dropped
 }
 
 type entry struct {
@@ -88,6 +102,9 @@ var _ lifecycle.Ledger = (*Client)(nil)
 func New(rpc accountingv1.LedgerServiceClient, opts Options) *Client {
 	if opts.MaxAge <= 0 {
 		opts.MaxAge = DefaultMaxAge
+	}
+	if opts.NegativeMaxAge <= 0 {
+		opts.NegativeMaxAge = DefaultNegativeMaxAge
 	}
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = 100_000
@@ -104,7 +121,7 @@ func New(rpc accountingv1.LedgerServiceClient, opts Options) *Client {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	return &Client{rpc: rpc, opts: opts, entries: map[string]entry{}}
+	return &Client{rpc: rpc, opts: opts, entries: map[string]entry{}, refused: map[string]time.Time{}}
 }
 
 // Connected reports whether the change stream is up (and the cache in use).
@@ -124,12 +141,28 @@ func (c *Client) Authenticate(ctx context.Context, keyHash []byte) (ledger.Grant
 			c.mu.Unlock()
 			return e.grant, nil
 		}
+		if until, ok := c.refused[k]; ok && c.opts.Now().Before(until) {
+			c.mu.Unlock()
+			return ledger.Grant{}, &ledger.Refusal{Reason: ledger.ReasonInvalidAPIKey}
+		}
 	}
 	c.mu.Unlock()
 
 	resp, err := c.rpc.Authenticate(ctx, &accountingv1.AuthenticateRequest{KeyHash: keyHash})
 	if err != nil {
-		return ledger.Grant{}, fromStatus(err)
+		err = fromStatus(err)
+		var ref *ledger.Refusal
+		if errors.As(err, &ref) && ref.Reason == ledger.ReasonInvalidAPIKey {
+			c.mu.Lock()
+			if c.connected && c.gen == gen {
+				if len(c.refused) >= c.opts.MaxEntries {
+					clear(c.refused)
+				}
+				c.refused[k] = c.opts.Now().Add(c.opts.NegativeMaxAge)
+			}
+			c.mu.Unlock()
+		}
+		return ledger.Grant{}, err
 	}
 	g := grantFromProto(resp.GetGrant())
 	c.mu.Lock()
@@ -318,8 +351,12 @@ func (c *Client) apply(ch *accountingv1.WatchChangesResponse) {
 	switch ch.GetKind() {
 	case accountingv1.ChangeKind_CHANGE_KIND_RESET:
 		clear(c.entries)
+		clear(c.refused)
 		c.connected = true
 	case accountingv1.ChangeKind_CHANGE_KIND_KEY, accountingv1.ChangeKind_CHANGE_KIND_ACCOUNT:
+		if ch.GetKind() == accountingv1.ChangeKind_CHANGE_KIND_KEY {
+			clear(c.refused) // maybe a key created (or re-enabled) that was refused
+		}
 		for k, e := range c.entries {
 			if (ch.GetKeyId() != "" && e.grant.KeyID == ch.GetKeyId()) ||
 				(ch.GetAccountId() != "" && e.grant.AccountID == ch.GetAccountId()) {
@@ -328,6 +365,7 @@ func (c *Client) apply(ch *accountingv1.WatchChangesResponse) {
 		}
 	default:
 		clear(c.entries)
+		clear(c.refused)
 	}
 }
 
@@ -337,6 +375,7 @@ func (c *Client) disconnect() {
 	c.gen++
 	c.connected = false
 	clear(c.entries)
+	clear(c.refused)
 }
 
 // RecordVideoTask implements lifecycle.Ledger.

@@ -218,3 +218,46 @@ func TestRefusalsFromStatusDetails(t *testing.T) {
 		t.Errorf("commit: %v", err)
 	}
 }
+
+// TestUnknownKeyCachedBriefly: an invalid_api_key refusal is cached for NegativeMaxAge
+// while the stream is up, then asked again; a key change drops it at once.
+func TestUnknownKeyCachedBriefly(t *testing.T) {
+	f, c := start(t)
+	now := time.Unix(1000, 0)
+	var mu sync.Mutex
+	c.opts.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Watch(ctx)
+	f.changes <- &accountingv1.WatchChangesResponse{Kind: accountingv1.ChangeKind_CHANGE_KIND_RESET}
+	waitFor(t, c.Connected)
+	bad := func() {
+		t.Helper()
+		_, err := c.Authenticate(ctx, []byte("bad"))
+		var ref *ledger.Refusal
+		if !errors.As(err, &ref) || ref.Reason != ledger.ReasonInvalidAPIKey {
+			t.Fatalf("err = %v, want invalid_api_key", err)
+		}
+	}
+	bad()
+	bad()
+	if n := f.authCount(); n != 1 {
+		t.Fatalf("%d RPCs, want 1 (refusal cached)", n)
+	}
+	mu.Lock()
+	now = now.Add(DefaultNegativeMaxAge)
+	mu.Unlock()
+	bad()
+	if n := f.authCount(); n != 2 {
+		t.Fatalf("%d RPCs, want 2 (cached refusal expired)", n)
+	}
+	c.mu.Lock()
+	gen := c.gen
+	c.mu.Unlock()
+	f.changes <- &accountingv1.WatchChangesResponse{Kind: accountingv1.ChangeKind_CHANGE_KIND_KEY, KeyId: "k-new"}
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.gen > gen })
+	bad()
+	if n := f.authCount(); n != 3 {
+		t.Fatalf("%d RPCs, want 3 (a key change drops cached refusals)", n)
+	}
+}
