@@ -17,7 +17,9 @@ func TestHTTP2MaxConcurrentStreams(t *testing.T) {
 		want uint32
 	}{
 		{nil, 100},
-		{func(s string) string { return strings.Replace(s, "max_concurrent_streams: 100", "max_concurrent_streams: 7", 1) }, 7},
+		{func(s string) string {
+			return strings.Replace(s, "max_concurrent_streams: 100", "max_concurrent_streams: 7", 1)
+		}, 7},
 	} {
 		h := newHarness(t, nil, continueAll, tc.edit)
 		c, err := net.Dial("tcp", h.front.Listener.Addr().String())
