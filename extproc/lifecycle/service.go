@@ -54,13 +54,17 @@ type Config struct {
 	// Webhooks checks video webhook URLs (own hosts, DNS); a Validator with the system
 	// resolver and no own hosts when nil.
 	Webhooks *webhook.Validator
+	// AuthFailures bounds invalid_api_key refusals per client address (defaults when
+	// zero; see AuthFailures).
+	AuthFailures AuthFailures
 	// Log receives lifecycle events; never a key. Nop when nil.
 	Log *zap.Logger
 }
 
 // Service creates Requests. Safe for concurrent use.
 type Service struct {
-	cfg Config
+	cfg   Config
+	fails *failLimiter
 	// pending counts the background work that outlives a stream: settlements and
 	// abandoned reservations (WaitSettled).
 	pending sync.WaitGroup
@@ -89,7 +93,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Webhooks == nil {
 		cfg.Webhooks = &webhook.Validator{}
 	}
-	return &Service{cfg: cfg}, nil
+	return &Service{cfg: cfg, fails: newFailLimiter(cfg.AuthFailures)}, nil
 }
 
 func randomID() string {
@@ -115,6 +119,8 @@ type Request struct {
 	keyConflict   bool // Authorization and x-api-key carry different keys
 	keyHash       [sha256.Size]byte
 	clientVersion bool // the client sent anthropic-version
+	// addr is the client's address as Envoy reports it ("" when unknown).
+	addr string
 	// upstreamPath is :path without the client's query string, set when one was sent.
 	upstreamPath string
 
@@ -258,6 +264,12 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 		a.Immediate.Headers = append(a.Immediate.Headers, Header{"allow", rt.method})
 		return a
 	}
+	r.addr = clientAddress(headers)
+	if d := r.svc.fails.blocked(r.addr, r.svc.cfg.Now()); r.addr != "" && d > 0 {
+		e := apierr.New(apierr.RateLimitExceeded, "Too many requests with an invalid API key came from this address; retry later.")
+		e.RetryAfter = retryAfterSeconds(d)
+		return r.fail(e)
+	}
 	r.readKey(auth, xKey)
 	if twoKeys {
 		// Served on either copy, the request would be billed to a key the client may not
@@ -315,8 +327,17 @@ func (r *Request) readKey(auth, xKey string) {
 	r.keyHash = sha256.Sum256([]byte(key))
 }
 
-// authenticate resolves the key to a grant, or the error to answer with.
+// authenticate resolves the key to a grant, or the error to answer with. An
+// invalid_api_key answer counts against the client's address (AuthFailures).
 func (r *Request) authenticate(ctx context.Context) *apierr.Error {
+	e := r.authenticateKey(ctx)
+	if e != nil && e.Code == apierr.InvalidAPIKey && r.addr != "" {
+		r.svc.fails.failed(r.addr, r.svc.cfg.Now())
+	}
+	return e
+}
+
+func (r *Request) authenticateKey(ctx context.Context) *apierr.Error {
 	if !r.hasKey {
 		return apierr.New(apierr.InvalidAPIKey, "Missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
 	}
