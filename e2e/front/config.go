@@ -71,6 +71,9 @@ type Route struct {
 	AutoHostRewrite        bool
 	// IdleTimeout overrides the stream idle timeout for this route (0: unset).
 	IdleTimeout time.Duration
+	// RequestHeadersToRemove are removed from the request the router sends upstream,
+	// after the route (and its cluster_header) was chosen.
+	RequestHeadersToRemove []string
 }
 
 // ExtProc is the ext_proc filter's configuration.
@@ -141,7 +144,7 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.extensions.filters.network.http_connection_manager.v3.ResponseMapper":   {"filter", "status_code", "headers_to_add", "body", "body_format_override"},
 	"envoy.config.route.v3.RouteConfiguration":                                     {"name", "virtual_hosts"},
 	"envoy.config.route.v3.VirtualHost":                                            {"name", "domains", "routes"},
-	"envoy.config.route.v3.Route":                                                  {"name", "match", "route"},
+	"envoy.config.route.v3.Route":                                                  {"name", "match", "route", "request_headers_to_remove"},
 	"envoy.config.route.v3.RouteMatch":                                             {"prefix"},
 	"envoy.config.route.v3.RouteAction":                                            {"cluster", "cluster_header", "cluster_not_found_response_code", "auto_host_rewrite", "timeout", "idle_timeout"},
 	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor":                  {"grpc_service", "failure_mode_allow", "processing_mode", "message_timeout", "max_message_timeout", "allow_mode_override", "stat_prefix", "mutation_rules"},
@@ -514,6 +517,15 @@ func routeFrom(r *routev3.Route) (Route, error) {
 	rr.Prefix = r.GetMatch().GetPrefix()
 	if rr.Prefix == "" {
 		return rr, errors.New("only prefix matches are emulated")
+	}
+	for _, h := range r.GetRequestHeadersToRemove() {
+		h = strings.ToLower(h)
+		// Envoy refuses these at load (HeaderParser::configure: ":-prefixed or host
+		// headers may not be removed").
+		if h == "" || strings.HasPrefix(h, ":") || h == "host" {
+			return rr, fmt.Errorf("request_headers_to_remove: %q may not be removed", h)
+		}
+		rr.RequestHeadersToRemove = append(rr.RequestHeadersToRemove, h)
 	}
 	ra := r.GetRoute()
 	if ra == nil {

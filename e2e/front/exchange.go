@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -466,7 +467,7 @@ func (x *exchange) proxy(body io.Reader) {
 	}
 	for _, e := range x.reqH {
 		switch {
-		case strings.HasPrefix(e.Key, ":"):
+		case strings.HasPrefix(e.Key, ":"), slices.Contains(rc.route.RequestHeadersToRemove, e.Key):
 		case e.Key == "content-length":
 			if n, err := strconv.ParseInt(e.Value, 10, 64); err == nil {
 				req.ContentLength = n
