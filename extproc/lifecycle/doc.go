@@ -22,6 +22,11 @@
 //     not: an unauthenticated caller learns only that a body is malformed. A flood of
 //     garbage never reaches accounting. (OpenAI checks the key first; what leaks either
 //     way is the same public rule set, so we prefer the order that protects accounting.)
+//     Exception: a key that is missing, malformed or ambiguous (two different keys) is
+//     refused at the request headers, before the body is buffered or read: the check
+//     needs no accounting call, and an unauthenticated client then holds neither a
+//     2 MiB buffer nor an ext_proc stream. Such a request with a bad body therefore gets
+//     401, not 400; a well-formed key still waits for validation.
 //  3. Key present and valid (401 invalid_api_key): missing, malformed, unknown,
 //     disabled, expired or revoked; two different keys (Authorization and x-api-key,
 //     or either header repeated) are refused, never served on one of them.

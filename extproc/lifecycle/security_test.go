@@ -317,7 +317,7 @@ func TestClientCannotPickTheCluster(t *testing.T) {
 // removed with the route cache cleared.
 func TestOnlyAllowedHeadersReachTheProvider(t *testing.T) {
 	leaky := []string{"openai-organization", "openai-project", "openai-beta", "anthropic-beta", "cookie",
-		"proxy-authorization", "x-custom", "user-agent", "x-forwarded-for", "x-envoy-max-retries", "x-api-key"}
+		"proxy-authorization", "x-custom", "user-agent", "x-forwarded-for", "x-envoy-max-retries"}
 	cases := []struct {
 		path, wantPath string
 		keep           []string
@@ -330,7 +330,7 @@ func TestOnlyAllowedHeadersReachTheProvider(t *testing.T) {
 		t.Run(tc.path, func(t *testing.T) {
 			svc, _ := secService(t)
 			hs := []lifecycle.Header{{"accept", "application/json"}, {"x-request-id", "r1"}, {"content-length", "10"},
-				{"anthropic-version", "2023-06-01"}, {lifecycle.RoutingHeader, "openai"}}
+				{"anthropic-version", "2023-06-01"}, {lifecycle.RoutingHeader, "openai"}, {"x-api-key", secKey}}
 			for _, n := range leaky {
 				hs = append(hs, lifecycle.Header{Name: n, Value: "v"})
 			}
@@ -338,7 +338,7 @@ func TestOnlyAllowedHeadersReachTheProvider(t *testing.T) {
 			if a.Immediate != nil {
 				t.Fatalf("refused %d: %s", a.Immediate.Status, a.Immediate.Body)
 			}
-			for _, n := range append(leaky, "authorization", lifecycle.RoutingHeader) {
+			for _, n := range append(leaky, "authorization", "x-api-key", lifecycle.RoutingHeader) {
 				if !slices.Contains(a.RemoveHeaders, n) {
 					t.Errorf("%s reaches the provider", n)
 				}
@@ -518,5 +518,34 @@ func TestInvalidKeysBoundedPerAddress(t *testing.T) {
 	now = now.Add(2 * time.Second)
 	if a := send("203.0.113.7", secKey); a.Immediate != nil {
 		t.Fatalf("after the refill: %d %s", a.Immediate.Status, a.Immediate.Body)
+	}
+}
+
+// TestBadKeyRefusedAtHeaders: a missing, malformed or ambiguous key is refused in the
+// request-headers reply (before Envoy buffers the body), without an accounting call; a
+// well-formed key goes on to the body phase.
+func TestBadKeyRefusedAtHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hs   []lifecycle.Header
+		want int
+	}{
+		{"missing", nil, 401},
+		{"malformed", []lifecycle.Header{{"authorization", "Bearer sk-not-ours"}}, 401},
+		{"two keys", []lifecycle.Header{{"authorization", "Bearer " + secKey}, {"x-api-key", "gw-" + strings.Repeat("y", 43)}}, 401},
+		{"well-formed", []lifecycle.Header{{"authorization", "Bearer " + secKey}}, 0},
+	} {
+		svc, f := secService(t)
+		hs := append([]lifecycle.Header{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"}}, tc.hs...)
+		a := svc.NewRequest().RequestHeaders(context.Background(), hs, false)
+		switch {
+		case tc.want == 0 && a.Immediate != nil:
+			t.Errorf("%s: refused %d", tc.name, a.Immediate.Status)
+		case tc.want != 0 && (a.Immediate == nil || a.Immediate.Status != tc.want || gjson.GetBytes(a.Immediate.Body, "error.code").String() != "invalid_api_key"):
+			t.Errorf("%s: %+v, want %d invalid_api_key at the headers", tc.name, a.Immediate, tc.want)
+		}
+		if f.Auths != 0 {
+			t.Errorf("%s: accounting asked %d times", tc.name, f.Auths)
+		}
 	}
 }

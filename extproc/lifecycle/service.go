@@ -285,6 +285,13 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 	if r.contentLength > wire.MaxBodyBytes {
 		return r.fail(tooLarge())
 	}
+	// A key that is missing, malformed or ambiguous can be refused without reading the
+	// body or asking accounting: refusing it here, before Envoy buffers up to 2 MiB for
+	// the body phase, keeps an unauthenticated client from holding a buffer and an
+	// ext_proc stream (package doc, admission order).
+	if !r.hasKey || r.keyConflict || !r.keyOK {
+		return r.fail(r.authenticate(ctx))
+	}
 	if endOfStream {
 		return r.fail(apierr.New(apierr.InvalidRequest, "The request body is empty; a JSON object is required."))
 	}
