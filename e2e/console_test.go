@@ -135,6 +135,9 @@ func TestConsoleUsageAndStatement(t *testing.T) {
 		chatIn += resp.Usage.PromptTokens
 		chatOut += resp.Usage.CompletionTokens
 	}
+	// Settlement follows the reply: let the chat calls' charges land first, so that the
+	// Messages call's is the newest entry of the statement.
+	c.waitSettled(t)
 	msg, err := ac.Messages.New(ctx, anthropic.MessageNewParams{
 		Model:     "demo-claude",
 		MaxTokens: 100,
