@@ -49,9 +49,14 @@ func TestRequestTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("slow body answered %d, want 408", resp.StatusCode)
+	}
+	// Envoy's own reply, in our envelope (local_reply_config).
+	if !strings.Contains(string(body), `"code":"invalid_request"`) || !strings.Contains(string(body), "request timeout") {
+		t.Errorf("408 body = %s, want our envelope", body)
 	}
 	select {
 	case <-upstreamHits:
