@@ -225,18 +225,12 @@ func (s *Server) handle(ctx context.Context, req *lifecycle.Request, msg *extpro
 	switch v := msg.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
 		a := req.RequestHeaders(ctx, readHeaders(v.RequestHeaders.GetHeaders()), v.RequestHeaders.GetEndOfStream())
-		if a.Immediate != nil {
-			return immediate(a.Immediate)
-		}
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-			RequestHeaders: &extprocv3.HeadersResponse{Response: common(a)}}}
+		return answer(a, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
+			RequestHeaders: &extprocv3.HeadersResponse{Response: common(a)}}})
 	case *extprocv3.ProcessingRequest_RequestBody:
 		a := req.RequestBody(ctx, v.RequestBody.GetBody(), v.RequestBody.GetEndOfStream())
-		if a.Immediate != nil {
-			return immediate(a.Immediate)
-		}
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
-			RequestBody: &extprocv3.BodyResponse{Response: common(a)}}}
+		return answer(a, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+			RequestBody: &extprocv3.BodyResponse{Response: common(a)}}})
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		h := readHeaders(v.ResponseHeaders.GetHeaders())
 		code := 0
@@ -246,9 +240,6 @@ func (s *Server) handle(ctx context.Context, req *lifecycle.Request, msg *extpro
 			}
 		}
 		a := req.ResponseHeaders(ctx, code, h, v.ResponseHeaders.GetEndOfStream())
-		if a.Immediate != nil {
-			return immediate(a.Immediate)
-		}
 		resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 			ResponseHeaders: &extprocv3.HeadersResponse{Response: common(a)}}}
 		if m := bodyMode(a.ResponseBodyMode); a.ResponseBodyMode != lifecycle.ModeUnchanged {
@@ -262,14 +253,11 @@ func (s *Server) handle(ctx context.Context, req *lifecycle.Request, msg *extpro
 				ResponseTrailerMode: filterv3.ProcessingMode_SKIP,
 			}
 		}
-		return resp
+		return answer(a, resp)
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		a := req.ResponseBody(ctx, v.ResponseBody.GetBody(), v.ResponseBody.GetEndOfStream())
-		if a.Immediate != nil {
-			return immediate(a.Immediate)
-		}
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-			ResponseBody: &extprocv3.BodyResponse{Response: common(a)}}}
+		return answer(a, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+			ResponseBody: &extprocv3.BodyResponse{Response: common(a)}}})
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
 			RequestTrailers: &extprocv3.TrailersResponse{}}}
@@ -352,6 +340,16 @@ func readHeaders(hm *corev3.HeaderMap) []lifecycle.Header {
 		out[i] = lifecycle.Header{Name: h.GetKey(), Value: v}
 	}
 	return out
+}
+
+// answer is the reply to a phase: resp, or the Action's immediate response instead, with
+// the Action's Facts as dynamic metadata.
+func answer(a lifecycle.Action, resp *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
+	if a.Immediate != nil {
+		resp = immediate(a.Immediate)
+	}
+	resp.DynamicMetadata = dynamicMetadata(a.Facts)
+	return resp
 }
 
 // common expresses an Action as a CommonResponse, or nil for "continue unchanged".

@@ -73,10 +73,10 @@ func (r *Request) awaiting() bool {
 	return (r.reservation != nil && !r.settled) || r.proxied
 }
 
-// ResponseHeaders handles the upstream's response headers (or Envoy's own local reply
+// responseHeaders handles the upstream's response headers (or Envoy's own local reply
 // when no upstream answered). endOfStream says no body follows: then no body message
 // will come either, so a response that needs one is answered here.
-func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Header, endOfStream bool) Action {
+func (r *Request) responseHeaders(ctx context.Context, status int, headers []Header, endOfStream bool) Action {
 	if !r.awaiting() {
 		return Action{}
 	}
@@ -190,9 +190,9 @@ func audioType(ct string) bool {
 	return err == nil && (strings.HasPrefix(mt, "audio/") || mt == "application/octet-stream")
 }
 
-// ResponseBody handles a response body message: the whole body (buffered) or one chunk
+// responseBody handles a response body message: the whole body (buffered) or one chunk
 // (streamed). endOfStream true is the only proof that the response is complete.
-func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bool) Action {
+func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bool) Action {
 	st := r.resp
 	if st == nil || !r.awaiting() && !st.broken {
 		return Action{}

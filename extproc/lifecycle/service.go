@@ -147,6 +147,12 @@ type Request struct {
 	// carries the provider's id, which is replaced by this one.
 	taskID string
 	resp   *responseState
+
+	// failed is the API error code extproc answered with; verdict the settlement decided
+	// before a reply; reported the Facts the last reply carried (facts.go).
+	failed   apierr.Code
+	verdict  verdict
+	reported Facts
 }
 
 // Reservation returns the request's reservation, if admitted.
@@ -161,6 +167,7 @@ func (r *Request) Reservation() (ledger.Reservation, bool) {
 func (r *Request) Channel() *catalog.Channel { return r.channel }
 
 func (r *Request) fail(e *apierr.Error) Action {
+	r.failed = e.Code
 	return Action{Immediate: errImmediate(e, r.env)}
 }
 
@@ -198,7 +205,7 @@ func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStr
 	ctx = r.traceHeaders(ctx, headers)
 	a := r.requestHeaders(ctx, headers, endOfStream)
 	if a.Immediate != nil {
-		return a
+		return r.withFacts(a)
 	}
 	for _, h := range headers {
 		name := strings.ToLower(h.Name)
@@ -216,7 +223,7 @@ func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStr
 	if r.upstreamPath != "" {
 		a.SetHeaders = append(a.SetHeaders, Header{":path", r.upstreamPath})
 	}
-	return a
+	return r.withFacts(a)
 }
 
 func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStream bool) Action {
@@ -768,6 +775,7 @@ func (r *Request) release(_ context.Context, reason string) {
 		return
 	}
 	r.settled = true
+	r.verdict = verdict{outcome: OutcomeRelease}
 	id := r.reservation.ID
 	record := r.settledRecord(ledger.Usage{})
 	sp := r.traceSettlement("release")
@@ -809,6 +817,8 @@ func (r *Request) charge(_ context.Context, actual int64, u ledger.Usage) {
 		return
 	}
 	r.settled = true
+	// Accounting charges the hold at most (Capped).
+	r.verdict = verdict{outcome: OutcomeCommit, charge: min(actual, r.reservation.Amount), usage: u}
 	cr := ledger.CommitRequest{
 		ReservationID: r.reservation.ID,
 		Actual:        actual,

@@ -91,7 +91,7 @@ func (r *Request) traceAttrs() []attribute.KeyValue {
 func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool) Action {
 	a := r.requestBody(r.traceCtx(ctx), body, endOfStream)
 	r.traceAdmitted(a.Immediate != nil)
-	return a
+	return r.withFacts(a)
 }
 
 // traceAdmitted ends the admission span once the request body was handled, and opens

@@ -64,8 +64,12 @@ const (
 
 // Action is a phase's answer. The zero Action means "continue unchanged".
 type Action struct {
-	// Immediate, when set, answers the client now; every other field is ignored.
+	// Immediate, when set, answers the client now; every other field but Facts is
+	// ignored.
 	Immediate *Immediate
+	// Facts, when set, are the request's facts for the access log, changed since the
+	// last reply (facts.go). They go with any reply, an immediate one included.
+	Facts *Facts
 	// SetHeaders replace (not append to) any existing values; RemoveHeaders run first.
 	SetHeaders    []Header
 	RemoveHeaders []string
