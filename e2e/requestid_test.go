@@ -53,6 +53,25 @@ func TestRequestIDOnEveryAnswer(t *testing.T) {
 // settlementRecord waits for extproc's settlement line carrying request id.
 func settlementRecord(t *testing.T, id string) map[string]any {
 	t.Helper()
+	rec, _ := stackLogLine(t, "settlement record with request_id "+id, func(part, text string) map[string]any {
+		i := strings.Index(text, "{")
+		if i < 0 || part != "extproc" || !strings.Contains(text, id) {
+			return nil
+		}
+		var rec map[string]any
+		if json.Unmarshal([]byte(text[i:]), &rec) == nil && rec["msg"] == "settled" && rec["request_id"] == id {
+			return rec
+		}
+		return nil
+	})
+	return rec
+}
+
+// stackLogLine waits for the first line of the stack log that match decodes (non-nil),
+// given the line's part ("extproc", "front", ...) and its text; it returns the decoded
+// line and its text. what names the line in the failure.
+func stackLogLine(t *testing.T, what string, match func(part, text string) map[string]any) (map[string]any, string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		f, err := os.Open(gwLog)
@@ -62,20 +81,18 @@ func settlementRecord(t *testing.T, id string) map[string]any {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			line := sc.Text()
-			i := strings.Index(line, "{")
-			if i < 0 || !strings.HasPrefix(line, "extproc") || !strings.Contains(line, id) {
+			part, text, ok := strings.Cut(sc.Text(), " | ")
+			if !ok {
 				continue
 			}
-			var rec map[string]any
-			if json.Unmarshal([]byte(line[i:]), &rec) == nil && rec["msg"] == "settled" && rec["request_id"] == id {
+			if m := match(strings.TrimSpace(part), text); m != nil {
 				f.Close()
-				return rec
+				return m, text
 			}
 		}
 		f.Close()
 		if time.Now().After(deadline) {
-			t.Fatalf("no settlement record with request_id %s in the stack log", id)
+			t.Fatalf("no %s in the stack log", what)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -5,6 +5,8 @@ package envoy_test
 
 import (
 	"net/netip"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	celv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/filters/cel/v3"
+	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -20,6 +23,7 @@ import (
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
 	"github.com/llmgw/gateway/envoy/config"
+	extprocenvoy "github.com/llmgw/gateway/extproc/envoy"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 )
 
@@ -380,5 +384,48 @@ func TestMessageTimeoutMatchesTheBudget(t *testing.T) {
 	}
 	if lifecycle.AdmitBudget >= ep.GetMessageTimeout().AsDuration() {
 		t.Errorf("admission budget %v does not fit in the message timeout", lifecycle.AdmitBudget)
+	}
+}
+
+// TestAccessLogReadsExtprocFacts: the access log is one JSON line on stdout whose
+// gateway fields read the namespace and keys extproc's replies set, and the ext_proc
+// filter accepts that namespace (without it Envoy drops the metadata: ext_proc.cc,
+// Filter::setDynamicMetadata). No field reads a credential.
+func TestAccessLogReadsExtprocFacts(t *testing.T) {
+	_, hcm := load(t)
+	ep := extProc(t, hcm)
+	if got := ep.GetMetadataOptions().GetReceivingNamespaces().GetUntyped(); !slices.Contains(got, extprocenvoy.MetadataNamespace) {
+		t.Errorf("metadata_options.receiving_namespaces.untyped = %v, want %q", got, extprocenvoy.MetadataNamespace)
+	}
+	als := hcm.GetAccessLog()
+	if len(als) != 1 {
+		t.Fatalf("%d access logs, want 1", len(als))
+	}
+	std := &streamv3.StdoutAccessLog{}
+	if err := als[0].GetTypedConfig().UnmarshalTo(std); err != nil {
+		t.Fatalf("access log is not the stdout logger: %v", err)
+	}
+	jf := std.GetLogFormat().GetJsonFormat()
+	if jf == nil {
+		t.Fatal("access log format is not json_format")
+	}
+	op := regexp.MustCompile(`%DYNAMIC_METADATA\(([^:)]*):([^)]*)\)%`)
+	seen := map[string]bool{}
+	for field, v := range jf.AsMap() {
+		s, _ := v.(string)
+		if low := strings.ToLower(s); strings.Contains(low, "authorization") || strings.Contains(low, "api-key") {
+			t.Errorf("field %s reads a credential: %s", field, s)
+		}
+		for _, m := range op.FindAllStringSubmatch(s, -1) {
+			if m[1] != extprocenvoy.MetadataNamespace || !slices.Contains(extprocenvoy.MetadataKeys, m[2]) {
+				t.Errorf("field %s reads %s:%s, which extproc never sets", field, m[1], m[2])
+			}
+			seen[m[2]] = true
+		}
+	}
+	for _, k := range extprocenvoy.MetadataKeys {
+		if !seen[k] {
+			t.Errorf("the access log does not carry extproc's %q", k)
+		}
 	}
 }

@@ -60,6 +60,8 @@ type Config struct {
 	ExtProc            ExtProc
 	Clusters           map[string]*Cluster
 	LocalReply         []Mapper
+	// AccessLog is the connection manager's access log (nil: none).
+	AccessLog *AccessLog
 }
 
 // Route is one route of the single virtual host.
@@ -86,6 +88,9 @@ type ExtProc struct {
 	// AllowEnvoy and AllowAllRouting are the filter's mutation_rules: x-envoy-* headers,
 	// and :authority/host/:method/:scheme, may be mutated by extproc.
 	AllowEnvoy, AllowAllRouting bool
+	// ReceivingNamespaces are metadata_options.receiving_namespaces.untyped: the
+	// dynamic metadata namespaces a reply may set.
+	ReceivingNamespaces []string
 }
 
 // Mode is an ext_proc processing mode: header modes SEND/SKIP, body modes NONE,
@@ -136,7 +141,7 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.config.listener.v3.Listener":                                                 {"name", "address", "per_connection_buffer_limit_bytes", "filter_chains"},
 	"envoy.config.listener.v3.FilterChain":                                              {"filters"},
 	"envoy.config.listener.v3.Filter":                                                   {"name", "typed_config"},
-	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {"stat_prefix", "codec_type", "stream_idle_timeout", "request_timeout", "route_config", "http_filters", "local_reply_config", "use_remote_address", "xff_num_trusted_hops", "internal_address_config", "always_set_request_id_in_response", "http2_protocol_options"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {"stat_prefix", "codec_type", "stream_idle_timeout", "request_timeout", "route_config", "http_filters", "local_reply_config", "use_remote_address", "xff_num_trusted_hops", "internal_address_config", "always_set_request_id_in_response", "http2_protocol_options", "access_log"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.InternalAddressConfig": {"cidr_ranges"},
 	"envoy.config.core.v3.CidrRange":                                               {"address_prefix", "prefix_len"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter":       {"name", "typed_config"},
@@ -147,7 +152,11 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.config.route.v3.Route":                                                  {"name", "match", "route", "request_headers_to_remove"},
 	"envoy.config.route.v3.RouteMatch":                                             {"prefix"},
 	"envoy.config.route.v3.RouteAction":                                            {"cluster", "cluster_header", "cluster_not_found_response_code", "auto_host_rewrite", "timeout", "idle_timeout"},
-	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor":                  {"grpc_service", "failure_mode_allow", "processing_mode", "message_timeout", "max_message_timeout", "allow_mode_override", "stat_prefix", "mutation_rules"},
+	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor":                  {"grpc_service", "failure_mode_allow", "processing_mode", "message_timeout", "max_message_timeout", "allow_mode_override", "stat_prefix", "mutation_rules", "metadata_options"},
+	"envoy.extensions.filters.http.ext_proc.v3.MetadataOptions":                    {"receiving_namespaces"},
+	"envoy.extensions.filters.http.ext_proc.v3.MetadataOptions.MetadataNamespaces": {"untyped"},
+	"envoy.config.accesslog.v3.AccessLog":                                          {"name", "typed_config"},
+	"envoy.extensions.access_loggers.stream.v3.StdoutAccessLog":                    {"log_format"},
 	"envoy.config.common.mutation_rules.v3.HeaderMutationRules":                    {"allow_all_routing", "allow_envoy"},
 	"envoy.extensions.filters.http.ext_proc.v3.ProcessingMode":                     {"request_header_mode", "response_header_mode", "request_body_mode", "response_body_mode", "request_trailer_mode", "response_trailer_mode"},
 	"envoy.config.core.v3.GrpcService":                                             {"envoy_grpc"},
@@ -354,6 +363,12 @@ func FromBootstrap(bs *bootstrapv3.Bootstrap) (*Config, error) {
 		if !filters[1].GetTypedConfig().MessageIs(&routerv3.Router{}) {
 			fail("http_filters[1]: the last filter must be the router")
 		}
+	}
+
+	if al, err := accessLogFrom(hcm.GetAccessLog()); err != nil {
+		fail("access_log: %v", err)
+	} else {
+		c.AccessLog = al
 	}
 
 	for i, m := range hcm.GetLocalReplyConfig().GetMappers() {
@@ -568,6 +583,7 @@ func extProcFrom(ep *extprocv3.ExternalProcessor, out *ExtProc) error {
 	out.AllowModeOverride = ep.GetAllowModeOverride()
 	out.AllowEnvoy = ep.GetMutationRules().GetAllowEnvoy().GetValue()
 	out.AllowAllRouting = ep.GetMutationRules().GetAllowAllRouting().GetValue()
+	out.ReceivingNamespaces = ep.GetMetadataOptions().GetReceivingNamespaces().GetUntyped()
 	out.MessageTimeout = durationOr(ep.GetMessageTimeout(), 200*time.Millisecond)
 	out.MaxMessageTimeout = durationOr(ep.GetMaxMessageTimeout(), 0)
 	pm := ep.GetProcessingMode()

@@ -19,6 +19,7 @@ import (
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // exchange is one downstream request and its ext_proc stream. Owned by the handler
@@ -49,6 +50,12 @@ type exchange struct {
 	// holdsExtProc: the exchange holds an ext_proc cluster circuit-breaker slot until
 	// the end of the request.
 	holdsExtProc bool
+
+	// start, status (the response code sent, 0 for none) and meta (the dynamic metadata
+	// ext_proc set) feed the access log.
+	start  time.Time
+	status int
+	meta   map[string]*structpb.Struct
 }
 
 // releaseSlots gives back the ext_proc cluster slot at the end of the request.
@@ -187,6 +194,9 @@ func (x *exchange) await(want func(*extprocsvc.ProcessingResponse) bool) awaitRe
 				}
 				continue
 			}
+			if resp.Response != nil {
+				x.applyDynamicMetadata(resp)
+			}
 			if resp.GetImmediateResponse() != nil {
 				x.finish()
 				return awaitResult{st: awaitImmediate, resp: resp}
@@ -286,6 +296,7 @@ func (x *exchange) writeHeaders(h headerList) {
 		x.w.Header()[http.CanonicalHeaderKey(e.Key)] = append(x.w.Header()[http.CanonicalHeaderKey(e.Key)], e.Value)
 	}
 	x.setRequestIDInResponse()
+	x.status = code
 	x.w.WriteHeader(code)
 	x.headersSent = true
 }

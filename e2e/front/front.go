@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -53,6 +54,8 @@ type Front struct {
 	// node is the local address appended to x-forwarded-for for a loopback peer.
 	node netip.Addr
 	logf func(format string, args ...any)
+	// accessLog receives the access log lines (stdout, as Envoy's stdout logger).
+	accessLog *accessLogWriter
 }
 
 // acquire takes one of cluster's circuit-breaker slots; false on overflow (Envoy's
@@ -91,6 +94,9 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 	}
 	if logger != nil {
 		f.logf = logger.Printf
+	}
+	if cfg.AccessLog != nil {
+		f.accessLog = &accessLogWriter{w: os.Stdout}
 	}
 	for name, c := range cfg.Clusters {
 		f.transports[name] = newTransport(c)
@@ -139,11 +145,13 @@ func (f *Front) Handler() http.Handler { return f }
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	x := &exchange{f: f, w: w, r: r, ctx: ctx, mode: f.cfg.ExtProc.Mode}
+	x := &exchange{f: f, w: w, r: r, ctx: ctx, mode: f.cfg.ExtProc.Mode, start: time.Now()}
 	x.run()
 	x.closeStream()
 	x.releaseSlots()
 	cancel()
+	// The request is done (Envoy logs when the stream completes, reset or not).
+	x.logAccess()
 	if x.abort {
 		// Reset the downstream stream, as Envoy does after response headers went out:
 		// net/http's documented way (HTTP/1 closes the connection, HTTP/2 sends

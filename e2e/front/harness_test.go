@@ -96,6 +96,8 @@ func (s *session) send(r *extprocsvc.ProcessingResponse) error { return s.stream
 
 // harness is a front wired to a fake ext_proc server and an upstream test server.
 type harness struct {
+	// envoy is the Front the server serves.
+	envoy    *Front
 	front    *httptest.Server
 	proc     *fakeProc
 	upstream *httptest.Server
@@ -143,6 +145,7 @@ func newHarness(t *testing.T, upstream http.Handler, handler func(s *session) er
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Close() })
+	h.envoy = f
 	h.front = httptest.NewUnstartedServer(f)
 	h.front.Config.Protocols = new(http.Protocols)
 	h.front.Config.Protocols.SetHTTP1(true)
