@@ -3,8 +3,8 @@ package envoy_test
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/structpb"
 
