@@ -7,7 +7,8 @@
 // everything it decides is how to express a lifecycle.Action in Envoy's terms —
 // header values in raw_value only, clear_route_cache in the same CommonResponse as the
 // header mutation, both body modes in every mode_override, a distinctive details string
-// on immediate responses.
+// on immediate responses, the request's lifecycle.Facts as dynamic_metadata in
+// MetadataNamespace (for Envoy's access log).
 //
 // The end of a stream (io.EOF or codes.Canceled from Recv, which race when Envoy resets
 // the stream) is the end of the request: the lifecycle's End settles whatever was not.

@@ -94,6 +94,20 @@ func TestRepliesCarryFacts(t *testing.T) {
 		}
 	})
 
+	t.Run("charge capped at the hold", func(t *testing.T) {
+		f := newFake()
+		h := replay.Start(t, replay.Service(t, f))
+		x, _, _ := h.Post(t, chat, body, bearer(keyPaid)...)
+		hold := float64(f.Reserves[0].Amount)
+		x.Send(replay.ResponseHeaders(200, "content-type", "application/json"))
+		rb := x.Send(replay.ResponseBody([]byte(`{"id":"c","model":"mock-gpt","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":1000000}}`), true))
+		x.Close()
+		ns := rb.GetDynamicMetadata().GetFields()[envoy.MetadataNamespace].GetStructValue().AsMap()
+		if ns["charge_micros"] != hold || ns["output_tokens"] != float64(1000000) {
+			t.Errorf("facts %v, want the charge capped at the hold %v", ns, hold)
+		}
+	})
+
 	t.Run("stream: only the chunk that settles", func(t *testing.T) {
 		f := newFake()
 		h := replay.Start(t, replay.Service(t, f))
