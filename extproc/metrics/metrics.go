@@ -63,6 +63,7 @@ type Metrics struct {
 	accounting     *prometheus.HistogramVec
 	tokens         *prometheus.CounterVec
 	credits        *prometheus.CounterVec
+	spend          *prometheus.CounterVec
 	inFlight       prometheus.Gauge
 	upstreamErrors *prometheus.CounterVec
 
@@ -78,6 +79,7 @@ type Metrics struct {
 type hold struct {
 	amount  int64
 	expires time.Time
+	model   string
 }
 
 var _ envoy.Observer = (*Metrics)(nil)
@@ -113,6 +115,10 @@ func New(cat *catalog.Catalog) *Metrics {
 			Name: "gateway_credits_micros_total",
 			Help: "Micro-credits held by reservations, committed (charged) and released (given back: a release, or the part of a hold a commit did not charge).",
 		}, []string{"kind"}),
+		spend: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_spend_micros_total",
+			Help: "Micro-credits charged (committed), by public model (catalog ids only; anything else is \"other\").",
+		}, []string{"model"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gateway_reservations_in_flight",
 			Help: "Reservations held right now: requests admitted and not settled.",
@@ -133,7 +139,7 @@ func New(cat *catalog.Catalog) *Metrics {
 	for _, c := range apierr.Codes() {
 		m.codes[c] = true
 	}
-	m.reg.MustRegister(m.requests, m.phases, m.accounting, m.tokens, m.credits, m.inFlight, m.upstreamErrors,
+	m.reg.MustRegister(m.requests, m.phases, m.accounting, m.tokens, m.credits, m.spend, m.inFlight, m.upstreamErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series operators alert on exist from the start, at zero.
 	for _, d := range []string{"input", "output"} {
@@ -302,7 +308,7 @@ func (m *Metrics) held(r ledger.Reservation) {
 		return
 	}
 	m.pruneLocked()
-	m.holds[r.ID] = hold{amount: r.Amount, expires: r.ExpiresAt}
+	m.holds[r.ID] = hold{amount: r.Amount, expires: r.ExpiresAt, model: r.Model}
 	m.credits.WithLabelValues("held").Add(float64(r.Amount))
 	m.inFlight.Set(float64(len(m.holds)))
 }
@@ -319,6 +325,11 @@ func (m *Metrics) committed(c ledger.CommitRequest, res ledger.CommitResult) {
 	delete(m.holds, c.ReservationID)
 	m.inFlight.Set(float64(len(m.holds)))
 	m.credits.WithLabelValues("committed").Add(float64(res.Charged))
+	model := h.model
+	if !m.models[model] {
+		model = "other"
+	}
+	m.spend.WithLabelValues(model).Add(float64(res.Charged))
 	if back := h.amount - res.Charged; back > 0 {
 		m.credits.WithLabelValues("released").Add(float64(back))
 	}
