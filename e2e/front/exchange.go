@@ -537,7 +537,15 @@ func (i *idleReader) Read(p []byte) (int, error) {
 // encode runs the response (upstream or local reply) through ext_proc's encoder side
 // and downstream.
 func (x *exchange) encode(h headerList, body io.Reader, eos bool) {
+	var held *heldBody
 	if !x.complete.Load() && x.mode.ResponseHeader == extprocv3.ProcessingMode_SEND {
+		if body != nil && !eos {
+			// The body keeps arriving while the headers reply is awaited (Envoy holds it:
+			// ext_proc.cc Filter::onData, "Header processing still in progress").
+			held = holdBody(body, int(x.f.cfg.BufferLimit), x.f.heldBodyEnded)
+			defer held.close()
+			body = held
+		}
 		x.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_ResponseHeaders{
 			ResponseHeaders: &extprocsvc.HttpHeaders{Headers: h.toProto(), EndOfStream: eos},
 		}})
@@ -577,9 +585,22 @@ func (x *exchange) encode(h headerList, body io.Reader, eos bool) {
 		x.bufferedResponse(h, body)
 		return
 	}
+	// STREAMED: what arrived while the headers reply was awaited goes first
+	// (processor_state.cc ProcessorState::handleHeadersResponse). The whole body goes
+	// as one end_of_stream message handled like a buffered body (headers still held,
+	// the reply's header mutation applied, content-length checked); a part of it goes
+	// as one message without end_of_stream, then the body streams on.
+	var first []byte
+	if held != nil {
+		var whole bool
+		if first, whole = held.take(); whole {
+			x.bufferedReply(h, first)
+			return
+		}
+	}
 	x.writeHeaders(h)
 	http.NewResponseController(x.w).Flush()
-	x.streamedResponse(body)
+	x.streamedResponse(first, body)
 }
 
 // copyThrough copies body downstream, flushing every read.
@@ -619,6 +640,12 @@ func (x *exchange) bufferedResponse(h headerList, body io.Reader) {
 		x.abort = x.ctx.Err() == nil
 		return
 	}
+	x.bufferedReply(h, b)
+}
+
+// bufferedReply sends the whole response body b in one message, applies the reply to
+// the still-held headers h and the body, and sends both downstream.
+func (x *exchange) bufferedReply(h headerList, b []byte) {
 	x.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_ResponseBody{
 		ResponseBody: &extprocsvc.HttpBody{Body: b, EndOfStream: true},
 	}})
@@ -677,7 +704,9 @@ type chunk struct {
 // downstream. An upstream reset, client disconnect, ext_proc error or immediate
 // response after the headers went out resets the downstream stream; no final
 // end_of_stream is sent unless the upstream body ended.
-func (x *exchange) streamedResponse(body io.Reader) {
+//
+// first is the data held while the headers reply was awaited: sent as the first chunk.
+func (x *exchange) streamedResponse(first []byte, body io.Reader) {
 	pending := make(chan chunk, 64)
 	readerCtx, stopReader := context.WithCancel(x.ctx)
 	var wg sync.WaitGroup
@@ -687,11 +716,18 @@ func (x *exchange) streamedResponse(body io.Reader) {
 		defer close(pending)
 		buf := make([]byte, 32*1024)
 		for {
-			n, err := body.Read(buf)
+			data, err := first, error(nil)
+			if len(first) > 0 {
+				first = nil
+			} else {
+				var n int
+				n, err = body.Read(buf)
+				data = bytes.Clone(buf[:n])
+			}
 			var c chunk
 			switch {
-			case n > 0:
-				c.data = bytes.Clone(buf[:n])
+			case len(data) > 0:
+				c.data = data
 				c.sent = x.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_ResponseBody{
 					ResponseBody: &extprocsvc.HttpBody{Body: c.data},
 				}})

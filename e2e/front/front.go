@@ -56,6 +56,9 @@ type Front struct {
 	logf func(format string, args ...any)
 	// accessLog receives the access log lines (stdout, as Envoy's stdout logger).
 	accessLog *accessLogWriter
+	// heldBodyEnded, when set (tests), is called when a response body held during the
+	// response-headers exchange has fully arrived.
+	heldBodyEnded func()
 }
 
 // acquire takes one of cluster's circuit-breaker slots; false on overflow (Envoy's

@@ -1,0 +1,76 @@
+package front
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// TestStreamedWholeBodyHeldDuringHeaders: in STREAMED mode, a response body that fully
+// arrived while the response-headers reply was awaited goes to ext_proc as one
+// end_of_stream message handled like a buffered body: the headers are still held, so
+// the reply's header mutation applies and content-length is checked against the
+// mutated body (processor_state.cc ProcessorState::handleHeadersResponse).
+func TestStreamedWholeBodyHeldDuringHeaders(t *testing.T) {
+	const upstreamBody = `{"model":"mock-gpt"}`
+	const rewritten = `{"model":"demo-chat-long"}`
+	for _, tc := range []struct {
+		name       string
+		setLength  string
+		wantStatus int
+		wantBody   string
+	}{
+		{"header mutation applied", strconv.Itoa(len(rewritten)), 200, rewritten},
+		{"content-length checked", strconv.Itoa(len(upstreamBody)), 500, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", strconv.Itoa(len(upstreamBody)))
+				_, _ = w.Write([]byte(upstreamBody))
+			})
+			arrived := make(chan struct{})
+			h := newHarness(t, upstream, func(s *session) error {
+				s.next()
+				_ = s.send(routeTo("mock-providers"))
+				s.next() // response_headers
+				// Answer only once the whole body is held by the front.
+				select {
+				case <-arrived:
+				case <-time.After(waitFor):
+					return status.Error(codes.Internal, "the body never arrived")
+				}
+				_ = s.send(&extprocsvc.ProcessingResponse{
+					Response:     &extprocsvc.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocsvc.HeadersResponse{}},
+					ModeOverride: &extprocv3.ProcessingMode{RequestBodyMode: extprocv3.ProcessingMode_NONE, ResponseBodyMode: extprocv3.ProcessingMode_STREAMED},
+				})
+				m := s.next()
+				if rb := m.GetResponseBody(); !rb.GetEndOfStream() || string(rb.GetBody()) != upstreamBody {
+					return status.Errorf(codes.Internal, "body message %v", m)
+				}
+				return s.send(respBodyReply(&extprocsvc.CommonResponse{
+					HeaderMutation: &extprocsvc.HeaderMutation{SetHeaders: []*corev3HVO{
+						setHeader("content-length", tc.setLength), setHeader("x-rewritten", "yes")}},
+					BodyMutation: &extprocsvc.BodyMutation{Mutation: &extprocsvc.BodyMutation_Body{Body: []byte(rewritten)}},
+				}))
+			}, nil)
+			h.envoy.heldBodyEnded = func() { close(arrived) }
+			code, hdr, b := h.do(t, http.MethodGet, "/v1/x", nil, nil)
+			if code != tc.wantStatus {
+				t.Fatalf("status %d, want %d (%s)", code, tc.wantStatus, b)
+			}
+			if tc.wantStatus == 200 && (string(b) != tc.wantBody || hdr.Get("x-rewritten") != "yes") {
+				t.Errorf("client got %q, x-rewritten %q", b, hdr.Get("x-rewritten"))
+			}
+			if kinds := messageKinds(h.session(t).log); len(kinds) != 3 {
+				t.Errorf("messages %v, want request headers, response headers, one whole body", kinds)
+			}
+		})
+	}
+}
