@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,5 +45,47 @@ func TestCompressionNeverReachesTheClient(t *testing.T) {
 				t.Errorf("charged %d", got)
 			}
 		})
+	}
+}
+
+// TestLargeJSONAnswerPassesWhole: a non-streamed chat answer over Envoy's 2 MiB buffer
+// limit (a BUFFERED body that large gets Envoy's own 500 while the provider billed the
+// call) is rewritten as it passes and reaches the client whole, charged exactly its
+// usage; compressed by the provider or not.
+func TestLargeJSONAnswerPassesWhole(t *testing.T) {
+	t.Parallel()
+	c := newCustomer(t, customerOpts{topup: "10"})
+	const pad = 3 << 20
+	for _, gz := range []string{"", " [[mock:gzip]]"} {
+		before := c.balance(t)
+		body := `{"model":"demo-chat","max_tokens":64,"messages":[{"role":"user","content":"hello there [[mock:tokens=7]] [[mock:pad=` +
+			strconv.Itoa(pad) + `]]` + gz + `"}]}`
+		status, h, out := rawRequest(t, http.MethodPost, "/chat/completions", c.key, []byte(body))
+		if status != 200 {
+			t.Fatalf("%q: status %d: %.300s", gz, status, out)
+		}
+		var resp struct {
+			Model   string `json:"model"`
+			Choices []struct {
+				Message struct{ Content string } `json:"message"`
+			} `json:"choices"`
+			Usage struct {
+				Prompt     int64 `json:"prompt_tokens"`
+				Completion int64 `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(out, &resp); err != nil {
+			t.Fatalf("%q: %v (%d bytes, content-length %q)", gz, err, len(out), h.Get("content-length"))
+		}
+		if resp.Model != "demo-chat" || len(resp.Choices) != 1 || len(resp.Choices[0].Message.Content) < pad {
+			t.Fatalf("%q: model %q, %d choices", gz, resp.Model, len(resp.Choices))
+		}
+		want := tokenCost(resp.Usage.Prompt, resp.Usage.Completion, 1_000_000, 2_000_000)
+		if resp.Usage.Completion != 7 || want <= 0 {
+			t.Errorf("%q: usage %+v", gz, resp.Usage)
+		}
+		if got := c.charged(t, before); got != want {
+			t.Errorf("%q: charged %d micros, want %d", gz, got, want)
+		}
 	}
 }

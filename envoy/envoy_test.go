@@ -429,3 +429,15 @@ func TestAccessLogReadsExtprocFacts(t *testing.T) {
 		}
 	}
 }
+
+// TestBufferLimitMatchesExtProc: extproc asks for a BUFFERED response body only when it
+// is well below the listener's buffer limit (lifecycle.EnvoyBufferLimit); were this
+// file's limit lower, a body extproc buffers could get Envoy's own 500
+// (response_payload_too_large) after the provider billed it.
+func TestBufferLimitMatchesExtProc(t *testing.T) {
+	bs, _ := load(t)
+	l := bs.GetStaticResources().GetListeners()[0]
+	if got := l.GetPerConnectionBufferLimitBytes().GetValue(); int64(got) != lifecycle.EnvoyBufferLimit {
+		t.Errorf("per_connection_buffer_limit_bytes %d, extproc assumes %d", got, lifecycle.EnvoyBufferLimit)
+	}
+}

@@ -419,10 +419,7 @@ func TestBufferedResponseOverride(t *testing.T) {
 		s.next()
 		_ = s.send(routeTo("mock-providers"))
 		s.next()
-		_ = s.send(&extprocsvc.ProcessingResponse{
-			Response:     &extprocsvc.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocsvc.HeadersResponse{}},
-			ModeOverride: &extprocv3.ProcessingMode{RequestBodyMode: extprocv3.ProcessingMode_NONE, ResponseBodyMode: extprocv3.ProcessingMode_BUFFERED},
-		})
+		_ = s.send(responseBodyMode(extprocv3.ProcessingMode_BUFFERED))
 		m := s.next()
 		if rb := m.GetResponseBody(); !rb.GetEndOfStream() || string(rb.GetBody()) != `{"model":"mock-gpt"}` {
 			return status.Errorf(codes.Internal, "body message %v", m)

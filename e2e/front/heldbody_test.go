@@ -2,7 +2,9 @@ package front
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,10 +48,7 @@ func TestStreamedWholeBodyHeldDuringHeaders(t *testing.T) {
 				case <-time.After(waitFor):
 					return status.Error(codes.Internal, "the body never arrived")
 				}
-				_ = s.send(&extprocsvc.ProcessingResponse{
-					Response:     &extprocsvc.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocsvc.HeadersResponse{}},
-					ModeOverride: &extprocv3.ProcessingMode{RequestBodyMode: extprocv3.ProcessingMode_NONE, ResponseBodyMode: extprocv3.ProcessingMode_STREAMED},
-				})
+				_ = s.send(responseBodyMode(extprocv3.ProcessingMode_STREAMED))
 				m := s.next()
 				if rb := m.GetResponseBody(); !rb.GetEndOfStream() || string(rb.GetBody()) != upstreamBody {
 					return status.Errorf(codes.Internal, "body message %v", m)
@@ -72,5 +71,41 @@ func TestStreamedWholeBodyHeldDuringHeaders(t *testing.T) {
 				t.Errorf("messages %v, want request headers, response headers, one whole body", kinds)
 			}
 		})
+	}
+}
+
+// TestBufferedResponseOverTheLimit: a BUFFERED response body over the listener's
+// buffer limit is answered by Envoy itself with a 500 (response_payload_too_large,
+// which envoy.yaml's local reply mappers turn into our 502 upstream_error); ext_proc
+// never sees the body.
+func TestBufferedResponseOverTheLimit(t *testing.T) {
+	big := strings.Repeat("x", 2<<20+1)
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(big))
+	})
+	h := newHarness(t, upstream, func(s *session) error {
+		s.next()
+		_ = s.send(routeTo("mock-providers"))
+		s.next()
+		_ = s.send(responseBodyMode(extprocv3.ProcessingMode_BUFFERED))
+		_, _ = s.waitEnd()
+		return nil
+	}, nil)
+	code, _, b := h.do(t, http.MethodGet, "/v1/x", nil, nil)
+	if code != 502 || !strings.Contains(string(b), `"upstream_error"`) {
+		t.Errorf("client got %d with %d bytes, want Envoy's local reply: %.300s", code, len(b), b)
+	}
+	if kinds := messageKinds(h.session(t).log); slices.Contains(kinds, "response_body") {
+		t.Errorf("ext_proc saw the body: %v", kinds)
+	}
+}
+
+// responseBodyMode is a response-headers reply that changes nothing but the response
+// body mode.
+func responseBodyMode(m extprocv3.ProcessingMode_BodySendMode) *extprocsvc.ProcessingResponse {
+	return &extprocsvc.ProcessingResponse{
+		Response:     &extprocsvc.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocsvc.HeadersResponse{}},
+		ModeOverride: &extprocv3.ProcessingMode{RequestBodyMode: extprocv3.ProcessingMode_NONE, ResponseBodyMode: m},
 	}
 }

@@ -6,7 +6,7 @@
 //
 // Answers are deterministic: they derive from the request (the words of the last user
 // message are echoed), and directives in that message steer tests ([[mock:tokens=K]],
-// [[mock:slow=N]], [[mock:cut]]; see shared/design/LOCAL-STACK.md). A body carrying
+// [[mock:slow=N]], [[mock:cut]], [[mock:pad=BYTES]]; see shared/design/LOCAL-STACK.md). A body carrying
 // [[mock:probe=ID]] is counted: GET /mock/probes/{ID} tells how many provider requests
 // carried it and their x-envoy-* headers (the e2e suite checks the front sent one
 // attempt and no client instructions). Credentials follow

@@ -80,6 +80,7 @@ func TestChatCompletionNotStreamed(t *testing.T) {
 		{name: "tokens directive", prompt: "a b [[mock:tokens=5]]", wantText: "a b a b a", wantTokens: 5, wantFinish: "stop"},
 		{name: "max tokens cut", prompt: "one two three four", maxTokens: 2, wantText: "one two", wantTokens: 2, wantFinish: "length"},
 		{name: "empty prompt", prompt: "[[mock:tokens=1]]", wantText: "ok", wantTokens: 1, wantFinish: "stop"},
+		{name: "pad directive", prompt: "a b [[mock:pad=4]]", wantText: "a b....", wantTokens: 2, wantFinish: "stop"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,9 +16,13 @@ type directives struct {
 	tokens int // -1: not given
 	slow   int // seconds
 	cut    bool
+	pad    int // bytes appended to the answer's full text (stream deltas are not padded)
 }
 
-var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip)\]\]`)
+var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip|pad=(\d+))\]\]`)
+
+// maxPad bounds the pad directive.
+const maxPad = 64 << 20
 
 func parseDirectives(text string) directives {
 	d := directives{tokens: -1}
@@ -30,6 +34,9 @@ func parseDirectives(text string) directives {
 			d.slow, _ = strconv.Atoi(m[3])
 		case m[1] == "cut":
 			d.cut = true
+		case m[4] != "":
+			d.pad, _ = strconv.Atoi(m[4])
+			d.pad = min(d.pad, maxPad)
 		}
 	}
 	return d
@@ -44,7 +51,9 @@ type answer struct {
 	dir       directives
 }
 
-func (a answer) text() string { return strings.Join(a.tokens, "") }
+// text is the whole answer text; the pad directive appends that many dots (counted as
+// no token: the usage stays the token count).
+func (a answer) text() string { return strings.Join(a.tokens, "") + strings.Repeat(".", a.dir.pad) }
 
 // generate builds the answer to prompt (the last user text) with input tokens counted
 // over all of the request's text, honouring directives and the output-token limit

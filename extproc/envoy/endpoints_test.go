@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -200,11 +201,11 @@ func TestResponsesJSON(t *testing.T) {
 	f := newFake()
 	h := replay.Start(t, replay.Service(t, f))
 	x := admitPath(t, h, "/v1/responses", `{"model":"demo-responses","input":"hello world","max_output_tokens":100,"x_vendor":1}`)
-	r := x.Send(replay.ResponseHeaders(200, "content-type", "application/json"))
+	up := `{"id":"resp_1","object":"response","status":"completed","model":"mock-gpt","output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":10,"output_tokens":20,"total_tokens":30}}`
+	r := x.Send(replay.ResponseHeaders(200, "content-type", "application/json", "content-length", strconv.Itoa(len(up))))
 	if r.GetModeOverride().GetResponseBodyMode().String() != "BUFFERED" {
 		t.Fatalf("mode %v", r.GetModeOverride())
 	}
-	up := `{"id":"resp_1","object":"response","status":"completed","model":"mock-gpt","output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":10,"output_tokens":20,"total_tokens":30}}`
 	r = x.Send(replay.ResponseBody([]byte(up), true))
 	if got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()); got != strings.Replace(up, "mock-gpt", "demo-responses", 1) {
 		t.Errorf("body %s", got)

@@ -1,6 +1,10 @@
 package lifecycle
 
-import "time"
+import (
+	"time"
+
+	"github.com/llmgw/gateway/extproc/wire"
+)
 
 // The time budget of a request, in one place. The README's "Time budget" table says the
 // same for operators; envoy/envoy.yaml's ext_proc settings must agree with it (a test in
@@ -44,3 +48,8 @@ const (
 	// maxSettleBackoff caps the pause between two settlement attempts.
 	maxSettleBackoff = 2 * time.Second
 )
+
+// EnvoyBufferLimit is envoy.yaml's listener per_connection_buffer_limit_bytes: the
+// request body limit (the API's 2 MiB, so the same constant) and the most Envoy buffers
+// of a response body. A test in envoy/ checks envoy.yaml agrees.
+const EnvoyBufferLimit = wire.MaxBodyBytes

@@ -25,9 +25,12 @@ import (
 // the endpoint:
 //
 //   - SSE streams (chat, messages, responses with stream true): STREAMED, event by event.
-//   - Embeddings: STREAMED too, rewritten incrementally so that a large body is never
-//     held (content-length removed in both cases).
-//   - Other JSON (chat, messages, responses, images, video tasks): BUFFERED.
+//   - Embeddings and images: STREAMED too, rewritten incrementally so that a large body
+//     is never held (content-length removed in both cases).
+//   - Other JSON (chat, messages, responses): BUFFERED when content-length says the
+//     body is well below Envoy's buffer limit (EnvoyBufferLimit), else STREAMED and
+//     rewritten incrementally like embeddings; a compressed body's decoded size is
+//     unknown, so it streams. Video tasks: BUFFERED (small task objects).
 //   - Speech audio: NONE — the binary body bypasses extproc; it is charged on the
 //     headers (the exact cost of the input's characters was held).
 //
@@ -83,12 +86,17 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 	st := &responseState{status: status}
 	r.resp = st
 	var private []string
+	size := int64(-1) // the body's length when content-length says it
 	for _, h := range headers {
 		switch h.Name {
 		case "content-type":
 			st.ct = h.Value
 		case "content-encoding":
 			st.encoding = h.Value
+		case "content-length":
+			if n, err := strconv.ParseInt(h.Value, 10, 64); err == nil && n >= 0 {
+				size = n
+			}
 		}
 		if providerAccountHeader(h.Name) && !slices.Contains(private, h.Name) {
 			private = append(private, h.Name)
@@ -142,11 +150,20 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 		}
 		st.dec = dec
 		private = append(private, "content-encoding", "content-length")
+		size = -1 // the decoded size is unknown
 	}
+	// Embeddings and images (b64_json) can be many megabytes, and any JSON answer may
+	// exceed Envoy's buffer: a BUFFERED body over the listener's buffer limit is
+	// answered by Envoy itself with a 500 (response_payload_too_large) that extproc
+	// never sees, after the provider billed the call. So only a body known to be small
+	// is buffered; every other one is rewritten as it passes (STREAMED).
+	st.chunked = r.parsed.Stream || r.format() == response.OpenAIEmbeddings || r.format() == response.OpenAIImages ||
+		r.format() != response.VideoTask && !bufferable(size)
 	rw, err := response.New(response.Options{
 		Format:           r.format(),
 		PublicModel:      r.model.ID,
 		Stream:           r.parsed.Stream,
+		Incremental:      st.chunked && !r.parsed.Stream,
 		ClientWantsUsage: r.parsed.IncludeUsage,
 		CountTokens:      r.svc.cfg.Counter.Text,
 		InputTokens:      r.knownPromptTokens(),
@@ -157,13 +174,20 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 		return r.fail(apierr.New(apierr.InternalError, "The response could not be processed."))
 	}
 	st.rw = rw
-	// Embeddings and images (b64_json) can be many megabytes: they are rewritten as they
-	// pass, never buffered by Envoy (whose buffer is the 2 MiB request limit).
-	st.chunked = r.parsed.Stream || r.format() == response.OpenAIEmbeddings || r.format() == response.OpenAIImages
 	if st.chunked {
-		return Action{ResponseBodyMode: ModeStreamed, RemoveHeaders: append(private, "content-length")}
+		if !slices.Contains(private, "content-length") {
+			private = append(private, "content-length")
+		}
+		return Action{ResponseBodyMode: ModeStreamed, RemoveHeaders: private}
 	}
 	return Action{ResponseBodyMode: ModeBuffered, RemoveHeaders: private}
+}
+
+// bufferable reports whether a success body of size bytes (-1: unknown) may be asked
+// for BUFFERED: its length is known and well below Envoy's buffer limit (half of it,
+// a margin for what else the connection buffers).
+func bufferable(size int64) bool {
+	return size >= 0 && size <= EnvoyBufferLimit/2
 }
 
 // decodedChunkLimit bounds the plain bytes one compressed upstream chunk may expand to

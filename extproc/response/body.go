@@ -72,21 +72,7 @@ func (r *bodyRewriter) finish(body []byte) ([]byte, error) {
 		edits = append(edits, edit{m.valStart, m.valEnd, r.model})
 	}
 	if m, ok := find(ms, "usage"); ok && !isNull(body[m.valStart:m.valEnd]) {
-		v := body[m.valStart:m.valEnd]
-		switch r.opts.Format {
-		case OpenAIChat, OpenAIEmbeddings:
-			r.usage, r.usageOK = readOpenAIUsage(v)
-		case OpenAIResponses:
-			r.usage, r.usageOK = readResponsesUsage(v)
-		case AnthropicMessages:
-			var a anthropicUsage
-			a.merge(v)
-			_, in := getInt(v, "input_tokens")
-			_, out := getInt(v, "output_tokens")
-			if in && out {
-				r.usage, r.usageOK = a.usage(), true
-			}
-		}
+		r.usage, r.usageOK = readBodyUsage(r.opts.Format, body[m.valStart:m.valEnd])
 	}
 	r.countOutput(body)
 	r.sent = true

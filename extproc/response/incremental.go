@@ -9,7 +9,8 @@ package response
 // body in STREAMED mode.
 //
 // It serves OpenAI embeddings, whose "data" member can be many megabytes and whose "model"
-// and "usage" come after it. Structure is checked as far as the rewrite needs (strings,
+// and "usage" come after it, images, and (Options.Incremental) chat, messages and
+// responses bodies too large or of unknown size, usage read in each format's shape. Structure is checked as far as the rewrite needs (strings,
 // brackets, separators); a body that is not one JSON object, or lacks the format's
 // required member, fails with ErrUnusable at the point it is detected, after the bytes
 // already returned.
@@ -250,7 +251,7 @@ func (r *incrementalRewriter) endValue(out *[]byte, chunk []byte, run *int, end 
 	if r.capture {
 		r.capture = false
 		if !r.usageBig && !isNull(r.usageCp) {
-			r.usage, r.usageOK = readOpenAIUsage(r.usageCp)
+			r.usage, r.usageOK = readBodyUsage(r.opts.Format, r.usageCp)
 		}
 	}
 }

@@ -178,3 +178,38 @@ func BenchmarkIncrementalEmbeddings(b *testing.B) {
 		}
 	}
 }
+
+// TestIncrementalChatMessagesResponses: a chat, messages or responses body rewritten
+// incrementally (a body too large or of unknown size for Envoy's buffer) comes out as
+// the buffered rewriter makes it, with the usage read in the format's own shape.
+func TestIncrementalChatMessagesResponses(t *testing.T) {
+	tests := []struct {
+		format Format
+		in     string
+		want   Usage
+	}{
+		{OpenAIChat, `{"id":"c","model":"mock-gpt","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":10,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}`,
+			Usage{InputTokens: 10, OutputTokens: 3, CacheReadInputTokens: 4}},
+		{AnthropicMessages, `{"id":"m","model":"mock-claude","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":7,"output_tokens":2,"cache_read_input_tokens":5}}`,
+			Usage{InputTokens: 12, OutputTokens: 2, CacheReadInputTokens: 5}},
+		{OpenAIResponses, `{"id":"r","output":[{"content":[{"text":"hi"}]}],"model":"mock-gpt","usage":{"input_tokens":8,"output_tokens":6}}`,
+			Usage{InputTokens: 8, OutputTokens: 6}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.format.String(), func(t *testing.T) {
+			whole, bw := feed(t, Options{Format: tt.format, PublicModel: "demo"}, []byte(tt.in))
+			if u, ok := bw.Usage(); !ok || u != tt.want {
+				t.Fatalf("buffered usage %+v %v", u, ok)
+			}
+			for _, chunks := range chunkings([]byte(tt.in)) {
+				out, rw := feed(t, Options{Format: tt.format, PublicModel: "demo", Incremental: true}, chunks...)
+				if string(out) != string(whole) {
+					t.Fatalf("%d chunks: out %s, want %s", len(chunks), out, whole)
+				}
+				if u, ok := rw.Usage(); !ok || u != tt.want {
+					t.Fatalf("usage %+v %v, want %+v", u, ok, tt.want)
+				}
+			}
+		})
+	}
+}

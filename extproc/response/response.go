@@ -113,6 +113,11 @@ type Options struct {
 	// InputTokens is the caller's own estimate of the prompt's tokens, reported by
 	// Delivered when the upstream never said how many input tokens it counted.
 	InputTokens int64
+	// Incremental rewrites a non-streamed JSON body as its bytes pass instead of holding
+	// it whole (see OpenAIEmbeddings): for a body too large, or of unknown size, to be
+	// buffered. Only the top-level "model" is rewritten and the top-level "usage" read.
+	// Embeddings and images are always rewritten this way.
+	Incremental bool
 	// MaxEventSize and MaxBodySize override the package limits when > 0.
 	MaxEventSize int
 	MaxBodySize  int
@@ -184,7 +189,7 @@ func New(opts Options) (Rewriter, error) {
 	if opts.Stream {
 		return newStream(opts, model, c), nil
 	}
-	if opts.Format == OpenAIEmbeddings || opts.Format == OpenAIImages {
+	if opts.Incremental || opts.Format == OpenAIEmbeddings || opts.Format == OpenAIImages {
 		return newIncremental(opts, model), nil
 	}
 	return &bodyRewriter{opts: opts, model: model, counter: c}, nil
@@ -295,6 +300,27 @@ func readOpenAIUsage(v []byte) (Usage, bool) {
 		u.CacheReadInputTokens, _ = getInt(d, "cached_tokens")
 	}
 	return u, true
+}
+
+// readBodyUsage reads the top-level "usage" value v of a non-streamed JSON body in the
+// format's shape; ok is false for a format without token usage.
+func readBodyUsage(f Format, v []byte) (Usage, bool) {
+	switch f {
+	case OpenAIChat, OpenAIEmbeddings:
+		return readOpenAIUsage(v)
+	case OpenAIResponses:
+		return readResponsesUsage(v)
+	case AnthropicMessages:
+		_, in := getInt(v, "input_tokens")
+		_, out := getInt(v, "output_tokens")
+		if !in || !out {
+			return Usage{}, false
+		}
+		var a anthropicUsage
+		a.merge(v)
+		return a.usage(), true
+	}
+	return Usage{}, false
 }
 
 // readResponsesUsage reads Responses usage (input_tokens, output_tokens).
