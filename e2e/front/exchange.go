@@ -395,10 +395,19 @@ func (x *exchange) run() {
 			if err != nil {
 				return // the client went away
 			}
-			x.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_RequestBody{
-				RequestBody: &extprocsvc.HttpBody{Body: b, EndOfStream: true},
-			}})
-			ar := x.await(isRequestBody)
+			// HTTP/2 request trailers end the stream, not the body: Envoy sends the
+			// buffered body when they arrive, with end_of_stream false, and nothing
+			// when no data came (ext_proc.cc Filter::onTrailers); with
+			// request_trailer_mode SKIP (the only one emulated) nothing follows. The
+			// HTTP/1 codec drops trailers unless enable_trailers (not emulated).
+			trailers := x.r.ProtoMajor == 2 && hasValues(x.r.Trailer)
+			ar := awaitResult{st: awaitClosed}
+			if len(b) > 0 || !trailers {
+				x.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_RequestBody{
+					RequestBody: &extprocsvc.HttpBody{Body: b, EndOfStream: !trailers},
+				}})
+				ar = x.await(isRequestBody)
+			}
 			if !x.settle(ar) {
 				return
 			}
@@ -423,6 +432,17 @@ func (x *exchange) run() {
 		}
 	}
 	x.proxy(body)
+}
+
+// hasValues reports whether a trailer map holds a value (Go lists the trailers a
+// request declared before they arrive, without values).
+func hasValues(h http.Header) bool {
+	for _, v := range h {
+		if len(v) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // proxy sends the request to the routed cluster and the response downstream.

@@ -167,6 +167,11 @@ func (s *Server) Serve(stream Stream) error {
 			cause = "stream_error"
 			return err
 		}
+		if msg.GetProtocolConfig().GetRequestBodyMode() == filterv3.ProcessingMode_BUFFERED {
+			// Sent on the first message only (Envoy 1.34+): the body message is whole
+			// even without end_of_stream (request trailers follow it).
+			req.RequestBodyBuffered()
+		}
 		start := time.Now()
 		resp, ok := s.safeHandle(ctx, req, msg)
 		if !ok {

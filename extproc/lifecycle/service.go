@@ -123,6 +123,9 @@ type Request struct {
 	addr string
 	// upstreamPath is :path without the client's query string, set when one was sent.
 	upstreamPath string
+	// bufferedBody: Envoy said (protocol_config) it sends the request body BUFFERED, so
+	// its one body message is the whole body, with or without end_of_stream.
+	bufferedBody bool
 
 	parsed  wire.Parsed
 	counted int64 // the prompt's plain token count; -1 until counted
@@ -414,13 +417,23 @@ func limitName(l string) string {
 	return ""
 }
 
+// RequestBodyBuffered records that Envoy sends this request's body BUFFERED (the
+// request_body_mode of the protocol_config in the stream's first message). Envoy then
+// sends one body message with the whole body; when the request has trailers (HTTP/2)
+// that message comes with end_of_stream false, because the trailers are the end of the
+// stream (ext_proc.cc Filter::onTrailers sends the buffered data then; with
+// request_trailer_mode SKIP nothing follows it). Such a body is whole and is accepted.
+func (r *Request) RequestBodyBuffered() { r.bufferedBody = true }
+
 func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool) Action {
 	if len(body) > wire.MaxBodyBytes {
 		return r.fail(tooLarge())
 	}
-	if !endOfStream {
+	if !endOfStream && !r.bufferedBody {
 		// The request body mode must be BUFFERED (one message with the whole body):
-		// a streamed chunk cannot be validated or rewritten. Fail closed.
+		// a streamed chunk cannot be validated or rewritten. Fail closed. (A BUFFERED
+		// body comes without end_of_stream when request trailers follow: see
+		// RequestBodyBuffered.)
 		r.log().Error("request body arrived in chunks: configure request_body_mode BUFFERED")
 		return r.fail(apierr.New(apierr.InternalError, "The request could not be processed."))
 	}
