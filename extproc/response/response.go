@@ -23,8 +23,9 @@
 //
 // Memory per request is bounded: a stream holds only its current partial event (at most
 // MaxEventSize) plus at most textFlushSize bytes of delivered text not yet counted; a
-// non-streamed body is buffered up to MaxBodySize, except an embeddings body, which is
-// rewritten as it passes (see OpenAIEmbeddings) and holds at most its model value.
+// non-streamed body is buffered up to MaxBodySize, except an embeddings or images body
+// and any body with Options.Incremental, which is rewritten as it passes (see
+// OpenAIEmbeddings) and holds at most its model value and a copy of its usage.
 //
 // Usage semantics (for pricing): Usage.InputTokens is every input token the provider
 // billed, including prompt-cache reads and writes; CacheReadInputTokens and
