@@ -111,7 +111,7 @@ func TestOneTracePerRequest(t *testing.T) {
 		t.Fatalf("refused: %v", resp)
 	}
 	x.Send(replay.ResponseHeaders(200, "content-type", "application/json"))
-	x.Send(replay.ResponseBody([]byte(`{"model":"mock-gpt","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7}}`), true))
+	x.Send(replay.ResponseBody([]byte(`{"model":"mock-gpt-0613","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7}}`), true))
 	x.Close()
 	// A request without a traceparent starts a trace of its own.
 	const reqID2 = "5e0d2a41-7d5b-4d0e-8f3c-2a9b8c7d6e5f"
@@ -183,7 +183,7 @@ func TestOneTracePerRequest(t *testing.T) {
 		"gen_ai.operation.name": "chat", "gen_ai.request.model": "demo-chat", "gateway.public_model": "demo-chat",
 		"gateway.channel": "mock-demo-chat", "gateway.outcome": "committed", "gateway.request_id": reqID,
 		"gen_ai.usage.input_tokens": "int_value:12", "gen_ai.usage.output_tokens": "int_value:7",
-		"gen_ai.request.max_tokens": "int_value:50",
+		"gen_ai.request.max_tokens": "int_value:50", "gen_ai.response.model": "mock-gpt-0613",
 	} {
 		if ra[k] != want {
 			t.Errorf("request span %s = %q, want %q", k, ra[k], want)
@@ -195,7 +195,8 @@ func TestOneTracePerRequest(t *testing.T) {
 		}
 	}
 	ua := attrs(byName["chat mock-gpt"][0])
-	for k, want := range map[string]string{"gen_ai.provider.name": "openai", "gen_ai.request.model": "mock-gpt", "gateway.channel": "mock-demo-chat"} {
+	for k, want := range map[string]string{"gen_ai.provider.name": "openai", "gen_ai.request.model": "mock-gpt",
+		"gen_ai.response.model": "mock-gpt-0613", "gateway.channel": "mock-demo-chat"} {
 		if ua[k] != want {
 			t.Errorf("upstream span %s = %q, want %q", k, ua[k], want)
 		}

@@ -143,6 +143,10 @@ func (r *Request) traceEnd(cause string) {
 	if up := r.tr.upstream; up != nil {
 		r.tr.upstream = nil
 		if st := r.resp; st != nil && st.rw != nil {
+			if m := st.rw.UpstreamModel(); m != "" {
+				up.SetAttributes(semconv.GenAIResponseModel(m))
+				r.tr.root.SetAttributes(semconv.GenAIResponseModel(m))
+			}
 			if u, ok := st.rw.Usage(); ok {
 				up.SetAttributes(semconv.GenAIUsageInputTokens(int(u.InputTokens)), semconv.GenAIUsageOutputTokens(int(u.OutputTokens)))
 				r.tr.root.SetAttributes(semconv.GenAIUsageInputTokens(int(u.InputTokens)), semconv.GenAIUsageOutputTokens(int(u.OutputTokens)))

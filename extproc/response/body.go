@@ -6,8 +6,9 @@ import (
 
 // bodyRewriter rewrites one non-streamed JSON body, buffered until the end of the stream.
 type bodyRewriter struct {
-	opts  Options
-	model []byte
+	opts     Options
+	model    []byte
+	upstream string // the first upstream model id seen
 	counter
 
 	buf     []byte
@@ -69,6 +70,7 @@ func (r *bodyRewriter) finish(body []byte) ([]byte, error) {
 	}
 	var edits []edit
 	if m, ok := find(ms, "model"); ok {
+		upstreamModel(&r.upstream, body[m.valStart:m.valEnd])
 		edits = append(edits, edit{m.valStart, m.valEnd, r.model})
 	}
 	if m, ok := find(ms, "usage"); ok && !isNull(body[m.valStart:m.valEnd]) {
@@ -114,6 +116,8 @@ func (r *bodyRewriter) addResult(v gjson.Result) {
 }
 
 func (r *bodyRewriter) Usage() (Usage, bool) { return r.usage, r.usageOK }
+
+func (r *bodyRewriter) UpstreamModel() string { return r.upstream }
 
 func (r *bodyRewriter) Delivered() Usage {
 	if r.usageOK {

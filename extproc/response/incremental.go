@@ -15,8 +15,9 @@ package response
 // required member, fails with ErrUnusable at the point it is detected, after the bytes
 // already returned.
 type incrementalRewriter struct {
-	opts  Options
-	model []byte
+	opts     Options
+	model    []byte
+	upstream string // the first upstream model id seen
 
 	st       int
 	key      []byte // the current top-level key (escapes not decoded), up to maxKeyLen
@@ -64,6 +65,8 @@ func newIncremental(opts Options, model []byte) *incrementalRewriter {
 }
 
 func (r *incrementalRewriter) Usage() (Usage, bool) { return r.usage, r.usageOK }
+
+func (r *incrementalRewriter) UpstreamModel() string { return r.upstream }
 
 // Delivered has no output text to count: it reports the usage when it came, else the
 // caller's input estimate.
@@ -242,6 +245,7 @@ func (r *incrementalRewriter) endValue(out *[]byte, chunk []byte, run *int, end 
 	if r.hold {
 		r.hold = false
 		if len(r.held) > 0 && r.held[0] == '"' {
+			upstreamModel(&r.upstream, r.held)
 			*out = append(*out, r.model...)
 		} else {
 			*out = append(*out, r.held...)

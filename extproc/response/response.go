@@ -41,6 +41,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Format is the wire format of an upstream response.
@@ -148,6 +149,20 @@ type Rewriter interface {
 	// CountTokens; input as the upstream reported it, else Options.InputTokens. It is for
 	// settling a response that ended before its usage arrived.
 	Delivered() Usage
+	// UpstreamModel is the model id the upstream answered with (the first one seen,
+	// before it was rewritten to the public id); "" if none came yet.
+	UpstreamModel() string
+}
+
+// upstreamModel records the first model id an upstream answered with: raw is the JSON
+// value that is being replaced (a string; anything else is ignored).
+func upstreamModel(seen *string, raw []byte) {
+	if *seen != "" || len(raw) < 2 || raw[0] != '"' {
+		return
+	}
+	if s, err := strconv.Unquote(string(raw)); err == nil {
+		*seen = s
+	}
 }
 
 // Errors returned by Write. Map them with errors.Is.

@@ -401,3 +401,38 @@ func TestLongStreamBoundedMemory(t *testing.T) {
 		t.Fatalf("delivered %+v, counted %d", d, counted)
 	}
 }
+
+// TestUpstreamModel: every rewriter reports the model id the upstream answered with
+// (for traces), the first one seen, whatever the body's shape and split.
+func TestUpstreamModel(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts Options
+		body string
+	}{
+		{"chat json", Options{Format: OpenAIChat}, `{"id":"c","model":"up-1","choices":[{"index":0,"message":{"role":"assistant","content":"x"}}]}`},
+		{"chat json incremental", Options{Format: OpenAIChat, Incremental: true}, `{"id":"c","model":"up-1","choices":[{"index":0,"message":{"role":"assistant","content":"x"}}]}`},
+		{"chat stream", Options{Format: OpenAIChat, Stream: true}, "data: {\"model\":\"up-1\",\"choices\":[]}\n\ndata: {\"model\":\"up-2\",\"choices\":[]}\n\ndata: [DONE]\n\n"},
+		{"messages stream", Options{Format: AnthropicMessages, Stream: true},
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"up-1\",\"usage\":{\"input_tokens\":1}}}\n\n"},
+		{"responses stream", Options{Format: OpenAIResponses, Stream: true},
+			"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"model\":\"up-1\"}}\n\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.PublicModel = "public"
+			rw, err := New(c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := []byte(c.body)
+			for i := range body {
+				if _, err := rw.Write(body[i:i+1], i == len(body)-1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := rw.UpstreamModel(); got != "up-1" {
+				t.Errorf("UpstreamModel = %q, want up-1", got)
+			}
+		})
+	}
+}

@@ -8,9 +8,10 @@ import (
 
 // streamRewriter rewrites a server-sent event stream event by event.
 type streamRewriter struct {
-	opts  Options
-	model []byte
-	dec   *sse.Decoder
+	opts     Options
+	model    []byte
+	upstream string // the first upstream model id seen
+	dec      *sse.Decoder
 	counter
 
 	out     []byte   // output of the current Write
@@ -126,9 +127,12 @@ func (r *streamRewriter) emit(ev *sse.Event) error {
 	return nil
 }
 
-func (r *streamRewriter) replace(start, end int) {
+func (r *streamRewriter) replace(data []byte, start, end int) {
+	upstreamModel(&r.upstream, data[start:end])
 	r.edits = addEdit(r.edits, edit{start, end, r.model})
 }
+
+func (r *streamRewriter) UpstreamModel() string { return r.upstream }
 
 // chat handles one chat.completion.chunk, in one pass over its bytes.
 func (r *streamRewriter) chat(data []byte) bool {
@@ -142,7 +146,7 @@ func (r *streamRewriter) chat(data []byte) bool {
 		switch string(key) {
 		case "model":
 			if ve, ok = valueEnd(data, vs); ok {
-				r.replace(vs, ve)
+				r.replace(data, vs, ve)
 			}
 		case "choices":
 			ve, ok = r.chatChoices(data, vs)
@@ -239,7 +243,7 @@ func (r *streamRewriter) anthropic(data []byte) bool {
 		}
 		msg := data[m.valStart:m.valEnd]
 		if s, e, ok := lookup(msg, "model"); ok {
-			r.replace(m.valStart+s, m.valStart+e)
+			r.replace(data, m.valStart+s, m.valStart+e)
 		}
 		if u, ok := get(msg, "usage"); ok && !isNull(u) {
 			r.anth.merge(u)
@@ -284,7 +288,7 @@ func (r *streamRewriter) responses(data []byte) bool {
 	if m, ok := find(r.ms, "response"); ok {
 		resp := data[m.valStart:m.valEnd]
 		if s, e, ok := lookup(resp, "model"); ok {
-			r.replace(m.valStart+s, m.valStart+e)
+			r.replace(data, m.valStart+s, m.valStart+e)
 		}
 		if u, ok := get(resp, "usage"); ok && !isNull(u) {
 			if u, ok := readResponsesUsage(u); ok {
