@@ -441,3 +441,29 @@ func TestBufferLimitMatchesExtProc(t *testing.T) {
 		t.Errorf("per_connection_buffer_limit_bytes %d, extproc assumes %d", got, lifecycle.EnvoyBufferLimit)
 	}
 }
+
+// TestOverloadManager: a flood of connections or a growing heap never takes Envoy down:
+// a connection limit, and requests refused before the heap reaches the container's memory
+// limit (deploy/base/gateway/deployment.yaml: 1 GiB).
+func TestOverloadManager(t *testing.T) {
+	bs, _ := load(t)
+	om := bs.GetOverloadManager()
+	monitors := map[string]bool{}
+	for _, m := range om.GetResourceMonitors() {
+		monitors[m.GetName()] = true
+	}
+	for _, want := range []string{"envoy.resource_monitors.global_downstream_max_connections", "envoy.resource_monitors.fixed_heap"} {
+		if !monitors[want] {
+			t.Errorf("overload_manager lacks the %s monitor", want)
+		}
+	}
+	stop := 0.0
+	for _, a := range om.GetActions() {
+		if a.GetName() == "envoy.overload_actions.stop_accepting_requests" {
+			stop = a.GetTriggers()[0].GetThreshold().GetValue()
+		}
+	}
+	if stop <= 0 || stop >= 1 {
+		t.Errorf("stop_accepting_requests threshold %v, want one below 1", stop)
+	}
+}

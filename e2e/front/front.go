@@ -59,6 +59,13 @@ type Front struct {
 	// heldBodyEnded, when set (tests), is called when a response body held during the
 	// response-headers exchange has fully arrived.
 	heldBodyEnded func()
+	// heap is the overload manager's fixed heap monitor and its actions.
+	heap *heapWatch
+}
+
+// Listen wraps the downstream listener with the overload manager's connection limit.
+func (f *Front) Listen(ln net.Listener) net.Listener {
+	return limitConnections(ln, f.cfg.Overload.MaxConnections)
 }
 
 // acquire takes one of cluster's circuit-breaker slots; false on overflow (Envoy's
@@ -101,6 +108,7 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 	if cfg.AccessLog != nil {
 		f.accessLog = &accessLogWriter{w: os.Stdout}
 	}
+	f.heap = startHeapWatch(cfg.Overload)
 	for name, c := range cfg.Clusters {
 		f.transports[name] = newTransport(c)
 		f.inFlight[name] = new(atomic.Int64)
@@ -135,6 +143,7 @@ func newTransport(c *Cluster) *http.Transport {
 
 // Close releases the ext_proc connection and idle upstream connections.
 func (f *Front) Close() error {
+	f.heap.close()
 	for _, t := range f.transports {
 		t.CloseIdleConnections()
 	}
@@ -149,6 +158,13 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	x := &exchange{f: f, w: w, r: r, ctx: ctx, mode: f.cfg.ExtProc.Mode, start: time.Now()}
+	if f.heap.stopRequests.Load() {
+		// stop_accepting_requests: a 503 before any filter runs, ext_proc included.
+		x.reqH = f.requestHeaders(r)
+		x.directLocalReply(http.StatusServiceUnavailable, "envoy overloaded", detailsOverload, nil)
+		x.logAccess()
+		return
+	}
 	x.run()
 	x.closeStream()
 	x.releaseSlots()

@@ -676,6 +676,9 @@ func TestConfigRefusesUnemulatedSettings(t *testing.T) {
 		{name: "mutation_rules disallow_is_error", old: "allow_envoy: true", new: "allow_envoy: true\n                        disallow_is_error: true", want: "disallow_is_error"},
 		{name: "mutation_rules allow_expression", old: "allow_envoy: true", new: "allow_envoy: true\n                        allow_expression: {regex: \"x-.*\"}", want: "allow_expression"},
 		{name: "access log", old: "                stat_prefix: gateway", new: "                stat_prefix: gateway\n                generate_request_id: false", want: "generate_request_id"},
+		{name: "overload action not emulated", old: "    - name: envoy.overload_actions.shrink_heap", new: "    - name: envoy.overload_actions.disable_http_keepalive", want: "disable_http_keepalive"},
+		{name: "overload trigger on connections", old: "          threshold:\n            value: 0.90", new: "          threshold:\n            value: 0.90\n        - name: envoy.resource_monitors.global_downstream_max_connections\n          threshold:\n            value: 0.5", want: "exactly one trigger"},
+		{name: "overload scaled trigger", old: "          threshold:\n            value: 0.95", new: "          scaled:\n            scaling_threshold: 0.8\n            saturation_threshold: 0.95", want: "scaled"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -151,6 +151,7 @@ func newHarness(t *testing.T, upstream http.Handler, handler func(s *session) er
 	h.front.Config.Protocols.SetHTTP1(true)
 	h.front.Config.Protocols.SetUnencryptedHTTP2(true) // as Start serves
 	h.front.Config.HTTP2 = cfg.ServerHTTP2()
+	h.front.Listener = f.Listen(h.front.Listener)
 	h.front.Start()
 	t.Cleanup(h.front.Close)
 	return h

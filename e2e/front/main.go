@@ -58,6 +58,7 @@ func Start(path string, logger *log.Logger) (*http.Server, net.Listener, error) 
 		_ = f.Close()
 		return nil, nil, err
 	}
+	ln = f.Listen(ln)
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
