@@ -162,11 +162,20 @@ func TestWatchChangesSlowSubscriberDoesNotBlockOthers(t *testing.T) {
 	if next >= n {
 		t.Fatalf("slow stream got all %d changes before its RESET", n)
 	}
-	// Caught up, it follows the live feed again.
+	// Caught up, it follows the live feed again. A change already in flight to the slow
+	// stream when it lagged may still arrive after its RESET: a watcher that reloaded on
+	// the RESET only invalidates once more, so that is harmless; the new change must come.
 	mem.Emit(ledger.Change{Kind: ledger.ChangeAccount, AccountID: "after-reset"})
-	for _, st := range []grpc.ServerStreamingClient[accountingv1.WatchChangesResponse]{fast, slow} {
-		if m := recvKind(t, st); m.GetAccountId() != "after-reset" {
-			t.Fatalf("after the RESET got %.40v, want the new change", m)
+	if m := recvKind(t, fast); m.GetAccountId() != "after-reset" {
+		t.Fatalf("fast stream after the RESET got %.40v, want the new change", m)
+	}
+	for {
+		m := recvKind(t, slow)
+		if m.GetAccountId() == "after-reset" {
+			break
+		}
+		if m.GetKind() != accountingv1.ChangeKind_CHANGE_KIND_KEY {
+			t.Fatalf("slow stream after the RESET got %.40v, want the new change", m)
 		}
 	}
 }
