@@ -162,9 +162,10 @@ func TestWatchChangesSlowSubscriberDoesNotBlockOthers(t *testing.T) {
 	if next >= n {
 		t.Fatalf("slow stream got all %d changes before its RESET", n)
 	}
-	// Caught up, it follows the live feed again. A change already in flight to the slow
-	// stream when it lagged may still arrive after its RESET: a watcher that reloaded on
-	// the RESET only invalidates once more, so that is harmless; the new change must come.
+	// Caught up, it follows the live feed again. On a loaded machine the slow stream may
+	// still see changes published while it was resuming after its RESET, and lag again
+	// (another RESET): a watcher that reloads on a RESET only invalidates once more, so
+	// both are harmless; what matters is that the new change comes.
 	mem.Emit(ledger.Change{Kind: ledger.ChangeAccount, AccountID: "after-reset"})
 	if m := recvKind(t, fast); m.GetAccountId() != "after-reset" {
 		t.Fatalf("fast stream after the RESET got %.40v, want the new change", m)
@@ -174,7 +175,7 @@ func TestWatchChangesSlowSubscriberDoesNotBlockOthers(t *testing.T) {
 		if m.GetAccountId() == "after-reset" {
 			break
 		}
-		if m.GetKind() != accountingv1.ChangeKind_CHANGE_KIND_KEY {
+		if k := m.GetKind(); k != accountingv1.ChangeKind_CHANGE_KIND_KEY && k != accountingv1.ChangeKind_CHANGE_KIND_RESET {
 			t.Fatalf("slow stream after the RESET got %.40v, want the new change", m)
 		}
 	}
