@@ -1,0 +1,47 @@
+// Package translate turns a chat request, response and stream of one chat API into
+// another's, both ways, so that any chat model answers on any chat API: a client speaking
+// OpenAI Chat Completions can be served by an Anthropic Messages channel, a Claude-style
+// client by an OpenAI channel, a Responses client by either, and so on.
+//
+// # Shape
+//
+// Every API is one codec (a table entry in codecs, translate.go) that reads and writes
+// the neutral model of this package (neutral.go, event.go):
+//
+//	client bytes --decodeRequest(client)--> Request --encodeRequest(upstream)--> upstream bytes
+//	upstream bytes --decodeResponse(upstream)--> Response --encodeResponse(client)--> client bytes
+//	upstream SSE --streamDecoder(upstream)--> []Event --streamEncoder(client)--> client SSE
+//
+// A Translator is one (client API, upstream API) pair: the client's codec on one side, the
+// upstream's on the other. Same-format requests are not translated at all (New reports
+// false): the lifecycle keeps its in-place edits, and provider extension fields pass
+// through untouched.
+//
+// Adding a fourth API is one codec (its request, response and stream halves, each a
+// pure function of bytes) and one entry in codecs; every pair with the existing APIs
+// follows.
+//
+// # Rules
+//
+// A field with no counterpart on the other side is dropped when losing it changes nothing
+// the client can observe in the answer's meaning (a tracing id, a store flag), and refused
+// with an *Unsupported error naming the client's param when its meaning would be lost
+// (n > 1, logprobs, a response format the target cannot honour). The fields tables
+// (fields.go) are the one home of that decision; the README's conformance table is
+// rendered from them and a test keeps the two equal.
+//
+// Tool call ids are kept as the upstream gave them, in both directions, so a tool result
+// the client sends back names the id the upstream chose. Usage is carried in full
+// (input including cache reads and writes, output including reasoning) and rendered in
+// the client's shape. Every response and event carries the public model id given in
+// ResponseOptions, never the upstream's.
+//
+// Upstream error bodies are not translated here: the lifecycle classifies them
+// (package response) and answers in the client's envelope, never with the provider's
+// words. An error event inside a stream is translated into the client's error event.
+//
+// # Imports
+//
+// This package is bytes and values only: it must not import protobuf, gRPC, Envoy, the
+// lifecycle, the catalog or accounting. It may import extproc/sse and JSON libraries.
+package translate
