@@ -15,3 +15,5 @@ type notWritten struct{}
 func (notWritten) decode(*sse.Event, func(Event)) error { return errNotWritten }
 
 func (notWritten) encode([]byte, Event) ([]byte, error) { return nil, errNotWritten }
+
+var _ = unsupported // used by the request codecs
