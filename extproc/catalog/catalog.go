@@ -47,11 +47,15 @@ const (
 	FormatVideo     Format = "video"
 )
 
-// kindFormat is the upstream format each kind is served in (no translation yet).
-var kindFormat = map[Kind]Format{
-	KindChat: FormatOpenAI, KindMessages: FormatAnthropic, KindResponses: FormatOpenAI,
-	KindEmbeddings: FormatOpenAI, KindSpeech: FormatOpenAI, KindImage: FormatOpenAI,
-	KindVideo: FormatVideo,
+// kindFormats are the upstream formats a model of each kind may be served in. A chat
+// model (chat, messages, responses) may have OpenAI and Anthropic channels at once: the
+// gateway translates between the chat APIs (extproc/translate); an OpenAI channel of a
+// responses model speaks the Responses API, of any other chat model Chat Completions.
+var kindFormats = map[Kind][]Format{
+	KindChat: {FormatOpenAI, FormatAnthropic}, KindMessages: {FormatAnthropic, FormatOpenAI},
+	KindResponses:  {FormatOpenAI, FormatAnthropic},
+	KindEmbeddings: {FormatOpenAI}, KindSpeech: {FormatOpenAI}, KindImage: {FormatOpenAI},
+	KindVideo: {FormatVideo},
 }
 
 // Prices are a model's published prices in micro-credits. A nil field is unpublished.
@@ -282,8 +286,9 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(str
 		}
 		switch ch.Format {
 		case FormatOpenAI, FormatAnthropic, FormatVideo:
-			if ok && kindFormat[m.Kind] != "" && kindFormat[m.Kind] != ch.Format {
-				bad("%s: format %q cannot serve a %s model (needs %q)", where, ch.Format, m.Kind, kindFormat[m.Kind])
+			if ok && len(kindFormats[m.Kind]) > 0 && !slices.Contains(kindFormats[m.Kind], ch.Format) {
+				fs := kindFormats[m.Kind]
+				bad("%s: format %q cannot serve a %s model (needs one of %q)", where, ch.Format, m.Kind, fs)
 			}
 		default:
 			bad("%s: format %q is not one of openai, anthropic, video", where, ch.Format)

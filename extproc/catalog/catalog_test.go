@@ -124,7 +124,7 @@ models:
 channels:
   - {name: a, model: ghost, cluster: c, format: openai, upstream_model: x, credential_env: K}
   - {name: a, model: dup, cluster: "", format: openai, upstream_model: "", credential_env: MISSING}
-  - {name: b, model: dup, cluster: c, format: anthropic, upstream_model: x, credential_env: K}
+  - {name: b, model: vid, cluster: c, format: anthropic, upstream_model: x, credential_env: K}
   - {name: c, model: dup, cluster: c, format: grpc, upstream_model: x}
   - {name: d, model: dup, cluster: c, format: openai, upstream_model: x, credential_env: K, credential_file: /f, weight: 0, priority: -1}
   - {name: e, model: dup, cluster: c, format: openai, upstream_model: x, credential_env: K, multimodal_embeddings: true}
@@ -154,7 +154,7 @@ channels:
 		"cluster is required",
 		"upstream_model is required",
 		"environment variable MISSING is not set",
-		`format "anthropic" cannot serve a chat model`,
+		`format "anthropic" cannot serve a video model`,
 		`format "grpc" is not one of`,
 		"one of credential_env and credential_file is required",
 		"set only one of credential_env and credential_file",

@@ -15,17 +15,3 @@ func (r *Request) ModelID() string {
 	}
 	return r.parsed.Model
 }
-
-// Path returns the endpoint's route as a fixed template ("/v1/chat/completions",
-// "/v1/videos/{task_id}"), or "unknown": a label of bounded cardinality.
-func (e Endpoint) Path() string {
-	if e == EndpointVideoGet {
-		return videoTaskPrefix + "{task_id}"
-	}
-	for path, rt := range routes {
-		if rt.ep == e && e != EndpointUnknown {
-			return path
-		}
-	}
-	return "unknown"
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/response"
+	"github.com/llmgw/gateway/extproc/translate"
 	"github.com/llmgw/gateway/extproc/video"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -51,24 +52,11 @@ type responseState struct {
 	broken    bool // the rewriter failed mid-body; later chunks are dropped
 	encoding  string
 	dec       *response.Decoder // the upstream compressed the body anyway: decoded before rewriting
+	xs        *translate.Stream // a translated stream (translation.go)
 }
 
-// format is the response format of the endpoint.
-func (r *Request) format() response.Format {
-	switch r.endpoint {
-	case EndpointMessages:
-		return response.AnthropicMessages
-	case EndpointResponses:
-		return response.OpenAIResponses
-	case EndpointEmbeddings, EndpointEmbeddingsMultimodal:
-		return response.OpenAIEmbeddings
-	case EndpointImages:
-		return response.OpenAIImages
-	case EndpointVideoSubmit, EndpointVideoGet:
-		return response.VideoTask
-	}
-	return response.OpenAIChat
-}
+// format is the response format of the answer the client gets.
+func (r *Request) format() response.Format { return r.endpoint.spec().format }
 
 // awaiting reports whether the response still matters: an unsettled reservation, or a
 // proxied read.
@@ -113,7 +101,7 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 		}
 		code := apierr.UpstreamError
 		if status < 200 || status > 299 {
-			code = response.ClassifyUpstream(r.format(), status, st.ct, nil)
+			code = response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, nil)
 		}
 		return r.fail(upstreamError(code))
 	}
@@ -136,7 +124,7 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 	}
 	if !response.UsableSuccess(r.parsed.Stream, status, st.ct) {
 		r.release(ctx, "upstream_unusable_response")
-		return r.fail(upstreamError(response.ClassifyUpstream(r.format(), status, st.ct, nil)))
+		return r.fail(upstreamError(response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, nil)))
 	}
 	// extproc asked for identity (see mutate); a provider that compresses anyway is
 	// decoded, and the client gets the plain body without content-encoding, whatever it
@@ -160,11 +148,15 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 	st.chunked = r.parsed.Stream || r.format() == response.OpenAIEmbeddings || r.format() == response.OpenAIImages ||
 		r.format() != response.VideoTask && !bufferable(size)
 	rw, err := response.New(response.Options{
-		Format:           r.format(),
-		PublicModel:      r.model.ID,
-		Stream:           r.parsed.Stream,
-		Incremental:      st.chunked && !r.parsed.Stream,
-		ClientWantsUsage: r.parsed.IncludeUsage,
+		Format:      r.upstreamFormat(),
+		PublicModel: r.model.ID,
+		Stream:      r.parsed.Stream,
+		// A translated JSON answer is translated whole: the rewriter hands it over at
+		// its end (bounded by MaxBodySize), even when it comes in chunks.
+		Incremental: st.chunked && !r.parsed.Stream && r.xlate == nil,
+		// A translated stream carries the usage the gateway asked for to the
+		// translator, which writes it only where the client's API carries it.
+		ClientWantsUsage: r.parsed.IncludeUsage || r.xlate != nil,
 		CountTokens:      r.svc.cfg.Counter.Text,
 		InputTokens:      r.knownPromptTokens(),
 	})
@@ -231,7 +223,7 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 			}
 			chunk = plain
 		}
-		code := response.ClassifyUpstream(r.format(), st.status, st.ct, chunk)
+		code := response.ClassifyUpstream(r.upstreamFormat(), st.status, st.ct, chunk)
 		if r.endpoint == EndpointVideoGet && st.status == 404 {
 			return r.fail(taskNotFound())
 		}
@@ -250,11 +242,14 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 	if err == nil {
 		out, err = st.rw.Write(chunk, endOfStream)
 	}
+	if err == nil {
+		out, err = r.translateBody(out, endOfStream)
+	}
 	if err != nil {
 		if !st.chunked {
 			r.release(ctx, "upstream_unusable_response")
 			code := apierr.UpstreamError
-			if !errors.Is(err, response.ErrUnusable) && !errors.Is(err, response.ErrTooLarge) {
+			if !errors.Is(err, response.ErrUnusable) && !errors.Is(err, response.ErrTooLarge) && !errors.Is(err, translate.ErrMalformed) {
 				code = apierr.InternalError
 			}
 			return r.fail(upstreamError(code))

@@ -20,6 +20,7 @@ import (
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/openai"
 	"github.com/llmgw/gateway/extproc/tokens"
+	"github.com/llmgw/gateway/extproc/translate"
 	"github.com/llmgw/gateway/extproc/video"
 	"github.com/llmgw/gateway/extproc/webhook"
 	"github.com/llmgw/gateway/extproc/wire"
@@ -150,6 +151,9 @@ type Request struct {
 	// carries the provider's id, which is replaced by this one.
 	taskID string
 	resp   *responseState
+	// xlate translates between the client's chat API and the channel's, when they differ
+	// (translation.go); nil otherwise.
+	xlate *translate.Translator
 
 	// failed is the API error code extproc answered with; verdict the settlement decided
 	// before a reply; reported the Facts the last reply carried (facts.go).
@@ -258,20 +262,16 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 		path = path[:i]
 		r.upstreamPath = path
 	}
-	rt, ok := routes[path]
-	taskID := ""
-	if !ok && strings.HasPrefix(path, videoTaskPrefix) {
-		rt.ep, rt.route, ok = EndpointVideoGet, route{"GET", apierr.OpenAI}, true
-		taskID = path[len(videoTaskPrefix):]
-	}
+	ep, taskID, ok := byPath(path)
 	if !ok {
 		r.env = apierr.OpenAI
 		return r.fail(apierr.New(apierr.NotFound, "Unknown request URL: "+method+" "+truncate(path, 200)+"."))
 	}
-	r.endpoint, r.env = rt.ep, rt.env
-	if method != rt.method {
-		a := r.fail(apierr.New(apierr.MethodNotAllowed, "Method "+truncate(method, 16)+" is not allowed on "+path+"; use "+rt.method+"."))
-		a.Immediate.Headers = append(a.Immediate.Headers, Header{"allow", rt.method})
+	sp := ep.spec()
+	r.endpoint, r.env = ep, sp.env
+	if method != sp.method {
+		a := r.fail(apierr.New(apierr.MethodNotAllowed, "Method "+truncate(method, 16)+" is not allowed on "+path+"; use "+sp.method+"."))
+		a.Immediate.Headers = append(a.Immediate.Headers, Header{"allow", sp.method})
 		return a
 	}
 	r.addr = clientAddress(headers)
@@ -437,8 +437,8 @@ func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool
 		r.log().Error("request body arrived in chunks: configure request_body_mode BUFFERED")
 		return r.fail(apierr.New(apierr.InternalError, "The request could not be processed."))
 	}
-	parse, ok := parsers[r.endpoint]
-	if !ok {
+	parse := r.endpoint.spec().parse
+	if parse == nil {
 		return Action{}
 	}
 	if !utf8.Valid(body) {
@@ -478,8 +478,12 @@ func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool
 	// upstream model id, stream_options added) is refused here with our 413 rather than
 	// by Envoy after credits were held.
 	a, err := r.mutate(body)
+	if u := (*translate.Unsupported)(nil); errors.As(err, &u) {
+		r.channel, r.xlate = nil, nil
+		return r.fail(apierr.Param(apierr.InvalidRequest, u.Param, u.Message))
+	}
 	if err != nil {
-		r.channel = nil
+		r.channel, r.xlate = nil, nil
 		r.log().Error("request mutation failed", zap.Error(err))
 		return r.fail(apierr.New(apierr.InternalError, "The request could not be processed."))
 	}
@@ -495,27 +499,6 @@ func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool
 	return a
 }
 
-// parsers validate each endpoint's body (the wire-format packages' rules).
-var parsers = map[Endpoint]func([]byte) (wire.Parsed, *apierr.Error){
-	EndpointChat:                 openai.ParseChat,
-	EndpointMessages:             anthropic.ParseMessages,
-	EndpointCountTokens:          anthropic.ParseCountTokens,
-	EndpointResponses:            openai.ParseResponses,
-	EndpointEmbeddings:           openai.ParseEmbeddings,
-	EndpointEmbeddingsMultimodal: openai.ParseMultimodalEmbeddings,
-	EndpointSpeech:               openai.ParseSpeech,
-	EndpointImages:               openai.ParseImages,
-	EndpointVideoSubmit:          video.ParseSubmit,
-}
-
-// kindOf is the catalog kind each endpoint serves.
-var kindOf = map[Endpoint]catalog.Kind{
-	EndpointChat: catalog.KindChat, EndpointMessages: catalog.KindMessages, EndpointCountTokens: catalog.KindMessages,
-	EndpointResponses: catalog.KindResponses, EndpointEmbeddings: catalog.KindEmbeddings,
-	EndpointEmbeddingsMultimodal: catalog.KindEmbeddings, EndpointSpeech: catalog.KindSpeech,
-	EndpointImages: catalog.KindImage, EndpointVideoSubmit: catalog.KindVideo, EndpointVideoGet: catalog.KindVideo,
-}
-
 // admit runs steps 3 to 10 of the admission order (see the package doc).
 func (r *Request) admit(ctx context.Context) *apierr.Error {
 	if e := r.authenticate(ctx); e != nil {
@@ -527,7 +510,7 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 	}
 	id := r.parsed.Model
 	m, ok := r.svc.cfg.Catalog.Model(id)
-	if !ok || m.Kind != kindOf[r.endpoint] {
+	if !ok || !r.endpoint.spec().serves(m.Kind) {
 		return apierr.Param(apierr.ModelNotAvailable, "model", "The model '"+id+"' is not available on this endpoint.")
 	}
 	r.model = m
@@ -664,7 +647,7 @@ func (r *Request) unitCost(n int64) int64 {
 func (r *Request) promptTokens() int64 {
 	if r.counted < 0 {
 		p := r.parsed.Prompt
-		if r.endpoint == EndpointEmbeddings || r.endpoint == EndpointEmbeddingsMultimodal {
+		if r.endpoint.spec().billing == BillInputTokens {
 			n := r.parsed.KnownTokens + tokens.Media(p)
 			for _, t := range p.Texts {
 				n += int64(r.svc.cfg.Counter.Text(t))
@@ -683,7 +666,7 @@ func (r *Request) promptTokens() int64 {
 // carries.
 func (r *Request) knownPromptTokens() int64 {
 	p := r.parsed.Prompt
-	if r.endpoint == EndpointEmbeddings || r.endpoint == EndpointEmbeddingsMultimodal {
+	if r.endpoint.spec().billing == BillInputTokens {
 		n := r.parsed.KnownTokens
 		for _, t := range p.Texts {
 			n += int64(r.svc.cfg.Counter.Text(t))
@@ -732,25 +715,33 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 	return nil
 }
 
-// mutate picks the channel and rewrites the request for it.
+// mutate picks the channel and rewrites the request for it: translated into the
+// channel's API when the client speaks another (translation.go), else edited in place
+// (the model id, and stream usage on a chat stream), every other byte kept. The error is
+// a *translate.Unsupported when a field cannot be carried to the channel's API.
 func (r *Request) mutate(body []byte) (Action, error) {
 	ch := catalog.Pick(r.candidates(), r.svc.cfg.Intn)
 	if ch == nil {
 		return Action{}, errors.New("no candidate channel after admission")
 	}
 	r.channel = ch
-	var err error
-	switch ch.Format {
-	case catalog.FormatAnthropic:
-		body, err = anthropic.SetModel(body, ch.UpstreamModel)
-	default:
-		body, err = openai.SetModel(body, ch.UpstreamModel)
-		if err == nil && r.endpoint == EndpointChat && r.parsed.Stream && !r.parsed.IncludeUsage {
-			body, err = openai.ForceIncludeUsage(body)
-		}
-	}
+	path, body, err := r.translateRequest(body)
 	if err != nil {
 		return Action{}, err
+	}
+	if r.xlate == nil {
+		switch ch.Format {
+		case catalog.FormatAnthropic:
+			body, err = anthropic.SetModel(body, ch.UpstreamModel)
+		default:
+			body, err = openai.SetModel(body, ch.UpstreamModel)
+			if err == nil && r.endpoint == EndpointChat && r.parsed.Stream && !r.parsed.IncludeUsage {
+				body, err = openai.ForceIncludeUsage(body)
+			}
+		}
+		if err != nil {
+			return Action{}, err
+		}
 	}
 	a := Action{
 		Body:            body,
@@ -762,15 +753,23 @@ func (r *Request) mutate(body []byte) (Action, error) {
 			identityEncoding,
 		},
 	}
+	if path != "" {
+		a.SetHeaders = append(a.SetHeaders, Header{":path", path})
+	}
 	if ch.Format == catalog.FormatAnthropic {
 		a.SetHeaders = append(a.SetHeaders, Header{"x-api-key", ch.Credential()})
-		if !r.clientVersion {
+		// The client's anthropic-version reached here only from an Anthropic endpoint
+		// (RequestHeaders removes it from the others).
+		if !r.clientVersion || r.env != apierr.Anthropic {
 			a.SetHeaders = append(a.SetHeaders, Header{"anthropic-version", AnthropicVersion})
 		}
 		a.RemoveHeaders = []string{"authorization"}
 	} else {
 		a.SetHeaders = append(a.SetHeaders, Header{"authorization", "Bearer " + ch.Credential()})
 		a.RemoveHeaders = []string{"x-api-key"}
+		if r.clientVersion && r.env == apierr.Anthropic {
+			a.RemoveHeaders = append(a.RemoveHeaders, "anthropic-version")
+		}
 	}
 	return a, nil
 }
@@ -930,11 +929,8 @@ func (r *Request) End(ctx context.Context, cause string) {
 
 // tokenPriced reports whether the endpoint is priced by tokens.
 func (r *Request) tokenPriced() bool {
-	switch r.endpoint {
-	case EndpointChat, EndpointMessages, EndpointResponses, EndpointEmbeddings, EndpointEmbeddingsMultimodal:
-		return true
-	}
-	return false
+	b := r.endpoint.spec().billing
+	return b == BillTokens || b == BillInputTokens
 }
 
 func apiAccountSuspended() *apierr.Error {

@@ -203,14 +203,8 @@ func (s *settlementSpan) end(outcome string, charged int64, err error) {
 
 // operationName is gen_ai.operation.name for an endpoint.
 func operationName(e Endpoint) string {
-	switch e {
-	case EndpointChat, EndpointMessages, EndpointResponses:
-		return "chat"
-	case EndpointEmbeddings, EndpointEmbeddingsMultimodal:
-		return "embeddings"
-	case EndpointCountTokens:
-		return "count_tokens"
-	default:
-		return "generate_content"
+	if op := e.spec().operation; op != "" {
+		return op
 	}
+	return "generate_content"
 }

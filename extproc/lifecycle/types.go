@@ -82,51 +82,6 @@ type Action struct {
 	ResponseBodyMode BodyMode
 }
 
-// Endpoint is a route the gateway serves.
-type Endpoint int
-
-const (
-	EndpointUnknown Endpoint = iota
-	EndpointChat
-	EndpointMessages
-	EndpointCountTokens
-	EndpointModels
-	EndpointResponses
-	EndpointEmbeddings
-	EndpointEmbeddingsMultimodal
-	EndpointSpeech
-	EndpointImages
-	EndpointVideoSubmit
-	// EndpointVideoGet is GET /v1/videos/{taskId}: answered or routed in the headers
-	// phase, never billed.
-	EndpointVideoGet
-)
-
-// route is an endpoint's method, envelope and name.
-type route struct {
-	method string
-	env    apierr.Envelope
-}
-
-var routes = map[string]struct {
-	ep Endpoint
-	route
-}{
-	"/v1/chat/completions":      {EndpointChat, route{"POST", apierr.OpenAI}},
-	"/v1/messages":              {EndpointMessages, route{"POST", apierr.Anthropic}},
-	"/v1/messages/count_tokens": {EndpointCountTokens, route{"POST", apierr.Anthropic}},
-	"/v1/models":                {EndpointModels, route{"GET", apierr.OpenAI}},
-	"/v1/responses":             {EndpointResponses, route{"POST", apierr.OpenAI}},
-	"/v1/embeddings":            {EndpointEmbeddings, route{"POST", apierr.OpenAI}},
-	"/v1/embeddings/multimodal": {EndpointEmbeddingsMultimodal, route{"POST", apierr.OpenAI}},
-	"/v1/audio/speech":          {EndpointSpeech, route{"POST", apierr.OpenAI}},
-	"/v1/images/generations":    {EndpointImages, route{"POST", apierr.OpenAI}},
-	"/v1/video/generations":     {EndpointVideoSubmit, route{"POST", apierr.OpenAI}},
-}
-
-// videoTaskPrefix is the path prefix of GET /v1/videos/{taskId}.
-const videoTaskPrefix = "/v1/videos/"
-
 // errImmediate renders e in env as an Immediate.
 func errImmediate(e *apierr.Error, env apierr.Envelope) *Immediate {
 	r := e.Render(env)

@@ -1,0 +1,173 @@
+package lifecycle
+
+import (
+	"github.com/llmgw/gateway/extproc/anthropic"
+	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/openai"
+	"github.com/llmgw/gateway/extproc/response"
+	"github.com/llmgw/gateway/extproc/translate"
+	"github.com/llmgw/gateway/extproc/video"
+	"github.com/llmgw/gateway/extproc/wire"
+)
+
+// Endpoint is a route the gateway serves: an index into endpoints, its one home.
+type Endpoint int
+
+const (
+	EndpointUnknown Endpoint = iota
+	EndpointChat
+	EndpointMessages
+	EndpointCountTokens
+	EndpointModels
+	EndpointResponses
+	EndpointEmbeddings
+	EndpointEmbeddingsMultimodal
+	EndpointSpeech
+	EndpointImages
+	EndpointVideoSubmit
+	// EndpointVideoGet is GET /v1/videos/{taskId}: answered or routed in the headers
+	// phase, never billed.
+	EndpointVideoGet
+)
+
+// Billing is how an endpoint's requests are held and charged (package doc, Units).
+type Billing uint8
+
+const (
+	// BillNone: never billed (models list, count_tokens, video reads).
+	BillNone Billing = iota
+	// BillTokens: prompt estimate plus output limit held; the upstream's usage charged.
+	BillTokens
+	// BillInputTokens: the input's estimate held; usage.prompt_tokens charged.
+	BillInputTokens
+	// BillUnits: units × the unit price, held and charged exactly (spec.unit names them).
+	BillUnits
+)
+
+// spec is everything that differs by endpoint. Adding an endpoint is one entry in
+// endpoints (and, for a chat API, one codec in extproc/translate).
+type spec struct {
+	path   string // fixed path; empty for a templated one (video reads)
+	method string
+	env    apierr.Envelope
+	// parse validates the body (nil: no body).
+	parse func([]byte) (wire.Parsed, *apierr.Error)
+	// kinds are the catalog kinds of the models served here.
+	kinds []catalog.Kind
+	// chat is the chat API the client speaks (0 when the endpoint is not a chat API):
+	// any chat model answers, translated when its channel speaks another.
+	chat translate.API
+	// format is the format of the answer the client gets.
+	format  response.Format
+	billing Billing
+	// unit is the ledger's usage unit of a BillUnits endpoint.
+	unit string
+	// operation is gen_ai.operation.name.
+	operation string
+}
+
+// chatKinds are the models every chat API serves once the translation codecs are all
+// written (until then each chat API serves its own kind).
+var chatKinds = []catalog.Kind{catalog.KindChat, catalog.KindMessages, catalog.KindResponses}
+
+var _ = chatKinds
+
+var endpoints = [...]spec{
+	EndpointUnknown: {env: apierr.OpenAI},
+	EndpointChat: {path: "/v1/chat/completions", method: "POST", env: apierr.OpenAI, parse: openai.ParseChat,
+		kinds: []catalog.Kind{catalog.KindChat}, chat: translate.Chat, format: response.OpenAIChat, billing: BillTokens, operation: "chat"},
+	EndpointMessages: {path: "/v1/messages", method: "POST", env: apierr.Anthropic, parse: anthropic.ParseMessages,
+		kinds: []catalog.Kind{catalog.KindMessages}, chat: translate.Messages, format: response.AnthropicMessages, billing: BillTokens, operation: "chat"},
+	EndpointCountTokens: {path: "/v1/messages/count_tokens", method: "POST", env: apierr.Anthropic, parse: anthropic.ParseCountTokens,
+		kinds: []catalog.Kind{catalog.KindMessages}, billing: BillNone, operation: "count_tokens"},
+	EndpointModels: {path: "/v1/models", method: "GET", env: apierr.OpenAI},
+	EndpointResponses: {path: "/v1/responses", method: "POST", env: apierr.OpenAI, parse: openai.ParseResponses,
+		kinds: []catalog.Kind{catalog.KindResponses}, chat: translate.Responses, format: response.OpenAIResponses, billing: BillTokens, operation: "chat"},
+	EndpointEmbeddings: {path: "/v1/embeddings", method: "POST", env: apierr.OpenAI, parse: openai.ParseEmbeddings,
+		kinds: []catalog.Kind{catalog.KindEmbeddings}, format: response.OpenAIEmbeddings, billing: BillInputTokens, operation: "embeddings"},
+	EndpointEmbeddingsMultimodal: {path: "/v1/embeddings/multimodal", method: "POST", env: apierr.OpenAI, parse: openai.ParseMultimodalEmbeddings,
+		kinds: []catalog.Kind{catalog.KindEmbeddings}, format: response.OpenAIEmbeddings, billing: BillInputTokens, operation: "embeddings"},
+	EndpointSpeech: {path: "/v1/audio/speech", method: "POST", env: apierr.OpenAI, parse: openai.ParseSpeech,
+		kinds: []catalog.Kind{catalog.KindSpeech}, billing: BillUnits, unit: "characters", operation: "generate_content"},
+	EndpointImages: {path: "/v1/images/generations", method: "POST", env: apierr.OpenAI, parse: openai.ParseImages,
+		kinds: []catalog.Kind{catalog.KindImage}, format: response.OpenAIImages, billing: BillUnits, unit: "images", operation: "generate_content"},
+	EndpointVideoSubmit: {path: "/v1/video/generations", method: "POST", env: apierr.OpenAI, parse: video.ParseSubmit,
+		kinds: []catalog.Kind{catalog.KindVideo}, format: response.VideoTask, billing: BillUnits, unit: "seconds", operation: "generate_content"},
+	EndpointVideoGet: {method: "GET", env: apierr.OpenAI, kinds: []catalog.Kind{catalog.KindVideo},
+		format: response.VideoTask, operation: "generate_content"},
+}
+
+// videoTaskPrefix is the path prefix of GET /v1/videos/{taskId}.
+const videoTaskPrefix = "/v1/videos/"
+
+// byPath finds the endpoint of a request path (without its query string); taskID is
+// the id of a video read.
+func byPath(path string) (e Endpoint, taskID string, ok bool) {
+	for i := range endpoints {
+		if endpoints[i].path != "" && endpoints[i].path == path {
+			return Endpoint(i), "", true
+		}
+	}
+	if len(path) >= len(videoTaskPrefix) && path[:len(videoTaskPrefix)] == videoTaskPrefix {
+		return EndpointVideoGet, path[len(videoTaskPrefix):], true
+	}
+	return EndpointUnknown, "", false
+}
+
+// spec is the endpoint's table entry.
+func (e Endpoint) spec() *spec {
+	if e < 0 || int(e) >= len(endpoints) {
+		return &endpoints[EndpointUnknown]
+	}
+	return &endpoints[e]
+}
+
+// Path returns the endpoint's route as a fixed template ("/v1/chat/completions",
+// "/v1/videos/{task_id}"), or "unknown": a label of bounded cardinality.
+func (e Endpoint) Path() string {
+	switch s := e.spec(); {
+	case e == EndpointVideoGet:
+		return videoTaskPrefix + "{task_id}"
+	case s.path != "":
+		return s.path
+	}
+	return "unknown"
+}
+
+// serves reports whether the endpoint serves models of kind k.
+func (s *spec) serves(k catalog.Kind) bool {
+	for _, x := range s.kinds {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// upstreamAPI is the chat API a channel of a chat model speaks: an Anthropic channel
+// Messages, an OpenAI channel of a Responses model Responses, any other OpenAI channel
+// Chat Completions.
+func upstreamAPI(m *catalog.Model, ch *catalog.Channel) translate.API {
+	switch {
+	case ch.Format == catalog.FormatAnthropic:
+		return translate.Messages
+	case m.Kind == catalog.KindResponses:
+		return translate.Responses
+	}
+	return translate.Chat
+}
+
+// upstreamPaths are the chat APIs' upstream paths.
+var upstreamPaths = map[translate.API]string{
+	translate.Chat:      endpoints[EndpointChat].path,
+	translate.Messages:  endpoints[EndpointMessages].path,
+	translate.Responses: endpoints[EndpointResponses].path,
+}
+
+// chatFormats are the chat APIs' response formats.
+var chatFormats = map[translate.API]response.Format{
+	translate.Chat:      response.OpenAIChat,
+	translate.Messages:  response.AnthropicMessages,
+	translate.Responses: response.OpenAIResponses,
+}

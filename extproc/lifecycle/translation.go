@@ -1,0 +1,75 @@
+package lifecycle
+
+import (
+	"github.com/llmgw/gateway/extproc/response"
+	"github.com/llmgw/gateway/extproc/translate"
+)
+
+// Translation: a chat model answers on every chat API whatever its channel speaks. When
+// the client's API (the endpoint's spec.chat) and the channel's (upstreamAPI) differ,
+// the request body is translated before the hold (so a field that cannot be carried is
+// refused with nothing held), the path is the channel's, and the answer is translated
+// back after the usual rewrite: the response rewriter reads the upstream's own format
+// (usage exactly as the provider reported it, the model id made public), and the
+// translator turns that into the client's format. The charge is therefore the same
+// whatever API the client spoke.
+
+// translateRequest sets r.xlate and returns the upstream path and body when the
+// channel speaks another chat API; else it returns the body unchanged and no path.
+func (r *Request) translateRequest(body []byte) (path string, out []byte, err error) {
+	client := r.endpoint.spec().chat
+	if client == 0 {
+		return "", body, nil
+	}
+	api := upstreamAPI(r.model, r.channel)
+	t, ok := translate.New(client, api)
+	if !ok {
+		return "", body, nil
+	}
+	out, err = t.Request(body, translate.RequestOptions{
+		UpstreamModel: r.channel.UpstreamModel,
+		MaxOutput:     r.model.MaxOutputTokens,
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	r.xlate = t
+	return upstreamPaths[api], out, nil
+}
+
+// upstreamFormat is the format the upstream answers in: the channel's chat API when
+// translated, else the endpoint's own.
+func (r *Request) upstreamFormat() response.Format {
+	if r.xlate != nil {
+		return chatFormats[r.xlate.Upstream()]
+	}
+	return r.format()
+}
+
+// responseOptions label the translated answer.
+func (r *Request) responseOptions() translate.ResponseOptions {
+	return translate.ResponseOptions{
+		PublicModel:  r.model.ID,
+		Created:      r.svc.cfg.Now().Unix(),
+		IncludeUsage: r.parsed.IncludeUsage,
+	}
+}
+
+// translateBody turns the rewritten upstream bytes into the client's: stream chunks as
+// they come, a JSON body once whole (the rewriter hands it over at its end).
+func (r *Request) translateBody(out []byte, endOfStream bool) ([]byte, error) {
+	st := r.resp
+	if r.xlate == nil {
+		return out, nil
+	}
+	if r.parsed.Stream {
+		if st.xs == nil {
+			st.xs = r.xlate.Stream(r.responseOptions())
+		}
+		return st.xs.Write(out, endOfStream)
+	}
+	if !endOfStream {
+		return nil, nil
+	}
+	return r.xlate.Response(out, r.responseOptions())
+}
