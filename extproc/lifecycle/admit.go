@@ -1,0 +1,218 @@
+package lifecycle
+
+// Admission (package doc, steps 3 to 11): the key's grant, the model and its rules, the
+// maximum cost, and the hold.
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/tokens"
+	"github.com/llmgw/gateway/extproc/video"
+)
+
+// admit runs steps 3 to 10 of the admission order (see the package doc).
+func (r *Request) admit(ctx context.Context) *apierr.Error {
+	if e := r.authenticate(ctx); e != nil {
+		return e
+	}
+	g := &r.grant
+	if g.AccountSuspended {
+		return apiAccountSuspended()
+	}
+	id := r.parsed.Model
+	m, ok := r.svc.cfg.Catalog.Model(id)
+	if !ok || !r.endpoint.spec().serves(m.Kind) {
+		return apierr.Param(apierr.ModelNotAvailable, "model", "The model '"+id+"' is not available on this endpoint.")
+	}
+	r.model = m
+	if e := modelRefusal(g, m, len(r.candidates()) > 0); e != nil {
+		return e
+	}
+	if f := r.parsed.Unpriced; f != "" && r.endpoint != EndpointCountTokens {
+		return apierr.Param(apierr.PricingUnavailable, f,
+			"'"+f+"' asks for server-side tools that have no published price on this gateway; use client-side (function) tools.")
+	}
+	if f := r.parsed.Prompt.Unbounded; f != "" && r.endpoint != EndpointCountTokens {
+		return apierr.Param(apierr.PricingUnavailable, f,
+			"'"+f+"' refers to content the request does not carry (a URL, a file id, an earlier answer), so its cost cannot be bounded before the provider fetches it; send the content itself (base64 bytes or text).")
+	}
+	if r.parsed.MaxOutput > m.MaxOutputTokens && r.endpoint != EndpointCountTokens {
+		return apierr.Param(apierr.InvalidMaxTokens, r.parsed.MaxOutputParam,
+			"'"+r.parsed.MaxOutputParam+"' is too large: the model '"+id+"' supports at most "+strconv.FormatInt(m.MaxOutputTokens, 10)+" output tokens.")
+	}
+	return nil
+}
+
+// modelRefusal is the first of the model rules of the admission order (steps 6 to 9)
+// that the grant fails for model m — allowlist, top-up, a channel open to the tier
+// (hasCandidate), a complete price — or nil when it may call m. Admission and the
+// models list share it, so the list shows exactly what admission would let through.
+func modelRefusal(g *ledger.Grant, m *catalog.Model, hasCandidate bool) *apierr.Error {
+	switch {
+	case len(g.AllowedModels) > 0 && !slices.Contains(g.AllowedModels, m.ID):
+		return apierr.Param(apierr.ModelNotAllowed, "model", "This key is not allowed to call the model '"+m.ID+"'.")
+	case !m.Free && !g.AccountToppedUp:
+		return apierr.Param(apierr.ModelRequiresTopUp, "model", "The model '"+m.ID+"' requires a top-up; free models remain callable.")
+	case !hasCandidate:
+		return apierr.Param(apierr.ModelNotAvailable, "model", "No route for the model '"+m.ID+"' is available to this key.")
+	case !m.PriceComplete():
+		return apierr.Param(apierr.PricingUnavailable, "model", "No complete published price exists for the model '"+m.ID+"'.")
+	}
+	return nil
+}
+
+// modelRules applies the endpoint's rules that need the model (step 10 of the
+// admission order): a speech voice the model lists; a video duration inside the model's
+// range, its resolution tier, and a webhook URL whose host resolves to public
+// addresses. The webhook is resolved only here, after the key was accepted, so that
+// unauthenticated callers cannot make the gateway resolve names.
+func (r *Request) modelRules(ctx context.Context) *apierr.Error {
+	switch r.endpoint {
+	case EndpointSpeech:
+		if !slices.Contains(r.model.Voices, r.parsed.Voice) {
+			return apierr.Param(apierr.InvalidRequest, "voice",
+				"The voice '"+truncate(r.parsed.Voice, 64)+"' is not supported by the model '"+r.model.ID+"'; use one of: "+strings.Join(r.model.Voices, ", ")+".")
+		}
+		r.units = r.parsed.Units
+	case EndpointImages:
+		r.units = r.parsed.Units
+	case EndpointVideoSubmit:
+		d, e := video.Admit(r.parsed.Video, r.model)
+		if e != nil {
+			return e
+		}
+		r.units = d
+		if u := r.parsed.Video.WebhookURL; u != "" {
+			if e := r.svc.cfg.Webhooks.Check(ctx, u); e != nil {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// MaxCost is the request's maximum estimated cost in micro-credits. Token kinds: the
+// prompt's estimate times the input price plus the output limit (the request's, else
+// the model's) and what is billed as output beyond it (prediction) times the output
+// price, each rounded up. Embeddings: the input's
+// estimate (token ids counted exactly) times the input price. Speech: the exact cost of
+// its characters. Images and video: units times the unit price. Free models cost 0.
+func (r *Request) MaxCost() int64 {
+	m := r.model
+	if m == nil || m.Free {
+		return 0
+	}
+	switch m.Kind {
+	case catalog.KindEmbeddings:
+		known := r.parsed.KnownTokens
+		return tokens.Cost(tokens.WithMargin(r.promptTokens()-known, tokens.Media(r.parsed.Prompt))+known, deref(m.Prices.InputPerMTok))
+	case catalog.KindSpeech, catalog.KindImage, catalog.KindVideo:
+		return r.unitCost(r.units)
+	}
+	out := r.parsed.MaxOutput
+	if out == 0 {
+		out = m.MaxOutputTokens
+	}
+	out += r.svc.cfg.Counter.Output(r.parsed.Prompt)
+	return tokens.Cost(tokens.WithMargin(r.promptTokens(), tokens.Media(r.parsed.Prompt)), deref(m.Prices.InputPerMTok)) +
+		tokens.Cost(out, deref(m.Prices.OutputPerMTok))
+}
+
+// unitCost is the price of n units of a per-unit model: characters per million,
+// images and seconds each.
+func (r *Request) unitCost(n int64) int64 {
+	m := r.model
+	if m.Free {
+		return 0
+	}
+	switch m.Kind {
+	case catalog.KindSpeech:
+		return tokens.Cost(n, deref(m.Prices.PerMillionChars))
+	case catalog.KindImage:
+		return n * deref(m.Prices.PerImage)
+	case catalog.KindVideo:
+		return n * deref(m.Prices.PerSecond)
+	}
+	return 0
+}
+
+// promptTokens is the prompt's plain count (no margin), counted once per request.
+// Embedding inputs have no message framing: their count is the texts' tokens, media
+// parts at their fixed bound, and the token ids given.
+func (r *Request) promptTokens() int64 {
+	if r.counted < 0 {
+		p := r.parsed.Prompt
+		if r.endpoint.spec().billing == BillInputTokens {
+			n := r.parsed.KnownTokens + tokens.Media(p)
+			for _, t := range p.Texts {
+				n += int64(r.svc.cfg.Counter.Text(t))
+			}
+			r.counted = n
+		} else {
+			r.counted = r.svc.cfg.Counter.Count(p)
+		}
+	}
+	return r.counted
+}
+
+// knownPromptTokens is what an early end charges for the prompt (settlement policy): the
+// parts counted as the provider counts them (tokens.Known; for embeddings the texts and
+// the token ids given), never the bounds of media, tools prompt or margin that the hold
+// carries.
+func (r *Request) knownPromptTokens() int64 {
+	p := r.parsed.Prompt
+	if r.endpoint.spec().billing == BillInputTokens {
+		n := r.parsed.KnownTokens
+		for _, t := range p.Texts {
+			n += int64(r.svc.cfg.Counter.Text(t))
+		}
+		return n
+	}
+	return r.svc.cfg.Counter.Known(p)
+}
+
+func (r *Request) reserve(ctx context.Context) *apierr.Error {
+	pool := ledger.PoolGeneral
+	if r.model.HighCost {
+		pool = ledger.PoolHighCost
+	}
+	// ctx carries the admission budget and no cancellation (RequestBody). A reply lost
+	// in transit is retried with the same request id, which accounting answers with the
+	// same reservation, so a hold is never made twice. When no answer came within the
+	// budget, the client is told to retry and the request id is abandoned: whatever
+	// hold it made is found and released in the background.
+	req := ledger.ReserveRequest{
+		RequestID: r.svc.cfg.NewID(),
+		KeyID:     r.grant.KeyID,
+		Model:     r.model.ID,
+		Amount:    r.MaxCost(),
+		Pool:      pool,
+		TTL:       r.svc.cfg.LeaseTTL,
+	}
+	start := time.Now()
+	deadline, _ := ctx.Deadline()
+	var res ledger.Reservation
+	err := r.svc.retry(func() time.Time { return deadline }, func(actx context.Context) error {
+		actx, cancel := context.WithDeadline(actx, deadline)
+		defer cancel()
+		var err error
+		res, err = r.svc.cfg.Ledger.Reserve(r.traceCtx(actx), req)
+		return err
+	})
+	if err != nil {
+		if !final(err) {
+			r.svc.abandonReserve(req, r.log())
+		}
+		return r.ledgerError(err, "reserve")
+	}
+	r.reservation = &res
+	r.hold = r.svc.newHold(res, start, r.log())
+	return nil
+}

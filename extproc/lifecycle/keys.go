@@ -1,0 +1,116 @@
+package lifecycle
+
+// The client's key: read from the headers (only its hash is kept), resolved to a grant by
+// accounting, and accounting's refusals turned into the client's errors.
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"strings"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/apierr"
+	"go.uber.org/zap"
+)
+
+// readKey takes the key from "authorization: Bearer" or x-api-key and keeps only its
+// hash.
+//
+// The two headers are two ways to send the same key (spec section 5): a request that
+// sends two different keys is refused rather than served on either.
+func (r *Request) readKey(auth, xKey string) {
+	bearer := ""
+	if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		bearer = strings.TrimSpace(auth[7:])
+	}
+	other := strings.TrimSpace(xKey)
+	key := bearer
+	if key == "" {
+		key = other
+	}
+	if key == "" {
+		return
+	}
+	r.hasKey = true
+	r.keyConflict = bearer != "" && other != "" && bearer != other
+	r.keyOK = !r.keyConflict && strings.HasPrefix(key, "gw-") && len(key) >= 3+43
+	r.keyHash = sha256.Sum256([]byte(key))
+}
+
+// authenticate resolves the key to a grant, or the error to answer with. An
+// invalid_api_key answer counts against the client's address (AuthFailures).
+func (r *Request) authenticate(ctx context.Context) *apierr.Error {
+	e := r.authenticateKey(ctx)
+	if e != nil && e.Code == apierr.InvalidAPIKey && r.addr != "" {
+		r.svc.fails.failed(r.addr, r.svc.cfg.Now())
+	}
+	return e
+}
+
+func (r *Request) authenticateKey(ctx context.Context) *apierr.Error {
+	if !r.hasKey {
+		return apierr.New(apierr.InvalidAPIKey, "Missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
+	}
+	if r.keyConflict {
+		return apierr.New(apierr.InvalidAPIKey, "The request carries different keys (in 'Authorization' and 'x-api-key', or in a repeated header): send one key.")
+	}
+	if !r.keyOK {
+		return apierr.New(apierr.InvalidAPIKey, "Invalid API key.")
+	}
+	g, err := r.svc.cfg.Ledger.Authenticate(ctx, r.keyHash[:])
+	if err != nil {
+		return r.ledgerError(err, "authenticate")
+	}
+	if g.ExpiresAt != nil && !r.svc.cfg.Now().Before(*g.ExpiresAt) {
+		return apierr.New(apierr.InvalidAPIKey, "Invalid API key.")
+	}
+	r.grant = g
+	return nil
+}
+
+// ledgerError maps an accounting error to the client's error: a Refusal by its reason,
+// anything else (accounting unreachable) as service_unavailable.
+func (r *Request) ledgerError(err error, op string) *apierr.Error {
+	var ref *ledger.Refusal
+	if !errors.As(err, &ref) {
+		r.log().Warn("accounting call failed", zap.String("op", op), zap.Error(err))
+		return apierr.New(apierr.ServiceUnavailable, "The service is temporarily unable to authorize requests.")
+	}
+	switch ref.Reason {
+	case ledger.ReasonInvalidAPIKey:
+		return apierr.New(apierr.InvalidAPIKey, "Invalid API key.")
+	case ledger.ReasonAccountSuspended:
+		return apiAccountSuspended()
+	case ledger.ReasonInsufficientCredits:
+		return apierr.New(apierr.InsufficientCredits, "Available credits cannot cover the request's maximum estimated cost (credits held by in-flight requests are not available). Lower the output-token limit, wait for a request to finish, or add credits.")
+	case ledger.ReasonKeyLimitReached:
+		e := apierr.New(apierr.KeyLimitReached, "The request would cross the key's "+limitName(ref.Limit)+"spend limit.")
+		e.RetryAfter = ref.RetryAfter
+		return e
+	case ledger.ReasonConcurrencyLimitExceeded:
+		e := apierr.New(apierr.ConcurrencyLimitExceeded, "Too many requests are in flight on the account.")
+		e.RetryAfter = ref.RetryAfter
+		if e.RetryAfter <= 0 {
+			e.RetryAfter = ledger.ConcurrencyRetryAfter
+		}
+		return e
+	case ledger.ReasonRateLimitExceeded:
+		e := apierr.New(apierr.RateLimitExceeded, "The account's requests-per-minute limit is exceeded.")
+		e.RetryAfter = ref.RetryAfter
+		return e
+	}
+	r.log().Warn("unexpected refusal", zap.String("op", op), zap.Stringer("reason", ref.Reason))
+	return apierr.New(apierr.InternalError, "The request could not be processed.")
+}
+
+func limitName(l string) string {
+	if l == "daily" || l == "monthly" {
+		return l + " "
+	}
+	return ""
+}
+
+func apiAccountSuspended() *apierr.Error {
+	return apierr.New(apierr.AccountSuspended, "The account is suspended.")
+}

@@ -1,0 +1,96 @@
+package lifecycle
+
+// Routing: the channel the admitted request goes to, and the request as that channel
+// must receive it.
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/llmgw/gateway/extproc/anthropic"
+	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/openai"
+)
+
+// candidates are the admitted model's channels open to the key's tier (and, for
+// multimodal embeddings, only the channels that serve them).
+func (r *Request) candidates() []*catalog.Channel {
+	cs := r.model.Candidates(r.grant.Tier)
+	if r.endpoint != EndpointEmbeddingsMultimodal {
+		return cs
+	}
+	out := cs[:0]
+	for _, c := range cs {
+		if c.MultimodalEmbeddings {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// mutate picks the channel and rewrites the request for it: translated into the
+// channel's API when the client speaks another (translation.go), else edited in place
+// (the model id, and stream usage on a chat stream), every other byte kept. The error is
+// a *translate.Unsupported when a field cannot be carried to the channel's API.
+func (r *Request) mutate(body []byte) (Action, error) {
+	ch := catalog.Pick(r.candidates(), r.svc.cfg.Intn)
+	if ch == nil {
+		return Action{}, errors.New("no candidate channel after admission")
+	}
+	r.channel = ch
+	path, body, err := r.translateRequest(body)
+	if err != nil {
+		return Action{}, err
+	}
+	if r.xlate == nil {
+		switch ch.Format {
+		case catalog.FormatAnthropic:
+			body, err = anthropic.SetModel(body, ch.UpstreamModel)
+		default:
+			body, err = openai.SetModel(body, ch.UpstreamModel)
+			if err == nil && r.endpoint == EndpointChat && r.parsed.Stream && !r.parsed.IncludeUsage {
+				body, err = openai.ForceIncludeUsage(body)
+			}
+		}
+		if err != nil {
+			return Action{}, err
+		}
+	}
+	a := Action{
+		Body:            body,
+		ReplaceBody:     true,
+		ClearRouteCache: true,
+		SetHeaders: []Header{
+			{"content-length", strconv.Itoa(len(body))},
+			{RoutingHeader, ch.Cluster},
+			identityEncoding,
+		},
+	}
+	if path != "" {
+		a.SetHeaders = append(a.SetHeaders, Header{":path", path})
+	}
+	if ch.Format == catalog.FormatAnthropic {
+		a.SetHeaders = append(a.SetHeaders, Header{"x-api-key", ch.Credential()})
+		// The client's anthropic-version reached here only from an Anthropic endpoint
+		// (RequestHeaders removes it from the others).
+		if !r.clientVersion || r.env != apierr.Anthropic {
+			a.SetHeaders = append(a.SetHeaders, Header{"anthropic-version", AnthropicVersion})
+		}
+		a.RemoveHeaders = []string{"authorization"}
+	} else {
+		a.SetHeaders = append(a.SetHeaders, Header{"authorization", "Bearer " + ch.Credential()})
+		a.RemoveHeaders = []string{"x-api-key"}
+		if r.clientVersion && r.env == apierr.Anthropic {
+			a.RemoveHeaders = append(a.RemoveHeaders, "anthropic-version")
+		}
+	}
+	return a, nil
+}
+
+// identityEncoding asks an upstream for an uncompressed answer. Envoy forwards the
+// client's accept-encoding (the SDKs send gzip) and providers honour it; the rewriter
+// reads the answer's bytes, and an answer extproc does not rewrite (speech audio) goes
+// to the client as is, so it must not carry an encoding the client never accepted. A
+// provider that compresses anyway is decoded (see ResponseHeaders).
+var identityEncoding = Header{"accept-encoding", "identity"}

@@ -1,0 +1,174 @@
+package lifecycle
+
+// Settlement: the hold committed or released, once, after the reply (budget.go,
+// settlement.go), and the one record of the request's money.
+
+import (
+	"context"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/tokens"
+	"go.uber.org/zap"
+)
+
+// release returns the hold, once, after the reply (budget.go).
+func (r *Request) release(_ context.Context, reason string) {
+	if r.reservation == nil || r.settled {
+		return
+	}
+	r.settled = true
+	r.verdict = verdict{outcome: OutcomeRelease}
+	id := r.reservation.ID
+	record := r.settledRecord(ledger.Usage{})
+	sp := r.traceSettlement("release")
+	r.svc.settle(r.hold, func(ctx context.Context) error {
+		_, err := r.svc.cfg.Ledger.Release(sp.ctx(ctx), id, reason)
+		return err
+	}, func(err error) {
+		sp.end("released", 0, err)
+		if err != nil {
+			// The hold expires server-side at the end of its lease.
+			r.log().Warn("release failed", zap.String("reservation", id), zap.Error(err))
+			return
+		}
+		r.log().Info("settled", append(record, zap.String("outcome", "released"),
+			zap.Int64("charged_micros", 0), zap.String("reason", reason))...)
+	})
+}
+
+// commit charges the actual cost of token usage, once.
+func (r *Request) commit(ctx context.Context, in, out int64) {
+	in, out = clampUsage(in), clampUsage(out)
+	m := r.model
+	var actual int64
+	if !m.Free {
+		actual = tokens.Cost(in, deref(m.Prices.InputPerMTok)) + tokens.Cost(out, deref(m.Prices.OutputPerMTok))
+	}
+	r.charge(ctx, actual, ledger.Usage{InputTokens: in, OutputTokens: out})
+}
+
+// commitUnits charges n units of a per-unit endpoint ("characters", "images",
+// "seconds"), once.
+func (r *Request) commitUnits(ctx context.Context, unit string, n int64) {
+	r.charge(ctx, r.unitCost(n), ledger.Usage{Units: map[string]int64{unit: n}})
+}
+
+// charge commits actual with its usage record, once, after the reply (budget.go).
+func (r *Request) charge(_ context.Context, actual int64, u ledger.Usage) {
+	if r.reservation == nil || r.settled {
+		return
+	}
+	r.settled = true
+	// Accounting charges the hold at most (Capped).
+	r.verdict = verdict{outcome: OutcomeCommit, charge: min(actual, r.reservation.Amount), usage: u}
+	cr := ledger.CommitRequest{
+		ReservationID: r.reservation.ID,
+		Actual:        actual,
+		Usage:         u,
+		UpstreamModel: r.channel.UpstreamModel,
+		Channel:       r.channel.Name,
+	}
+	record := r.settledRecord(u)
+	var res ledger.CommitResult
+	sp := r.traceSettlement("commit")
+	r.svc.settle(r.hold, func(ctx context.Context) error {
+		var err error
+		res, err = r.svc.cfg.Ledger.Commit(sp.ctx(ctx), cr)
+		return err
+	}, func(err error) {
+		sp.end("committed", res.Charged, err)
+		if err != nil {
+			r.log().Error("commit failed", zap.String("reservation", cr.ReservationID), zap.Error(err))
+			return
+		}
+		r.log().Info("settled", append(record, zap.String("outcome", "committed"),
+			zap.Int64("charged_micros", res.Charged), zap.Int64("actual_micros", actual), zap.Bool("capped", res.Capped))...)
+	})
+}
+
+// settledRecord is the one record of a request's money, but its outcome and charge: who,
+// what, usage and hold (the request id comes with r.log). It never carries a secret: keys appear by id only. It is built
+// on the request's goroutine; the settlement logs it when it has landed.
+func (r *Request) settledRecord(u ledger.Usage) []zap.Field {
+	var channel, upstream string
+	if r.channel != nil {
+		channel, upstream = r.channel.Name, r.channel.UpstreamModel
+	}
+	return []zap.Field{
+		zap.String("reservation", r.reservation.ID),
+		zap.String("account", r.grant.AccountID),
+		zap.String("key_id", r.grant.KeyID),
+		zap.String("model", r.model.ID),
+		zap.String("upstream_model", upstream),
+		zap.String("channel", channel),
+		zap.Int64("input_tokens", u.InputTokens),
+		zap.Int64("output_tokens", u.OutputTokens),
+		zap.Any("units", u.Units),
+		zap.Int64("hold_micros", r.reservation.Amount),
+	}
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// End finishes the request and settles what was not, by the settlement policy
+// (decideEnd): the provider's usage if it came, else what a stream delivered, else the
+// prompt once the request reached the provider, else nothing. cause says why the stream
+// ended, for the record ("stream_closed", ...). Safe to call more than once.
+func (r *Request) End(ctx context.Context, cause string) {
+	defer r.traceEnd(cause)
+	if r.resp != nil && r.resp.dec != nil {
+		r.resp.dec.Close()
+	}
+	if r.reservation == nil || r.settled {
+		return
+	}
+	// Whatever happens below (a panic included), the hold is never kept alive past
+	// this point without a settlement: its lease then frees it.
+	defer func() {
+		if !r.settled {
+			r.hold.end()
+		}
+	}()
+	f := endFacts{Sent: r.sent, Tokens: r.tokenPriced(), ClientLeft: cause == CauseClientLeft}
+	if st := r.resp; st != nil {
+		f.Failed = st.rw == nil || st.broken && !r.parsed.Stream
+		if st.rw != nil {
+			_, f.Usage = st.rw.Usage()
+			f.Delivered = st.chunked && r.parsed.Stream && st.delivered
+		}
+	}
+	rule := decideEnd(f)
+	if rule != endRelease {
+		r.log().Info("request ended before its answer did: charging by the settlement policy",
+			zap.String("cause", cause), zap.Stringer("rule", rule))
+	}
+	switch rule {
+	case endUsage, endDelivered:
+		r.settleStream(ctx)
+	case endPrompt:
+		r.commit(ctx, r.knownPromptTokens(), 0)
+	default:
+		r.release(ctx, cause)
+	}
+}
+
+// tokenPriced reports whether the endpoint is priced by tokens.
+func (r *Request) tokenPriced() bool {
+	b := r.endpoint.spec().billing
+	return b == BillTokens || b == BillInputTokens
+}
+
+// maxUsage bounds a usage count taken from an upstream: beyond it the number is not a
+// real count, and the charge is capped at the hold anyway.
+const maxUsage = 1 << 40
+
+// clampUsage turns an upstream's usage count into one that prices safely: negative
+// counts are zero, absurd ones are maxUsage (so the cost never overflows).
+func clampUsage(n int64) int64 {
+	return min(max(n, 0), maxUsage)
+}
