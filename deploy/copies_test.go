@@ -321,7 +321,7 @@ func TestReadmeDocumentsWhatOperatorsProvide(t *testing.T) {
 	want = append(want,
 		"gateway_requests_total", "gateway_phase_duration_seconds", "gateway_accounting_call_duration_seconds",
 		"gateway_tokens_total", "gateway_credits_micros_total", "gateway_reservations_in_flight",
-		"gateway_upstream_errors_total", "accounting_ledger_errors_total",
+		"gateway_upstream_errors_total", "gateway_channel_attempts_total", "gateway_channel_state", "accounting_ledger_errors_total",
 		"kubectl apply -k", "--migrate-only", "message_timeout", "per_connection_buffer_limit_bytes",
 		adminAddress, fmt.Sprintf("0.0.0.0:%d", opsPort), "GET /ready", "GET /stats/prometheus", adminClusterName)
 	for _, w := range want {

@@ -15,27 +15,33 @@ type mockProbe struct {
 	EnvoyHeaders map[string][]string `json:"envoy_headers"`
 }
 
-func getMockProbe(t *testing.T, id string) mockProbe {
+// findMockProbe reads the mock's record of a probe; ok is false when no attempt carried it.
+func findMockProbe(t *testing.T, id string) (mockProbe, bool) {
 	t.Helper()
 	resp, err := http.Get("http://" + gw.MockAddr + "/mock/probes/" + id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return mockProbe{}, false
+	}
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("probe %s: status %d (no upstream attempt recorded)", id, resp.StatusCode)
+		t.Fatalf("probe %s: status %d", id, resp.StatusCode)
 	}
 	var p mockProbe
 	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return p, true
 }
 
 // TestClientCannotSteerEnvoyRetries: a client asking Envoy's router to retry a failing
 // upstream (and pretending to be internal with x-forwarded-for) gets one upstream
 // attempt and the gateway's own error envelope, and none of its x-envoy-* headers
-// reaches the provider.
+// reaches the provider. The out-of-funds channel may already be cooling on extproc
+// (another test exhausted it first): then the request reaches no provider at all and
+// gets the same answer.
 func TestClientCannotSteerEnvoyRetries(t *testing.T) {
 	t.Parallel()
 	c := newCustomer(t, customerOpts{topup: "10"})
@@ -56,8 +62,9 @@ func TestClientCannotSteerEnvoyRetries(t *testing.T) {
 		status    int
 		code      string
 		retryable bool
+		mayCool   bool
 	}{
-		{name: "provider out of funds (429 upstream)", model: "demo-exhausted", status: 503, code: "upstream_account_unavailable", retryable: true},
+		{name: "provider out of funds (429 upstream)", model: "demo-exhausted", status: 503, code: "upstream_account_unavailable", retryable: true, mayCool: true},
 		{name: "unusable upstream answer", model: "demo-broken", status: 502, code: "upstream_error", retryable: false},
 	}
 	for i, tt := range tests {
@@ -66,7 +73,10 @@ func TestClientCannotSteerEnvoyRetries(t *testing.T) {
 			body := []byte(`{"model":` + strconv.Quote(tt.model) + `,"messages":[{"role":"user","content":"hi [[mock:probe=` + probe + `]]"}]}`)
 			status, h, b := rawRequest(t, http.MethodPost, "/chat/completions", c.key, body, steering...)
 			checkOpenAIError(t, status, h, b, tt.status, tt.code, "api_error", tt.retryable)
-			p := getMockProbe(t, probe)
+			p, ok := findMockProbe(t, probe)
+			if !ok && tt.mayCool {
+				return
+			}
 			if p.Attempts != 1 {
 				t.Errorf("the provider saw %d attempts, want 1", p.Attempts)
 			}

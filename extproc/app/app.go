@@ -26,7 +26,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/llmgw/gateway/internal/tracing"
 	"io"
 	"net"
 	"net/http"
@@ -34,11 +33,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmgw/gateway/internal/tracing"
+
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/envoy"
+	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/extproc/metrics"
@@ -195,9 +197,12 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer func() { _ = conn.Close() }()
 	ledgerClient := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{Log: log})
+	tracker := health.New(health.Config{Observe: m.ObserveAttempt})
+	m.WatchHealth(tracker)
 	svc, err := lifecycle.New(lifecycle.Config{
 		Catalog: cat, Ledger: m.WrapLedger(ledgerClient), Counter: counter, Log: log,
 		Webhooks: &webhook.Validator{OwnHosts: cfg.PublicHosts}, LeaseTTL: cfg.HoldLease,
+		Health: tracker,
 	})
 	if err != nil {
 		return err

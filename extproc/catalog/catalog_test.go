@@ -245,3 +245,44 @@ func TestPick(t *testing.T) {
 		t.Errorf("candidates with p0 disabled = %v", c)
 	}
 }
+
+func TestOrder(t *testing.T) {
+	w := func(n int) *int { return &n }
+	chans := []*Channel{
+		{Name: "p0-a", Priority: 0, Weight: w(1)},
+		{Name: "p0-b", Priority: 0, Weight: w(3)},
+		{Name: "p1", Priority: 1},
+		{Name: "p2", Priority: 2},
+	}
+	names := func(cs []*Channel) string {
+		var s []string
+		for _, c := range cs {
+			s = append(s, c.Name)
+		}
+		return strings.Join(s, ",")
+	}
+	for _, tc := range []struct {
+		draws []int
+		want  string
+	}{
+		{[]int{0}, "p0-a,p0-b,p1,p2"}, // p0-a drawn from weight 4; p0-b alone then
+		{[]int{1}, "p0-b,p0-a,p1,p2"},
+		{[]int{3}, "p0-b,p0-a,p1,p2"},
+	} {
+		i := 0
+		got := names(Order(chans, func(n int) int {
+			d := tc.draws[min(i, len(tc.draws)-1)]
+			i++
+			return d % n
+		}))
+		if got != tc.want {
+			t.Errorf("draws %v: order %s, want %s", tc.draws, got, tc.want)
+		}
+	}
+	if got := Order(nil, nil); len(got) != 0 {
+		t.Errorf("Order(nil) = %v", got)
+	}
+	if names(chans) != "p0-a,p0-b,p1,p2" {
+		t.Error("Order changed its argument")
+	}
+}

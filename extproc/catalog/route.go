@@ -41,3 +41,23 @@ func Pick(candidates []*Channel, intn func(n int) int) *Channel {
 	}
 	return nil
 }
+
+// Order is the failover order of candidates (as returned by Model.Candidates): lowest
+// priority value first and, within a priority, a weighted random order (each next
+// channel drawn in proportion to its weight among those not drawn yet), so that the
+// first channel is distributed exactly as Pick's choice. intn is as for Pick.
+func Order(candidates []*Channel, intn func(n int) int) []*Channel {
+	out := make([]*Channel, 0, len(candidates))
+	rest := append([]*Channel(nil), candidates...)
+	for len(rest) > 0 {
+		c := Pick(rest, intn)
+		out = append(out, c)
+		for i, x := range rest {
+			if x == c {
+				rest = append(rest[:i], rest[i+1:]...)
+				break
+			}
+		}
+	}
+	return out
+}

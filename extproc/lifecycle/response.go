@@ -103,6 +103,7 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 		if status < 200 || status > 299 {
 			code = response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, nil)
 		}
+		r.reportHealth(status, code, nil)
 		return r.fail(upstreamError(code))
 	}
 	if status < 200 || status > 299 {
@@ -117,14 +118,18 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 	if r.endpoint == EndpointSpeech {
 		if !audioType(st.ct) {
 			r.release(ctx, "upstream_unusable_response")
+			r.reportHealth(status, apierr.UpstreamError, nil)
 			return r.fail(upstreamError(apierr.UpstreamError))
 		}
+		r.reportHealth(status, "", nil)
 		r.commitUnits(ctx, "characters", r.units)
 		return Action{ResponseBodyMode: ModeNone, RemoveHeaders: private}
 	}
 	if !response.UsableSuccess(r.parsed.Stream, status, st.ct) {
 		r.release(ctx, "upstream_unusable_response")
-		return r.fail(upstreamError(response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, nil)))
+		code := response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, nil)
+		r.reportHealth(status, code, nil)
+		return r.fail(upstreamError(code))
 	}
 	// extproc asked for identity (see mutate); a provider that compresses anyway is
 	// decoded, and the client gets the plain body without content-encoding, whatever it
@@ -134,6 +139,7 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 		if err != nil {
 			r.svc.cfg.Log.Warn("upstream answer in an unknown content-encoding", zap.String("encoding", truncate(st.encoding, 64)))
 			r.release(ctx, "upstream_unusable_response")
+			r.reportHealth(status, apierr.UpstreamError, nil)
 			return r.fail(upstreamError(apierr.UpstreamError))
 		}
 		st.dec = dec
@@ -166,6 +172,7 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 		return r.fail(apierr.New(apierr.InternalError, "The response could not be processed."))
 	}
 	st.rw = rw
+	r.reportHealth(status, "", nil)
 	if st.chunked {
 		if !slices.Contains(private, "content-length") {
 			private = append(private, "content-length")
@@ -227,6 +234,7 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 		if r.endpoint == EndpointVideoGet && st.status == 404 {
 			return r.fail(taskNotFound())
 		}
+		r.reportHealth(st.status, code, chunk)
 		return r.fail(upstreamError(code))
 	}
 	if st.broken {
@@ -248,6 +256,7 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 	if err != nil {
 		if !st.chunked {
 			r.release(ctx, "upstream_unusable_response")
+			r.reportHealth(st.status, apierr.UpstreamError, nil)
 			code := apierr.UpstreamError
 			if !errors.Is(err, response.ErrUnusable) && !errors.Is(err, response.ErrTooLarge) && !errors.Is(err, translate.ErrMalformed) {
 				code = apierr.InternalError

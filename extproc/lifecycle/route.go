@@ -10,7 +10,10 @@ import (
 	"github.com/llmgw/gateway/extproc/anthropic"
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/openai"
+	"github.com/llmgw/gateway/extproc/response"
+	"go.uber.org/zap"
 )
 
 // candidates are the admitted model's channels open to the key's tier (and, for
@@ -34,9 +37,9 @@ func (r *Request) candidates() []*catalog.Channel {
 // (the model id, and stream usage on a chat stream), every other byte kept. The error is
 // a *translate.Unsupported when a field cannot be carried to the channel's API.
 func (r *Request) mutate(body []byte) (Action, error) {
-	ch := catalog.Pick(r.candidates(), r.svc.cfg.Intn)
-	if ch == nil {
-		return Action{}, errors.New("no candidate channel after admission")
+	ch, err := r.pickChannel()
+	if err != nil {
+		return Action{}, err
 	}
 	r.channel = ch
 	path, body, err := r.translateRequest(body)
@@ -94,3 +97,60 @@ func (r *Request) mutate(body []byte) (Action, error) {
 // to the client as is, so it must not carry an encoding the client never accepted. A
 // provider that compresses anyway is decoded (see ResponseHeaders).
 var identityEncoding = Header{"accept-encoding", "identity"}
+
+// noChannel: every candidate channel is cooling on this replica (package health); code
+// is the answer: upstream_account_unavailable when every one cools for its account,
+// else service_unavailable ("no eligible healthy channel", spec).
+type noChannel struct{ code apierr.Code }
+
+func (e *noChannel) Error() string { return "no healthy channel: " + string(e.code) }
+
+// pickChannel is the first channel of the failover order (catalog.Order) that this
+// replica's health lets the request use; a channel whose cooldown is over is used as
+// its single probe.
+func (r *Request) pickChannel() (*catalog.Channel, error) {
+	order := catalog.Order(r.candidates(), r.svc.cfg.Intn)
+	if len(order) == 0 {
+		return nil, errors.New("no candidate channel after admission")
+	}
+	code := apierr.UpstreamAccountUnavailable
+	for _, ch := range order {
+		if ok, _ := r.svc.cfg.Health.Acquire(ch.Name); ok {
+			return ch, nil
+		}
+		if _, f := r.svc.cfg.Health.State(ch.Name); f != health.Account {
+			code = apierr.ServiceUnavailable
+		}
+	}
+	return nil, &noChannel{code}
+}
+
+// reportHealth tells the channel's health what its answer was: status is the upstream's
+// (or Envoy's local reply's), code the classification of a failure ("" for a usable
+// answer), body the error body when there was one. A refusal of the request itself
+// (invalid_request) says nothing of the channel.
+func (r *Request) reportHealth(status int, code apierr.Code, body []byte) {
+	if r.channel == nil {
+		return
+	}
+	h := r.svc.cfg.Health
+	switch {
+	case code == "":
+		h.Succeeded(r.channel.Name)
+		return
+	case status == 429 && !response.AccountRefusal(body):
+		h.Failed(r.channel.Name, health.RateLimited)
+	case code == apierr.UpstreamAccountUnavailable:
+		h.Failed(r.channel.Name, health.Account)
+	case code == apierr.ServiceUnavailable:
+		h.Failed(r.channel.Name, health.Transport)
+	case status >= 500:
+		// A 5xx the classification calls upstream_error; an unusable 2xx (a body that
+		// is not the API's) says nothing of the channel's health.
+		h.Failed(r.channel.Name, health.ServerError)
+	default:
+		return
+	}
+	r.log().Warn("channel failed: skipped by later requests while it cools",
+		zap.String("channel", r.channel.Name), zap.Int("status", status), zap.String("code", string(code)))
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/tokens"
 	"github.com/llmgw/gateway/extproc/translate"
 	"github.com/llmgw/gateway/extproc/webhook"
@@ -55,6 +56,9 @@ type Config struct {
 	// AuthFailures bounds invalid_api_key refusals per client address (defaults when
 	// zero; see AuthFailures).
 	AuthFailures AuthFailures
+	// Health is the channels' health on this replica (routing skips cooling channels);
+	// a Tracker with the default cooldowns when nil.
+	Health *health.Tracker
 	// Log receives lifecycle events; never a key. Nop when nil.
 	Log *zap.Logger
 }
@@ -90,6 +94,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Webhooks == nil {
 		cfg.Webhooks = &webhook.Validator{}
+	}
+	if cfg.Health == nil {
+		cfg.Health = health.New(health.Config{})
 	}
 	return &Service{cfg: cfg, fails: newFailLimiter(cfg.AuthFailures)}, nil
 }
@@ -378,6 +385,10 @@ func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool
 	// upstream model id, stream_options added) is refused here with our 413 rather than
 	// by Envoy after credits were held.
 	a, err := r.mutate(body)
+	if n := (*noChannel)(nil); errors.As(err, &n) {
+		r.channel = nil
+		return r.fail(upstreamError(n.code))
+	}
 	if u := (*translate.Unsupported)(nil); errors.As(err, &u) {
 		r.channel, r.xlate = nil, nil
 		return r.fail(apierr.Param(apierr.InvalidRequest, u.Param, u.Message))

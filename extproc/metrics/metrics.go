@@ -27,6 +27,7 @@ import (
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/envoy"
+	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -66,6 +67,7 @@ type Metrics struct {
 	spend          *prometheus.CounterVec
 	inFlight       prometheus.Gauge
 	upstreamErrors *prometheus.CounterVec
+	attempts       *prometheus.CounterVec
 
 	models, channels map[string]bool
 	codes            map[apierr.Code]bool
@@ -127,6 +129,10 @@ func New(cat *catalog.Catalog) *Metrics {
 			Name: "gateway_upstream_errors_total",
 			Help: "Upstream failures by kind (account_unavailable, unavailable, timeout, rejected_request, unusable_response, server_error, client_error, disconnect).",
 		}, []string{"kind"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_channel_attempts_total",
+			Help: "Upstream attempts by channel and outcome (ok, transport, server_error, rate_limited, account).",
+		}, []string{"channel", "outcome"}),
 	}
 	if cat != nil {
 		for _, md := range cat.Models() {
@@ -139,7 +145,7 @@ func New(cat *catalog.Catalog) *Metrics {
 	for _, c := range apierr.Codes() {
 		m.codes[c] = true
 	}
-	m.reg.MustRegister(m.requests, m.phases, m.accounting, m.tokens, m.credits, m.spend, m.inFlight, m.upstreamErrors,
+	m.reg.MustRegister(m.requests, m.phases, m.accounting, m.tokens, m.credits, m.spend, m.inFlight, m.upstreamErrors, m.attempts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series operators alert on exist from the start, at zero.
 	for _, d := range []string{"input", "output"} {
@@ -149,6 +155,49 @@ func New(cat *catalog.Catalog) *Metrics {
 		m.credits.WithLabelValues(k)
 	}
 	return m
+}
+
+// ObserveAttempt counts an upstream attempt's outcome on a channel (health.Config.Observe).
+func (m *Metrics) ObserveAttempt(channel string, f health.Failure) {
+	if !m.channels[channel] {
+		channel = Unknown
+	}
+	m.attempts.WithLabelValues(channel, f.String()).Inc()
+}
+
+// WatchHealth exports the channels' health on this replica as
+// gateway_channel_state{channel,state} (1 for the channel's current state, 0 for the
+// others), read from t at each scrape.
+func (m *Metrics) WatchHealth(t *health.Tracker) {
+	names := make([]string, 0, len(m.channels))
+	for n := range m.channels {
+		names = append(names, n)
+	}
+	m.reg.MustRegister(&healthCollector{t: t, names: names})
+}
+
+var channelStateDesc = prometheus.NewDesc("gateway_channel_state",
+	"Channel health on this extproc replica: 1 for its current state (healthy, cooling, probing).",
+	[]string{"channel", "state"}, nil)
+
+type healthCollector struct {
+	t     *health.Tracker
+	names []string
+}
+
+func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- channelStateDesc }
+
+func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, n := range c.names {
+		cur, _ := c.t.State(n)
+		for _, s := range []health.State{health.Healthy, health.Cooling, health.Probing} {
+			v := 0.0
+			if s == cur {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(channelStateDesc, prometheus.GaugeValue, v, n, s.String())
+		}
+	}
 }
 
 // Registry returns the registry the collectors are on.

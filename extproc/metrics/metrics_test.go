@@ -11,6 +11,7 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/envoy"
+	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/metrics"
 	dto "github.com/prometheus/client_model/go"
@@ -360,5 +361,35 @@ func TestPhasesObserved(t *testing.T) {
 		if !strings.Contains(out, `gateway_phase_duration_seconds_count{phase="`+string(p)+`"} 1`) {
 			t.Errorf("phase %s not observed once:\n%s", p, out)
 		}
+	}
+}
+
+func TestChannelHealthMetrics(t *testing.T) {
+	m := metrics.New(replay.DemoCatalog(t))
+	tr := health.New(health.Config{Observe: m.ObserveAttempt})
+	m.WatchHealth(tr)
+	tr.Failed("mock-demo-chat", health.Account)
+	tr.Succeeded("mock-demo-claude")
+	tr.Failed("not-a-channel", health.Transport)
+	for _, c := range []struct {
+		labels []string
+		want   float64
+	}{
+		{[]string{"channel", "mock-demo-chat", "outcome", "account"}, 1},
+		{[]string{"channel", "mock-demo-claude", "outcome", "ok"}, 1},
+		{[]string{"channel", "unknown", "outcome", "transport"}, 1},
+	} {
+		if got := value(t, m, "gateway_channel_attempts_total", c.labels...); got != c.want {
+			t.Errorf("attempts %v = %v, want %v", c.labels, got, c.want)
+		}
+	}
+	if got := value(t, m, "gateway_channel_state", "channel", "mock-demo-chat", "state", "cooling"); got != 1 {
+		t.Errorf("cooling state = %v", got)
+	}
+	if got := value(t, m, "gateway_channel_state", "channel", "mock-demo-chat", "state", "healthy"); got != 0 {
+		t.Errorf("healthy state of a cooling channel = %v", got)
+	}
+	if got := value(t, m, "gateway_channel_state", "channel", "mock-demo-claude", "state", "healthy"); got != 1 {
+		t.Errorf("healthy state = %v", got)
 	}
 }

@@ -73,6 +73,11 @@ func ClassifyUpstream(f Format, status int, contentType string, body []byte) api
 	return apierr.UpstreamError
 }
 
+// AccountRefusal reports whether an upstream error body is the provider's own word that
+// the account cannot serve (out of funds, unauthorized, forbidden), whatever its status:
+// a 429 carrying it is an exhausted account, not a passing rate limit.
+func AccountRefusal(body []byte) bool { return parseUpstreamError(body).accountProblem() }
+
 // upstreamError is what ClassifyUpstream reads of a provider's error envelope.
 type upstreamError struct {
 	typ, code, message string

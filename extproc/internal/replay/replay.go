@@ -22,6 +22,7 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/envoy"
+	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/extproc/tokens"
 	"google.golang.org/grpc"
@@ -70,12 +71,23 @@ func Counter(t testing.TB) *tokens.Counter {
 // Service builds a lifecycle service over the demo catalog and l, with the first
 // channel always picked and sequential reservation ids; opts adjust the config (a fake
 // webhook resolver, another catalog).
+//
+// Each replayed exchange stands for itself: the channels' health sees every cooldown
+// over (its clock jumps a day per reading), so a case that makes a channel fail does not
+// turn the next case away. Tests of health across requests pass their own Tracker.
 func Service(t testing.TB, l lifecycle.Ledger, opts ...func(*lifecycle.Config)) *lifecycle.Service {
 	t.Helper()
 	var mu sync.Mutex
 	n := 0
+	var clock time.Time
 	cfg := lifecycle.Config{
 		Catalog: DemoCatalog(t), Ledger: l, Counter: Counter(t),
+		Health: health.New(health.Config{Now: func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			clock = clock.Add(24 * time.Hour)
+			return clock
+		}}),
 		Intn: func(int) int { return 0 },
 		NewID: func() string {
 			mu.Lock()

@@ -1,0 +1,209 @@
+// Package health is the per-replica health of upstream channels: a channel that failed
+// is skipped by later requests for a while, and a single probe request decides when it
+// comes back.
+//
+// It is soft state, never money: each extproc replica keeps its own view (replicas do
+// not share it; a channel that failed on one replica is tried once more by each other
+// replica before they skip it too), it is lost on restart, and nothing is charged or
+// released because of it.
+//
+// Cooldowns grow with consecutive failures: a failure of the provider account (out of
+// funds, unauthorized) cools a channel for AccountCooldown, doubling up to
+// MaxAccountCooldown, since such an account rarely recovers within seconds; a transport
+// failure (connection refused or reset, timeout), a 5xx or a 429 backs off exponentially
+// from BaseBackoff up to MaxBackoff. When the cooldown is over, the next request that asks
+// becomes the channel's only probe: other requests keep skipping the channel until the
+// probe reports (or ProbeTimeout passes without a report); a probe that succeeds makes the
+// channel healthy, one that fails cools it for the next, longer, period.
+//
+// The package knows nothing of the catalog, the lifecycle or Envoy: channels are names.
+package health
+
+import (
+	"sync"
+	"time"
+)
+
+// Failure is why an attempt on a channel failed.
+type Failure uint8
+
+const (
+	// Transport: the connection was refused, reset or timed out, or no host was
+	// available.
+	Transport Failure = iota + 1
+	// ServerError: a 5xx or an overloaded answer.
+	ServerError
+	// RateLimited: a 429 that is not an account problem.
+	RateLimited
+	// Account: the provider account cannot serve (out of funds, unauthorized,
+	// forbidden).
+	Account
+)
+
+func (f Failure) String() string {
+	switch f {
+	case 0:
+		return "ok"
+	case Transport:
+		return "transport"
+	case ServerError:
+		return "server_error"
+	case RateLimited:
+		return "rate_limited"
+	case Account:
+		return "account"
+	}
+	return "unknown"
+}
+
+// State is a channel's state, for metrics.
+type State uint8
+
+const (
+	Healthy State = iota
+	// Cooling: skipped until its cooldown ends.
+	Cooling
+	// Probing: one request is trying it; others skip it.
+	Probing
+)
+
+func (s State) String() string {
+	switch s {
+	case Cooling:
+		return "cooling"
+	case Probing:
+		return "probing"
+	}
+	return "healthy"
+}
+
+// Config sets the cooldowns; zero fields take the defaults.
+type Config struct {
+	BaseBackoff        time.Duration // 1 s
+	MaxBackoff         time.Duration // 60 s
+	AccountCooldown    time.Duration // 60 s
+	MaxAccountCooldown time.Duration // 15 min
+	ProbeTimeout       time.Duration // 60 s: a probe that never reports frees the slot
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Observe, when set, is told every reported attempt: its channel and failure (0 for
+	// a usable answer). It must not call the Tracker.
+	Observe func(channel string, f Failure)
+}
+
+func (c *Config) defaults() {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&c.BaseBackoff, time.Second)
+	set(&c.MaxBackoff, time.Minute)
+	set(&c.AccountCooldown, time.Minute)
+	set(&c.MaxAccountCooldown, 15*time.Minute)
+	set(&c.ProbeTimeout, time.Minute)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Tracker holds the channels' health. Safe for concurrent use.
+type Tracker struct {
+	cfg Config
+	mu  sync.Mutex
+	chs map[string]*channel
+}
+
+type channel struct {
+	failures int       // consecutive failures
+	until    time.Time // end of the cooldown
+	probe    time.Time // when the current probe started; zero when none
+	last     Failure
+}
+
+// New returns a Tracker.
+func New(cfg Config) *Tracker {
+	cfg.defaults()
+	return &Tracker{cfg: cfg, chs: map[string]*channel{}}
+}
+
+// Acquire reports whether a request may use the channel now: a healthy channel always;
+// a cooling one never; one whose cooldown is over only as its single probe (probe true:
+// the caller must report the outcome with Succeeded or Failed).
+func (t *Tracker) Acquire(name string) (ok, probe bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.chs[name]
+	if c == nil {
+		return true, false
+	}
+	now := t.cfg.Now()
+	if now.Before(c.until) {
+		return false, false
+	}
+	if !c.probe.IsZero() && now.Sub(c.probe) < t.cfg.ProbeTimeout {
+		return false, false
+	}
+	c.probe = now
+	return true, true
+}
+
+// Succeeded records a usable answer from the channel: it is healthy again.
+func (t *Tracker) Succeeded(name string) {
+	t.mu.Lock()
+	delete(t.chs, name)
+	t.mu.Unlock()
+	if t.cfg.Observe != nil {
+		t.cfg.Observe(name, 0)
+	}
+}
+
+// Failed records a failed attempt and returns how long the channel now cools.
+func (t *Tracker) Failed(name string, f Failure) time.Duration {
+	if t.cfg.Observe != nil {
+		defer t.cfg.Observe(name, f)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.chs[name]
+	if c == nil {
+		c = &channel{}
+		t.chs[name] = c
+	}
+	c.failures++
+	c.last = f
+	c.probe = time.Time{}
+	d := Cooldown(t.cfg, f, c.failures)
+	c.until = t.cfg.Now().Add(d)
+	return d
+}
+
+// State returns the channel's state and its last failure (0 when healthy).
+func (t *Tracker) State(name string) (State, Failure) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.chs[name]
+	switch {
+	case c == nil:
+		return Healthy, 0
+	case !c.probe.IsZero() && t.cfg.Now().Sub(c.probe) < t.cfg.ProbeTimeout:
+		return Probing, c.last
+	}
+	return Cooling, c.last
+}
+
+// Cooldown is the rule: how long a channel cools after its n-th consecutive failure
+// (n ≥ 1) of kind f. Account failures start at AccountCooldown and double up to
+// MaxAccountCooldown; the others start at BaseBackoff and double up to MaxBackoff.
+func Cooldown(cfg Config, f Failure, n int) time.Duration {
+	cfg.defaults()
+	base, limit := cfg.BaseBackoff, cfg.MaxBackoff
+	if f == Account {
+		base, limit = cfg.AccountCooldown, cfg.MaxAccountCooldown
+	}
+	d := base
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
