@@ -78,7 +78,7 @@ func TestEndpointErrors(t *testing.T) {
 		{name: "responses metadata string", path: responses, body: `{"model":"demo-responses","input":"hi","metadata":"x"}`, w: bad("invalid_request", "metadata")},
 		{name: "responses no key", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: []string{}, w: want{401, "invalid_api_key", "invalid_request_error", "", false, ""}},
 		{name: "responses suspended", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keySuspended), w: want{403, "account_suspended", "permission_error", "", false, ""}},
-		{name: "responses chat model", path: responses, body: `{"model":"demo-chat","input":"hi"}`, w: want{403, "model_not_available", "permission_error", "model", false, ""}},
+		{name: "responses embeddings model", path: responses, body: `{"model":"demo-embed","input":"hi"}`, w: want{403, "model_not_available", "permission_error", "model", false, ""}},
 		{name: "responses not allowed", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keyScoped), w: want{403, "model_not_allowed", "permission_error", "model", false, ""}},
 		{name: "responses requires top-up", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keyNew), w: want{403, "model_requires_topup", "permission_error", "model", false, ""}},
 		{name: "responses insufficient", path: responses, body: `{"model":"demo-responses","input":"hi"}`, reserveE: ledger.Refuse(ledger.ReasonInsufficientCredits, ""), reserved: true, w: want{402, "insufficient_credits", "invalid_request_error", "", false, ""}},

@@ -67,23 +67,21 @@ type spec struct {
 	operation string
 }
 
-// chatKinds are the models every chat API serves once the translation codecs are all
-// written (until then each chat API serves its own kind).
+// chatKinds are the models every chat API serves (translated when the channel speaks
+// another API).
 var chatKinds = []catalog.Kind{catalog.KindChat, catalog.KindMessages, catalog.KindResponses}
-
-var _ = chatKinds
 
 var endpoints = [...]spec{
 	EndpointUnknown: {env: apierr.OpenAI},
 	EndpointChat: {path: "/v1/chat/completions", method: "POST", env: apierr.OpenAI, parse: openai.ParseChat,
-		kinds: []catalog.Kind{catalog.KindChat}, chat: translate.Chat, format: response.OpenAIChat, billing: BillTokens, operation: "chat"},
+		kinds: chatKinds, chat: translate.Chat, format: response.OpenAIChat, billing: BillTokens, operation: "chat"},
 	EndpointMessages: {path: "/v1/messages", method: "POST", env: apierr.Anthropic, parse: anthropic.ParseMessages,
-		kinds: []catalog.Kind{catalog.KindMessages}, chat: translate.Messages, format: response.AnthropicMessages, billing: BillTokens, operation: "chat"},
+		kinds: chatKinds, chat: translate.Messages, format: response.AnthropicMessages, billing: BillTokens, operation: "chat"},
 	EndpointCountTokens: {path: "/v1/messages/count_tokens", method: "POST", env: apierr.Anthropic, parse: anthropic.ParseCountTokens,
-		kinds: []catalog.Kind{catalog.KindMessages}, billing: BillNone, operation: "count_tokens"},
+		kinds: chatKinds, billing: BillNone, operation: "count_tokens"},
 	EndpointModels: {path: "/v1/models", method: "GET", env: apierr.OpenAI},
 	EndpointResponses: {path: "/v1/responses", method: "POST", env: apierr.OpenAI, parse: openai.ParseResponses,
-		kinds: []catalog.Kind{catalog.KindResponses}, chat: translate.Responses, format: response.OpenAIResponses, billing: BillTokens, operation: "chat"},
+		kinds: chatKinds, chat: translate.Responses, format: response.OpenAIResponses, billing: BillTokens, operation: "chat"},
 	EndpointEmbeddings: {path: "/v1/embeddings", method: "POST", env: apierr.OpenAI, parse: openai.ParseEmbeddings,
 		kinds: []catalog.Kind{catalog.KindEmbeddings}, format: response.OpenAIEmbeddings, billing: BillInputTokens, operation: "embeddings"},
 	EndpointEmbeddingsMultimodal: {path: "/v1/embeddings/multimodal", method: "POST", env: apierr.OpenAI, parse: openai.ParseMultimodalEmbeddings,

@@ -20,8 +20,9 @@ type Request struct {
 	ParallelToolCalls *bool
 	// MaxOutput is the output token limit; 0 when the client gave none.
 	MaxOutput int64
-	// Stop are stop sequences.
-	Stop []string
+	// Stop are stop sequences; StopParam is the client's field for them.
+	Stop      []string
+	StopParam string
 	// Temperature and TopP are nil when absent.
 	Temperature *float64
 	TopP        *float64

@@ -169,8 +169,8 @@ func (s *Stream) Write(chunk []byte, endOfStream bool) ([]byte, error) {
 	}
 	s.out = s.out[:0]
 	feed := func(ev *sse.Event) error {
-		if ev.DataLines == 0 && ev.Name == nil {
-			return nil // blank line or comment
+		if ev.DataLines == 0 && ev.Name == nil || ev.Incomplete {
+			return nil // a blank line or comment; the partial event of a cut stream
 		}
 		var encErr error
 		err := s.dec.decode(ev, func(e Event) {
