@@ -11,8 +11,11 @@ type anthropicUsage struct {
 }
 
 type anthropicBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type  string          `json:"type"`
+	Text  *string         `json:"text,omitempty"`
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 type anthropicMessage struct {
@@ -49,16 +52,29 @@ func (s *Server) messages(w http.ResponseWriter, q *request) {
 	}
 	all, last := anthropicInput(q.body)
 	a := generate(last, all, maxTokens)
+	matched := a.applyStop(stopsOf(q.body["stop_sequences"]))
 	in, _ := billedParts(q.raw, q.body, "messages")
 	a.input += in
 	stop := "end_turn"
-	if a.truncated {
+	var stopSeq *string
+	switch {
+	case a.truncated:
 		stop = "max_tokens"
+	case matched != "":
+		stop, stopSeq = "stop_sequence", &matched
+	}
+	text := a.text()
+	block := anthropicBlock{Type: "text", Text: &text}
+	out := len(a.tokens)
+	call, isCall := toolCallFor("messages", q.body, last)
+	if isCall {
+		stop, stopSeq, out = "tool_use", nil, call.tokens()
+		block = anthropicBlock{Type: "tool_use", ID: idFor("toolu_", q.raw), Name: call.name, Input: json.RawMessage(call.args)}
 	}
 	msg := anthropicMessage{
 		ID: idFor("msg_mock", q.raw), Type: "message", Role: "assistant", Model: q.model,
-		Content: []anthropicBlock{{Type: "text", Text: a.text()}}, StopReason: &stop,
-		Usage: anthropicUsage{a.input, len(a.tokens)},
+		Content: []anthropicBlock{block}, StopReason: &stop, StopSequence: stopSeq,
+		Usage: anthropicUsage{a.input, out},
 	}
 	if stream, _ := q.body["stream"].(bool); !stream {
 		if !sleep(q.r.Context(), secs(a.dir.slow)) {
@@ -76,20 +92,31 @@ func (s *Server) messages(w http.ResponseWriter, q *request) {
 	start := msg
 	start.Content, start.StopReason = []anthropicBlock{}, nil
 	start.Usage = anthropicUsage{a.input, 1}
+	empty := ""
+	first := anthropicBlock{Type: "text", Text: &empty}
+	if isCall {
+		first = anthropicBlock{Type: "tool_use", ID: block.ID, Name: block.Name, Input: json.RawMessage("{}")}
+	}
 	if !send("message_start", map[string]any{"message": start}) ||
-		!send("content_block_start", map[string]any{"index": 0, "content_block": anthropicBlock{Type: "text"}}) ||
+		!send("content_block_start", map[string]any{"index": 0, "content_block": first}) ||
 		!send("ping", map[string]any{}) {
 		return
 	}
-	if !a.streamTokens(q.r, func(tok string) bool {
+	if isCall {
+		for _, piece := range call.argPieces() {
+			if !send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": piece}}) {
+				return
+			}
+		}
+	} else if !a.streamTokens(q.r, func(tok string) bool {
 		return send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": tok}})
 	}) {
 		return
 	}
 	_ = send("content_block_stop", map[string]any{"index": 0}) &&
 		send("message_delta", map[string]any{
-			"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
-			"usage": map[string]any{"output_tokens": len(a.tokens)},
+			"delta": map[string]any{"stop_reason": stop, "stop_sequence": stopSeq},
+			"usage": map[string]any{"output_tokens": out},
 		}) &&
 		send("message_stop", map[string]any{})
 }

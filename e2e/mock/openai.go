@@ -12,9 +12,10 @@ type chatUsage struct {
 }
 
 type chatMessage struct {
-	Role    string  `json:"role"`
-	Content string  `json:"content"`
-	Refusal *string `json:"refusal"`
+	Role      string           `json:"role"`
+	Content   *string          `json:"content"`
+	Refusal   *string          `json:"refusal"`
+	ToolCalls []map[string]any `json:"tool_calls,omitempty"`
 }
 
 type chatChoice struct {
@@ -35,8 +36,9 @@ type chatCompletion struct {
 }
 
 type chunkDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string           `json:"role,omitempty"`
+	Content   *string          `json:"content,omitempty"`
+	ToolCalls []map[string]any `json:"tool_calls,omitempty"`
 }
 
 type chunkChoice struct {
@@ -62,6 +64,7 @@ type chatChunk struct {
 func (s *Server) chatCompletions(w http.ResponseWriter, q *request) {
 	all, last := messagesText(q.body["messages"])
 	a := generate(last, all, intField(q.body, "max_completion_tokens", "max_tokens"))
+	a.applyStop(stopsOf(q.body["stop"]))
 	in, predicted := billedParts(q.raw, q.body, "chat")
 	a.input += in
 	id := idFor("chatcmpl-mock", q.raw)
@@ -70,16 +73,29 @@ func (s *Server) chatCompletions(w http.ResponseWriter, q *request) {
 	if a.truncated {
 		finish = "length"
 	}
+	out := len(a.tokens)
+	call, isCall := toolCallFor("chat", q.body, last)
+	callID := idFor("call_", q.raw)
+	if isCall {
+		finish, out = "tool_calls", call.tokens()
+	}
 	// Prediction content is billed as completion tokens (rejected prediction tokens).
-	usage := chatUsage{a.input, len(a.tokens) + predicted, a.input + len(a.tokens) + predicted}
+	usage := chatUsage{a.input, out + predicted, a.input + out + predicted}
 
 	if stream, _ := q.body["stream"].(bool); !stream {
 		if !sleep(q.r.Context(), secs(a.dir.slow)) {
 			return
 		}
+		text := a.text()
+		msg := chatMessage{Role: "assistant", Content: &text}
+		if isCall {
+			msg.Content = nil
+			msg.ToolCalls = []map[string]any{{"id": callID, "type": "function",
+				"function": map[string]string{"name": call.name, "arguments": call.args}}}
+		}
 		writeJSON(w, http.StatusOK, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: q.model,
-			Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: a.text()}, FinishReason: finish}},
+			Choices: []chatChoice{{Message: msg, FinishReason: finish}},
 			Usage:   usage,
 		})
 		return
@@ -101,7 +117,18 @@ func (s *Server) chatCompletions(w http.ResponseWriter, q *request) {
 	if !send(chatChunk{Choices: []chunkChoice{{Delta: chunkDelta{Role: "assistant", Content: &empty}}}}) {
 		return
 	}
-	if !a.streamTokens(q.r, func(tok string) bool {
+	if isCall {
+		if !send(chatChunk{Choices: []chunkChoice{{Delta: chunkDelta{ToolCalls: []map[string]any{{"index": 0, "id": callID, "type": "function",
+			"function": map[string]string{"name": call.name, "arguments": ""}}}}}}}) {
+			return
+		}
+		for _, piece := range call.argPieces() {
+			if !send(chatChunk{Choices: []chunkChoice{{Delta: chunkDelta{ToolCalls: []map[string]any{{"index": 0,
+				"function": map[string]string{"arguments": piece}}}}}}}) {
+				return
+			}
+		}
+	} else if !a.streamTokens(q.r, func(tok string) bool {
 		return send(chatChunk{Choices: []chunkChoice{{Delta: chunkDelta{Content: &tok}}}})
 	}) {
 		return
@@ -136,11 +163,14 @@ type respContent struct {
 }
 
 type respItem struct {
-	Type    string        `json:"type"`
-	ID      string        `json:"id"`
-	Status  string        `json:"status"`
-	Role    string        `json:"role"`
-	Content []respContent `json:"content"`
+	Type      string        `json:"type"`
+	ID        string        `json:"id"`
+	Status    string        `json:"status"`
+	Role      string        `json:"role,omitempty"`
+	Content   []respContent `json:"content,omitempty"`
+	CallID    string        `json:"call_id,omitempty"`
+	Name      string        `json:"name,omitempty"`
+	Arguments *string       `json:"arguments,omitempty"`
 }
 
 type respUsage struct {
@@ -213,11 +243,18 @@ func (s *Server) responses(w http.ResponseWriter, q *request) {
 	}
 	item := respItem{Type: "message", ID: msgID, Status: "completed", Role: "assistant",
 		Content: []respContent{{Type: "output_text", Text: a.text(), Annotations: []any{}}}}
+	out := len(a.tokens)
+	call, isCall := toolCallFor("responses", q.body, last)
+	if isCall {
+		callID := idFor("call_", q.raw)
+		item = respItem{Type: "function_call", ID: "fc_" + callID, Status: "completed", CallID: callID, Name: call.name, Arguments: &call.args}
+		out = call.tokens()
+	}
 	done.Output = []respItem{item}
 	done.Usage = &respUsage{
 		InputTokens: a.input, InputTokensDetails: map[string]int{"cached_tokens": 0},
-		OutputTokens: len(a.tokens), OutputTokensDetails: map[string]int{"reasoning_tokens": 0},
-		TotalTokens: a.input + len(a.tokens),
+		OutputTokens: out, OutputTokensDetails: map[string]int{"reasoning_tokens": 0},
+		TotalTokens: a.input + out,
 	}
 
 	if stream, _ := q.body["stream"].(bool); !stream {
@@ -240,6 +277,23 @@ func (s *Server) responses(w http.ResponseWriter, q *request) {
 	started.Status = "in_progress"
 	if !send("response.created", map[string]any{"response": started}) ||
 		!send("response.in_progress", map[string]any{"response": started}) {
+		return
+	}
+	if isCall {
+		empty := ""
+		open := item
+		open.Status, open.Arguments = "in_progress", &empty
+		if !send("response.output_item.added", map[string]any{"output_index": 0, "item": open}) {
+			return
+		}
+		for _, piece := range call.argPieces() {
+			if !send("response.function_call_arguments.delta", map[string]any{"item_id": item.ID, "output_index": 0, "delta": piece}) {
+				return
+			}
+		}
+		_ = send("response.function_call_arguments.done", map[string]any{"item_id": item.ID, "output_index": 0, "arguments": call.args}) &&
+			send("response.output_item.done", map[string]any{"output_index": 0, "item": item}) &&
+			send("response.completed", map[string]any{"response": done})
 		return
 	}
 	open := respItem{Type: "message", ID: msgID, Status: "in_progress", Role: "assistant", Content: []respContent{}}

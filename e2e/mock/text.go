@@ -19,7 +19,7 @@ type directives struct {
 	pad    int // bytes appended to the answer's full text (stream deltas are not padded)
 }
 
-var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip|pad=(\d+))\]\]`)
+var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip|pad=(\d+)|tool=[A-Za-z0-9_-]+)\]\]`)
 
 // maxPad bounds the pad directive.
 const maxPad = 64 << 20
