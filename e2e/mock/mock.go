@@ -6,7 +6,10 @@
 //
 // Answers are deterministic: they derive from the request (the words of the last user
 // message are echoed), and directives in that message steer tests ([[mock:tokens=K]],
-// [[mock:slow=N]], [[mock:cut]], [[mock:pad=BYTES]]; see shared/design/LOCAL-STACK.md). A body carrying
+// [[mock:slow=N]], [[mock:cut]], [[mock:pad=BYTES]], [[mock:tool=NAME]], [[mock:gap=MS]];
+// see shared/design/LOCAL-STACK.md). Stop sequences and output limits are honoured, and
+// each provider is as strict as its real counterpart (strict.go: unknown top-level
+// fields, roles, orphan tool results, image sources are 400s in its own shape). A body carrying
 // [[mock:probe=ID]] is counted: GET /mock/probes/{ID} tells how many provider requests
 // carried it and their x-envoy-* headers (the e2e suite checks the front sent one
 // attempt and no client instructions). Credentials follow
@@ -208,6 +211,10 @@ func (s *Server) openAI(h handlerFunc) http.HandlerFunc {
 			writeBroken(w)
 			return
 		}
+		if msg := strictError(r.URL.Path, q.body); msg != "" {
+			openAIError(w, http.StatusBadRequest, "invalid_request_error", "", msg)
+			return
+		}
 		h(w, q)
 	}
 }
@@ -235,6 +242,10 @@ func (s *Server) anthropic(h handlerFunc) http.HandlerFunc {
 			return
 		case q.model == brokenModel:
 			writeBroken(w)
+			return
+		}
+		if msg := strictError(r.URL.Path, q.body); msg != "" {
+			anthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
 			return
 		}
 		h(w, q)

@@ -17,9 +17,13 @@ type directives struct {
 	slow   int // seconds
 	cut    bool
 	pad    int // bytes appended to the answer's full text (stream deltas are not padded)
+	gap    int // milliseconds between streamed chunks (each is its own write anyway)
 }
 
-var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip|pad=(\d+)|tool=[A-Za-z0-9_-]+)\]\]`)
+var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip|pad=(\d+)|tool=[A-Za-z0-9_-]+|gap=(\d+))\]\]`)
+
+// maxGap bounds the gap directive (milliseconds).
+const maxGap = 10_000
 
 // maxPad bounds the pad directive.
 const maxPad = 64 << 20
@@ -37,6 +41,9 @@ func parseDirectives(text string) directives {
 		case m[4] != "":
 			d.pad, _ = strconv.Atoi(m[4])
 			d.pad = min(d.pad, maxPad)
+		case m[5] != "":
+			d.gap, _ = strconv.Atoi(m[5])
+			d.gap = min(d.gap, maxGap)
 		}
 	}
 	return d
@@ -172,6 +179,9 @@ func (a answer) streamTokens(r *http.Request, delta func(tok string) bool) bool 
 	for i, tok := range a.tokens {
 		if a.dir.cut && i == cutAfter {
 			drop()
+		}
+		if i > 0 && a.dir.gap > 0 && !sleep(r.Context(), time.Duration(a.dir.gap)*time.Millisecond) {
+			return false
 		}
 		if !p.beforeChunk() || !delta(tok) {
 			return false
