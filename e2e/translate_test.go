@@ -192,8 +192,11 @@ func TestTranslatedErrorsInTheClientsEnvelope(t *testing.T) {
 	for _, tc := range []struct{ model, code string }{
 		{"demo-exhausted", "upstream_account_unavailable"},
 		{"demo-broken", "upstream_error"},
+		// Nothing listens behind its channel: Envoy's connect failure, then the channel
+		// cooling on extproc, both answer service_unavailable.
+		{"demo-unreachable", "service_unavailable"},
 	} {
-		for _, api := range []string{"messages", "responses"} {
+		for _, api := range []string{"chat", "messages", "responses"} {
 			status, body := rawChatCall(t, c.key, api, tc.model, "", "")
 			if status < 500 || !strings.Contains(body, tc.code) {
 				t.Errorf("%s through %s: %d %s", tc.model, api, status, body)

@@ -623,12 +623,13 @@ func TestUpstreamConnectFailure(t *testing.T) {
 	}, nil)
 	h.upstream.Close() // nothing listens on the mock cluster's port now
 	status, _, b := h.do(t, http.MethodGet, "/v1/chat/completions", nil, nil)
-	if status != 502 || !bytes.Contains(b, []byte(`"code":"upstream_error"`)) {
+	// No channel could be reached: 503 service_unavailable (spec), not an unusable answer.
+	if status != 503 || !bytes.Contains(b, []byte(`"code":"service_unavailable"`)) {
 		t.Errorf("got %d %s", status, b)
 	}
 	// Envoy applies local_reply_config before the encoder filters: ext_proc sees the
 	// mapped status of the router's local reply.
-	if strings.Join(seen, "") != "502" {
+	if strings.Join(seen, "") != "503" {
 		t.Errorf("ext_proc saw :status %v", seen)
 	}
 }
@@ -727,7 +728,8 @@ func TestLocalReplyMappersOfEnvoyYAML(t *testing.T) {
 		{name: "413", path: "/v1/chat/completions", details: "request_payload_too_large", code: 413, wantStatus: 413, wantCode: "request_body_too_large"},
 		{name: "413 anthropic", path: "/v1/messages/count_tokens", details: "request_payload_too_large", code: 413, wantStatus: 413, wantCode: "request_body_too_large", anthropic: true},
 		{name: "no healthy upstream", path: "/v1/embeddings", details: "no_healthy_upstream", code: 503, wantStatus: 503, wantCode: "service_unavailable"},
-		{name: "connect failure", path: "/v1/responses", details: detailsConnectFailure, code: 503, wantStatus: 502, wantCode: "upstream_error"},
+		{name: "connect failure", path: "/v1/responses", details: detailsConnectFailure, code: 503, wantStatus: 503, wantCode: "service_unavailable"},
+		{name: "connect failure on messages", path: "/v1/messages", details: detailsConnectFailure, code: 503, wantStatus: 503, wantCode: "service_unavailable", anthropic: true},
 		{name: "upstream timeout", path: "/v1/responses", details: "upstream_response_timeout", code: 504, wantStatus: 502, wantCode: "upstream_error"},
 		{name: "ext_proc grpc error", path: "/v1/chat/completions", details: "ext_proc_error_gRPC_error_14", code: 500, wantStatus: 500, wantCode: "internal_error"},
 		{name: "ext_proc timeout", path: "/v1/messages", details: detailsMessageTimeout, code: 504, wantStatus: 500, wantCode: "internal_error", anthropic: true},
