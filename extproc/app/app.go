@@ -73,6 +73,9 @@ type Config struct {
 	// --hold-lease): renewed every third of it while its request runs, so the holds of
 	// a process that died free within it.
 	HoldLease time.Duration
+	// CatalogPoll is how often the catalog file is read for changes
+	// (EXTPROC_CATALOG_POLL, 2s): a valid change serves new requests at once.
+	CatalogPoll time.Duration
 	// Pprof serves Go's runtime profiles under /debug/pprof/ on the metrics listener
 	// (EXTPROC_PPROF, --pprof; off by default).
 	Pprof bool
@@ -101,8 +104,9 @@ func Defaults(getenv func(string) string) (Config, error) {
 		PublicHosts:    webhook.ParseOwnHosts(getenv("GATEWAY_PUBLIC_HOSTS")),
 		DrainTimeout:   DefaultDrainTimeout,
 		HoldLease:      lifecycle.DefaultLeaseTTL,
+		CatalogPoll:    2 * time.Second,
 	}
-	for name, p := range map[string]*time.Duration{"EXTPROC_DRAIN_TIMEOUT": &cfg.DrainTimeout, "EXTPROC_HOLD_LEASE": &cfg.HoldLease} {
+	for name, p := range map[string]*time.Duration{"EXTPROC_DRAIN_TIMEOUT": &cfg.DrainTimeout, "EXTPROC_HOLD_LEASE": &cfg.HoldLease, "EXTPROC_CATALOG_POLL": &cfg.CatalogPoll} {
 		if v := getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -135,6 +139,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.CatalogPath, "catalog", cfg.CatalogPath, "model catalog YAML (env GATEWAY_CATALOG)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "health and metrics HTTP address (env EXTPROC_METRICS_ADDR)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "how long in-flight streams may finish after SIGTERM before they are cut and settled (env EXTPROC_DRAIN_TIMEOUT)")
+	fs.DurationVar(&cfg.CatalogPoll, "catalog-poll", cfg.CatalogPoll, "how often the catalog file is read for changes (env EXTPROC_CATALOG_POLL)")
 	fs.DurationVar(&cfg.HoldLease, "hold-lease", cfg.HoldLease, "lease of every hold, renewed every third of it while its request runs (env EXTPROC_HOLD_LEASE)")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env EXTPROC_PPROF)")
 	if err := fs.Parse(args); err != nil {
@@ -176,10 +181,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if token == "" {
 		return configError{errors.New("no accounting service token: set GATEWAY_SERVICE_TOKEN or --service-token-file")}
 	}
-	cat, err := catalog.Load(cfg.CatalogPath)
+	source, err := catalog.LoadSource(cfg.CatalogPath)
 	if err != nil {
 		return configError{err}
 	}
+	cat := source.Current()
 	counter, err := tokens.New()
 	if err != nil {
 		return err
@@ -190,6 +196,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
 	m := metrics.New(cat)
+	m.SetCatalog(cat, source.Version())
 	dialOpts := append(ledgerclient.DialOptions(), grpc.WithChainUnaryInterceptor(m.AccountingInterceptor()))
 	conn, err := client.Dial(ctx, cfg.AccountingAddr, token, dialOpts...)
 	if err != nil {
@@ -200,7 +207,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	tracker := health.New(health.Config{Observe: m.ObserveAttempt})
 	m.WatchHealth(tracker)
 	svc, err := lifecycle.New(lifecycle.Config{
-		Catalog: cat, Ledger: m.WrapLedger(ledgerClient), Counter: counter, Log: log,
+		Source: source, Ledger: m.WrapLedger(ledgerClient), Counter: counter, Log: log,
 		Webhooks: &webhook.Validator{OwnHosts: cfg.PublicHosts}, LeaseTTL: cfg.HoldLease,
 		Health: tracker,
 	})
@@ -227,6 +234,19 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()
 	go ledgerClient.Watch(wctx)
+	if cfg.CatalogPoll > 0 {
+		go source.Watch(wctx, cfg.CatalogPath, cfg.CatalogPoll, func(r catalog.Reload) {
+			if r.Err != nil {
+				m.CatalogReload(false)
+				log.Error("catalog refused: the previous catalog keeps serving", zap.String("version", r.Version),
+					zap.String("serving", source.Version()), zap.Error(r.Err))
+				return
+			}
+			m.CatalogReload(true)
+			m.SetCatalog(source.Current(), r.Version)
+			log.Info("catalog reloaded", zap.String("version", r.Version), zap.Int("models", len(source.Current().Models())))
+		})
+	}
 
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(lis) }()

@@ -27,7 +27,7 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 		return apiAccountSuspended()
 	}
 	id := r.parsed.Model
-	m, ok := r.svc.cfg.Catalog.Model(id)
+	m, ok := r.cat.Model(id)
 	if !ok || !r.endpoint.spec().serves(m.Kind) {
 		return apierr.Param(apierr.ModelNotAvailable, "model", "The model '"+id+"' is not available on this endpoint.")
 	}

@@ -26,7 +26,7 @@ func (r *Request) listModels(ctx context.Context) Action {
 	b := make([]byte, 0, 1024)
 	b = append(b, `{"object":"list","data":[`...)
 	n := 0
-	for _, m := range r.svc.cfg.Catalog.Models() {
+	for _, m := range r.cat.Models() {
 		if !eligible(m) {
 			continue
 		}

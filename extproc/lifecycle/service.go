@@ -36,9 +36,13 @@ const RoutingHeader = "x-gateway-upstream"
 // AnthropicVersion is sent upstream when the client sent no anthropic-version.
 const AnthropicVersion = "2023-06-01"
 
-// Config wires a Service. Catalog, Ledger and Counter are required.
+// Config wires a Service. Catalog (or Source), Ledger and Counter are required.
 type Config struct {
 	Catalog *catalog.Catalog
+	// Source, when set, is the live catalog (reloaded while serving) and Catalog is
+	// ignored: each request reads it once, at its start, and keeps that catalog — its
+	// model, channel and prices — for its whole life.
+	Source  *catalog.Source
 	Ledger  Ledger
 	Counter *tokens.Counter
 	// Intn draws the weighted channel choice; math/rand/v2.IntN when nil.
@@ -74,7 +78,10 @@ type Service struct {
 
 // New returns a Service.
 func New(cfg Config) (*Service, error) {
-	if cfg.Catalog == nil || cfg.Ledger == nil || cfg.Counter == nil {
+	if cfg.Source == nil && cfg.Catalog != nil {
+		cfg.Source = catalog.NewSource(cfg.Catalog, "")
+	}
+	if cfg.Source == nil || cfg.Ledger == nil || cfg.Counter == nil {
 		return nil, errors.New("lifecycle: Catalog, Ledger and Counter are required")
 	}
 	if cfg.Intn == nil {
@@ -109,7 +116,7 @@ func randomID() string {
 
 // NewRequest starts the lifecycle of one HTTP request.
 func (s *Service) NewRequest() *Request {
-	return &Request{svc: s, contentLength: -1, counted: -1}
+	return &Request{svc: s, contentLength: -1, counted: -1, cat: s.cfg.Source.Current()}
 }
 
 // Request is one HTTP request's lifecycle. Not safe for concurrent use.
@@ -132,6 +139,8 @@ type Request struct {
 	// its one body message is the whole body, with or without end_of_stream.
 	bufferedBody bool
 
+	// cat is the catalog this request lives by (read once, at its start).
+	cat     *catalog.Catalog
 	parsed  wire.Parsed
 	counted int64 // the prompt's plain token count; -1 until counted
 	model   *catalog.Model

@@ -48,7 +48,7 @@ func (r *Request) videoTask(ctx context.Context, id string) Action {
 	if t.Age >= VideoRetention {
 		return r.fail(apierr.New(apierr.TaskExpired, "The video task is older than 24 hours and is no longer tracked; submit the generation again."))
 	}
-	m, ok := r.svc.cfg.Catalog.Model(t.Model)
+	m, ok := r.cat.Model(t.Model)
 	if !ok || m.Kind != catalog.KindVideo {
 		r.log().Warn("video task of a model no longer in the catalog", zap.String("model", t.Model))
 		return r.fail(apierr.New(apierr.ModelNotAvailable, "The model of this video task is no longer available."))

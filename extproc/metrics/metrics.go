@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
@@ -69,8 +70,11 @@ type Metrics struct {
 	upstreamErrors *prometheus.CounterVec
 	attempts       *prometheus.CounterVec
 
-	models, channels map[string]bool
-	codes            map[apierr.Code]bool
+	// labels are the catalog's model and channel ids (swapped on a reload).
+	labels  atomic.Pointer[catalogLabels]
+	codes   map[apierr.Code]bool
+	catalog *prometheus.GaugeVec
+	reloads *prometheus.CounterVec
 
 	mu        sync.Mutex
 	holds     map[string]hold // unsettled reservations by id
@@ -90,11 +94,9 @@ var _ envoy.Observer = (*Metrics)(nil)
 // runtime and process collectors. Model and channel labels are limited to cat's.
 func New(cat *catalog.Catalog) *Metrics {
 	m := &Metrics{
-		reg:      prometheus.NewRegistry(),
-		models:   map[string]bool{},
-		channels: map[string]bool{},
-		codes:    map[apierr.Code]bool{},
-		holds:    map[string]hold{},
+		reg:   prometheus.NewRegistry(),
+		codes: map[apierr.Code]bool{},
+		holds: map[string]hold{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_requests_total",
 			Help: "Requests finished, by API endpoint, public model, channel and the API code answered (ok or the error code).",
@@ -134,14 +136,18 @@ func New(cat *catalog.Catalog) *Metrics {
 			Help: "Upstream attempts by channel and outcome (ok, transport, server_error, rate_limited, account).",
 		}, []string{"channel", "outcome"}),
 	}
-	if cat != nil {
-		for _, md := range cat.Models() {
-			m.models[md.ID] = true
-			for _, ch := range md.Channels() {
-				m.channels[ch.Name] = true
-			}
-		}
-	}
+	m.catalog = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gateway_catalog_info",
+		Help: "The catalog version this extproc serves (1 for the live one).",
+	}, []string{"version"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gateway_catalog_reloads_total",
+		Help: "Catalog file changes seen, by result: applied, or refused (invalid: the previous catalog keeps serving).",
+	}, []string{"result"})
+	m.reg.MustRegister(m.catalog, m.reloads)
+	m.reloads.WithLabelValues("applied")
+	m.reloads.WithLabelValues("refused")
+	m.labels.Store(labelsOf(cat))
 	for _, c := range apierr.Codes() {
 		m.codes[c] = true
 	}
@@ -159,7 +165,7 @@ func New(cat *catalog.Catalog) *Metrics {
 
 // ObserveAttempt counts an upstream attempt's outcome on a channel (health.Config.Observe).
 func (m *Metrics) ObserveAttempt(channel string, f health.Failure) {
-	if !m.channels[channel] {
+	if !m.labels.Load().channels[channel] {
 		channel = Unknown
 	}
 	m.attempts.WithLabelValues(channel, f.String()).Inc()
@@ -169,11 +175,7 @@ func (m *Metrics) ObserveAttempt(channel string, f health.Failure) {
 // gateway_channel_state{channel,state} (1 for the channel's current state, 0 for the
 // others), read from t at each scrape.
 func (m *Metrics) WatchHealth(t *health.Tracker) {
-	names := make([]string, 0, len(m.channels))
-	for n := range m.channels {
-		names = append(names, n)
-	}
-	m.reg.MustRegister(&healthCollector{t: t, names: names})
+	m.reg.MustRegister(&healthCollector{t: t, m: m})
 }
 
 var channelStateDesc = prometheus.NewDesc("gateway_channel_state",
@@ -181,14 +183,14 @@ var channelStateDesc = prometheus.NewDesc("gateway_channel_state",
 	[]string{"channel", "state"}, nil)
 
 type healthCollector struct {
-	t     *health.Tracker
-	names []string
+	t *health.Tracker
+	m *Metrics
 }
 
 func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- channelStateDesc }
 
 func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, n := range c.names {
+	for n := range c.m.labels.Load().channels {
 		cur, _ := c.t.State(n)
 		for _, s := range []health.State{health.Healthy, health.Cooling, health.Probing} {
 			v := 0.0
@@ -212,7 +214,7 @@ func (m *Metrics) model(id string) string {
 	switch {
 	case id == "":
 		return NoneLbl
-	case m.models[id]:
+	case m.labels.Load().models[id]:
 		return id
 	}
 	return Unknown
@@ -222,7 +224,7 @@ func (m *Metrics) channel(ch *catalog.Channel) string {
 	switch {
 	case ch == nil:
 		return NoneLbl
-	case m.channels[ch.Name]:
+	case m.labels.Load().channels[ch.Name]:
 		return ch.Name
 	}
 	return Unknown
@@ -375,7 +377,7 @@ func (m *Metrics) committed(c ledger.CommitRequest, res ledger.CommitResult) {
 	m.inFlight.Set(float64(len(m.holds)))
 	m.credits.WithLabelValues("committed").Add(float64(res.Charged))
 	model := h.model
-	if !m.models[model] {
+	if !m.labels.Load().models[model] {
 		model = "other"
 	}
 	m.spend.WithLabelValues(model).Add(float64(res.Charged))
@@ -416,4 +418,40 @@ func (m *Metrics) pruneLocked() {
 			m.credits.WithLabelValues("released").Add(float64(h.amount))
 		}
 	}
+}
+
+// catalogLabels are the label values a catalog allows.
+type catalogLabels struct {
+	models, channels map[string]bool
+}
+
+func labelsOf(cat *catalog.Catalog) *catalogLabels {
+	l := &catalogLabels{models: map[string]bool{}, channels: map[string]bool{}}
+	if cat == nil {
+		return l
+	}
+	for _, md := range cat.Models() {
+		l.models[md.ID] = true
+		for _, ch := range md.Channels() {
+			l.channels[ch.Name] = true
+		}
+	}
+	return l
+}
+
+// SetCatalog records the catalog now serving (at start and after each reload): its ids
+// become the allowed label values and gateway_catalog_info names its version.
+func (m *Metrics) SetCatalog(cat *catalog.Catalog, version string) {
+	m.labels.Store(labelsOf(cat))
+	m.catalog.Reset()
+	m.catalog.WithLabelValues(version).Set(1)
+}
+
+// CatalogReload counts a catalog file change: applied, or refused.
+func (m *Metrics) CatalogReload(applied bool) {
+	if applied {
+		m.reloads.WithLabelValues("applied").Inc()
+		return
+	}
+	m.reloads.WithLabelValues("refused").Inc()
 }
