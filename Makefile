@@ -13,7 +13,7 @@ help: ## Show this help
 
 .PHONY: build
 build: ## Build every binary into bin/
-	$(GO) build -o bin/ ./accounting/cmd/... ./extproc/cmd/... ./e2e/cmd/...
+	$(GO) build -o bin/ ./accounting/cmd/... ./extproc/cmd/... ./console/cmd/... ./e2e/cmd/...
 
 .PHONY: run
 run: build ## Start the whole stack on loopback (Ctrl-C stops it)

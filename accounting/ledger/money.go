@@ -55,3 +55,14 @@ func FormatCredits(m Micros) string {
 	}
 	return sign + s
 }
+
+// FormatCredits6 writes micros as credits with exactly six decimals ("10.000000",
+// "-0.000026"), as the console shows every amount.
+func FormatCredits6(m Micros) string {
+	u := uint64(m)
+	sign := ""
+	if m < 0 {
+		u, sign = uint64(-m), "-"
+	}
+	return fmt.Sprintf("%s%d.%06d", sign, u/MicrosPerCredit, u%MicrosPerCredit)
+}

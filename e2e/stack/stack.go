@@ -46,6 +46,7 @@ type Config struct {
 	MockAddr             string // MOCK_ADDR, 127.0.0.1:18080
 	ExtprocMetricsAddr   string // EXTPROC_METRICS_ADDR, 127.0.0.1:9101
 	AccountingMetricsAdr string // ACCOUNTING_METRICS_ADDR, 127.0.0.1:9102
+	ConsoleAddr          string // CONSOLE_ADDR, 127.0.0.1:8090 (the web console)
 	DatabaseURL          string // DATABASE_URL
 	Catalog              string // GATEWAY_CATALOG, Root/deploy/local/catalog.yaml
 	// EnvoyBin runs real Envoy when set (ENVOY_BIN, or `envoy` on PATH when
@@ -82,6 +83,7 @@ func (c Config) FromEnv() Config {
 	set(&c.AccountingAddr, "ACCOUNTING_ADDR", "127.0.0.1:50052")
 	set(&c.MockAddr, "MOCK_ADDR", "127.0.0.1:18080")
 	set(&c.ExtprocMetricsAddr, "EXTPROC_METRICS_ADDR", "127.0.0.1:9101")
+	set(&c.ConsoleAddr, "CONSOLE_ADDR", "127.0.0.1:8090")
 	set(&c.AccountingMetricsAdr, "ACCOUNTING_METRICS_ADDR", "127.0.0.1:9102")
 	set(&c.DatabaseURL, "DATABASE_URL", defaultDatabaseURL)
 	set(&c.Catalog, "GATEWAY_CATALOG", filepath.Join(c.Root, "deploy", "local", "catalog.yaml"))
@@ -165,6 +167,12 @@ func (s *Stack) start(ctx context.Context) error {
 		return err
 	}
 	if err := s.waitHTTP(ctx, "accounting", "http://"+s.AccountingMetricsAdr+"/readyz"); err != nil {
+		return err
+	}
+	if err := s.spawn(ctx, "console", s.childEnv("console"), "console", "--listen", s.ConsoleAddr); err != nil {
+		return err
+	}
+	if err := s.waitTCP(ctx, "console", s.ConsoleAddr); err != nil {
 		return err
 	}
 	if err := s.spawn(ctx, "extproc", s.childEnv("extproc"), "extproc"); err != nil {

@@ -47,7 +47,7 @@ func Start(root string) (*Env, error) {
 	}
 	e := &Env{tmp: tmp, dropDB: func() {}}
 	bin := filepath.Join(tmp, "bin")
-	build := exec.Command("go", "build", "-o", bin+"/", "./accounting/cmd/...", "./extproc/cmd/...", "./e2e/cmd/...")
+	build := exec.Command("go", "build", "-o", bin+"/", "./accounting/cmd/...", "./extproc/cmd/...", "./console/cmd/...", "./e2e/cmd/...")
 	build.Dir = root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -88,6 +88,7 @@ func Start(root string) (*Env, error) {
 		MockAddr:             FreeAddr(),
 		ExtprocMetricsAddr:   FreeAddr(),
 		AccountingMetricsAdr: FreeAddr(),
+		ConsoleAddr:          FreeAddr(),
 		DatabaseURL:          e.DatabaseURL,
 		EnvoyBin:             os.Getenv("E2E_ENVOY"),
 		Log:                  logFile,

@@ -1,0 +1,156 @@
+package console_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/llmgw/gateway/accounting/server/servertest"
+	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/console"
+)
+
+// browser is a cookie-keeping client that does not follow redirects blindly.
+type browser struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func (b *browser) get(path string) (int, string) {
+	b.t.Helper()
+	resp, err := b.c.Get(b.base + path)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func (b *browser) post(path string, form url.Values) (int, string) {
+	b.t.Helper()
+	resp, err := b.c.PostForm(b.base+path, form)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+func TestConsoleAgainstRealAccounting(t *testing.T) {
+	st, _ := storetest.NewStore(t, 8, store.Options{})
+	fx := servertest.Start(t, st, servertest.Options{})
+	conn, err := grpc.NewClient(fx.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	srv := httptest.NewServer(console.New(conn))
+	t.Cleanup(srv.Close)
+	jar, _ := cookiejar.New(nil)
+	b := &browser{t: t, base: srv.URL, c: &http.Client{Jar: jar}}
+
+	// Not signed in: every page sends to the sign-in page; a wrong token is refused.
+	if _, body := b.get("/accounts"); !strings.Contains(body, `id="token"`) {
+		t.Fatalf("unsigned visit: %s", body)
+	}
+	if status, body := b.post("/signin", url.Values{"token": {"wrong"}}); status != 401 || !strings.Contains(body, "refused") {
+		t.Fatalf("wrong token: %d %s", status, body)
+	}
+	resp, err := b.c.Get(srv.URL + "/signin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("CSP %q", csp)
+	}
+	_, body := b.post("/signin", url.Values{"token": {servertest.AdminToken}})
+	if strings.Contains(body, servertest.AdminToken) {
+		t.Fatal("the admin token is echoed in a page")
+	}
+	for _, c := range jar.Cookies(mustURL(t, srv.URL)) {
+		if strings.Contains(c.Value, servertest.AdminToken) {
+			t.Fatal("the admin token is in a cookie")
+		}
+	}
+	csrf := csrfRE.FindStringSubmatch(body)
+	if csrf == nil {
+		t.Fatalf("no CSRF token in %s", body)
+	}
+	// A form without the CSRF token is refused and changes nothing.
+	if status, _ := b.post("/accounts", url.Values{"tier": {"default"}}); status != http.StatusForbidden {
+		t.Fatalf("form without CSRF: %d", status)
+	}
+	_, body = b.post("/accounts", url.Values{"csrf": {csrf[1]}, "tier": {"default"}})
+	id := regexp.MustCompile(`id="account-id">([^<]+)<`).FindStringSubmatch(body)
+	if id == nil {
+		t.Fatalf("account page: %s", body)
+	}
+	acc := id[1]
+	_, body = b.post("/accounts/"+acc+"/topup", url.Values{"csrf": {csrf[1]}, "amount": {"12.5"}, "nonce": {"1"}})
+	if !strings.Contains(body, `id="balance">12.500000<`) {
+		t.Errorf("after a top-up of 12.5: %s", body)
+	}
+	// The same form sent twice tops up once.
+	b.post("/accounts/"+acc+"/topup", url.Values{"csrf": {csrf[1]}, "amount": {"12.5"}, "nonce": {"1"}})
+	if _, body = b.get("/accounts/" + acc); !strings.Contains(body, `id="balance">12.500000<`) {
+		t.Errorf("a resubmitted top-up applied twice: %s", body)
+	}
+	if _, body = b.post("/accounts/"+acc+"/topup", url.Values{"csrf": {csrf[1]}, "amount": {"1.0000001"}}); !strings.Contains(body, "six decimals") {
+		t.Errorf("seven decimals: %s", body)
+	}
+	_, body = b.post("/accounts/"+acc+"/keys", url.Values{"csrf": {csrf[1]}, "name": {"ci"}, "models": {"demo-chat"}})
+	secret := regexp.MustCompile(`id="secret">(gw-[^<]+)<`).FindStringSubmatch(body)
+	if secret == nil {
+		t.Fatalf("no secret shown: %s", body)
+	}
+	if _, again := b.get("/accounts/" + acc); strings.Contains(again, secret[1]) {
+		t.Error("the secret is shown a second time")
+	}
+	keyID := regexp.MustCompile(`<tr id="key-([^"]+)"`).FindStringSubmatch(body)[1]
+	_, body = b.post("/keys/"+keyID+"/update", url.Values{"csrf": {csrf[1]}, "account": {acc}, "models": {"demo-chat, demo-claude"}})
+	if !strings.Contains(body, `value="demo-chat,demo-claude"`) {
+		t.Errorf("allowlist not updated: %s", body)
+	}
+	_, body = b.get("/accounts/" + acc + "/statement")
+	if !strings.Contains(body, "12.500000") {
+		t.Errorf("statement: %s", body)
+	}
+	resp, err = b.c.Get(srv.URL + "/accounts/" + acc + "/statement?format=csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	csvBody, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "text/csv; charset=utf-8" || !strings.Contains(string(csvBody), ",top_up,12.500000,") {
+		t.Errorf("statement CSV %s: %s", resp.Header.Get("Content-Type"), csvBody)
+	}
+	if status, _ := b.get("/tiers"); status != 200 {
+		t.Errorf("tiers page: %d", status)
+	}
+	if status, body := b.get("/accounts/" + acc + "/usage?by=model"); status != 200 || !strings.Contains(body, `id="usage-total">0.000000<`) {
+		t.Errorf("usage page: %d %s", status, body)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

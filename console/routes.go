@@ -1,0 +1,399 @@
+package console
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
+)
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /static/console.css", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/css")
+		b, _ := webFS.ReadFile("web/console.css")
+		_, _ = w.Write(b)
+	})
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/accounts", http.StatusSeeOther) })
+	s.mux.HandleFunc("GET /signin", func(w http.ResponseWriter, r *http.Request) { render(w, 200, "signin", page{Title: "Sign in"}) })
+	s.mux.HandleFunc("POST /signin", s.signIn)
+	s.mux.HandleFunc("POST /signout", s.authed(func(w http.ResponseWriter, r *http.Request, _ *session) {
+		s.sessions.end(w, r)
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+	}))
+	s.mux.HandleFunc("GET /accounts", s.authed(s.accounts))
+	s.mux.HandleFunc("POST /accounts", s.authed(s.createAccount))
+	s.mux.HandleFunc("GET /accounts/{id}", s.authed(s.account))
+	s.mux.HandleFunc("POST /accounts/{id}/topup", s.authed(s.topUp))
+	s.mux.HandleFunc("POST /accounts/{id}/suspend", s.authed(s.suspend))
+	s.mux.HandleFunc("POST /accounts/{id}/keys", s.authed(s.createKey))
+	s.mux.HandleFunc("POST /keys/{id}/update", s.authed(s.updateKey))
+	s.mux.HandleFunc("POST /keys/{id}/{action}", s.authed(s.keyAction))
+	s.mux.HandleFunc("GET /accounts/{id}/usage", s.authed(s.usage))
+	s.mux.HandleFunc("GET /accounts/{id}/statement", s.authed(s.statement))
+	s.mux.HandleFunc("GET /tiers", s.authed(s.tiers))
+	s.mux.HandleFunc("POST /tiers", s.authed(s.setTier))
+}
+
+// authed wraps a page that needs a session (and, for a POST, its CSRF token).
+func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		se, ok := s.sessions.get(r)
+		if !ok {
+			http.Redirect(w, r, "/signin", http.StatusSeeOther)
+			return
+		}
+		if r.Method == http.MethodPost && !se.validCSRF(r) {
+			render(w, http.StatusForbidden, "error", page{Title: "Refused", Error: "The form is stale or did not come from this console: reload the page and try again."})
+			return
+		}
+		h(w, r, se)
+	}
+}
+
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	se := &session{token: token}
+	if token == "" {
+		render(w, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: "Enter the admin token."})
+		return
+	}
+	if _, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListTiersResponse, error) {
+		return s.admin.ListTiers(ctx, &accountingv1.ListTiersRequest{}, o)
+	}); err != nil {
+		render(w, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: plainWords(err)})
+		return
+	}
+	s.sessions.create(w, r, token)
+	http.Redirect(w, r, "/accounts", http.StatusSeeOther)
+}
+
+// back redirects to a page with a note or an error (plain words, no secret).
+func back(w http.ResponseWriter, r *http.Request, path string, err error, note string) {
+	q := url.Values{}
+	if err != nil {
+		q.Set("error", plainWords(err))
+	} else if note != "" {
+		q.Set("note", note)
+	}
+	http.Redirect(w, r, path+"?"+q.Encode(), http.StatusSeeOther)
+}
+
+func (s *Server) accounts(w http.ResponseWriter, r *http.Request, se *session) {
+	if id := strings.TrimSpace(r.URL.Query().Get("id")); id != "" {
+		http.Redirect(w, r, "/accounts/"+url.PathEscape(id), http.StatusSeeOther)
+		return
+	}
+	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListAccountsResponse, error) {
+		return s.admin.ListAccounts(ctx, &accountingv1.ListAccountsRequest{Limit: 20, AfterId: r.URL.Query().Get("after")}, o)
+	})
+	p := page{Title: "Accounts", CSRF: se.csrf, Error: r.URL.Query().Get("error"), Data: res}
+	if err != nil {
+		p.Error = plainWords(err)
+	}
+	render(w, 200, "accounts", p)
+}
+
+func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, se *session) {
+	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.CreateAccountResponse, error) {
+		return s.admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: r.PostFormValue("tier")}, o)
+	})
+	if err != nil {
+		back(w, r, "/accounts", err, "")
+		return
+	}
+	back(w, r, "/accounts/"+url.PathEscape(res.GetAccount().GetId()), nil, "Account created.")
+}
+
+// accountPage is the account detail page's data.
+type accountPage struct {
+	Account *accountingv1.Account
+	Keys    []*accountingv1.Key
+	// Secret is a key just created: shown on this one answer, never again.
+	Secret string
+}
+
+func (s *Server) accountData(r *http.Request, se *session, id string) (accountPage, error) {
+	acc, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.GetAccountResponse, error) {
+		return s.admin.GetAccount(ctx, &accountingv1.GetAccountRequest{AccountId: id}, o)
+	})
+	if err != nil {
+		return accountPage{}, err
+	}
+	keys, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListKeysResponse, error) {
+		return s.admin.ListKeys(ctx, &accountingv1.ListKeysRequest{AccountId: id}, o)
+	})
+	if err != nil {
+		return accountPage{}, err
+	}
+	return accountPage{Account: acc.GetAccount(), Keys: keys.GetKeys()}, nil
+}
+
+func (s *Server) account(w http.ResponseWriter, r *http.Request, se *session) {
+	d, err := s.accountData(r, se, r.PathValue("id"))
+	if err != nil {
+		render(w, http.StatusNotFound, "error", page{Title: "Account", Error: plainWords(err)})
+		return
+	}
+	render(w, 200, "account", page{Title: "Account " + d.Account.GetId(), CSRF: se.csrf,
+		Error: r.URL.Query().Get("error"), Note: r.URL.Query().Get("note"), Data: d})
+}
+
+func (s *Server) topUp(w http.ResponseWriter, r *http.Request, se *session) {
+	id := r.PathValue("id")
+	amount, err := ledger.ParseCredits(r.PostFormValue("amount"))
+	if err != nil || amount <= 0 {
+		http.Redirect(w, r, "/accounts/"+url.PathEscape(id)+"?"+url.Values{"error": {"Enter a positive amount in credits, at most six decimals (for example 10 or 0.25)."}}.Encode(), http.StatusSeeOther)
+		return
+	}
+	// The form's CSRF token and amount name the top-up: a resubmitted form is the same
+	// top-up, applied once.
+	sum := sha256.Sum256([]byte(se.csrf + "|" + id + "|" + r.PostFormValue("nonce")))
+	_, err = call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.TopUpResponse, error) {
+		return s.admin.TopUp(ctx, &accountingv1.TopUpRequest{AccountId: id, AmountMicros: amount, IdempotencyKey: "console-" + hex.EncodeToString(sum[:16])}, o)
+	})
+	back(w, r, "/accounts/"+url.PathEscape(id), err, "Topped up "+ledger.FormatCredits6(amount)+" credits.")
+}
+
+func (s *Server) suspend(w http.ResponseWriter, r *http.Request, se *session) {
+	id := r.PathValue("id")
+	on := r.PostFormValue("suspended") == "true"
+	_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.SetAccountSuspendedResponse, error) {
+		return s.admin.SetAccountSuspended(ctx, &accountingv1.SetAccountSuspendedRequest{AccountId: id, Suspended: on}, o)
+	})
+	back(w, r, "/accounts/"+url.PathEscape(id), err, map[bool]string{true: "Account suspended.", false: "Account unsuspended."}[on])
+}
+
+// models reads a comma-separated allowlist (empty: every model).
+func models(v string) []string {
+	var out []string
+	for _, m := range strings.Split(v, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// limit reads an optional credit limit.
+func limit(v string) (*int64, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	m, err := ledger.ParseCredits(v)
+	if err != nil {
+		return nil, fmt.Errorf("limit: %w", err)
+	}
+	return &m, nil
+}
+
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, se *session) {
+	id := r.PathValue("id")
+	req := &accountingv1.CreateKeyRequest{AccountId: id, Name: r.PostFormValue("name"), AllowedModels: models(r.PostFormValue("models"))}
+	var err error
+	if req.DailyLimitMicros, err = limit(r.PostFormValue("daily")); err == nil {
+		req.MonthlyLimitMicros, err = limit(r.PostFormValue("monthly"))
+	}
+	if err == nil && r.PostFormValue("expires") != "" {
+		var t time.Time
+		if t, err = time.Parse("2006-01-02", r.PostFormValue("expires")); err == nil {
+			req.ExpiresAt = timestamppb.New(t)
+		}
+	}
+	if err != nil {
+		http.Redirect(w, r, "/accounts/"+url.PathEscape(id)+"?"+url.Values{"error": {"Check the limits (credits) and the expiry (YYYY-MM-DD)."}}.Encode(), http.StatusSeeOther)
+		return
+	}
+	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.CreateKeyResponse, error) {
+		return s.admin.CreateKey(ctx, req, o)
+	})
+	if err != nil {
+		back(w, r, "/accounts/"+url.PathEscape(id), err, "")
+		return
+	}
+	d, err := s.accountData(r, se, id)
+	if err != nil {
+		render(w, 200, "error", page{Title: "Key created", Error: plainWords(err)})
+		return
+	}
+	// The secret is rendered on this answer only (not a redirect: it never enters a URL).
+	d.Secret = res.GetSecret()
+	render(w, 200, "account", page{Title: "Account " + id, CSRF: se.csrf, Note: "Key created: copy its secret now, it is not shown again.", Data: d})
+}
+
+func (s *Server) updateKey(w http.ResponseWriter, r *http.Request, se *session) {
+	id := r.PathValue("id")
+	req := &accountingv1.UpdateKeyRequest{KeyId: id, AllowedModels: &accountingv1.ModelList{Models: models(r.PostFormValue("models"))}}
+	d, errD := limit(r.PostFormValue("daily"))
+	m, errM := limit(r.PostFormValue("monthly"))
+	if errD != nil || errM != nil {
+		back(w, r, "/accounts/"+url.PathEscape(r.PostFormValue("account")), fmt.Errorf("limits"), "")
+		return
+	}
+	req.DailyLimit = &accountingv1.LimitUpdate{Micros: d}
+	req.MonthlyLimit = &accountingv1.LimitUpdate{Micros: m}
+	_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.UpdateKeyResponse, error) {
+		return s.admin.UpdateKey(ctx, req, o)
+	})
+	back(w, r, "/accounts/"+url.PathEscape(r.PostFormValue("account")), err, "Key updated: new requests follow it within 3 s.")
+}
+
+func (s *Server) keyAction(w http.ResponseWriter, r *http.Request, se *session) {
+	id, action := r.PathValue("id"), r.PathValue("action")
+	var err error
+	switch action {
+	case "disable", "enable":
+		_, err = call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.SetKeyDisabledResponse, error) {
+			return s.admin.SetKeyDisabled(ctx, &accountingv1.SetKeyDisabledRequest{KeyId: id, Disabled: action == "disable"}, o)
+		})
+	case "revoke":
+		_, err = call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.RevokeKeyResponse, error) {
+			return s.admin.RevokeKey(ctx, &accountingv1.RevokeKeyRequest{KeyId: id}, o)
+		})
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	back(w, r, "/accounts/"+url.PathEscape(r.PostFormValue("account")), err, "Key "+action+"d.")
+}
+
+// usagePage is the usage page's data.
+type usagePage struct {
+	Account, From, To, By string
+	Rows                  []*accountingv1.UsageRow
+	Total                 *accountingv1.UsageRow
+	Bars                  []bar
+}
+
+// bar is one bar of the usage chart (an inline SVG drawn on the server).
+type bar struct {
+	Label   string
+	X, H, Y int
+}
+
+var usageGroups = map[string]accountingv1.UsageGroup{
+	"model": accountingv1.UsageGroup_USAGE_GROUP_MODEL, "day": accountingv1.UsageGroup_USAGE_GROUP_DAY, "key": accountingv1.UsageGroup_USAGE_GROUP_KEY,
+}
+
+func (s *Server) usage(w http.ResponseWriter, r *http.Request, se *session) {
+	q := r.URL.Query()
+	d := usagePage{Account: r.PathValue("id"), From: q.Get("from"), To: q.Get("to"), By: q.Get("by")}
+	if _, ok := usageGroups[d.By]; !ok {
+		d.By = "day"
+	}
+	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.GetUsageResponse, error) {
+		return s.admin.GetUsage(ctx, &accountingv1.GetUsageRequest{AccountId: d.Account, FromDay: d.From, ToDay: d.To, GroupBy: usageGroups[d.By]}, o)
+	})
+	if err != nil {
+		render(w, http.StatusBadRequest, "error", page{Title: "Usage", Error: plainWords(err)})
+		return
+	}
+	d.Rows, d.Total = res.GetRows(), res.GetTotal()
+	if q.Get("format") == "csv" {
+		writeCSV(w, "usage-"+d.Account+".csv", []string{d.By, "requests", "input_tokens", "output_tokens", "charged"}, func(add func(...string)) {
+			for _, row := range d.Rows {
+				add(row.GetGroup(), strconv.FormatInt(row.GetRequests(), 10), strconv.FormatInt(row.GetInputTokens(), 10),
+					strconv.FormatInt(row.GetOutputTokens(), 10), ledger.FormatCredits6(row.GetChargedMicros()))
+			}
+		})
+		return
+	}
+	var top int64 = 1
+	for _, row := range d.Rows {
+		top = max(top, row.GetChargedMicros())
+	}
+	for i, row := range d.Rows {
+		h := int(row.GetChargedMicros() * 100 / top)
+		d.Bars = append(d.Bars, bar{Label: row.GetGroup(), X: 10 + i*34, H: h, Y: 110 - h})
+	}
+	render(w, 200, "usage", page{Title: "Usage", CSRF: se.csrf, Data: d})
+}
+
+func (s *Server) statement(w http.ResponseWriter, r *http.Request, se *session) {
+	id := r.PathValue("id")
+	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
+	list := func(before int64, limit int32) (*accountingv1.ListLedgerEntriesResponse, error) {
+		return call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListLedgerEntriesResponse, error) {
+			return s.admin.ListLedgerEntries(ctx, &accountingv1.ListLedgerEntriesRequest{AccountId: id, Limit: limit, BeforeId: before}, o)
+		})
+	}
+	if r.URL.Query().Get("format") == "csv" {
+		// The whole statement, newest first, page by page.
+		var all []*accountingv1.LedgerEntry
+		for b := int64(0); ; {
+			res, err := list(b, 500)
+			if err != nil {
+				render(w, http.StatusBadRequest, "error", page{Title: "Statement", Error: plainWords(err)})
+				return
+			}
+			all = append(all, res.GetEntries()...)
+			if b = res.GetNextBeforeId(); b == 0 {
+				break
+			}
+		}
+		writeCSV(w, "statement-"+id+".csv", []string{"id", "created_at", "kind", "amount", "key_id", "model", "input_tokens", "output_tokens", "reservation_id"}, func(add func(...string)) {
+			for _, e := range all {
+				add(strconv.FormatInt(e.GetId(), 10), e.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), entryKind(e.GetKind()),
+					ledger.FormatCredits6(e.GetAmountMicros()), e.GetKeyId(), e.GetModel(), strconv.FormatInt(e.GetInputTokens(), 10),
+					strconv.FormatInt(e.GetOutputTokens(), 10), e.GetReservationId())
+			}
+		})
+		return
+	}
+	res, err := list(before, 50)
+	if err != nil {
+		render(w, http.StatusBadRequest, "error", page{Title: "Statement", Error: plainWords(err)})
+		return
+	}
+	render(w, 200, "statement", page{Title: "Statement", CSRF: se.csrf, Data: struct {
+		Account string
+		Res     *accountingv1.ListLedgerEntriesResponse
+	}{id, res}})
+}
+
+func entryKind(k accountingv1.EntryKind) string {
+	if k == accountingv1.EntryKind_ENTRY_KIND_TOP_UP {
+		return "top_up"
+	}
+	return "charge"
+}
+
+func writeCSV(w http.ResponseWriter, name string, header []string, rows func(add func(...string))) {
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	cw := csv.NewWriter(w)
+	_ = cw.Write(header)
+	rows(func(f ...string) { _ = cw.Write(f) })
+	cw.Flush()
+}
+
+func (s *Server) tiers(w http.ResponseWriter, r *http.Request, se *session) {
+	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListTiersResponse, error) {
+		return s.admin.ListTiers(ctx, &accountingv1.ListTiersRequest{}, o)
+	})
+	p := page{Title: "Tiers", CSRF: se.csrf, Error: r.URL.Query().Get("error"), Note: r.URL.Query().Get("note"), Data: res}
+	if err != nil {
+		p.Error = plainWords(err)
+	}
+	render(w, 200, "tiers", p)
+}
+
+func (s *Server) setTier(w http.ResponseWriter, r *http.Request, se *session) {
+	n := func(f string) int32 { v, _ := strconv.Atoi(r.PostFormValue(f)); return int32(v) }
+	_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.SetTierResponse, error) {
+		return s.admin.SetTier(ctx, &accountingv1.SetTierRequest{Tier: &accountingv1.Tier{Name: r.PostFormValue("name"),
+			RpmBeforeTopup: n("rpm_before"), RpmAfterTopup: n("rpm_after"), InFlightGeneral: n("in_flight"), InFlightHighCost: n("in_flight_high_cost")}}, o)
+	})
+	back(w, r, "/tiers", err, "Tier saved: new requests follow it within 3 s.")
+}
