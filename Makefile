@@ -19,8 +19,13 @@ build: ## Build every binary into bin/
 run: build ## Start the whole stack on loopback (Ctrl-C stops it)
 	./bin/localstack
 
+.PHONY: browser
+browser: ## Install Debian's chromium for the web console's browser tests, when missing
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
 .PHONY: test
-test: lint ## Lint, then run every test: unit, PostgreSQL-backed, gRPC replay, end-to-end, manifests
+test: lint browser ## Lint, then run every test: unit, PostgreSQL-backed, gRPC replay, end-to-end (the web console in headless Chromium), manifests
 	$(GO) test -count=1 -timeout 30m ./...
 	cd deploy && $(GO) test -count=1 ./...
 

@@ -57,7 +57,9 @@ func New(conn grpc.ClientConnInterface) *Server {
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { secureHeaders(s.mux).ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	secureHeaders(s.mux).ServeHTTP(w, r)
+}
 
 // call runs f with the session's token presented to accounting.
 func call[T any](r *http.Request, se *session, f func(context.Context, grpc.CallOption) (T, error)) (T, error) {

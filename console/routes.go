@@ -315,7 +315,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, se *session) {
 	}
 	for i, row := range d.Rows {
 		h := int(row.GetChargedMicros() * 100 / top)
-		d.Bars = append(d.Bars, bar{Label: row.GetGroup(), X: 10 + i*34, H: h, Y: 110 - h})
+		d.Bars = append(d.Bars, bar{Label: row.GetGroup(), X: 10 + i*60, H: h, Y: 110 - h})
 	}
 	render(w, 200, "usage", page{Title: "Usage", CSRF: se.csrf, Data: d})
 }
