@@ -63,6 +63,9 @@ func TestConsoleAgainstRealAccounting(t *testing.T) {
 	jar, _ := cookiejar.New(nil)
 	b := &browser{t: t, base: srv.URL, c: &http.Client{Jar: jar}}
 
+	if status, body := b.get("/healthz"); status != 200 || body != "ok\n" {
+		t.Errorf("healthz: %d %q", status, body)
+	}
 	// Not signed in: every page sends to the sign-in page; a wrong token is refused.
 	if _, body := b.get("/accounts"); !strings.Contains(body, `id="token"`) {
 		t.Fatalf("unsigned visit: %s", body)

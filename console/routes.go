@@ -25,6 +25,7 @@ func (s *Server) routes() {
 		b, _ := webFS.ReadFile("web/console.css")
 		_, _ = w.Write(b)
 	})
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/accounts", http.StatusSeeOther) })
 	s.mux.HandleFunc("GET /signin", func(w http.ResponseWriter, r *http.Request) { render(w, 200, "signin", page{Title: "Sign in"}) })
 	s.mux.HandleFunc("POST /signin", s.signIn)

@@ -865,11 +865,12 @@ func checkReachability(b *bundle) []error {
 	accC := findContainer(&acc.Spec.Template, "accounting")
 	grpcPort, _ := containerPort(accC, intstr.FromString("grpc"))
 
-	// Who may call accounting's gRPC port: the gateway and nothing else.
+	// Who may call accounting's gRPC port: the gateway and the web console (which calls the
+	// AdminService with the operator's token), nothing else.
 	for _, w := range b.Workloads() {
 		allowed := b.ingressAllows(w.Template.Labels, acc.Spec.Template.Labels, accC, grpcPort) &&
 			b.egressAllows(w.Template.Labels, acc.Spec.Template.Labels, grpcPort)
-		want := w.Kind == "Deployment" && w.Name == "gateway"
+		want := w.Kind == "Deployment" && (w.Name == "gateway" || w.Name == "console")
 		if allowed != want {
 			errs = append(errs, fmt.Errorf("%s/%s reaching accounting:%d is %v, want %v", w.Kind, w.Name, grpcPort, allowed, want))
 		}
