@@ -125,9 +125,15 @@ func TestConsoleAgainstRealAccounting(t *testing.T) {
 		t.Error("the secret is shown a second time")
 	}
 	keyID := regexp.MustCompile(`<tr id="key-([^"]+)"`).FindStringSubmatch(body)[1]
+	_, body = b.post("/keys/"+keyID+"/update", url.Values{"csrf": {csrf[1]}, "account": {acc}, "models": {"demo-chat, demo-claude"},
+		"daily": {"2.5"}, "expires": {"2031-01-02"}})
+	if !strings.Contains(body, `value="demo-chat,demo-claude"`) || !strings.Contains(body, `value="2.500000"`) || !strings.Contains(body, `value="2031-01-02"`) {
+		t.Errorf("allowlist, limit and expiry not updated: %s", body)
+	}
+	// Emptied, the expiry and the limit go.
 	_, body = b.post("/keys/"+keyID+"/update", url.Values{"csrf": {csrf[1]}, "account": {acc}, "models": {"demo-chat, demo-claude"}})
-	if !strings.Contains(body, `value="demo-chat,demo-claude"`) {
-		t.Errorf("allowlist not updated: %s", body)
+	if strings.Contains(body, `value="2031-01-02"`) || strings.Contains(body, `value="2.500000"`) {
+		t.Errorf("expiry or limit kept after emptying: %s", body)
 	}
 	_, body = b.get("/accounts/" + acc + "/statement")
 	if !strings.Contains(body, "12.500000") {

@@ -239,11 +239,21 @@ func (s *Server) updateKey(w http.ResponseWriter, r *http.Request, se *session) 
 	d, errD := limit(r.PostFormValue("daily"))
 	m, errM := limit(r.PostFormValue("monthly"))
 	if errD != nil || errM != nil {
-		back(w, r, "/accounts/"+url.PathEscape(r.PostFormValue("account")), fmt.Errorf("limits"), "")
+		http.Redirect(w, r, "/accounts/"+url.PathEscape(r.PostFormValue("account"))+"?"+url.Values{"error": {"Check the limits: credits, at most six decimals."}}.Encode(), http.StatusSeeOther)
 		return
 	}
 	req.DailyLimit = &accountingv1.LimitUpdate{Micros: d}
 	req.MonthlyLimit = &accountingv1.LimitUpdate{Micros: m}
+	// The form shows the current expiry: kept as is, changed, or emptied (no expiry).
+	req.Expiry = &accountingv1.ExpiryUpdate{}
+	if v := strings.TrimSpace(r.PostFormValue("expires")); v != "" {
+		t, err := time.Parse("2006-01-02", v)
+		if err != nil {
+			http.Redirect(w, r, "/accounts/"+url.PathEscape(r.PostFormValue("account"))+"?"+url.Values{"error": {"Check the expiry: YYYY-MM-DD, or empty for none."}}.Encode(), http.StatusSeeOther)
+			return
+		}
+		req.Expiry.ExpiresAt = timestamppb.New(t)
+	}
 	_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.UpdateKeyResponse, error) {
 		return s.admin.UpdateKey(ctx, req, o)
 	})
