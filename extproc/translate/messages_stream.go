@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/llmgw/gateway/extproc/sse"
 	"github.com/tidwall/gjson"
@@ -135,15 +136,13 @@ func (e *messagesEncoder) encode(dst []byte, ev Event) ([]byte, error) {
 				return dst, err
 			}
 		}
-		return appendNamed(dst, "content_block_delta", map[string]any{"type": "content_block_delta", "index": k,
-			"delta": map[string]string{"type": "text_delta", "text": ev.Text}})
+		return appendBlockDelta(dst, k, "text_delta", "text", ev.Text), nil
 	case EventToolCall:
 		k := e.openBlock(ev.Index)
 		return appendNamed(dst, "content_block_start", map[string]any{"type": "content_block_start", "index": k,
 			"content_block": map[string]any{"type": "tool_use", "id": ev.ToolCall.ID, "name": ev.ToolCall.Name, "input": map[string]any{}}})
 	case EventToolArgs:
-		return appendNamed(dst, "content_block_delta", map[string]any{"type": "content_block_delta", "index": e.blocks[ev.Index],
-			"delta": map[string]string{"type": "input_json_delta", "partial_json": ev.ToolCall.Arguments}})
+		return appendBlockDelta(dst, e.blocks[ev.Index], "input_json_delta", "partial_json", ev.ToolCall.Arguments), nil
 	case EventPartDone:
 		return e.closeBlock(dst, e.blocks[ev.Index])
 	case EventFinish:
@@ -189,4 +188,18 @@ func (e *messagesEncoder) closeBlock(dst []byte, k int) ([]byte, error) {
 		}
 	}
 	return dst, nil
+}
+
+// appendBlockDelta appends a content_block_delta event, the one event of every token:
+// written directly, without a marshaller.
+func appendBlockDelta(dst []byte, index int, typ, field, value string) []byte {
+	dst = append(dst, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
+	dst = strconv.AppendInt(dst, int64(index), 10)
+	dst = append(dst, `,"delta":{"type":"`...)
+	dst = append(dst, typ...)
+	dst = append(dst, `","`...)
+	dst = append(dst, field...)
+	dst = append(dst, `":`...)
+	dst = appendString(dst, value)
+	return append(dst, "}}\n\n"...)
 }

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/llmgw/gateway/extproc/sse"
 	"github.com/tidwall/gjson"
@@ -179,8 +180,7 @@ func (e *responsesEncoder) encode(dst []byte, ev Event) ([]byte, error) {
 			}
 		}
 		it.text += ev.Text
-		return e.event(dst, "response.output_text.delta", map[string]any{"item_id": it.id, "output_index": it.output,
-			"content_index": 0, "delta": ev.Text, "logprobs": []any{}})
+		return e.appendDelta(dst, "response.output_text.delta", it, `,"content_index":0,"logprobs":[]`, ev.Text), nil
 	case EventToolCall:
 		call := ev.ToolCall
 		it := &streamItem{output: len(e.order), id: callItemID(call.ID), call: &call}
@@ -193,7 +193,7 @@ func (e *responsesEncoder) encode(dst []byte, ev Event) ([]byte, error) {
 			return dst, nil
 		}
 		it.call.Arguments += ev.ToolCall.Arguments
-		return e.event(dst, "response.function_call_arguments.delta", map[string]any{"item_id": it.id, "output_index": it.output, "delta": ev.ToolCall.Arguments})
+		return e.appendDelta(dst, "response.function_call_arguments.delta", it, "", ev.ToolCall.Arguments), nil
 	case EventPartDone:
 		if it, ok := e.items[ev.Index]; ok {
 			return e.closeItem(dst, it)
@@ -240,4 +240,24 @@ func (e *responsesEncoder) closeItem(dst []byte, it *streamItem) ([]byte, error)
 		}
 	}
 	return e.event(dst, "response.output_item.done", map[string]any{"output_index": it.output, "item": it.item("completed")})
+}
+
+// appendDelta appends a text or arguments delta event, the one event of every token:
+// written directly, without a marshaller.
+func (e *responsesEncoder) appendDelta(dst []byte, typ string, it *streamItem, extra, delta string) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, typ...)
+	dst = append(dst, "\ndata: {\"type\":\""...)
+	dst = append(dst, typ...)
+	dst = append(dst, `","sequence_number":`...)
+	dst = strconv.AppendInt(dst, int64(e.seq), 10)
+	e.seq++
+	dst = append(dst, `,"item_id":`...)
+	dst = appendString(dst, it.id)
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(it.output), 10)
+	dst = append(dst, extra...)
+	dst = append(dst, `,"delta":`...)
+	dst = appendString(dst, delta)
+	return append(dst, "}\n\n"...)
 }
