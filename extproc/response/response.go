@@ -7,8 +7,9 @@
 // It knows nothing of protobuf, gRPC or Envoy: the caller (the Envoy adapter and the
 // request lifecycle) feeds it body chunks exactly as they arrive, split at any byte, and
 // sends on the bytes it returns. Edits are made in place: only the model value (and, when
-// the gateway itself asked for stream usage, the usage it caused) changes; every other byte
-// of the upstream's body, including fields this package does not know, is kept.
+// the gateway itself asked for stream usage, the usage it caused, and the message of an
+// error event inside a stream, which never carries the provider's words) changes; every
+// other byte of the upstream's body, including fields this package does not know, is kept.
 //
 // Shape:
 //

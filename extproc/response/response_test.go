@@ -278,10 +278,10 @@ func TestStreamEdgeCases(t *testing.T) {
 			want: "data: {\"model\":\ndata: \"p\",\"choices\":[]}\n\n",
 		},
 		{
-			name: "comments, blank lines, error events and non-JSON data pass unchanged",
+			name: "comments, blank lines and non-JSON data pass unchanged; an error event keeps its type, not the provider's words",
 			opts: Options{Format: AnthropicMessages, PublicModel: "p", Stream: true},
 			in:   ": keep-alive\n\n\nevent: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}\n\ndata: not json\n\n",
-			want: ": keep-alive\n\n\nevent: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}\n\ndata: not json\n\n",
+			want: ": keep-alive\n\n\nevent: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"The upstream provider failed while streaming.\"}}\n\ndata: not json\n\n",
 		},
 		{
 			name: "public model needing JSON escapes",

@@ -127,6 +127,17 @@ func (r *streamRewriter) emit(ev *sse.Event) error {
 	return nil
 }
 
+// streamErrorMessage replaces the provider's words in an error event inside a stream
+// (the provider's message never reaches the client; the event's type and code stay).
+var streamErrorMessage = []byte(`"The upstream provider failed while streaming."`)
+
+// replaceMessage replaces the "message" of the error object at data[start:end].
+func (r *streamRewriter) replaceMessage(data []byte, start, end int) {
+	if s, e, ok := lookup(data[start:end], "message"); ok {
+		r.edits = addEdit(r.edits, edit{start + s, start + e, streamErrorMessage})
+	}
+}
+
 func (r *streamRewriter) replace(data []byte, start, end int) {
 	upstreamModel(&r.upstream, data[start:end])
 	r.edits = addEdit(r.edits, edit{start, end, r.model})
@@ -154,6 +165,10 @@ func (r *streamRewriter) chat(data []byte) bool {
 		case "usage":
 			ve, ok = valueEnd(data, vs)
 			usageKey, usageStart, usageEnd, usagePrev, hasUsage = keyStart, vs, ve, prevEnd, true
+		case "error":
+			if ve, ok = valueEnd(data, vs); ok {
+				r.replaceMessage(data, vs, ve)
+			}
 		default:
 			ve, ok = valueEnd(data, vs)
 		}
@@ -249,6 +264,10 @@ func (r *streamRewriter) anthropic(data []byte) bool {
 			r.anth.merge(u)
 			r.inputKnown = true
 		}
+	case `"error"`:
+		if m, ok := find(r.ms, "error"); ok {
+			r.replaceMessage(data, m.valStart, m.valEnd)
+		}
 	case `"message_delta"`:
 		if m, ok := find(r.ms, "usage"); ok && !isNull(data[m.valStart:m.valEnd]) {
 			r.anth.merge(data[m.valStart:m.valEnd])
@@ -298,6 +317,16 @@ func (r *streamRewriter) responses(data []byte) bool {
 	}
 	t, _ := find(r.ms, "type")
 	switch string(data[t.valStart:t.valEnd]) {
+	case `"error"`:
+		if m, ok := find(r.ms, "message"); ok {
+			r.edits = addEdit(r.edits, edit{m.valStart, m.valEnd, streamErrorMessage})
+		}
+	case `"response.failed"`:
+		if m, ok := find(r.ms, "response"); ok {
+			if s, e, ok := lookup(data[m.valStart:m.valEnd], "error"); ok {
+				r.replaceMessage(data, m.valStart+s, m.valStart+e)
+			}
+		}
 	case `"response.output_text.delta"`, `"response.refusal.delta"`,
 		`"response.function_call_arguments.delta"`:
 		if m, ok := find(r.ms, "delta"); ok {

@@ -1,6 +1,7 @@
 package response
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -62,4 +63,31 @@ func FuzzStreamRewrite(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStreamErrorEventsLoseTheProvidersWords: an error event inside a same-format stream
+// reaches the client with our message; its type and code stay.
+func TestStreamErrorEventsLoseTheProvidersWords(t *testing.T) {
+	for _, tc := range []struct {
+		f    Format
+		in   string
+		keep string
+	}{
+		{OpenAIChat, "data: {\"error\":{\"message\":\"secret provider words\",\"type\":\"server_error\"}}\n\n", `"type":"server_error"`},
+		{AnthropicMessages, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"secret provider words\"}}\n\n", `"overloaded_error"`},
+		{OpenAIResponses, "event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"secret provider words\",\"param\":null}\n\n", `"code":"server_error"`},
+		{OpenAIResponses, "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":\"r\",\"model\":\"m\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"secret provider words\"}}}\n\n", `"status":"failed"`},
+	} {
+		rw, err := New(Options{Format: tc.f, PublicModel: "public", Stream: true, ClientWantsUsage: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := rw.Write([]byte(tc.in), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), "secret") || !strings.Contains(string(out), "failed while streaming") || !strings.Contains(string(out), tc.keep) {
+			t.Errorf("%v: %s", tc.f, out)
+		}
+	}
 }
