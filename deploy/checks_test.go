@@ -1141,25 +1141,25 @@ func checkCatalog(b *bundle) []error {
 	if err != nil {
 		return []error{fmt.Errorf("catalog %s does not load in the extproc container: %w", path, err)}
 	}
+	// Every channel names one of the catalog's clusters (catalog.Parse checks it);
+	// extproc serves those to Envoy over xDS.
 	var errs []error
-	for _, m := range cat.Models() {
-		for _, ch := range m.Channels() {
-			if _, ok := cfg.cluster(ch.Cluster); !ok {
-				errs = append(errs, fmt.Errorf("catalog channel %s: cluster %q is not in envoy.yaml", ch.Name, ch.Cluster))
-			}
-			if cfg.reachesAdmin(ch.Cluster) {
-				errs = append(errs, fmt.Errorf("catalog channel %s: cluster %q is Envoy's admin interface", ch.Name, ch.Cluster))
-			}
-			if len(b.Clusters) > 0 && ch.Cluster == "mock-providers" {
-				errs = append(errs, fmt.Errorf("catalog channel %s: production routes to the mock providers", ch.Name))
-			}
-			if ch.Cluster == "mock-providers" {
-				addr, _ := cfg.cluster("mock-providers")
-				mock := findContainer(t, "mock-providers")
-				if listen, _ := flagValue(mock.Args, "listen"); listen != addr {
-					errs = append(errs, fmt.Errorf("catalog channel %s: mock-providers cluster is %s but no mock providers listen there (%q)", ch.Name, addr, listen))
-				}
-			}
+	for _, cl := range cat.Clusters() {
+		if _, static := cfg.cluster(cl.Name); static {
+			errs = append(errs, fmt.Errorf("catalog cluster %s: envoy.yaml has a static cluster of that name, which CDS cannot replace", cl.Name))
+		}
+		if cfg.isAdminAddress(cl.Address) {
+			errs = append(errs, fmt.Errorf("catalog cluster %s: %s is Envoy's admin interface", cl.Name, cl.Address))
+		}
+		if cl.Name != "mock-providers" {
+			continue
+		}
+		if len(b.Clusters) > 0 {
+			errs = append(errs, errors.New("catalog cluster mock-providers: production routes to the mock providers"))
+		}
+		mock := findContainer(t, "mock-providers")
+		if listen, _ := flagValue(mock.Args, "listen"); listen != cl.Address {
+			errs = append(errs, fmt.Errorf("catalog cluster mock-providers is %s but no mock providers listen there (%q)", cl.Address, listen))
 		}
 	}
 	return errs

@@ -18,7 +18,7 @@ const envoyCopyHeader = `# GENERATED from envoy/envoy.yaml by deploy/copies_test
 # /quitquitquit, /drain_listeners, /runtime_modify or /logging. The kubelet's probes and
 # Prometheus go through the added ops listener instead, which forwards GET /ready and
 # GET /stats/prometheus (nothing else) to the admin interface over loopback. The
-# extproc and mock-providers clusters stay on the pod's loopback.
+# extproc cluster (also the xDS server of the catalog's clusters) stays on the pod's loopback.
 `
 
 // The pod's ops listener and the cluster it forwards to: Envoy's admin interface, which

@@ -104,19 +104,24 @@ func (cfg *envoyConfig) cluster(name string) (string, bool) {
 
 // reachesAdmin reports whether a cluster has Envoy's own admin interface as an endpoint.
 func (cfg *envoyConfig) reachesAdmin(name string) bool {
-	ah, ap := sockAddr(cfg.GetAdmin().GetAddress())
 	eps, _ := cfg.endpoints(name)
 	for _, e := range eps {
-		h, p, _ := net.SplitHostPort(e)
-		if p != strconv.Itoa(int(ap)) {
-			continue
-		}
-		ip := net.ParseIP(ah)
-		if h == ah || isLoopback(h) && (isLoopback(ah) || ip != nil && ip.IsUnspecified()) {
+		if cfg.isAdminAddress(e) {
 			return true
 		}
 	}
 	return false
+}
+
+// isAdminAddress reports whether host:port is Envoy's own admin interface.
+func (cfg *envoyConfig) isAdminAddress(e string) bool {
+	ah, ap := sockAddr(cfg.GetAdmin().GetAddress())
+	h, p, _ := net.SplitHostPort(e)
+	if p != strconv.Itoa(int(ap)) {
+		return false
+	}
+	ip := net.ParseIP(ah)
+	return h == ah || isLoopback(h) && (isLoopback(ah) || ip != nil && ip.IsUnspecified())
 }
 
 // connectionManagers decodes the HTTP connection managers of a listener; any other

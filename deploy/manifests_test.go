@@ -202,9 +202,9 @@ func TestChecksCatchBreakage(t *testing.T) {
 			name: "catalog channel on the admin cluster", overlay: "overlays/production",
 			breakIt: func(t *testing.T, b *bundle) {
 				cm, _ := b.ConfigMapByPrefix("gateway-catalog")
-				cm.Data["catalog.yaml"] = strings.Replace(cm.Data["catalog.yaml"], "cluster: anthropic", "cluster: envoy-admin", 1)
+				cm.Data["catalog.yaml"] = strings.Replace(cm.Data["catalog.yaml"], `address: "api.anthropic.com:443", tls: true`, `address: "127.0.0.1:9901"`, 1)
 			},
-			want: `cluster "envoy-admin" is Envoy's admin interface`,
+			want: `catalog cluster anthropic: 127.0.0.1:9901 is Envoy's admin interface`,
 		},
 		{
 			name: "extproc listens elsewhere than the extproc cluster", overlay: "overlays/production",
@@ -294,12 +294,21 @@ func TestChecksCatchBreakage(t *testing.T) {
 			want: "(envoy/VERSION)",
 		},
 		{
+			name: "catalog cluster named like a static one", overlay: "overlays/production",
+			breakIt: func(t *testing.T, b *bundle) {
+				cm, _ := b.ConfigMapByPrefix("gateway-catalog")
+				cm.Data["catalog.yaml"] = strings.ReplaceAll(cm.Data["catalog.yaml"], "name: anthropic,", "name: extproc,")
+				cm.Data["catalog.yaml"] = strings.ReplaceAll(cm.Data["catalog.yaml"], "cluster: anthropic", "cluster: extproc")
+			},
+			want: "catalog cluster extproc: envoy.yaml has a static cluster of that name",
+		},
+		{
 			name: "catalog channel on a cluster envoy lacks", overlay: "overlays/production",
 			breakIt: func(t *testing.T, b *bundle) {
 				cm, _ := b.ConfigMapByPrefix("gateway-catalog")
 				cm.Data["catalog.yaml"] = strings.Replace(cm.Data["catalog.yaml"], "cluster: anthropic", "cluster: claude", 1)
 			},
-			want: `cluster "claude" is not in envoy.yaml`,
+			want: `cluster "claude" is not in the catalog's clusters`,
 		},
 		{
 			name: "catalog credential file not mounted", overlay: "overlays/production",

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -11,10 +12,13 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+
+	"github.com/llmgw/gateway/e2e/mock"
 )
 
 // TestCatalogReloadsWhileServing: while the stack serves traffic, a catalog edit adds a
-// model (listed and answering within 5 s), a price change applies to the next request
+// model with a channel on a new upstream listener (listed and answering within 5 s: the
+// catalog reload and the cluster's delivery to the front over xDS), a price change applies to the next request
 // and not to one already streaming, and an invalid catalog is refused while traffic goes
 // on; no request fails meanwhile.
 func TestCatalogReloadsWhileServing(t *testing.T) {
@@ -34,9 +38,14 @@ func TestCatalogReloadsWhileServing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The new model's channel is on a new upstream: a mock provider listener started
+	// now, in a cluster the catalog adds (served to the front over xDS, no restart).
+	live := httptest.NewServer(mock.New())
+	defer live.Close()
 	withLive := func(inPerM, outPerM string) string {
 		doc := strings.Replace(string(original), "models:\n", "models:\n  - id: demo-live\n    kind: chat\n    prices: {input_per_mtok: "+inPerM+", output_per_mtok: "+outPerM+"}\n    max_output_tokens: 4096\n    created: 1767225600\n", 1)
-		return strings.Replace(doc, "channels:\n", "channels:\n  - {name: mock-demo-live, model: demo-live, cluster: mock-providers, format: anthropic, upstream_model: mock-claude, credential_env: DEMO_ANTHROPIC_KEY}\n", 1)
+		doc = strings.Replace(doc, "clusters:\n", "clusters:\n  - {name: mock-live, address: \""+live.Listener.Addr().String()+"\", connect_timeout: 1s}\n", 1)
+		return strings.Replace(doc, "channels:\n", "channels:\n  - {name: mock-demo-live, model: demo-live, cluster: mock-live, format: anthropic, upstream_model: mock-claude, credential_env: DEMO_ANTHROPIC_KEY}\n", 1)
 	}
 
 	c := newCustomer(t, customerOpts{topup: "10"})
@@ -135,7 +144,7 @@ func TestCatalogReloadsWhileServing(t *testing.T) {
 	}
 
 	// 3. An invalid catalog is refused: the model keeps answering at its last price.
-	write(withLive("5000000", "7000000") + "  - {name: broken, model: ghost, cluster: c, format: openai, upstream_model: x}\n")
+	write(strings.Replace(withLive("5000000", "7000000"), "channels:\n", "channels:\n  - {name: broken, model: ghost, cluster: c, format: openai, upstream_model: x}\n", 1))
 	time.Sleep(3 * time.Second) // longer than the reload poll
 	if r := ask("still here [[mock:tokens=2]]"); r == nil {
 		t.Error("the last good catalog stopped serving after an invalid edit")

@@ -13,13 +13,13 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	celv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/filters/cel/v3"
 	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
 	"github.com/llmgw/gateway/envoy/config"
@@ -190,39 +190,32 @@ func TestRouting(t *testing.T) {
 	if d := ra.GetIdleTimeout().AsDuration(); d < 5*time.Minute {
 		t.Errorf("route idle_timeout = %v, want >= 300s", d)
 	}
-	for _, want := range []string{"extproc", "mock-providers", "openai", "anthropic"} {
+	for _, want := range []string{"extproc"} {
 		if cs[want] == nil {
 			t.Errorf("cluster %q missing", want)
 		}
 	}
 }
 
-func TestTLSClusters(t *testing.T) {
+// TestClustersComeOverADS: the only static cluster is extproc's; the channels' clusters
+// come from extproc's xDS server over ADS on it (their TLS settings are checked where
+// they are built, extproc/xds).
+func TestClustersComeOverADS(t *testing.T) {
 	bs, _ := load(t)
-	cs := clusters(bs)
-	for _, name := range []string{"openai", "anthropic"} {
-		t.Run(name, func(t *testing.T) {
-			c := cs[name]
-			host := "api." + name + ".com"
-			ep := c.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
-			if ep.GetAddress() != host || ep.GetPortValue() != 443 {
-				t.Errorf("endpoint %s:%d", ep.GetAddress(), ep.GetPortValue())
-			}
-			up := &tlsv3.UpstreamTlsContext{}
-			if err := c.GetTransportSocket().GetTypedConfig().UnmarshalTo(up); err != nil {
-				t.Fatal(err)
-			}
-			if up.GetSni() != host {
-				t.Errorf("sni = %q", up.GetSni())
-			}
-			vc := up.GetCommonTlsContext().GetValidationContext()
-			if vc.GetTrustedCa().GetFilename() == "" {
-				t.Error("certificates are not verified against a CA bundle")
-			}
-			if len(vc.GetMatchTypedSubjectAltNames()) == 0 {
-				t.Error("no SAN check")
-			}
-		})
+	if n := len(bs.GetStaticResources().GetClusters()); n != 1 {
+		t.Errorf("%d static clusters, want only extproc", n)
+	}
+	dr := bs.GetDynamicResources()
+	ads := dr.GetAdsConfig()
+	if ads.GetApiType() != corev3.ApiConfigSource_GRPC || len(ads.GetGrpcServices()) != 1 ||
+		ads.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName() != "extproc" {
+		t.Errorf("ads_config = %v", ads)
+	}
+	if dr.GetCdsConfig().GetAds() == nil {
+		t.Error("cds_config does not use ADS")
+	}
+	if bs.GetNode().GetId() == "" || bs.GetNode().GetCluster() == "" {
+		t.Error("ADS needs node.id and node.cluster")
 	}
 }
 

@@ -5,17 +5,22 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // TestCircuitBreakers checks the emulation of the clusters' max_requests: a request
 // past the ext_proc cluster's limit fails closed (500 internal_error, the side stream
 // never opens), one past a provider cluster's limit gets Envoy's 503 overflow, mapped
-// to service_unavailable.
+// to service_unavailable. The ADS stream is a request on the extproc cluster too (Envoy's
+// gRPC async client goes through the cluster's pool and its circuit breakers).
 func TestCircuitBreakers(t *testing.T) {
 	tests := []struct {
 		name string
-		// edit lowers max_requests of the clusters under test to 1.
+		// edit lowers max_requests of the extproc cluster to 2 (the ADS stream and one
+		// request); provider sets the provider cluster's max_requests.
 		edit       func(string) string
+		provider   uint32
 		wantStatus int
 		wantCode   string
 		// wantSessions is how many ext_proc streams the two requests open.
@@ -23,15 +28,13 @@ func TestCircuitBreakers(t *testing.T) {
 	}{
 		{
 			name:       "ext_proc cluster",
-			edit:       func(s string) string { return strings.Replace(s, "max_requests: 10000", "max_requests: 1", 1) },
+			edit:       func(s string) string { return strings.Replace(s, "max_requests: 10000", "max_requests: 2", 1) },
+			provider:   10000,
 			wantStatus: 500, wantCode: "internal_error", wantSessions: 1,
 		},
 		{
-			name: "provider cluster",
-			edit: func(s string) string {
-				s = strings.ReplaceAll(s, "max_requests: 10000", "max_requests: 1")
-				return strings.Replace(s, "max_requests: 1\n", "max_requests: 10000\n", 1) // extproc keeps its room
-			},
+			name:       "provider cluster",
+			provider:   1,
 			wantStatus: 503, wantCode: "service_unavailable", wantSessions: 2,
 		},
 	}
@@ -45,7 +48,9 @@ func TestCircuitBreakers(t *testing.T) {
 				_, _ = w.Write([]byte(`{}`))
 			})
 			sessions := make(chan struct{}, 4)
-			h := newHarness(t, upstream, func(s *session) error {
+			mock := testCluster("mock-providers", "127.0.0.1:1")
+			mock.GetCircuitBreakers().GetThresholds()[0].MaxRequests = wrapperspb.UInt32(tt.provider)
+			h := newHarnessClusters(t, upstream, func(s *session) error {
 				sessions <- struct{}{}
 				for m := s.next(); m != nil; m = s.next() {
 					switch {
@@ -56,7 +61,7 @@ func TestCircuitBreakers(t *testing.T) {
 					}
 				}
 				return nil
-			}, tt.edit)
+			}, tt.edit, mock)
 
 			first := make(chan int, 1)
 			go func() {

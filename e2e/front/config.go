@@ -22,6 +22,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -64,6 +65,8 @@ type Config struct {
 	AccessLog *AccessLog
 	// Overload is the bootstrap's overload manager (zero: none).
 	Overload Overload
+	// ADS is where the clusters of dynamic_resources come from (nil: static only).
+	ADS *ADS
 }
 
 // Route is one route of the single virtual host.
@@ -123,6 +126,9 @@ type Cluster struct {
 	// KeepaliveInterval and KeepaliveTimeout are the HTTP/2 connection_keepalive PING
 	// settings (0: no keepalive).
 	KeepaliveInterval, KeepaliveTimeout time.Duration
+	// source is the cluster's configuration, serialized deterministically: CDS keeps a
+	// cluster whose source did not change.
+	source string
 }
 
 // defaultCircuitBreaker is Envoy's default for max_connections, max_pending_requests and
@@ -135,7 +141,12 @@ const defaultBufferLimit = 1 << 20 // Envoy's per_connection_buffer_limit_bytes 
 // observable effect on what the front does, such as names and stat prefixes). Any other
 // field set in the configuration makes FromBootstrap fail, naming it.
 var allowed = map[protoreflect.FullName][]protoreflect.Name{
-	"envoy.config.bootstrap.v3.Bootstrap":                                                                     {"admin", "static_resources", "overload_manager"},
+	"envoy.config.bootstrap.v3.Bootstrap":                                                                     {"admin", "static_resources", "overload_manager", "node", "dynamic_resources"},
+	"envoy.config.core.v3.Node":                                                                               {"id", "cluster"},
+	"envoy.config.bootstrap.v3.Bootstrap.DynamicResources":                                                    {"ads_config", "cds_config"},
+	"envoy.config.core.v3.ApiConfigSource":                                                                    {"api_type", "transport_api_version", "grpc_services", "set_node_on_first_message_only"},
+	"envoy.config.core.v3.ConfigSource":                                                                       {"ads", "resource_api_version", "initial_fetch_timeout"},
+	"envoy.config.core.v3.AggregatedConfigSource":                                                             {},
 	"envoy.config.overload.v3.OverloadManager":                                                                {"refresh_interval", "resource_monitors", "actions"},
 	"envoy.config.overload.v3.ResourceMonitor":                                                                {"name", "typed_config"},
 	"envoy.config.overload.v3.OverloadAction":                                                                 {"name", "triggers"},
@@ -284,6 +295,14 @@ func FromBootstrap(bs *bootstrapv3.Bootstrap) (*Config, error) {
 		c.Clusters[cc.Name] = cc
 	}
 
+	if bs.GetDynamicResources() != nil {
+		if c.ADS, err = adsFrom(bs); err != nil {
+			fail("dynamic_resources: %v", err)
+		} else if c.Clusters[c.ADS.Cluster] == nil {
+			fail("dynamic_resources: ads_config cluster %q is not a static cluster", c.ADS.Cluster)
+		}
+	}
+
 	ls := bs.GetStaticResources().GetListeners()
 	if len(ls) != 1 {
 		fail("exactly one listener is emulated, found %d", len(ls))
@@ -407,7 +426,11 @@ func socketAddr(sa *corev3.SocketAddress) string {
 }
 
 func clusterFrom(cl *clusterv3.Cluster) (*Cluster, error) {
-	c := &Cluster{Name: cl.GetName()}
+	src, err := proto.MarshalOptions{Deterministic: true}.Marshal(cl)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: cl.GetName(), source: string(src)}
 	switch cl.GetType() {
 	case clusterv3.Cluster_STATIC:
 	case clusterv3.Cluster_LOGICAL_DNS, clusterv3.Cluster_STRICT_DNS:

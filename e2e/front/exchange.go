@@ -62,7 +62,7 @@ type exchange struct {
 func (x *exchange) releaseSlots() {
 	if x.holdsExtProc {
 		x.holdsExtProc = false
-		x.f.release(x.f.cfg.ExtProc.Cluster)
+		x.f.clusters.get(x.f.cfg.ExtProc.Cluster).release()
 	}
 }
 
@@ -91,14 +91,14 @@ type awaitResult struct {
 func (x *exchange) openStream() error {
 	// The side stream is one request on the ext_proc cluster: over its circuit
 	// breaker, Envoy's async client fails it as a 503, which gRPC reads as UNAVAILABLE.
-	if !x.f.acquire(x.f.cfg.ExtProc.Cluster) {
+	if !x.f.clusters.get(x.f.cfg.ExtProc.Cluster).acquire() {
 		return status.Error(codes.Unavailable, "ext_proc cluster overflow")
 	}
 	ctx, cancel := context.WithCancel(x.ctx)
 	s, err := x.f.extproc.Process(ctx)
 	if err != nil {
 		cancel()
-		x.f.release(x.f.cfg.ExtProc.Cluster)
+		x.f.clusters.get(x.f.cfg.ExtProc.Cluster).release()
 		return err
 	}
 	x.holdsExtProc = true
@@ -452,18 +452,19 @@ func (x *exchange) proxy(body io.Reader) {
 		x.routerLocalReply(http.StatusNotFound, "", detailsRoutNotFound)
 		return
 	}
-	cl := x.f.cfg.Clusters[rc.cluster]
-	if cl == nil {
+	up := x.f.clusters.get(rc.cluster)
+	if up == nil {
 		x.routerLocalReply(rc.route.ClusterNotFoundStatus, "", detailsClusterNotFound)
 		return
 	}
-	if !x.f.acquire(cl.Name) {
+	cl := up.cfg
+	if !up.acquire() {
 		x.routerLocalReply(http.StatusServiceUnavailable,
 			"upstream connect error or disconnect/reset before headers. reset reason: overflow",
 			detailsOverflow)
 		return
 	}
-	defer x.f.release(cl.Name)
+	defer up.release()
 	idle := rc.route.IdleTimeout
 	if idle == 0 {
 		idle = x.f.cfg.StreamIdleTimeout
@@ -510,7 +511,7 @@ func (x *exchange) proxy(body io.Reader) {
 	if req.ContentLength == 0 {
 		req.Body = http.NoBody
 	}
-	resp, err := x.f.transports[cl.Name].RoundTrip(req)
+	resp, err := up.transport.RoundTrip(req)
 	if err != nil {
 		switch {
 		case x.ctx.Err() != nil:

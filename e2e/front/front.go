@@ -6,8 +6,8 @@
 // are not (the front sends each request once). Per request it drives one
 // ext_proc gRPC stream the way Envoy does (EmulatedEnvoyVersion; shared/design/ENVOY-EXTPROC.md): the
 // message sequence, header and body mutations, mode overrides, pipelined STREAMED
-// response bodies, immediate responses, local replies through local_reply_config, and
-// routing by cluster_header.
+// response bodies, immediate responses, local replies through local_reply_config,
+// routing by cluster_header, and the clusters delivered over ADS (CDS: ads.go).
 //
 // It is a test double for Envoy, used by the e2e suite and `make run` where no Envoy
 // binary can be installed; it is never a production path. It depends on the Envoy
@@ -27,7 +27,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -45,12 +44,14 @@ var EmulatedEnvoyVersion = envoy.Version
 
 // Front serves HTTP like Envoy configured by a Config. Safe for concurrent use.
 type Front struct {
-	cfg        *Config
-	conn       *grpc.ClientConn
-	extproc    extprocsvc.ExternalProcessorClient
-	transports map[string]*http.Transport
-	// inFlight counts each cluster's requests in flight, against Cluster.MaxInFlight.
-	inFlight map[string]*atomic.Int64
+	cfg     *Config
+	conn    *grpc.ClientConn
+	extproc extprocsvc.ExternalProcessorClient
+	// clusters are the static clusters and those CDS delivered.
+	clusters *clusterTable
+	// cds keeps the dynamic clusters (nil without dynamic_resources); stopCDS ends it.
+	cds     *cdsClient
+	stopCDS context.CancelFunc
 	// node is the local address appended to x-forwarded-for for a loopback peer.
 	node netip.Addr
 	logf func(format string, args ...any)
@@ -68,19 +69,6 @@ func (f *Front) Listen(ln net.Listener) net.Listener {
 	return limitConnections(ln, f.cfg.Overload.MaxConnections)
 }
 
-// acquire takes one of cluster's circuit-breaker slots; false on overflow (Envoy's
-// pool overflow: the request is not sent).
-func (f *Front) acquire(cluster string) bool {
-	n := f.inFlight[cluster]
-	if n.Add(1) > int64(f.cfg.Clusters[cluster].MaxInFlight) {
-		n.Add(-1)
-		return false
-	}
-	return true
-}
-
-func (f *Front) release(cluster string) { f.inFlight[cluster].Add(-1) }
-
 // New returns a Front for cfg. It dials the ext_proc cluster lazily.
 func New(cfg *Config, logger *log.Logger) (*Front, error) {
 	ep := cfg.Clusters[cfg.ExtProc.Cluster]
@@ -97,10 +85,9 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 	}
 	f := &Front{
 		cfg: cfg, conn: conn, extproc: extprocsvc.NewExternalProcessorClient(conn),
-		transports: map[string]*http.Transport{},
-		inFlight:   map[string]*atomic.Int64{},
-		node:       nodeAddress(),
-		logf:       func(string, ...any) {},
+		clusters: newClusterTable(cfg.Clusters),
+		node:     nodeAddress(),
+		logf:     func(string, ...any) {},
 	}
 	if logger != nil {
 		f.logf = logger.Printf
@@ -109,9 +96,20 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 		f.accessLog = &accessLogWriter{w: os.Stdout}
 	}
 	f.heap = startHeapWatch(cfg.Overload)
-	for name, c := range cfg.Clusters {
-		f.transports[name] = newTransport(c)
-		f.inFlight[name] = new(atomic.Int64)
+	if cfg.ADS != nil {
+		var adsConn grpc.ClientConnInterface = conn
+		if cfg.ADS.Cluster != cfg.ExtProc.Cluster {
+			ac, err := grpc.NewClient("passthrough:///"+cfg.Clusters[cfg.ADS.Cluster].Addr,
+				grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return nil, fmt.Errorf("ads cluster %s: %w", cfg.ADS.Cluster, err)
+			}
+			adsConn = ac
+		}
+		f.cds = &cdsClient{ads: cfg.ADS, conn: adsConn, table: f.clusters, logf: f.logf, ready: make(chan struct{})}
+		ctx, cancel := context.WithCancel(context.Background())
+		f.stopCDS = cancel
+		go f.cds.run(ctx)
 	}
 	return f, nil
 }
@@ -144,10 +142,33 @@ func newTransport(c *Cluster) *http.Transport {
 // Close releases the ext_proc connection and idle upstream connections.
 func (f *Front) Close() error {
 	f.heap.close()
-	for _, t := range f.transports {
-		t.CloseIdleConnections()
+	if f.stopCDS != nil {
+		f.stopCDS()
 	}
+	f.clusters.closeIdle()
 	return f.conn.Close()
+}
+
+// WaitClusters returns once the first CDS response was applied, or the initial fetch
+// timeout passed (at once without dynamic_resources): Envoy's listeners start serving
+// only after the cluster manager's initialization, which waits for CDS within
+// initial_fetch_timeout (source/common/upstream/cluster_manager_impl.cc,
+// ClusterManagerInitHelper; source/server/server.cc, InstanceImpl::initialize).
+func (f *Front) WaitClusters() {
+	if f.cds == nil {
+		return
+	}
+	var timeout <-chan time.Time
+	if d := f.cfg.ADS.InitialFetchTimeout; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-f.cds.ready:
+	case <-timeout:
+		f.logf("cds: no clusters within the initial fetch timeout; serving without them")
+	}
 }
 
 // Handler returns the HTTP handler (HTTP/1.1 and, with the server's protocols, h2c).

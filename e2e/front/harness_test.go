@@ -12,6 +12,7 @@ import (
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -101,11 +102,20 @@ type harness struct {
 	front    *httptest.Server
 	proc     *fakeProc
 	upstream *httptest.Server
+	// cds serves the dynamic clusters: mock-providers on upstream, and more.
+	cds *cdsServer
 }
 
 // newHarness loads envoy/envoy.yaml with edit applied (nil: unchanged), pointing its
-// extproc and mock-providers clusters at the fakes.
+// extproc cluster at the fake, whose xDS side serves the mock-providers cluster on the
+// fake upstream.
 func newHarness(t *testing.T, upstream http.Handler, handler func(s *session) error, edit func(string) string) *harness {
+	t.Helper()
+	return newHarnessClusters(t, upstream, handler, edit)
+}
+
+// newHarnessClusters is newHarness with more clusters served over CDS.
+func newHarnessClusters(t *testing.T, upstream http.Handler, handler func(s *session) error, edit func(string) string, more ...*clusterv3.Cluster) *harness {
 	t.Helper()
 	h := &harness{proc: &fakeProc{handler: handler, sessions: make(chan *session, 16)}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -114,6 +124,7 @@ func newHarness(t *testing.T, upstream http.Handler, handler func(s *session) er
 	}
 	gs := grpc.NewServer()
 	extprocsvc.RegisterExternalProcessorServer(gs, h.proc)
+	h.cds = newCDSServer(gs)
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
 	if upstream == nil {
@@ -121,6 +132,18 @@ func newHarness(t *testing.T, upstream http.Handler, handler func(s *session) er
 	}
 	h.upstream = httptest.NewServer(upstream)
 	t.Cleanup(h.upstream.Close)
+	mock := testCluster("mock-providers", h.upstream.Listener.Addr().String())
+	for _, c := range more {
+		if c.GetName() == mock.GetName() {
+			// The test's own mock-providers (its address is set here).
+			c.LoadAssignment = mock.GetLoadAssignment()
+			mock = nil
+		}
+	}
+	if mock != nil {
+		more = append([]*clusterv3.Cluster{mock}, more...)
+	}
+	h.cds.set(t, more...)
 
 	raw, err := os.ReadFile("../../envoy/envoy.yaml")
 	if err != nil {
@@ -128,7 +151,6 @@ func newHarness(t *testing.T, upstream http.Handler, handler func(s *session) er
 	}
 	text := string(raw)
 	text = strings.Replace(text, "port_value: 50051", "port_value: "+port(ln.Addr().String()), 1)
-	text = strings.Replace(text, "port_value: 18080", "port_value: "+port(h.upstream.Listener.Addr().String()), 1)
 	if edit != nil {
 		text = edit(text)
 	}
@@ -145,6 +167,7 @@ func newHarness(t *testing.T, upstream http.Handler, handler func(s *session) er
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Close() })
+	f.WaitClusters()
 	h.envoy = f
 	h.front = httptest.NewUnstartedServer(f)
 	h.front.Config.Protocols = new(http.Protocols)

@@ -53,6 +53,7 @@ func Start(path string, logger *log.Logger) (*http.Server, net.Listener, error) 
 	if err != nil {
 		return nil, nil, err
 	}
+	f.WaitClusters()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		_ = f.Close()

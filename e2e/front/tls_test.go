@@ -10,6 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // TestTLSCluster proxies to a TLS cluster: SNI, the CA bundle from trusted_ca and the
@@ -25,22 +33,34 @@ func TestTLSCluster(t *testing.T) {
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsUp.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	edit := func(y string) string {
-		// Point the openai cluster at the TLS test server (its certificate names example.com).
-		y = strings.Replace(y, "address: api.openai.com\n                      port_value: 443",
-			"address: 127.0.0.1\n                      port_value: "+port(tlsUp.Listener.Addr().String()), 1)
-		y = strings.Replace(y, "sni: api.openai.com", "sni: example.com", 1)
-		y = strings.Replace(y, "exact: api.openai.com", "exact: example.com", 1)
-		return strings.Replace(y, "filename: /etc/ssl/certs/ca-certificates.crt", "filename: "+ca, 1)
+	// The openai cluster as the production catalog's clusters are built (extproc/xds),
+	// on the TLS test server (its certificate names example.com).
+	openai := func(san string) *clusterv3.Cluster {
+		c := testCluster("openai", tlsUp.Listener.Addr().String())
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
+		tc, err := anypb.New(&tlsv3.UpstreamTlsContext{
+			Sni: "example.com",
+			CommonTlsContext: &tlsv3.CommonTlsContext{ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{
+				ValidationContext: &tlsv3.CertificateValidationContext{
+					TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: ca}},
+					MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{SanType: tlsv3.SubjectAltNameMatcher_DNS,
+						Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: san}}}},
+				}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tc}}
+		return c
 	}
-	h := newHarness(t, nil, func(s *session) error {
+	h := newHarnessClusters(t, nil, func(s *session) error {
 		s.next()
 		if err := s.send(routeTo("openai")); err != nil {
 			return err
 		}
 		s.next()
 		return s.send(respHeadersReply(nil))
-	}, edit)
+	}, nil, openai("example.com"))
 	status, _, b := h.do(t, http.MethodGet, "/v1/models", nil, nil)
 	// auto_host_rewrite: the upstream sees its own host, not the gateway's.
 	if status != 200 || string(b) != "over tls, host 127.0.0.1" {
@@ -48,19 +68,14 @@ func TestTLSCluster(t *testing.T) {
 	}
 
 	// A wrong SAN fails verification: an upstream connection failure.
-	h2 := newHarness(t, nil, func(s *session) error {
+	h2 := newHarnessClusters(t, nil, func(s *session) error {
 		s.next()
 		if err := s.send(routeTo("openai")); err != nil {
 			return err
 		}
 		s.next()
 		return s.send(respHeadersReply(nil))
-	}, func(y string) string {
-		return strings.Replace(edit(y), "exact: example.com", "exact: other.example", 1)
-	})
-	if _, err := FromBootstrap(mustParse(t, edit(mustRead(t)))); err != nil {
-		t.Fatal(err)
-	}
+	}, nil, openai("other.example"))
 	status, _, b = h2.do(t, http.MethodGet, "/v1/models", nil, nil)
 	if status != 502 || !strings.Contains(string(b), "upstream_error") {
 		t.Errorf("TLS verification did not fail: %s", b)

@@ -81,7 +81,7 @@ func (c Config) FromEnv() Config {
 	set(&c.EnvoyAdminAddr, "ENVOY_ADMIN_ADDR", "127.0.0.1:9901")
 	set(&c.ExtprocAddr, "EXTPROC_ADDR", "127.0.0.1:50051")
 	set(&c.AccountingAddr, "ACCOUNTING_ADDR", "127.0.0.1:50052")
-	set(&c.MockAddr, "MOCK_ADDR", "127.0.0.1:18080")
+	set(&c.MockAddr, "MOCK_ADDR", DefaultMockAddr)
 	set(&c.ExtprocMetricsAddr, "EXTPROC_METRICS_ADDR", "127.0.0.1:9101")
 	set(&c.ConsoleAddr, "CONSOLE_ADDR", "127.0.0.1:8090")
 	set(&c.AccountingMetricsAdr, "ACCOUNTING_METRICS_ADDR", "127.0.0.1:9102")
@@ -175,6 +175,9 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := s.waitTCP(ctx, "console", s.ConsoleAddr); err != nil {
 		return err
 	}
+	if err := s.renderCatalog(); err != nil {
+		return err
+	}
 	if err := s.spawn(ctx, "extproc", s.childEnv("extproc"), "extproc"); err != nil {
 		return err
 	}
@@ -200,6 +203,33 @@ func (s *Stack) start(ctx context.Context) error {
 	return s.waitTCP(ctx, s.Front, s.GatewayAddr)
 }
 
+// DefaultMockAddr is where the demo catalog's mock-providers cluster points.
+const DefaultMockAddr = "127.0.0.1:18080"
+
+// RenderCatalog returns a catalog document with the demo's mock provider address
+// replaced by mockAddr (the clusters of the catalog carry upstream addresses).
+func RenderCatalog(doc []byte, mockAddr string) []byte {
+	return []byte(strings.ReplaceAll(string(doc), `"`+DefaultMockAddr+`"`, `"`+mockAddr+`"`))
+}
+
+// renderCatalog points extproc at a copy of the catalog with this stack's mock address
+// when the catalog names the default one and the mock listens elsewhere.
+func (s *Stack) renderCatalog() error {
+	if s.MockAddr == DefaultMockAddr {
+		return nil
+	}
+	b, err := os.ReadFile(s.Catalog)
+	if err != nil {
+		return err
+	}
+	out := RenderCatalog(b, s.MockAddr)
+	if string(out) == string(b) {
+		return nil
+	}
+	s.Catalog = filepath.Join(s.RunDir, "catalog.yaml")
+	return os.WriteFile(s.Catalog, out, 0o600)
+}
+
 // renderEnvoyConfig writes envoy/envoy.yaml into the run directory with the addresses
 // of this stack in place of the defaults.
 func (s *Stack) renderEnvoyConfig() (string, error) {
@@ -212,7 +242,6 @@ func (s *Stack) renderEnvoyConfig() (string, error) {
 		"127.0.0.1:8080":  s.GatewayAddr,
 		"127.0.0.1:9901":  s.EnvoyAdminAddr,
 		"127.0.0.1:50051": s.ExtprocAddr,
-		"127.0.0.1:18080": s.MockAddr,
 	} {
 		text = replaceSocketAddress(text, def, addr)
 	}

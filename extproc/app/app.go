@@ -1,6 +1,7 @@
 // Package app is the extproc binary as a library: Main parses flags and environment,
 // loads the catalog and the tokenizer, dials accounting, serves the ext_proc gRPC API
-// and the health/metrics HTTP endpoints, and stops gracefully when ctx ends. The main
+// and, on the same port, the catalog's upstream clusters over xDS (ADS), and the
+// health/metrics HTTP endpoints, and stops gracefully when ctx ends. The main
 // package only wires signals to ctx and calls Main, so the whole binary is testable.
 //
 // # Health
@@ -46,6 +47,7 @@ import (
 	"github.com/llmgw/gateway/extproc/metrics"
 	"github.com/llmgw/gateway/extproc/tokens"
 	"github.com/llmgw/gateway/extproc/webhook"
+	"github.com/llmgw/gateway/extproc/xds"
 	"github.com/llmgw/gateway/internal/logging"
 	"github.com/llmgw/gateway/internal/pprof"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
@@ -227,6 +229,14 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	gs := grpc.NewServer(serverOptions()...)
 	srv := envoy.New(svc, log, envoy.WithObserver(m))
 	extprocv3.RegisterExternalProcessorServer(gs, srv)
+	// The catalog's upstream clusters, served to Envoy over ADS on the same port.
+	clusters := xds.New(log.Named("xds"))
+	if err := clusters.Update(cat, source.Version()); err != nil {
+		_ = lis.Close()
+		_ = mlis.Close()
+		return configError{err}
+	}
+	clusters.Register(gs)
 
 	var draining atomic.Bool
 	hs := &http.Server{Handler: pprof.Wrap(healthMux(ledgerClient.Connected, &draining, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
@@ -241,6 +251,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 				log.Error("catalog refused: the previous catalog keeps serving", zap.String("version", r.Version),
 					zap.String("serving", source.Version()), zap.Error(r.Err))
 				return
+			}
+			if err := clusters.Update(source.Current(), r.Version); err != nil {
+				// Parse accepted it, so this is a bug: say so; the previous clusters serve.
+				log.Error("catalog clusters not served over xDS", zap.String("version", r.Version), zap.Error(err))
 			}
 			m.CatalogReload(true)
 			m.SetCatalog(source.Current(), r.Version)
@@ -265,6 +279,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	draining.Store(true)
 	log.Info("extproc draining", zap.Duration("deadline", cfg.DrainTimeout))
+	// Envoy's discovery streams never end on their own: end them so the graceful stop
+	// can complete (Envoy keeps its clusters and reconnects to another replica).
+	clusters.Stop()
 	drain(gs, srv, cfg.DrainTimeout, log)
 	wctx2, cancelWait := context.WithTimeout(context.Background(), cfg.HoldLease+5*time.Second)
 	defer cancelWait()

@@ -1,6 +1,7 @@
 // Package catalog is the gateway's model catalog: the public models (id, endpoint kind,
-// published prices, limits) and the upstream channels that serve them (Envoy cluster,
-// wire format, upstream model id, credential, priority, weight, tiers).
+// published prices, limits), the upstream channels that serve them (Envoy cluster,
+// wire format, upstream model id, credential, priority, weight, tiers) and the upstream
+// clusters the channels route to (served to Envoy over xDS by extproc/xds).
 //
 // It is loaded from one YAML file at start (strict: unknown fields are errors) and
 // validated as a whole, reporting every problem at once. A loaded Catalog is immutable
@@ -200,9 +201,13 @@ func (m *Model) PriceComplete() bool {
 
 // Catalog is a validated set of models and channels. Safe for concurrent use.
 type Catalog struct {
-	models []*Model
-	byID   map[string]*Model
+	models   []*Model
+	byID     map[string]*Model
+	clusters []*Cluster
 }
+
+// Clusters returns the upstream clusters, in file order. Do not modify.
+func (c *Catalog) Clusters() []*Cluster { return c.clusters }
 
 // Model returns the model with the public id.
 func (c *Catalog) Model(id string) (*Model, bool) {
@@ -217,6 +222,7 @@ func (c *Catalog) Models() []*Model { return c.models }
 type file struct {
 	Models   []*Model   `json:"models"`
 	Channels []*Channel `json:"channels"`
+	Clusters []*Cluster `json:"clusters"`
 }
 
 // Load reads and validates the catalog file at path, resolving credentials from the
@@ -261,6 +267,21 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(str
 		c.models = append(c.models, m)
 	}
 
+	clusters := map[string]bool{}
+	for i, cl := range f.Clusters {
+		if cl == nil {
+			bad("clusters[%d]: empty entry", i)
+			continue
+		}
+		where := fmt.Sprintf("clusters[%d] (%s)", i, cl.Name)
+		cl.validate(where, bad)
+		if clusters[cl.Name] {
+			bad("%s: duplicate cluster name", where)
+		}
+		clusters[cl.Name] = true
+		c.clusters = append(c.clusters, cl)
+	}
+
 	names := map[string]bool{}
 	for i, ch := range f.Channels {
 		if ch == nil {
@@ -280,6 +301,8 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(str
 		}
 		if ch.Cluster == "" {
 			bad("%s: cluster is required", where)
+		} else if !clusters[ch.Cluster] {
+			bad("%s: cluster %q is not in the catalog's clusters", where, ch.Cluster)
 		}
 		if ch.UpstreamModel == "" {
 			bad("%s: upstream_model is required", where)

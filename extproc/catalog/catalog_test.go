@@ -128,6 +128,14 @@ channels:
   - {name: c, model: dup, cluster: c, format: grpc, upstream_model: x}
   - {name: d, model: dup, cluster: c, format: openai, upstream_model: x, credential_env: K, credential_file: /f, weight: 0, priority: -1}
   - {name: e, model: dup, cluster: c, format: openai, upstream_model: x, credential_env: K, multimodal_embeddings: true}
+  - {name: f, model: dup, cluster: nowhere, format: openai, upstream_model: x, credential_env: K}
+clusters:
+  - {name: c, address: "127.0.0.1:80"}
+  - {name: c, address: "127.0.0.1:81"}
+  - {name: noport, address: "example.com"}
+  - {name: badport, address: "example.com:70000", connect_timeout: soon}
+  - {name: plain, address: ":443", ca_file: /ca.pem, max_requests: -1}
+  - {name: "", address: "10.0.0.1:1"}
 `
 	_, err := Parse([]byte(doc), func(k string) (string, bool) {
 		if k == "K" {
@@ -161,6 +169,15 @@ channels:
 		"weight must be >= 1",
 		"priority must be >= 0",
 		"multimodal_embeddings applies to embeddings models only",
+		`cluster "nowhere" is not in the catalog's clusters`,
+		"duplicate cluster name",
+		`address "example.com" is not host:port`,
+		"port must be 1 to 65535",
+		`connect_timeout "soon" is not a positive duration`,
+		`address ":443" has no host`,
+		"tls_server_name and ca_file need tls: true",
+		"max_requests must be >= 1",
+		"clusters[5] (): name is required",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q", want)
@@ -187,7 +204,7 @@ func TestCredentialFile(t *testing.T) {
 	if err := os.WriteFile(p, []byte("sk-file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	doc := "models:\n  - {id: m, kind: chat, max_output_tokens: 5, free: true}\nchannels:\n  - {name: c, model: m, cluster: x, format: openai, upstream_model: u, credential_file: " + p + "}\n"
+	doc := "models:\n  - {id: m, kind: chat, max_output_tokens: 5, free: true}\nchannels:\n  - {name: c, model: m, cluster: x, format: openai, upstream_model: u, credential_file: " + p + "}\nclusters:\n  - {name: x, address: \"127.0.0.1:9\"}\n"
 	c, err := Parse([]byte(doc), demoEnv, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)

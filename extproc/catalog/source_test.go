@@ -48,7 +48,7 @@ func TestSourceReloadsAValidCatalogAndKeepsServingOnABadOne(t *testing.T) {
 	}
 
 	// An invalid catalog is refused with its problems; the last good one serves.
-	write([]byte(more + "  - {name: broken, model: ghost, cluster: c, format: openai, upstream_model: x, credential_env: DEMO_OPENAI_KEY}\n"))
+	write([]byte(strings.Replace(more, "channels:\n", "channels:\n  - {name: broken, model: ghost, cluster: c, format: openai, upstream_model: x, credential_env: DEMO_OPENAI_KEY}\n", 1)))
 	r = s.Check(path)
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "ghost") {
 		t.Fatalf("invalid catalog: %+v", r)

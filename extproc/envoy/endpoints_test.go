@@ -416,6 +416,9 @@ models:
 channels:
   - {name: text-only, model: demo-embed, cluster: mock-providers, format: openai, upstream_model: mock-embed, credential_env: DEMO_OPENAI_KEY}
   - {name: mm, model: demo-embed, cluster: mm-cluster, format: openai, upstream_model: mock-mm, credential_env: DEMO_OPENAI_KEY, priority: 1, multimodal_embeddings: true}
+clusters:
+  - {name: mock-providers, address: "127.0.0.1:18080"}
+  - {name: mm-cluster, address: "127.0.0.1:18081"}
 `
 	cat, err := catalog.Parse([]byte(doc), replay.DemoEnv, os.ReadFile)
 	if err != nil {

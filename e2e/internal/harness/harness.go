@@ -71,8 +71,9 @@ func Start(root string) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
+	mockAddr := FreeAddr()
 	catalogPath := filepath.Join(tmp, "catalog.yaml")
-	if err := os.WriteFile(catalogPath, demo, 0o600); err != nil {
+	if err := os.WriteFile(catalogPath, stack.RenderCatalog(demo, mockAddr), 0o600); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -85,7 +86,7 @@ func Start(root string) (*Env, error) {
 		EnvoyAdminAddr:       FreeAddr(),
 		ExtprocAddr:          FreeAddr(),
 		AccountingAddr:       FreeAddr(),
-		MockAddr:             FreeAddr(),
+		MockAddr:             mockAddr,
 		ExtprocMetricsAddr:   FreeAddr(),
 		AccountingMetricsAdr: FreeAddr(),
 		ConsoleAddr:          FreeAddr(),
