@@ -29,6 +29,21 @@ func (s *Store) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Re
 	if !validID(r.KeyID) {
 		return ledger.Reservation{}, ledger.Refuse(ledger.ReasonInvalidAPIKey, "unknown key")
 	}
+	if r.TTL == 0 {
+		r.TTL = s.opts.DefaultTTL
+	}
+	if o, ok, err := s.grouped(ctx, &batchOp{kind: opReserve, now: s.now(), reserve: r}); ok {
+		if err != nil {
+			return ledger.Reservation{}, err
+		}
+		return s.reservationOf(o)
+	}
+	return s.reserveAlone(ctx, r)
+}
+
+// reserveAlone is Reserve in a transaction of its own (r.TTL already defaulted): the
+// path of an operation group commit did not decide.
+func (s *Store) reserveAlone(ctx context.Context, r ledger.ReserveRequest) (res ledger.Reservation, err error) {
 	owner, err := s.keyAccount(ctx, r.KeyID)
 	if err != nil {
 		return ledger.Reservation{}, busyRefusal(err)
@@ -38,44 +53,31 @@ func (s *Store) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Re
 		return ledger.Reservation{}, busyRefusal(err)
 	}
 	defer func() { pass.done(err) }()
-	ttl := r.TTL
-	if ttl == 0 {
-		ttl = s.opts.DefaultTTL
-	}
-
-	var (
-		outcome    string
-		limit      *string
-		retryAfter *int32
-		res        ledger.Reservation
-		id, acct   *string
-		keyID      *string
-		model      *string
-		amount     *int64
-		pool       *int16
-		state      *string
-		charged    *int64
-		created    *time.Time
-		expires    *time.Time
-	)
+	var o opOutcome
 	err = s.pool.QueryRow(ctx, `
 		SELECT o_outcome, o_limit, o_retry_after, o_id::text, o_account_id::text, o_key_id::text,
 			o_model, o_amount, o_pool, o_state, o_charged, o_created_at, o_expires_at
 		FROM ledger_reserve($1, $2, $3, $4, $5, $6, $7)`,
-		r.RequestID, r.KeyID, r.Model, r.Amount, int16(r.Pool), ttl, s.now()).Scan(
-		&outcome, &limit, &retryAfter, &id, &acct, &keyID, &model, &amount, &pool, &state,
-		&charged, &created, &expires)
+		r.RequestID, r.KeyID, r.Model, r.Amount, int16(r.Pool), r.TTL, s.now()).Scan(
+		&o.outcome, &o.limit, &o.retryAfter, &o.id, &o.account, &o.keyID, &o.model, &o.amount, &o.pool,
+		&o.state, &o.charged, &o.created, &o.expires)
 	if err != nil {
 		err = dbError("reserve", err) // the gate reads it
 		return ledger.Reservation{}, busyRefusal(err)
 	}
-	if outcome != "admitted" && outcome != "replayed" {
-		return ledger.Reservation{}, reserveRefusal(outcome, deref(limit), int(deref(retryAfter)))
+	return s.reservationOf(o)
+}
+
+// reservationOf turns ledger_reserve's outcome into Reserve's result, remembering a held
+// reservation's account.
+func (s *Store) reservationOf(o opOutcome) (ledger.Reservation, error) {
+	if o.outcome != "admitted" && o.outcome != "replayed" {
+		return ledger.Reservation{}, reserveRefusal(o.outcome, deref(o.limit), int(deref(o.retryAfter)))
 	}
-	res = ledger.Reservation{
-		ID: deref(id), AccountID: deref(acct), KeyID: deref(keyID), Model: deref(model),
-		Amount: deref(amount), Pool: ledger.Pool(deref(pool)), State: parseState(deref(state)),
-		Charged: deref(charged), CreatedAt: deref(created).UTC(), ExpiresAt: deref(expires).UTC(),
+	res := ledger.Reservation{
+		ID: deref(o.id), AccountID: deref(o.account), KeyID: deref(o.keyID), Model: deref(o.model),
+		Amount: deref(o.amount), Pool: ledger.Pool(deref(o.pool)), State: parseState(deref(o.state)),
+		Charged: deref(o.charged), CreatedAt: deref(o.created).UTC(), ExpiresAt: deref(o.expires).UTC(),
 	}
 	if res.State == ledger.StateHeld {
 		s.resOwners.put(res.ID, res.AccountID)
@@ -142,43 +144,59 @@ func (s *Store) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.Comm
 	if !validID(c.ReservationID) {
 		return ledger.CommitResult{}, ledger.ErrNotFound
 	}
+	if o, ok, err := s.grouped(ctx, &batchOp{kind: opCommit, now: s.now(), commit: c}); ok {
+		if err != nil {
+			return ledger.CommitResult{}, err
+		}
+		return s.commitResultOf(c.ReservationID, o)
+	}
+	return s.commitAlone(ctx, c)
+}
+
+// commitAlone is Commit in a transaction of its own.
+func (s *Store) commitAlone(ctx context.Context, c ledger.CommitRequest) (res ledger.CommitResult, err error) {
 	pass, err := s.enterReservation(ctx, c.ReservationID)
 	if err != nil {
 		return ledger.CommitResult{}, err
 	}
 	defer func() { pass.done(err) }()
-	var units any // SQL NULL, not JSON null, when there are none
-	if len(c.Usage.Units) > 0 {
-		units = c.Usage.Units
-	}
-	var (
-		outcome string
-		charged *int64
-		capped  *bool
-		state   *string
-	)
+	var o opOutcome
 	err = s.pool.QueryRow(ctx, `
 		SELECT o_outcome, o_charged, o_capped, o_state
 		FROM ledger_commit($1, $2, $3, $4, $5, $6, $7, $8)`,
-		c.ReservationID, c.Actual, c.Usage.InputTokens, c.Usage.OutputTokens, units,
-		c.UpstreamModel, c.Channel, s.now()).Scan(&outcome, &charged, &capped, &state)
+		c.ReservationID, c.Actual, c.Usage.InputTokens, c.Usage.OutputTokens, unitsArg(c.Usage),
+		c.UpstreamModel, c.Channel, s.now()).Scan(&o.outcome, &o.charged, &o.capped, &o.state)
 	if err != nil {
 		err = dbError("commit", err) // the gate reads it
 		return ledger.CommitResult{}, err
 	}
-	if outcome != "not_found" {
-		s.resOwners.forget(c.ReservationID)
+	return s.commitResultOf(c.ReservationID, o)
+}
+
+// unitsArg is the usage's units as a jsonb argument: SQL NULL, not JSON null, when there
+// are none.
+func unitsArg(u ledger.Usage) any {
+	if len(u.Units) > 0 {
+		return u.Units
 	}
-	switch outcome {
+	return nil
+}
+
+// commitResultOf turns ledger_commit's outcome into Commit's result.
+func (s *Store) commitResultOf(id string, o opOutcome) (ledger.CommitResult, error) {
+	if o.outcome != "not_found" {
+		s.resOwners.forget(id)
+	}
+	switch o.outcome {
 	case "committed", "replayed":
-		return ledger.CommitResult{Charged: deref(charged), Capped: deref(capped), Replayed: outcome == "replayed"}, nil
+		return ledger.CommitResult{Charged: deref(o.charged), Capped: deref(o.capped), Replayed: o.outcome == "replayed"}, nil
 	case "settled":
 		return ledger.CommitResult{}, ledger.Refuse(ledger.ReasonReservationSettled,
-			"the reservation was "+deref(state)+"; nothing was charged")
+			"the reservation was "+deref(o.state)+"; nothing was charged")
 	case "not_found":
 		return ledger.CommitResult{}, ledger.ErrNotFound
 	}
-	return ledger.CommitResult{}, &Error{Op: "commit", Err: fmt.Errorf("unexpected outcome %q", outcome)}
+	return ledger.CommitResult{}, &Error{Op: "commit", Err: fmt.Errorf("unexpected outcome %q", o.outcome)}
 }
 
 // Release frees a held reservation without charging it; reason is kept for the
@@ -188,26 +206,40 @@ func (s *Store) Release(ctx context.Context, reservationID, reason string) (ledg
 	if !validID(reservationID) {
 		return ledger.ReleaseResult{}, ledger.ErrNotFound
 	}
+	if o, ok, err := s.grouped(ctx, &batchOp{kind: opRelease, now: s.now(), resID: reservationID, reason: reason}); ok {
+		if err != nil {
+			return ledger.ReleaseResult{}, err
+		}
+		return s.releaseResultOf(reservationID, o)
+	}
+	return s.releaseAlone(ctx, reservationID, reason)
+}
+
+// releaseAlone is Release in a transaction of its own.
+func (s *Store) releaseAlone(ctx context.Context, reservationID, reason string) (res ledger.ReleaseResult, err error) {
 	pass, err := s.enterReservation(ctx, reservationID)
 	if err != nil {
 		return ledger.ReleaseResult{}, err
 	}
 	defer func() { pass.done(err) }()
-	var (
-		state   *string
-		charged *int64
-	)
+	var o opOutcome
 	err = s.pool.QueryRow(ctx, `SELECT o_state, o_charged FROM ledger_release($1, $2, $3)`,
-		reservationID, reason, s.now()).Scan(&state, &charged)
+		reservationID, reason, s.now()).Scan(&o.state, &o.charged)
 	if err != nil {
 		err = dbError("release", err) // the gate reads it
 		return ledger.ReleaseResult{}, err
 	}
-	if state == nil {
+	return s.releaseResultOf(reservationID, o)
+}
+
+// releaseResultOf turns ledger_release's outcome (a nil state: no such reservation) into
+// Release's result.
+func (s *Store) releaseResultOf(id string, o opOutcome) (ledger.ReleaseResult, error) {
+	if o.state == nil {
 		return ledger.ReleaseResult{}, ledger.ErrNotFound
 	}
-	s.resOwners.forget(reservationID)
-	return ledger.ReleaseResult{State: parseState(*state), Charged: deref(charged)}, nil
+	s.resOwners.forget(id)
+	return ledger.ReleaseResult{State: parseState(*o.state), Charged: deref(o.charged)}, nil
 }
 
 // Renew moves a held reservation's expiry to now + ttl (DefaultTTL when zero), never

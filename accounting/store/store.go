@@ -3,11 +3,15 @@
 // database when it is missing.
 //
 // Every decision that involves a limit (credits, key spend windows, in-flight pools,
-// requests per minute) is made inside PostgreSQL, in one transaction that holds the
-// account row's lock, by a PL/pgSQL function defined in migrations/. So each of
-// Reserve, Commit and Release is one statement and one round trip, and the decision
+// requests per minute) is made inside PostgreSQL, in a transaction that holds the
+// account row's lock, by a PL/pgSQL function defined in migrations/. So each decision
 // is atomic for any number of processes sharing the database. The lock order and the
 // reasoning behind it are written at the top of migrations/0001_init.sql.
+//
+// Reserve, Commit and Release are group-committed (batch.go): one writer decides every
+// operation queued meanwhile in one statement and one transaction, each operation as it
+// would be decided alone; an operation the batch cannot take runs alone, in one
+// statement of its own.
 //
 // Usage reports read usage_daily, a rollup per account, UTC day, key and model that a
 // trigger on ledger_entries updates in the same transaction as each charge (so inside
@@ -69,6 +73,12 @@ type Options struct {
 	// once (default DefaultAccountConcurrency); the rest wait in the process, so one
 	// account's contention cannot take the pool from the others.
 	AccountConcurrency int
+
+	// MaxBatch caps how many Reserve, Commit and Release operations one group-commit
+	// transaction decides (default DefaultMaxBatch; see batch.go).
+	MaxBatch int
+	// NoGroupCommit runs every Reserve, Commit and Release in a transaction of its own.
+	NoGroupCommit bool
 }
 
 // Defaults of the Options that bound database waits.
@@ -104,6 +114,9 @@ func (o *Options) defaults() {
 	if o.AccountConcurrency <= 0 {
 		o.AccountConcurrency = DefaultAccountConcurrency
 	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
 }
 
 // ConfigurePool applies opts' pool size and per-connection lock_timeout and
@@ -129,6 +142,7 @@ type Store struct {
 
 	gate                 *accountGate
 	keyOwners, resOwners owners
+	batch                *batcher // nil when Options.NoGroupCommit
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -136,7 +150,11 @@ var _ ledger.Store = (*Store)(nil)
 // New returns a Store on pool, whose database must already be migrated (see Migrate).
 func New(pool *pgxpool.Pool, opts Options) *Store {
 	opts.defaults()
-	return &Store{pool: pool, opts: opts, gate: newAccountGate(opts.AccountConcurrency, opts.LockTimeout)}
+	s := &Store{pool: pool, opts: opts, gate: newAccountGate(opts.AccountConcurrency, opts.LockTimeout)}
+	if !opts.NoGroupCommit {
+		s.batch = &batcher{s: s, max: opts.MaxBatch}
+	}
+	return s
 }
 
 // Open connects to the database at url, applies the migrations and returns a Store

@@ -1,0 +1,207 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+)
+
+// Group commit. Reserve, Commit and Release queue their operation for the Store's writer
+// instead of each running its own transaction. The writer takes whatever is queued (at
+// most Options.MaxBatch operations), decides it all in one statement (ledger_batch: one
+// transaction, one WAL flush, one round trip) and answers each caller; while that
+// statement is in flight, the next batch forms in the queue. No timer: an operation that
+// finds the writer idle is sent at once, so a lone request waits for nothing.
+//
+// Each operation decides exactly as it would alone (ledger_batch calls the same
+// functions), refusals are outcomes that change nothing, and an operation whose rows
+// another transaction holds is answered "deferred" (see 0004_batch.sql): its caller then
+// runs it alone, through the account gate, as without group commit. When the batch's
+// statement fails, it changed nothing and every caller runs its operation alone; when
+// it fails after the database committed it (connection lost), running alone replays it,
+// since every operation is idempotent (request id, reservation id).
+
+// DefaultMaxBatch is the most operations one group-commit transaction decides when
+// Options.MaxBatch is zero.
+const DefaultMaxBatch = 128
+
+type opKind int16
+
+const (
+	opReserve opKind = 1
+	opCommit  opKind = 2
+	opRelease opKind = 3
+)
+
+// Operation states: a caller that gives up takes its queued operation back, so the
+// writer never sends an operation nobody waits for; once taken, it is decided.
+const (
+	opQueued int32 = iota
+	opTaken
+	opAbandoned
+)
+
+// batchOp is one queued operation and the channel its answer comes back on.
+type batchOp struct {
+	kind    opKind
+	now     *time.Time
+	reserve ledger.ReserveRequest // opReserve, TTL defaulted
+	commit  ledger.CommitRequest  // opCommit
+	resID   string                // opRelease
+	reason  string                // opRelease
+
+	state atomic.Int32
+	done  chan opAnswer
+}
+
+// opAnswer is the writer's answer: the outcome, or alone when the caller must run the
+// operation in a transaction of its own.
+type opAnswer struct {
+	out   opOutcome
+	alone bool
+}
+
+// opOutcome is what one of ledger_reserve, ledger_commit or ledger_release returned (the
+// columns its kind has; the rest stay nil).
+type opOutcome struct {
+	outcome                   string
+	limit                     *string
+	retryAfter                *int32
+	id, account, keyID, model *string
+	amount, charged           *int64
+	pool                      *int16
+	state                     *string
+	capped                    *bool
+	created, expires          *time.Time
+}
+
+// batcher is the queue and its single writer, which runs only while there is work.
+type batcher struct {
+	s   *Store
+	max int
+
+	mu      sync.Mutex
+	queue   []*batchOp
+	running bool
+}
+
+// grouped decides op through group commit. ok is false when the caller must run the
+// operation alone (group commit off, the operation's rows held elsewhere, or the batch
+// failed); err is set only when ctx ended first, and then the operation may or may not
+// have been applied (as with a statement whose caller gives up).
+func (s *Store) grouped(ctx context.Context, op *batchOp) (o opOutcome, ok bool, err error) {
+	if s.batch == nil {
+		return opOutcome{}, false, nil
+	}
+	op.done = make(chan opAnswer, 1)
+	s.batch.submit(op)
+	select {
+	case a := <-op.done:
+		return a.out, !a.alone, nil
+	case <-ctx.Done():
+		op.state.CompareAndSwap(opQueued, opAbandoned)
+		return opOutcome{}, true, dbError(opName(op.kind), ctx.Err())
+	}
+}
+
+func opName(k opKind) string {
+	switch k {
+	case opReserve:
+		return "reserve"
+	case opCommit:
+		return "commit"
+	}
+	return "release"
+}
+
+func (b *batcher) submit(op *batchOp) {
+	b.mu.Lock()
+	b.queue = append(b.queue, op)
+	start := !b.running
+	b.running = true
+	b.mu.Unlock()
+	if start {
+		go b.write()
+	}
+}
+
+// write runs batches until the queue is empty, then stops.
+func (b *batcher) write() {
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), b.max)
+		if n == 0 {
+			b.running = false
+			b.queue = nil
+			b.mu.Unlock()
+			return
+		}
+		batch := make([]*batchOp, 0, n)
+		for _, op := range b.queue[:n] {
+			if op.state.CompareAndSwap(opQueued, opTaken) {
+				batch = append(batch, op)
+			}
+		}
+		clear(b.queue[:n])
+		b.queue = b.queue[n:]
+		b.mu.Unlock()
+		if len(batch) > 0 {
+			b.run(batch)
+		}
+	}
+}
+
+// run decides batch in one statement and answers every operation of it.
+func (b *batcher) run(batch []*batchOp) {
+	outs, err := b.s.decide(batch)
+	for i, op := range batch {
+		if err != nil || outs[i].outcome == "deferred" {
+			op.done <- opAnswer{alone: true}
+			continue
+		}
+		op.done <- opAnswer{out: outs[i]}
+	}
+}
+
+// decide runs ledger_batch on batch and returns one outcome per operation, in order. Its
+// context is not any caller's: one caller giving up never cuts a batch short.
+func (s *Store) decide(batch []*batchOp) ([]opOutcome, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StatementTimeout+s.opts.LockTimeout)
+	defer cancel()
+	a := newBatchArgs(len(batch))
+	for _, op := range batch {
+		if err := a.add(op); err != nil {
+			return nil, &Error{Op: "group commit", Err: err}
+		}
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT o_outcome, o_limit, o_retry_after, o_id::text, o_account_id::text, o_key_id::text,
+			o_model, o_amount, o_pool, o_state, o_charged, o_capped, o_created_at, o_expires_at
+		FROM ledger_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		a.kind, a.now, a.requestID, a.keyID, a.model, a.amount, a.pool, a.ttl,
+		a.resID, a.actual, a.inputTokens, a.outputTokens, a.units, a.upstreamModel, a.channel, a.reason)
+	if err != nil {
+		return nil, dbError("group commit", err)
+	}
+	defer rows.Close()
+	outs := make([]opOutcome, 0, len(batch))
+	for rows.Next() {
+		var o opOutcome
+		if err := rows.Scan(&o.outcome, &o.limit, &o.retryAfter, &o.id, &o.account, &o.keyID, &o.model,
+			&o.amount, &o.pool, &o.state, &o.charged, &o.capped, &o.created, &o.expires); err != nil {
+			return nil, dbError("group commit", err)
+		}
+		outs = append(outs, o)
+	}
+	err = rows.Err()
+	if err == nil && len(outs) != len(batch) {
+		err = errShortBatch
+	}
+	if err != nil {
+		return nil, dbError("group commit", err)
+	}
+	return outs, nil
+}
