@@ -11,18 +11,19 @@ import (
 
 // Group commit. Reserve, Commit and Release queue their operation for the Store's writer
 // instead of each running its own transaction. The writer takes whatever is queued (at
-// most Options.MaxBatch operations), decides it all in one statement (ledger_batch: one
-// transaction, one WAL flush, one round trip) and answers each caller; while that
-// statement is in flight, the next batch forms in the queue. No timer: an operation that
-// finds the writer idle is sent at once, so a lone request waits for nothing.
+// most Options.MaxBatch operations), decides it all in one transaction (one WAL flush:
+// lock and read in one round trip, decide in Go, write set-based in another; see
+// group_read.go, group_decide.go, group_write.go) and answers each caller; while that
+// transaction is in flight, the next batch forms in the queue. No timer: an operation
+// that finds the writer idle is sent at once, so a lone request waits for nothing.
 //
-// Each operation decides exactly as it would alone (ledger_batch calls the same
-// functions), refusals are outcomes that change nothing, and an operation whose rows
-// another transaction holds is answered "deferred" (see 0004_batch.sql): its caller then
-// runs it alone, through the account gate, as without group commit. When the batch's
-// statement fails, it changed nothing and every caller runs its operation alone; when
-// it fails after the database committed it (connection lost), running alone replays it,
-// since every operation is idempotent (request id, reservation id).
+// Each operation decides exactly as its PL/pgSQL function would alone, refusals are
+// outcomes that change nothing, and an operation whose rows another transaction holds
+// is answered "deferred": its caller then runs it alone, through the account gate, as
+// without group commit. When the batch's transaction fails, it changed nothing and every
+// caller runs its operation alone; when it fails after the database committed it
+// (connection lost), running alone replays it, since every operation is idempotent
+// (request id, reservation id).
 
 // DefaultMaxBatch is the most operations one group-commit transaction decides when
 // Options.MaxBatch is zero.
@@ -166,41 +167,33 @@ func (b *batcher) run(batch []*batchOp) {
 	}
 }
 
-// decide runs ledger_batch on batch and returns one outcome per operation, in order. Its
-// context is not any caller's: one caller giving up never cuts a batch short.
-func (s *Store) decide(batch []*batchOp) ([]opOutcome, error) {
+// decide runs batch in one transaction (group.go) and returns one outcome per
+// operation, in order. Its context is not any caller's: one caller giving up never cuts
+// a batch short.
+func (s *Store) decide(batch []*batchOp) (outs []opOutcome, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StatementTimeout+s.opts.LockTimeout)
 	defer cancel()
-	a := newBatchArgs(len(batch))
-	for _, op := range batch {
-		if err := a.add(op); err != nil {
-			return nil, &Error{Op: "group commit", Err: err}
-		}
-	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT o_outcome, o_limit, o_retry_after, o_id::text, o_account_id::text, o_key_id::text,
-			o_model, o_amount, o_pool, o_state, o_charged, o_capped, o_created_at, o_expires_at
-		FROM ledger_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-		a.kind, a.now, a.requestID, a.keyID, a.model, a.amount, a.pool, a.ttl,
-		a.resID, a.actual, a.inputTokens, a.outputTokens, a.units, a.upstreamModel, a.channel, a.reason)
+	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, dbError("group commit", err)
 	}
-	defer rows.Close()
-	outs := make([]opOutcome, 0, len(batch))
-	for rows.Next() {
-		var o opOutcome
-		if err := rows.Scan(&o.outcome, &o.limit, &o.retryAfter, &o.id, &o.account, &o.keyID, &o.model,
-			&o.amount, &o.pool, &o.state, &o.charged, &o.capped, &o.created, &o.expires); err != nil {
-			return nil, dbError("group commit", err)
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(ctx)
 		}
-		outs = append(outs, o)
-	}
-	err = rows.Err()
-	if err == nil && len(outs) != len(batch) {
-		err = errShortBatch
-	}
+	}()
+	st, err := readGroup(ctx, tx, batch)
 	if err != nil {
+		return nil, dbError("group commit", err)
+	}
+	outs = make([]opOutcome, len(batch))
+	for i, op := range batch {
+		outs[i] = st.decide(op)
+	}
+	if err := writeGroup(ctx, tx, st, batch, outs); err != nil {
+		return nil, dbError("group commit", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return nil, dbError("group commit", err)
 	}
 	return outs, nil
