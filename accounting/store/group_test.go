@@ -1,0 +1,154 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/store"
+)
+
+// batchOf submits each call in order from its own goroutine while the writer is held,
+// so that all of them are decided in one group-commit transaction, and waits for them.
+func batchOf(t *testing.T, s *store.Store, calls ...func()) {
+	t.Helper()
+	queued, release := store.HoldGroupCommit(s)
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Go(call)
+		for queued() < i+1 { // keep the queue in the order of calls
+			runtime.Gosched()
+		}
+	}
+	release()
+	wg.Wait()
+}
+
+// One batch mixes admissions, refusals and replays: each operation is decided as if
+// alone, in queue order, and a refusal changes nothing and fails nothing else.
+func TestGroupCommitRefusalFailsNoOther(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	f.tier(t, bulkTier)
+	a := f.account(t, bulkTier.Name, 5_000)
+	k, _ := f.key(t, a.ID, nil)
+	req := func(id string, amount ledger.Micros) ledger.ReserveRequest {
+		return ledger.ReserveRequest{RequestID: id, KeyID: k.ID, Model: "m", Amount: amount, Pool: ledger.PoolGeneral}
+	}
+	amounts := []ledger.Micros{2_000, 10_000, 2_000, 2_000, 2_000}
+	ids := []string{"a", "b", "c", "d", "a"} // the last retries the first
+	res := make([]ledger.Reservation, len(amounts))
+	errs := make([]error, len(amounts))
+	var calls []func()
+	for i := range amounts {
+		calls = append(calls, func() { res[i], errs[i] = f.s.Reserve(ctx, req(ids[i], amounts[i])) })
+	}
+	batchOf(t, f.s, calls...)
+	for i, want := range []ledger.Reason{0, ledger.ReasonInsufficientCredits, 0, ledger.ReasonInsufficientCredits, 0} {
+		if want == 0 {
+			if errs[i] != nil {
+				t.Fatalf("reserve %d: %v", i, errs[i])
+			}
+			continue
+		}
+		wantReason(t, errs[i], want)
+	}
+	if res[4].ID != res[0].ID || res[0].ID == res[2].ID {
+		t.Errorf("retried request id got reservation %q, first %q (other %q)", res[4].ID, res[0].ID, res[2].ID)
+	}
+	if got := f.getAccount(t, a.ID); got.Reserved != 4_000 || got.InFlight != 2 {
+		t.Errorf("account after the batch = %+v, want 4000 reserved in 2 holds", got)
+	}
+
+	// Settle in one batch: a commit, its retry, and a release; then retry across batches.
+	commits := make([]ledger.CommitResult, 2)
+	var cerrs [2]error
+	var rel ledger.ReleaseResult
+	var relErr error
+	commit := ledger.CommitRequest{ReservationID: res[0].ID, Actual: 1_500}
+	batchOf(t, f.s,
+		func() { commits[0], cerrs[0] = f.s.Commit(ctx, commit) },
+		func() { commits[1], cerrs[1] = f.s.Commit(ctx, commit) },
+		func() { rel, relErr = f.s.Release(ctx, res[2].ID, "cancelled") })
+	if err := errors.Join(cerrs[0], cerrs[1], relErr); err != nil {
+		t.Fatal(err)
+	}
+	if commits[0] != (ledger.CommitResult{Charged: 1_500}) || commits[1] != (ledger.CommitResult{Charged: 1_500, Replayed: true}) {
+		t.Errorf("commit and its retry in one batch = %+v, %+v", commits[0], commits[1])
+	}
+	if rel.State != ledger.StateReleased {
+		t.Errorf("release = %+v", rel)
+	}
+	again, err := f.s.Commit(ctx, commit)
+	if err != nil || !again.Replayed || again.Charged != 1_500 {
+		t.Errorf("commit retried in a later batch = %+v, %v", again, err)
+	}
+	if r, err := f.s.Reserve(ctx, req("a", 2_000)); err != nil || r.ID != res[0].ID || r.State != ledger.StateCommitted {
+		t.Errorf("reserve retried in a later batch = %+v, %v", r, err)
+	}
+	if got := f.getAccount(t, a.ID); got.Balance != 3_500 || got.Reserved != 0 || got.InFlight != 0 {
+		t.Errorf("account after settling = %+v, want balance 3500 and nothing held", got)
+	}
+	f.checkInvariants(t)
+}
+
+// Many callers on one account, with too little credit for all of them, each retrying its
+// reserve and its commit: every admitted reservation is charged exactly once, and the
+// balance is exactly the top-up minus those charges.
+func TestGroupCommitOneAccountExact(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 8)
+	ctx := context.Background()
+	f.tier(t, bulkTier)
+	const topUp = 500_000
+	a := f.account(t, bulkTier.Name, topUp)
+	k, _ := f.key(t, a.ID, nil)
+	var charged, admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 48 {
+		wg.Go(func() {
+			for i := range 20 {
+				amount := ledger.Micros(1_000 + 37*(g+i))
+				r := ledger.ReserveRequest{RequestID: fmt.Sprintf("g%d-%d", g, i), KeyID: k.ID, Model: "m",
+					Amount: amount, Pool: ledger.PoolGeneral}
+				first, err := f.s.Reserve(ctx, r)
+				if err != nil {
+					wantReason(t, err, ledger.ReasonInsufficientCredits)
+					refused.Add(1)
+					continue
+				}
+				if retry, err := f.s.Reserve(ctx, r); err != nil || retry.ID != first.ID {
+					t.Errorf("retried reserve = %+v, %v; want %s", retry, err, first.ID)
+				}
+				admitted.Add(1)
+				c := ledger.CommitRequest{ReservationID: first.ID, Actual: amount - 10}
+				for range 2 {
+					if _, err := f.s.Commit(ctx, c); err != nil {
+						t.Errorf("commit: %v", err)
+					}
+				}
+				charged.Add(amount - 10)
+			}
+		})
+	}
+	wg.Wait()
+	if admitted.Load() == 0 || refused.Load() == 0 {
+		t.Fatalf("admitted %d, refused %d: want both", admitted.Load(), refused.Load())
+	}
+	got := f.getAccount(t, a.ID)
+	if got.Balance != topUp-charged.Load() || got.Reserved != 0 || got.InFlight != 0 {
+		t.Errorf("account = %+v, want balance %d and nothing held", got, topUp-charged.Load())
+	}
+	var entries int64
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM ledger_entries WHERE account_id = $1 AND kind = 'charge'`,
+		a.ID).Scan(&entries); err != nil || entries != admitted.Load() {
+		t.Errorf("charge entries = %d (%v), want %d", entries, err, admitted.Load())
+	}
+	f.checkInvariants(t)
+}
