@@ -15,21 +15,25 @@ import (
 // BenchmarkReserveCommit measures reserve+commit pairs per second through the Store
 // (two round trips and two transactions per pair) from many goroutines at once, each
 // pair on one of `accounts` accounts with a limited key (so the spend windows are
-// maintained and checked too). "hot" puts every pair on a single account.
+// maintained and checked too). "hot" puts every pair on a single account; "alone" runs
+// each operation in its own transaction (Options.NoGroupCommit), for the ratio in one run.
 func BenchmarkReserveCommit(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
 		accounts int
+		alone    bool
 	}{
-		{"spread", 256},
-		{"hot", 1},
+		{"spread", 256, false},
+		{"spread/alone", 256, true},
+		{"hot", 1, false},
+		{"hot/alone", 1, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			const conns = 32
 			ctx := context.Background()
 			url := storetest.NewDB(b)
 			pool := storetest.NewPool(b, url, conns)
-			s := store.New(pool, store.Options{})
+			s := store.New(pool, store.Options{NoGroupCommit: bc.alone})
 			if _, err := s.PutTier(ctx, bulkTier); err != nil {
 				b.Fatal(err)
 			}
