@@ -27,6 +27,7 @@ browser: ## Install Debian's chromium for the web console's browser tests, when 
 .PHONY: test
 test: lint browser ## Lint, then run every test: unit, PostgreSQL-backed, gRPC replay, end-to-end (the web console in headless Chromium), manifests
 	$(GO) test -count=1 -timeout 30m ./...
+	LEDGER_TEST_ALONE=1 $(GO) test -count=1 ./accounting/store/
 	cd deploy && $(GO) test -count=1 ./...
 
 .PHONY: bench

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ func batchOf(t *testing.T, s *store.Store, calls ...func()) {
 // One batch mixes admissions, refusals and replays: each operation is decided as if
 // alone, in queue order, and a refusal changes nothing and fails nothing else.
 func TestGroupCommitRefusalFailsNoOther(t *testing.T) {
+	skipWhenAlone(t)
 	t.Parallel()
 	f := newFixture(t, 4)
 	ctx := context.Background()
@@ -102,6 +104,7 @@ func TestGroupCommitRefusalFailsNoOther(t *testing.T) {
 // reserve and its commit: every admitted reservation is charged exactly once, and the
 // balance is exactly the top-up minus those charges.
 func TestGroupCommitOneAccountExact(t *testing.T) {
+	skipWhenAlone(t)
 	t.Parallel()
 	f := newFixture(t, 8)
 	ctx := context.Background()
@@ -151,4 +154,12 @@ func TestGroupCommitOneAccountExact(t *testing.T) {
 		t.Errorf("charge entries = %d (%v), want %d", entries, err, admitted.Load())
 	}
 	f.checkInvariants(t)
+}
+
+// skipWhenAlone skips a test of batching itself when the suite runs every operation
+// alone (LEDGER_TEST_ALONE=1, see storetest.NewStore).
+func skipWhenAlone(t *testing.T) {
+	if os.Getenv("LEDGER_TEST_ALONE") == "1" {
+		t.Skip("group commit is off (LEDGER_TEST_ALONE=1)")
+	}
 }
