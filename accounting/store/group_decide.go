@@ -140,6 +140,7 @@ func (st *groupState) commit(op *batchOp) opOutcome {
 	res.state, res.actual, res.charged, res.settledAt, res.settled = "committed", ptrTo(c.Actual), charged, st.opTime(op), true
 	a.balance -= charged
 	a.release(res)
+	st.settleWindows(res, charged)
 	capped := c.Actual > res.amount
 	return opOutcome{outcome: "committed", state: ptrTo("committed"), charged: &charged, capped: &capped}
 }
@@ -157,7 +158,21 @@ func (st *groupState) release(op *batchOp) opOutcome {
 		res.reason = ptrTo(op.reason)
 	}
 	st.accounts[res.account].release(res)
+	st.settleWindows(res, 0)
 	return opOutcome{outcome: "released", state: ptrTo("released"), charged: ptrTo(int64(0))}
+}
+
+// settleWindows moves a settled reservation out of its key's spend windows (those of
+// its creation time), as ledger_settle_windows does: held -= amount, committed +=
+// charged. Later admissions of the same batch see it.
+func (st *groupState) settleWindows(res *gRes, charged int64) {
+	if res.amount <= 0 {
+		return
+	}
+	created := res.created.UTC()
+	day := time.Date(created.Year(), created.Month(), created.Day(), 0, 0, 0, 0, time.UTC)
+	st.used[spendWindow{res.key, "d", day.Format(time.DateOnly)}] += charged - res.amount
+	st.used[spendWindow{res.key, "m", monthStart(created).Format(time.DateOnly)}] += charged - res.amount
 }
 
 // release frees what res held on a.
