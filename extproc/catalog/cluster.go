@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -85,6 +86,9 @@ func (c *Cluster) RequestLimit() int {
 func (c *Cluster) validate(where string, bad func(string, ...any)) {
 	if c.Name == "" {
 		bad("%s: name is required", where)
+	}
+	if strings.HasPrefix(c.Name, FailoverClusterPrefix) {
+		bad("%s: names starting %q are the gateway's own", where, FailoverClusterPrefix)
 	}
 	host, port, err := net.SplitHostPort(c.Address)
 	p, perr := strconv.Atoi(port)

@@ -52,11 +52,7 @@ func cluster(c *catalog.Cluster) (*clusterv3.Cluster, error) {
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{
 			ClusterName: c.Name,
 			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
-				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-					Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-						Address: c.Host(), PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(c.Port())},
-					}}},
-				}},
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socketAddress(c)}},
 			}}}},
 		},
 	}
@@ -65,27 +61,42 @@ func cluster(c *catalog.Cluster) (*clusterv3.Cluster, error) {
 		cl.DnsLookupFamily = clusterv3.Cluster_V4_PREFERRED
 	}
 	if c.TLS {
-		tc, err := anypb.New(&tlsv3.UpstreamTlsContext{
-			Sni: c.ServerName(),
-			CommonTlsContext: &tlsv3.CommonTlsContext{
-				ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-					TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: c.CABundle()}},
-					MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{
-						SanType: tlsv3.SubjectAltNameMatcher_DNS,
-						Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: c.ServerName()}},
-					}},
-				}},
-			},
-		})
+		ts, err := tlsSocket(c)
 		if err != nil {
 			return nil, err
 		}
-		cl.TransportSocket = &corev3.TransportSocket{
-			Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tc},
-		}
+		cl.TransportSocket = ts
 	}
 	if err := cl.ValidateAll(); err != nil {
 		return nil, err
 	}
 	return cl, nil
+}
+
+// socketAddress is the cluster's endpoint address.
+func socketAddress(c *catalog.Cluster) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address: c.Host(), PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(c.Port())},
+	}}}
+}
+
+// tlsSocket is the cluster's TLS: SNI and a SAN check for its server name, certificates
+// verified against its CA bundle.
+func tlsSocket(c *catalog.Cluster) (*corev3.TransportSocket, error) {
+	tc, err := anypb.New(&tlsv3.UpstreamTlsContext{
+		Sni: c.ServerName(),
+		CommonTlsContext: &tlsv3.CommonTlsContext{
+			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: c.CABundle()}},
+				MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{
+					SanType: tlsv3.SubjectAltNameMatcher_DNS,
+					Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: c.ServerName()}},
+				}},
+			}},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tc}}, nil
 }
