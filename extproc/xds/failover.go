@@ -34,8 +34,14 @@ import (
 const (
 	MetadataNamespace = "llmgw"
 	ChannelKey        = "channel"
-	// AttemptAttribute is the attribute the upstream ext_proc asks Envoy for.
-	AttemptAttribute = "xds.upstream_host_metadata"
+	// AttemptAttribute is the attribute the upstream ext_proc asks Envoy for: the picked
+	// endpoint's channel name. Envoy evaluates it with CEL and sends a map or message
+	// only as its printed text, a string or number as itself
+	// (source/extensions/filters/http/ext_proc/matching_utils.cc,
+	// ExpressionManager::evaluateAttributes), so the path goes down to the string; the
+	// value arrives in ProcessingRequest.attributes["envoy.filters.http.ext_proc"] under
+	// this expression as its key.
+	AttemptAttribute = "xds.upstream_host_metadata.filter_metadata['llmgw']['channel']"
 	// AttemptHeader is the gRPC initial metadata that tells extproc a stream is an
 	// attempt's (the upstream ext_proc), not a request's.
 	AttemptHeader = "x-llmgw-stream"
