@@ -12,6 +12,7 @@ import (
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
+	"github.com/llmgw/gateway/extproc/lifecycle"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -40,6 +41,12 @@ func startReal(t testing.TB) *realStack {
 // startRealWith is startReal with the server's options and extproc's dial options.
 func startRealWith(t testing.TB, o servertest.Options, dial ...grpc.DialOption) *realStack {
 	t.Helper()
+	return startRealService(t, o, nil, dial...)
+}
+
+// startRealService is startRealWith with the lifecycle's configuration edited by svc.
+func startRealService(t testing.TB, o servertest.Options, svc func(*lifecycle.Config), dial ...grpc.DialOption) *realStack {
+	t.Helper()
 	st, _ := storetest.NewStore(t, 8, store.Options{})
 	fx := servertest.Start(t, st, o)
 	conn, err := client.Dial(context.Background(), fx.Addr, servertest.ServiceToken, dial...)
@@ -52,7 +59,11 @@ func startRealWith(t testing.TB, o servertest.Options, dial ...grpc.DialOption) 
 	t.Cleanup(cancel)
 	go lc.Watch(ctx)
 	waitFor(t, lc.Connected)
-	return &realStack{h: replay.Start(t, replay.Service(t, lc)), admin: fx.Admin(t, servertest.AdminToken), lc: lc}
+	var opts []func(*lifecycle.Config)
+	if svc != nil {
+		opts = append(opts, svc)
+	}
+	return &realStack{h: replay.Start(t, replay.Service(t, lc, opts...)), admin: fx.Admin(t, servertest.AdminToken), lc: lc}
 }
 
 func (s *realStack) account(t testing.TB, tier string, topUp int64) string {

@@ -3,7 +3,7 @@
 // the request lifecycle as neutral values, and answers with the matching oneof, exactly
 // once per message and in order (Envoy 1.37+, see design/ENVOY-EXTPROC.md).
 //
-// It is the only package that imports go-control-plane. It holds no business logic:
+// It and extproc/xds are the only packages that import go-control-plane. It holds no business logic:
 // everything it decides is how to express a lifecycle.Action in Envoy's terms —
 // header values in raw_value only, clear_route_cache in the same CommonResponse as the
 // header mutation, both body modes in every mode_override, a distinctive details string
@@ -136,8 +136,12 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 	return s.Serve(stream)
 }
 
-// Serve runs the stream loop over any Stream.
+// Serve runs the stream loop over any Stream: a request's, or an attempt's
+// (attempt.go).
 func (s *Server) Serve(stream Stream) error {
+	if isAttempt(stream) {
+		return s.serveAttempt(stream)
+	}
 	ctx := stream.Context()
 	req := s.svc.NewRequest()
 	cause := lifecycle.CauseClientLeft

@@ -148,6 +148,19 @@ func (t *Tracker) Acquire(name string) (ok, probe bool) {
 	return true, true
 }
 
+// Usable reports, without taking anything, whether Acquire would let a request use the
+// channel now.
+func (t *Tracker) Usable(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.chs[name]
+	if c == nil {
+		return true
+	}
+	now := t.cfg.Now()
+	return !now.Before(c.until) && (c.probe.IsZero() || now.Sub(c.probe) >= t.cfg.ProbeTimeout)
+}
+
 // Succeeded records a usable answer from the channel: it is healthy again.
 func (t *Tracker) Succeeded(name string) {
 	t.mu.Lock()

@@ -95,6 +95,7 @@ func (r *Request) withFacts(a Action) Action {
 
 // ResponseHeaders handles the upstream's response headers (responseHeaders).
 func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Header, endOfStream bool) Action {
+	r.adoptWinner()
 	return r.withFacts(r.responseHeaders(ctx, status, headers, endOfStream))
 }
 

@@ -104,7 +104,7 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 			code = response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, nil)
 		}
 		r.reportHealth(status, code, nil)
-		return r.fail(upstreamError(code))
+		return r.fail(upstreamError(r.failoverCode(code)))
 	}
 	if status < 200 || status > 299 {
 		// Buffer the error body so it can be classified before anything reaches the
@@ -235,7 +235,7 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 			return r.fail(taskNotFound())
 		}
 		r.reportHealth(st.status, code, chunk)
-		return r.fail(upstreamError(code))
+		return r.fail(upstreamError(r.failoverCode(code)))
 	}
 	if st.broken {
 		// The rewriter failed after the headers went downstream: drop the rest, so the

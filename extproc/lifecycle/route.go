@@ -5,6 +5,7 @@ package lifecycle
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/llmgw/gateway/extproc/anthropic"
@@ -13,6 +14,7 @@ import (
 	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/openai"
 	"github.com/llmgw/gateway/extproc/response"
+	"github.com/llmgw/gateway/extproc/translate"
 	"go.uber.org/zap"
 )
 
@@ -32,21 +34,41 @@ func (r *Request) candidates() []*catalog.Channel {
 	return out
 }
 
-// mutate picks the channel and rewrites the request for it: translated into the
-// channel's API when the client speaks another (translation.go), else edited in place
-// (the model id, and stream usage on a chat stream), every other byte kept. The error is
-// a *translate.Unsupported when a field cannot be carried to the channel's API.
+// mutate picks the channel and rewrites the request for it (rewriteFor); with failover,
+// it routes the request to its failover cluster instead, and each attempt rewrites it
+// for the channel Envoy picked (failover.go). The error is a *translate.Unsupported when
+// a field cannot be carried to the channel's API.
 func (r *Request) mutate(body []byte) (Action, error) {
+	if r.failoverEligible() {
+		return r.routeFailover(body)
+	}
 	ch, err := r.pickChannel()
 	if err != nil {
 		return Action{}, err
 	}
 	r.channel = ch
-	path, body, err := r.translateRequest(body)
+	a, xlate, err := r.rewriteFor(ch, body)
+	r.xlate = xlate
 	if err != nil {
 		return Action{}, err
 	}
-	if r.xlate == nil {
+	// The routing header goes second, after content-length (the order the replies had
+	// before failover existed).
+	a.SetHeaders = slices.Insert(a.SetHeaders, 1, Header{RoutingHeader, ch.Cluster})
+	a.ClearRouteCache = true
+	return a, nil
+}
+
+// rewriteFor is the request as channel ch must receive it: translated into the channel's
+// API when the client speaks another (translation.go; the translator is returned for
+// the answer), else edited in place (the model id, and stream usage on a chat stream),
+// every other byte kept; with the channel's path, credential and API headers.
+func (r *Request) rewriteFor(ch *catalog.Channel, body []byte) (Action, *translate.Translator, error) {
+	path, body, xlate, err := r.translateFor(ch, body)
+	if err != nil {
+		return Action{}, nil, err
+	}
+	if xlate == nil {
 		switch ch.Format {
 		case catalog.FormatAnthropic:
 			body, err = anthropic.SetModel(body, ch.UpstreamModel)
@@ -57,16 +79,14 @@ func (r *Request) mutate(body []byte) (Action, error) {
 			}
 		}
 		if err != nil {
-			return Action{}, err
+			return Action{}, nil, err
 		}
 	}
 	a := Action{
-		Body:            body,
-		ReplaceBody:     true,
-		ClearRouteCache: true,
+		Body:        body,
+		ReplaceBody: true,
 		SetHeaders: []Header{
 			{"content-length", strconv.Itoa(len(body))},
-			{RoutingHeader, ch.Cluster},
 			identityEncoding,
 		},
 	}
@@ -88,7 +108,7 @@ func (r *Request) mutate(body []byte) (Action, error) {
 			a.RemoveHeaders = append(a.RemoveHeaders, "anthropic-version")
 		}
 	}
-	return a, nil
+	return a, xlate, nil
 }
 
 // identityEncoding asks an upstream for an uncompressed answer. Envoy forwards the
@@ -130,7 +150,8 @@ func (r *Request) pickChannel() (*catalog.Channel, error) {
 // answer), body the error body when there was one. A refusal of the request itself
 // (invalid_request) says nothing of the channel.
 func (r *Request) reportHealth(status int, code apierr.Code, body []byte) {
-	if r.channel == nil {
+	if r.channel == nil || r.attemptReported() {
+		// A failover attempt's own stream reported its failure (attempt.go).
 		return
 	}
 	h := r.svc.cfg.Health

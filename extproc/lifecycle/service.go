@@ -65,6 +65,10 @@ type Config struct {
 	Health *health.Tracker
 	// Log receives lifecycle events; never a key. Nop when nil.
 	Log *zap.Logger
+	// Failover routes chat requests to their failover clusters, whose upstream ext_proc
+	// makes each attempt through StartAttempt (failover.go); the catalog's clusters must
+	// then include them (extproc/xds).
+	Failover bool
 }
 
 // Service creates Requests. Safe for concurrent use.
@@ -74,6 +78,9 @@ type Service struct {
 	// pending counts the background work that outlives a stream: settlements and
 	// abandoned reservations (WaitSettled).
 	pending sync.WaitGroup
+	// attempting holds the failover requests in flight by x-request-id, for their
+	// attempts' streams (StartAttempt).
+	attempting sync.Map
 }
 
 // New returns a Service.
@@ -167,6 +174,8 @@ type Request struct {
 	// xlate translates between the client's chat API and the channel's, when they differ
 	// (translation.go); nil otherwise.
 	xlate *translate.Translator
+	// fo is a failover request's attempts (failover.go); nil otherwise.
+	fo *failover
 
 	// failed is the API error code extproc answered with; verdict the settlement decided
 	// before a reply; reported the Facts the last reply carried (facts.go).

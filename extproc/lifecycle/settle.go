@@ -5,6 +5,7 @@ package lifecycle
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/tokens"
@@ -94,7 +95,7 @@ func (r *Request) settledRecord(u ledger.Usage) []zap.Field {
 	if r.channel != nil {
 		channel, upstream = r.channel.Name, r.channel.UpstreamModel
 	}
-	return []zap.Field{
+	fields := []zap.Field{
 		zap.String("reservation", r.reservation.ID),
 		zap.String("account", r.grant.AccountID),
 		zap.String("key_id", r.grant.KeyID),
@@ -106,6 +107,15 @@ func (r *Request) settledRecord(u ledger.Usage) []zap.Field {
 		zap.Any("units", u.Units),
 		zap.Int64("hold_micros", r.reservation.Amount),
 	}
+	if at := r.Attempts(); len(at) > 0 {
+		// Every attempt of a failover request, in order: channel:outcome:status.
+		names := make([]string, len(at))
+		for i, a := range at {
+			names[i] = a.Channel + ":" + a.Outcome.String() + ":" + strconv.Itoa(a.Status)
+		}
+		fields = append(fields, zap.Strings("attempts", names))
+	}
+	return fields
 }
 
 func deref(p *int64) int64 {
@@ -121,6 +131,7 @@ func deref(p *int64) int64 {
 // ended, for the record ("stream_closed", ...). Safe to call more than once.
 func (r *Request) End(ctx context.Context, cause string) {
 	defer r.traceEnd(cause)
+	defer r.endFailover()
 	if r.resp != nil && r.resp.dec != nil {
 		r.resp.dec.Close()
 	}

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/response"
 	"github.com/llmgw/gateway/extproc/translate"
 )
@@ -14,34 +15,36 @@ import (
 // translator turns that into the client's format. The charge is therefore the same
 // whatever API the client spoke.
 
-// translateRequest sets r.xlate and returns the upstream path and body when the
-// channel speaks another chat API; else it returns the body unchanged and no path.
-func (r *Request) translateRequest(body []byte) (path string, out []byte, err error) {
+// translateFor returns the upstream path, body and translator when channel ch speaks
+// another chat API than the client's; else the body unchanged, no path and no translator.
+func (r *Request) translateFor(ch *catalog.Channel, body []byte) (path string, out []byte, t *translate.Translator, err error) {
 	client := r.endpoint.spec().chat
 	if client == 0 {
-		return "", body, nil
+		return "", body, nil, nil
 	}
-	api := upstreamAPI(r.model, r.channel)
+	api := upstreamAPI(r.model, ch)
 	t, ok := translate.New(client, api)
 	if !ok {
-		return "", body, nil
+		return "", body, nil, nil
 	}
 	out, err = t.Request(body, translate.RequestOptions{
-		UpstreamModel: r.channel.UpstreamModel,
+		UpstreamModel: ch.UpstreamModel,
 		MaxOutput:     r.model.MaxOutputTokens,
 	})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	r.xlate = t
-	return upstreamPaths[api], out, nil
+	return upstreamPaths[api], out, t, nil
 }
 
 // upstreamFormat is the format the upstream answers in: the channel's chat API when
 // translated, else the endpoint's own.
-func (r *Request) upstreamFormat() response.Format {
-	if r.xlate != nil {
-		return chatFormats[r.xlate.Upstream()]
+func (r *Request) upstreamFormat() response.Format { return r.upstreamFormatOf(r.xlate) }
+
+// upstreamFormatOf is the format an upstream answers in when t translates (nil: none).
+func (r *Request) upstreamFormatOf(t *translate.Translator) response.Format {
+	if t != nil {
+		return chatFormats[t.Upstream()]
 	}
 	return r.format()
 }

@@ -76,6 +76,10 @@ type Action struct {
 	// Body, when ReplaceBody is set, replaces the message's body (or this chunk).
 	Body        []byte
 	ReplaceBody bool
+	// ReplaceMessage (a reply to headers) replaces the whole message: the header
+	// mutation, then Body as the complete body, and no body phase follows (ext_proc's
+	// CONTINUE_AND_REPLACE).
+	ReplaceMessage bool
 	// ClearRouteCache makes Envoy pick the route again after the header mutation.
 	ClearRouteCache bool
 	// ResponseBodyMode overrides the response body mode (replies to response headers).

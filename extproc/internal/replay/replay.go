@@ -25,8 +25,11 @@ import (
 	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/extproc/tokens"
+	"github.com/llmgw/gateway/extproc/xds"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // DemoEnv resolves the demo catalog's credential variables as the local stack sets them.
@@ -151,6 +154,31 @@ func (h *Harness) Open(t testing.TB) *Exchange {
 		t.Fatal(err)
 	}
 	return &Exchange{t: t, h: h, stream: s, cancel: cancel}
+}
+
+// OpenAttempt starts an attempt's stream: the failover cluster's upstream ext_proc,
+// which names itself in the gRPC initial metadata (extproc/xds.AttemptHeader).
+func (h *Harness) OpenAttempt(t testing.TB) *Exchange {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx = metadata.AppendToOutgoingContext(ctx, xds.AttemptHeader, xds.AttemptValue)
+	s, err := h.Client.Process(ctx)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	return &Exchange{t: t, h: h, stream: s, cancel: cancel}
+}
+
+// AttemptHeaders is an attempt's request_headers as Envoy's upstream ext_proc sends
+// them: the request as the router forwards it (with its x-request-id) and, as the
+// filter's attribute, the channel of the endpoint the attempt picked.
+func AttemptHeaders(requestID, channel string, kv ...string) *extprocv3.ProcessingRequest {
+	m := RequestHeaders(false, append([]string{":method", "POST", ":path", "/v1/chat/completions",
+		":authority", "gateway", ":scheme", "http", "content-type", "application/json", "x-request-id", requestID}, kv...)...)
+	m.Attributes = map[string]*structpb.Struct{"envoy.filters.http.ext_proc": {Fields: map[string]*structpb.Value{
+		xds.AttemptAttribute: structpb.NewStringValue(channel)}}}
+	return m
 }
 
 // Send sends msg and returns the server's answer.

@@ -1,0 +1,183 @@
+package lifecycle
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/health"
+)
+
+// Failover (envoy/README.md, "Failover across channels"). With Config.Failover, a chat
+// request is not rewritten for one channel: it is held once, then routed to its
+// failover cluster (catalog.FailoverCluster: its tier's candidate channels as
+// endpoints, by priority), with x-envoy-max-retries bounding the attempts to the
+// channels this replica's health lets it use. Envoy's router makes the attempts; for
+// each, the cluster's upstream ext_proc opens an attempt stream here (attempt.go), which
+// rewrites the request for the channel Envoy picked and classifies its answer: a usable
+// one goes on to this request's response phases, which translate it back and settle it
+// once; a failed one is recorded in the channel's health and handed back to the router
+// as a retriable 503. Failed attempts cost nothing: the one hold is committed for the
+// answer that went on, or released when none did.
+
+// failoverEligible reports whether the request goes through its failover cluster.
+func (r *Request) failoverEligible() bool {
+	return r.svc.cfg.Failover && r.endpoint.spec().chat != 0 && r.requestID != ""
+}
+
+// failover is a failover request's shared state: its attempt streams and its own
+// stream use it from different goroutines.
+type failover struct {
+	mu   sync.Mutex
+	body []byte             // the client's body: every attempt rewrites it for its channel
+	set  []*catalog.Channel // the candidates: the failover cluster's endpoints
+	// attempts in the order Envoy made them; winner is the one whose answer went on.
+	attempts []*Attempt
+	winner   *Attempt
+}
+
+// routeFailover admits the request for every candidate at once: each channel the
+// attempts may reach must be able to carry it (a field one of them cannot carry is
+// refused before anything is held, as for a single channel), and at least one must be
+// usable on this replica.
+func (r *Request) routeFailover(body []byte) (Action, error) {
+	set := r.candidates()
+	usable := 0
+	code := apierr.UpstreamAccountUnavailable
+	for _, ch := range set {
+		if _, _, _, err := r.translateFor(ch, body); err != nil {
+			return Action{}, err
+		}
+		if r.svc.cfg.Health.Usable(ch.Name) {
+			usable++
+		} else if _, f := r.svc.cfg.Health.State(ch.Name); f != health.Account {
+			code = apierr.ServiceUnavailable
+		}
+	}
+	if usable == 0 {
+		return Action{}, &noChannel{code}
+	}
+	r.fo = &failover{body: body, set: set}
+	r.svc.attempting.Store(r.requestID, r)
+	return Action{
+		SetHeaders: []Header{
+			{RoutingHeader, catalog.FailoverCluster(r.model, set)},
+			// The router's retries, bounded by the channels worth an attempt (the route's
+			// retry_policy says on what; RetryStateImpl reads this header after ext_proc).
+			{"x-envoy-max-retries", strconv.Itoa(usable - 1)},
+			identityEncoding,
+		},
+		// The client's credentials go now; each attempt sets its channel's.
+		RemoveHeaders:   []string{"authorization", "x-api-key"},
+		ClearRouteCache: true,
+	}, nil
+}
+
+// adoptWinner makes the attempt whose answer went on the request's channel (its
+// translator included), before the response phases read them. Without one (every
+// attempt failed), the channel is the last one attempted, for the error's classification.
+func (r *Request) adoptWinner() {
+	if r.fo == nil {
+		return
+	}
+	r.fo.mu.Lock()
+	defer r.fo.mu.Unlock()
+	a := r.fo.winner
+	if a == nil && len(r.fo.attempts) > 0 {
+		a = r.fo.attempts[len(r.fo.attempts)-1]
+	}
+	if a != nil {
+		r.channel, r.xlate = a.ch, a.xlate
+	}
+}
+
+// AttemptSummary is one attempt, for the settlement record.
+type AttemptSummary struct {
+	Channel string
+	Outcome AttemptOutcome
+	Status  int
+}
+
+// Attempts returns the request's attempts, in order (none without failover).
+func (r *Request) Attempts() []AttemptSummary {
+	if r.fo == nil {
+		return nil
+	}
+	r.fo.mu.Lock()
+	defer r.fo.mu.Unlock()
+	out := make([]AttemptSummary, len(r.fo.attempts))
+	for i, a := range r.fo.attempts {
+		out[i] = AttemptSummary{a.ch.Name, a.outcome, a.status}
+	}
+	return out
+}
+
+// failoverCode is the error the client gets when no attempt's answer went on: code (the
+// classification of the last answer) unless every attempt failed, then what all of
+// them say (failoverVerdict).
+func (r *Request) failoverCode(code apierr.Code) apierr.Code {
+	if r.fo == nil {
+		return code
+	}
+	r.fo.mu.Lock()
+	defer r.fo.mu.Unlock()
+	if r.fo.winner != nil || len(r.fo.attempts) == 0 {
+		return code
+	}
+	outcomes := make([]AttemptOutcome, len(r.fo.attempts))
+	for i, a := range r.fo.attempts {
+		outcomes[i] = a.outcome
+	}
+	return failoverVerdict(outcomes, code)
+}
+
+// failoverVerdict is the answer to a request whose every attempt failed (spec, "no
+// eligible healthy channel"): 503 upstream_account_unavailable when every attempted
+// account refused, 503 service_unavailable when no channel gave any other answer (none
+// could be reached, or those reached refused the account), else last (the last
+// answer's classification, 502 upstream_error for an unusable one).
+func failoverVerdict(outcomes []AttemptOutcome, last apierr.Code) apierr.Code {
+	account, reached := true, false
+	for _, o := range outcomes {
+		switch o {
+		case AttemptAccount:
+		case AttemptUnreachable, AttemptPending:
+			account = false
+		default:
+			account, reached = false, true
+		}
+	}
+	switch {
+	case len(outcomes) == 0:
+		return last
+	case account:
+		return apierr.UpstreamAccountUnavailable
+	case !reached:
+		return apierr.ServiceUnavailable
+	}
+	return last
+}
+
+// attemptReported reports whether the request's channel is an attempt that already
+// told the channel's health how it failed (its own stream did).
+func (r *Request) attemptReported() bool {
+	if r.fo == nil {
+		return false
+	}
+	r.fo.mu.Lock()
+	defer r.fo.mu.Unlock()
+	for _, a := range r.fo.attempts {
+		if a.ch == r.channel && a.outcome.failed() {
+			return true
+		}
+	}
+	return false
+}
+
+// endFailover forgets the request's attempts registration.
+func (r *Request) endFailover() {
+	if r.fo != nil {
+		r.svc.attempting.CompareAndDelete(r.requestID, r)
+	}
+}
