@@ -81,6 +81,8 @@ type Route struct {
 	// RequestHeadersToRemove are removed from the request the router sends upstream,
 	// after the route (and its cluster_header) was chosen.
 	RequestHeadersToRemove []string
+	// Retry is the route's retry_policy (nil: none).
+	Retry *RetryPolicy
 }
 
 // ExtProc is the ext_proc filter's configuration.
@@ -107,15 +109,17 @@ type Mode struct {
 	ResponseBody   extprocv3.ProcessingMode_BodySendMode
 }
 
-// Cluster is one upstream cluster with its single endpoint.
+// Cluster is one upstream cluster with its endpoints.
 type Cluster struct {
 	Name string
-	// Addr is host:port of the endpoint.
+	// Addr is host:port of the first endpoint (the only one of a gRPC or DNS cluster).
 	Addr string
-	// Host is the endpoint's host name, used by auto_host_rewrite for DNS clusters.
-	Host  string
-	DNS   bool
-	HTTP2 bool
+	// Host is the first endpoint's host name, used by auto_host_rewrite for DNS clusters.
+	Host string
+	// Endpoints are the cluster's hosts, with their priorities and health.
+	Endpoints []*Host
+	DNS       bool
+	HTTP2     bool
 	// TLS is the client TLS configuration of a cluster with an UpstreamTlsContext.
 	TLS *tls.Config
 	// MaxInFlight is how many requests (HTTP/2: streams) the cluster's default-priority
@@ -123,6 +127,9 @@ type Cluster struct {
 	// more than max_connections + max_pending_requests (each request holds a connection
 	// or waits in the pending queue). Envoy's defaults are 1024 each.
 	MaxInFlight int
+	// MaxRetries is the circuit breakers' max_retries: how many retries of the cluster's
+	// requests may be outstanding at once (Envoy's default 3).
+	MaxRetries int
 	// KeepaliveInterval and KeepaliveTimeout are the HTTP/2 connection_keepalive PING
 	// settings (0: no keepalive).
 	KeepaliveInterval, KeepaliveTimeout time.Duration
@@ -134,6 +141,9 @@ type Cluster struct {
 // defaultCircuitBreaker is Envoy's default for max_connections, max_pending_requests and
 // max_requests.
 const defaultCircuitBreaker = 1024
+
+// defaultMaxRetries is Envoy's default for the circuit breakers' max_retries.
+const defaultMaxRetries = 3
 
 const defaultBufferLimit = 1 << 20 // Envoy's per_connection_buffer_limit_bytes default
 
@@ -171,7 +181,12 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.config.route.v3.VirtualHost":                                                                       {"name", "domains", "routes"},
 	"envoy.config.route.v3.Route":                                                                             {"name", "match", "route", "request_headers_to_remove"},
 	"envoy.config.route.v3.RouteMatch":                                                                        {"prefix"},
-	"envoy.config.route.v3.RouteAction":                                                                       {"cluster", "cluster_header", "cluster_not_found_response_code", "auto_host_rewrite", "timeout", "idle_timeout"},
+	"envoy.config.route.v3.RouteAction":                                                                       {"cluster", "cluster_header", "cluster_not_found_response_code", "auto_host_rewrite", "timeout", "idle_timeout", "retry_policy"},
+	"envoy.config.route.v3.RetryPolicy":                                                                       {"retry_on", "num_retries", "retriable_status_codes", "retry_priority", "retry_host_predicate", "host_selection_retry_max_attempts"},
+	"envoy.config.route.v3.RetryPolicy.RetryPriority":                                                         {"name", "typed_config"},
+	"envoy.config.route.v3.RetryPolicy.RetryHostPredicate":                                                    {"name", "typed_config"},
+	"envoy.extensions.retry.priority.previous_priorities.v3.PreviousPrioritiesConfig":                         {"update_frequency"},
+	"envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate":                                    {},
 	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor":                                             {"grpc_service", "failure_mode_allow", "processing_mode", "message_timeout", "max_message_timeout", "allow_mode_override", "stat_prefix", "mutation_rules", "metadata_options"},
 	"envoy.extensions.filters.http.ext_proc.v3.MetadataOptions":                                               {"receiving_namespaces"},
 	"envoy.extensions.filters.http.ext_proc.v3.MetadataOptions.MetadataNamespaces":                            {"untyped"},
@@ -191,10 +206,11 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.config.core.v3.DataSource":                                                                         {"inline_string", "filename"},
 	"envoy.config.cluster.v3.Cluster":                                                                         {"name", "type", "connect_timeout", "load_assignment", "typed_extension_protocol_options", "transport_socket", "dns_lookup_family", "circuit_breakers"},
 	"envoy.config.cluster.v3.CircuitBreakers":                                                                 {"thresholds"},
-	"envoy.config.cluster.v3.CircuitBreakers.Thresholds":                                                      {"max_connections", "max_pending_requests", "max_requests"},
+	"envoy.config.cluster.v3.CircuitBreakers.Thresholds":                                                      {"max_connections", "max_pending_requests", "max_requests", "max_retries"},
 	"envoy.config.endpoint.v3.ClusterLoadAssignment":                                                          {"cluster_name", "endpoints"},
-	"envoy.config.endpoint.v3.LocalityLbEndpoints":                                                            {"lb_endpoints"},
-	"envoy.config.endpoint.v3.LbEndpoint":                                                                     {"endpoint"},
+	"envoy.config.endpoint.v3.LocalityLbEndpoints":                                                            {"lb_endpoints", "priority"},
+	"envoy.config.endpoint.v3.LbEndpoint":                                                                     {"endpoint", "health_status", "load_balancing_weight", "metadata"},
+	"envoy.config.core.v3.Metadata":                                                                           {"filter_metadata"},
 	"envoy.config.endpoint.v3.Endpoint":                                                                       {"address"},
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                                                  {"explicit_http_config"},
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig":                               {"http_protocol_options", "http2_protocol_options"},
@@ -300,6 +316,8 @@ func FromBootstrap(bs *bootstrapv3.Bootstrap) (*Config, error) {
 			fail("dynamic_resources: %v", err)
 		} else if c.Clusters[c.ADS.Cluster] == nil {
 			fail("dynamic_resources: ads_config cluster %q is not a static cluster", c.ADS.Cluster)
+		} else if n := len(c.Clusters[c.ADS.Cluster].Endpoints); n != 1 {
+			fail("dynamic_resources: ads_config cluster %q: exactly one endpoint is emulated, found %d", c.ADS.Cluster, n)
 		}
 	}
 
@@ -391,6 +409,8 @@ func FromBootstrap(bs *bootstrapv3.Bootstrap) (*Config, error) {
 			fail("ext_proc: %v", err)
 		} else if c.Clusters[c.ExtProc.Cluster] == nil {
 			fail("ext_proc: grpc_service cluster %q is not defined", c.ExtProc.Cluster)
+		} else if n := len(c.Clusters[c.ExtProc.Cluster].Endpoints); n != 1 {
+			fail("ext_proc: grpc_service cluster %q: exactly one endpoint is emulated, found %d", c.ExtProc.Cluster, n)
 		}
 		if !filters[1].GetTypedConfig().MessageIs(&routerv3.Router{}) {
 			fail("http_filters[1]: the last filter must be the router")
@@ -438,18 +458,14 @@ func clusterFrom(cl *clusterv3.Cluster) (*Cluster, error) {
 	default:
 		return nil, fmt.Errorf("cluster type %v not emulated", cl.GetType())
 	}
-	var eps []string
-	for _, le := range cl.GetLoadAssignment().GetEndpoints() {
-		for _, lb := range le.GetLbEndpoints() {
-			sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
-			eps = append(eps, socketAddr(sa))
-			c.Host = sa.GetAddress()
-		}
+	eps, err := endpointsFrom(cl)
+	if err != nil {
+		return nil, err
 	}
-	if len(eps) != 1 {
-		return nil, fmt.Errorf("exactly one endpoint is emulated, found %d", len(eps))
+	c.Endpoints = eps
+	if len(eps) > 0 {
+		c.Addr, c.Host = eps[0].Addr, eps[0].Name
 	}
-	c.Addr = eps[0]
 	for name, a := range cl.GetTypedExtensionProtocolOptions() {
 		opts := &httpv3.HttpProtocolOptions{}
 		if err := a.UnmarshalTo(opts); err != nil {
@@ -469,6 +485,7 @@ func clusterFrom(cl *clusterv3.Cluster) (*Cluster, error) {
 		}
 	}
 	maxConn, maxPending, maxReq := uint32(defaultCircuitBreaker), uint32(defaultCircuitBreaker), uint32(defaultCircuitBreaker)
+	c.MaxRetries = defaultMaxRetries
 	th := cl.GetCircuitBreakers().GetThresholds()
 	if len(th) > 1 {
 		return nil, errors.New("circuit_breakers: only one (DEFAULT priority) threshold is emulated")
@@ -482,6 +499,9 @@ func clusterFrom(cl *clusterv3.Cluster) (*Cluster, error) {
 		}
 		if v := th[0].GetMaxRequests(); v != nil {
 			maxReq = v.GetValue()
+		}
+		if v := th[0].GetMaxRetries(); v != nil {
+			c.MaxRetries = int(v.GetValue())
 		}
 	}
 	c.MaxInFlight = int(maxReq)
@@ -605,6 +625,11 @@ func routeFrom(r *routev3.Route) (Route, error) {
 	if d := ra.GetIdleTimeout(); d != nil {
 		rr.IdleTimeout = d.AsDuration()
 	}
+	rp, err := retryPolicyFrom(ra.GetRetryPolicy())
+	if err != nil {
+		return rr, err
+	}
+	rr.Retry = rp
 	return rr, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -443,103 +442,6 @@ func hasValues(h http.Header) bool {
 		}
 	}
 	return false
-}
-
-// proxy sends the request to the routed cluster and the response downstream.
-func (x *exchange) proxy(body io.Reader) {
-	rc := x.route
-	if rc.route == nil {
-		x.routerLocalReply(http.StatusNotFound, "", detailsRoutNotFound)
-		return
-	}
-	up := x.f.clusters.get(rc.cluster)
-	if up == nil {
-		x.routerLocalReply(rc.route.ClusterNotFoundStatus, "", detailsClusterNotFound)
-		return
-	}
-	cl := up.cfg
-	if !up.acquire() {
-		x.routerLocalReply(http.StatusServiceUnavailable,
-			"upstream connect error or disconnect/reset before headers. reset reason: overflow",
-			detailsOverflow)
-		return
-	}
-	defer up.release()
-	idle := rc.route.IdleTimeout
-	if idle == 0 {
-		idle = x.f.cfg.StreamIdleTimeout
-	}
-	upCtx, upCancel := context.WithCancel(x.ctx)
-	defer upCancel()
-	x.upCancel = upCancel
-	var idleFired atomic.Bool
-	var watchdog *time.Timer
-	if idle > 0 {
-		watchdog = time.AfterFunc(idle, func() { idleFired.Store(true); upCancel() })
-		defer watchdog.Stop()
-	}
-
-	scheme := "http"
-	if cl.TLS != nil {
-		scheme = "https"
-	}
-	method, _ := x.reqH.get(":method")
-	req, err := http.NewRequestWithContext(upCtx, method, scheme+"://"+cl.Addr+x.path(), body)
-	if err != nil {
-		x.routerLocalReply(http.StatusServiceUnavailable, "", detailsUpstreamReset)
-		return
-	}
-	req.Host, _ = x.reqH.get(":authority")
-	if rc.route.AutoHostRewrite && cl.DNS {
-		req.Host = cl.Host
-	}
-	req.ContentLength = 0
-	if body != nil {
-		req.ContentLength = -1
-	}
-	for _, e := range x.reqH {
-		switch {
-		case strings.HasPrefix(e.Key, ":"), slices.Contains(rc.route.RequestHeadersToRemove, e.Key):
-		case e.Key == "content-length":
-			if n, err := strconv.ParseInt(e.Value, 10, 64); err == nil {
-				req.ContentLength = n
-			}
-		default:
-			req.Header.Add(e.Key, e.Value)
-		}
-	}
-	if req.ContentLength == 0 {
-		req.Body = http.NoBody
-	}
-	resp, err := up.transport.RoundTrip(req)
-	if err != nil {
-		switch {
-		case x.ctx.Err() != nil:
-			x.finish()
-		case idleFired.Load():
-			x.routerLocalReply(http.StatusGatewayTimeout, "stream timeout", detailsStreamIdleTimeout)
-		case isConnectError(err):
-			x.routerLocalReply(http.StatusServiceUnavailable,
-				"upstream connect error or disconnect/reset before headers. reset reason: remote connection failure",
-				detailsConnectFailure)
-		default:
-			x.routerLocalReply(http.StatusServiceUnavailable,
-				"upstream connect error or disconnect/reset before headers. reset reason: remote reset",
-				detailsUpstreamReset)
-		}
-		return
-	}
-	defer resp.Body.Close()
-	h := append(headerList{{":status", strconv.Itoa(resp.StatusCode)}}, fromHTTP(resp.Header)...)
-	if _, ok := h.get("content-length"); !ok && resp.ContentLength >= 0 {
-		h.add("content-length", strconv.FormatInt(resp.ContentLength, 10))
-	}
-	var rd io.Reader = resp.Body
-	if watchdog != nil {
-		watchdog.Reset(idle)
-		rd = &idleReader{r: resp.Body, t: watchdog, d: idle}
-	}
-	x.encode(h, rd, resp.ContentLength == 0)
 }
 
 // idleReader restarts the stream idle timer on every read.

@@ -3,7 +3,8 @@
 // and refusing to start on any setting it does not emulate. The connection manager's
 // request header handling is emulated (x-forwarded-for, internal or external request,
 // cleaning of x-envoy-* instructions, x-envoy-external-address); the router's retries
-// are not (the front sends each request once). Per request it drives one
+// are emulated for the route retry policy's subset in retrypolicy.go, over the
+// priorities, health and weights of a cluster's endpoints (lb.go). Per request it drives one
 // ext_proc gRPC stream the way Envoy does (EmulatedEnvoyVersion; shared/design/ENVOY-EXTPROC.md): the
 // message sequence, header and body mutations, mode overrides, pipelined STREAMED
 // response bodies, immediate responses, local replies through local_reply_config,
@@ -21,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -62,6 +64,10 @@ type Front struct {
 	heldBodyEnded func()
 	// heap is the overload manager's fixed heap monitor and its actions.
 	heap *heapWatch
+	// random draws the retry back-off jitter.
+	random func() uint64
+	// onBackoff, when set (tests), is told every retry back-off before it is waited.
+	onBackoff func(time.Duration)
 }
 
 // Listen wraps the downstream listener with the overload manager's connection limit.
@@ -88,6 +94,7 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 		clusters: newClusterTable(cfg.Clusters),
 		node:     nodeAddress(),
 		logf:     func(string, ...any) {},
+		random:   mathrand.Uint64,
 	}
 	if logger != nil {
 		f.logf = logger.Printf
@@ -214,8 +221,11 @@ const (
 	detailsStreamIdleTimeout = "stream_idle_timeout"
 	detailsRequestTimeout    = "request_overall_timeout"
 	detailsOverflow          = "upstream_reset_before_response_started{overflow}"
+	detailsNoHealthyUpstream = "no_healthy_upstream"
 	// detailsUnsupported marks what the front cannot emulate (a test double's refusal).
 	detailsUnsupported = "envoyfront_unsupported_mode_override"
+	// detailsUnsupportedRetry refuses a retry header the front does not emulate.
+	detailsUnsupportedRetry = "envoyfront_unsupported_retry_header"
 )
 
 func grpcErrorDetails(code int) string { return fmt.Sprintf("ext_proc_error_gRPC_error_%d", code) }

@@ -15,9 +15,26 @@ type upstream struct {
 	cfg       *Cluster
 	transport *http.Transport
 	inFlight  atomic.Int64
+	// retries counts the outstanding retries (the max_retries circuit breaker).
+	retries atomic.Int64
+	lb      *balancer
 }
 
-func newUpstream(c *Cluster) *upstream { return &upstream{cfg: c, transport: newTransport(c)} }
+func newUpstream(c *Cluster) *upstream {
+	return &upstream{cfg: c, transport: newTransport(c), lb: newBalancer(c.Endpoints, nil)}
+}
+
+// acquireRetry takes one of the cluster's max_retries slots; false on overflow
+// (ResourceManager retries().canCreate()).
+func (u *upstream) acquireRetry() bool {
+	if u.retries.Add(1) > int64(u.cfg.MaxRetries) {
+		u.retries.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (u *upstream) releaseRetry() { u.retries.Add(-1) }
 
 // acquire takes one of the cluster's circuit-breaker slots; false on overflow (Envoy's
 // pool overflow: the request is not sent).
