@@ -187,6 +187,14 @@ func TestRouting(t *testing.T) {
 	if ra.GetTimeout() == nil || ra.GetTimeout().AsDuration() != 0 {
 		t.Errorf("route timeout = %v, want 0s", ra.GetTimeout())
 	}
+	// Retries only where extproc asks for them (x-envoy-max-retries on a failover
+	// request), across priorities, never to the same host, on the failover conditions.
+	rp := ra.GetRetryPolicy()
+	if rp.GetNumRetries().GetValue() != 0 || rp.GetRetryOn() != "connect-failure,reset,retriable-status-codes" ||
+		len(rp.GetRetriableStatusCodes()) != 1 || rp.GetRetriableStatusCodes()[0] != 503 ||
+		rp.GetRetryPriority().GetName() != "envoy.retry_priorities.previous_priorities" || len(rp.GetRetryHostPredicate()) != 1 {
+		t.Errorf("retry_policy = %v", rp)
+	}
 	if d := ra.GetIdleTimeout().AsDuration(); d < 5*time.Minute {
 		t.Errorf("route idle_timeout = %v, want >= 300s", d)
 	}

@@ -36,10 +36,16 @@ const retryPolicyYAML = `
                                   typed_config:
                                     "@type": type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate`
 
-// withRetryPolicy adds policy to the /v1/ route of envoy.yaml.
+// withRetryPolicy puts policy in place of the /v1/ route's retry policy of envoy.yaml.
 func withRetryPolicy(policy string) func(string) string {
 	return func(text string) string {
 		const anchor = "                            idle_timeout: 300s"
+		start := strings.Index(text, "                            # Failover across channels")
+		const last = "envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate\n"
+		if start >= 0 {
+			end := start + strings.Index(text[start:], last) + len(last)
+			text = text[:start] + text[end:]
+		}
 		return strings.Replace(text, anchor, anchor+policy, 1)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -81,7 +82,15 @@ type Config struct {
 	// Pprof serves Go's runtime profiles under /debug/pprof/ on the metrics listener
 	// (EXTPROC_PPROF, --pprof; off by default).
 	Pprof bool
+	// Failover routes a chat request whose tier sees two channels or more through its
+	// failover cluster, served over xDS with the channels' health (EXTPROC_FAILOVER,
+	// --failover; on by default). Off, each request goes to the one channel it picked.
+	Failover bool
 }
+
+// EnvoyExtprocCluster is the name of extproc's cluster in envoy.yaml: the failover
+// clusters' attempt ext_proc reaches extproc through it.
+const EnvoyExtprocCluster = "extproc"
 
 // DefaultDrainTimeout is the drain deadline when none is configured.
 const DefaultDrainTimeout = 30 * time.Second
@@ -107,6 +116,14 @@ func Defaults(getenv func(string) string) (Config, error) {
 		DrainTimeout:   DefaultDrainTimeout,
 		HoldLease:      lifecycle.DefaultLeaseTTL,
 		CatalogPoll:    2 * time.Second,
+		Failover:       true,
+	}
+	if v := getenv("EXTPROC_FAILOVER"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return cfg, fmt.Errorf("EXTPROC_FAILOVER: %w", err)
+		}
+		cfg.Failover = on
 	}
 	for name, p := range map[string]*time.Duration{"EXTPROC_DRAIN_TIMEOUT": &cfg.DrainTimeout, "EXTPROC_HOLD_LEASE": &cfg.HoldLease, "EXTPROC_CATALOG_POLL": &cfg.CatalogPoll} {
 		if v := getenv(name); v != "" {
@@ -144,6 +161,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.CatalogPoll, "catalog-poll", cfg.CatalogPoll, "how often the catalog file is read for changes (env EXTPROC_CATALOG_POLL)")
 	fs.DurationVar(&cfg.HoldLease, "hold-lease", cfg.HoldLease, "lease of every hold, renewed every third of it while its request runs (env EXTPROC_HOLD_LEASE)")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env EXTPROC_PPROF)")
+	fs.BoolVar(&cfg.Failover, "failover", cfg.Failover, "route chat requests with several channels through their failover clusters (env EXTPROC_FAILOVER)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -206,12 +224,21 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer func() { _ = conn.Close() }()
 	ledgerClient := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{Log: log})
-	tracker := health.New(health.Config{Observe: m.ObserveAttempt})
+	// A channel's failure is served to Envoy as its endpoint's health at once (and the
+	// end of a cooldown within a second, by the loop below).
+	healthChanged := make(chan struct{}, 1)
+	tracker := health.New(health.Config{Observe: func(name string, f health.Failure) {
+		m.ObserveAttempt(name, f)
+		select {
+		case healthChanged <- struct{}{}:
+		default:
+		}
+	}})
 	m.WatchHealth(tracker)
 	svc, err := lifecycle.New(lifecycle.Config{
 		Source: source, Ledger: m.WrapLedger(ledgerClient), Counter: counter, Log: log,
 		Webhooks: &webhook.Validator{OwnHosts: cfg.PublicHosts}, LeaseTTL: cfg.HoldLease,
-		Health: tracker,
+		Health: tracker, Failover: cfg.Failover,
 	})
 	if err != nil {
 		return err
@@ -230,7 +257,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	srv := envoy.New(svc, log, envoy.WithObserver(m))
 	extprocv3.RegisterExternalProcessorServer(gs, srv)
 	// The catalog's upstream clusters, served to Envoy over ADS on the same port.
-	clusters := xds.New(log.Named("xds"))
+	clusters := xds.New(log.Named("xds"), xds.Options{Failover: cfg.Failover, Healthy: tracker.Usable, ExtprocCluster: EnvoyExtprocCluster})
 	if err := clusters.Update(cat, source.Version()); err != nil {
 		_ = lis.Close()
 		_ = mlis.Close()
@@ -244,6 +271,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()
 	go ledgerClient.Watch(wctx)
+	if cfg.Failover {
+		go refreshHealth(wctx, clusters, healthChanged, log)
+	}
 	if cfg.CatalogPoll > 0 {
 		go source.Watch(wctx, cfg.CatalogPath, cfg.CatalogPoll, func(r catalog.Reload) {
 			if r.Err != nil {
@@ -357,5 +387,23 @@ func serverOptions() []grpc.ServerOption {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: KeepaliveMinTime, PermitWithoutStream: true,
 		}),
+	}
+}
+
+// refreshHealth serves the channels' health over xDS: on every failure at once, and
+// every second for the cooldowns that ended (and the probes taken) meanwhile.
+func refreshHealth(ctx context.Context, clusters *xds.Server, changed <-chan struct{}, log *zap.Logger) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-t.C:
+		}
+		if err := clusters.Refresh(); err != nil {
+			log.Error("channel health not served over xDS", zap.Error(err))
+		}
 	}
 }

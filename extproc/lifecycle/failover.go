@@ -21,9 +21,11 @@ import (
 // as a retriable 503. Failed attempts cost nothing: the one hold is committed for the
 // answer that went on, or released when none did.
 
-// failoverEligible reports whether the request goes through its failover cluster.
+// failoverEligible reports whether the request goes through its failover cluster: a
+// chat request whose tier sees two channels or more (extproc/xds serves a failover
+// cluster exactly for those), with the x-request-id its attempts are found by.
 func (r *Request) failoverEligible() bool {
-	return r.svc.cfg.Failover && r.endpoint.spec().chat != 0 && r.requestID != ""
+	return r.svc.cfg.Failover && r.endpoint.spec().chat != 0 && r.requestID != "" && len(r.candidates()) >= 2
 }
 
 // failover is a failover request's shared state: its attempt streams and its own

@@ -71,6 +71,9 @@ func FailoverClusters(cat *catalog.Catalog, healthy func(channel string) bool, e
 			continue
 		}
 		for _, set := range m.CandidateSets() {
+			if len(set) < 2 {
+				continue // one channel: nothing to fail over to; requests go to its cluster
+			}
 			cl, err := failoverCluster(catalog.FailoverCluster(m, set), set, byName, healthy, filters)
 			if err != nil {
 				return nil, fmt.Errorf("model %s: %w", m.ID, err)

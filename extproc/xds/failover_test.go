@@ -9,6 +9,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"go.uber.org/zap"
 
 	"github.com/llmgw/gateway/extproc/catalog"
 )
@@ -114,5 +116,53 @@ func TestFailoverClusterPrefixIsReserved(t *testing.T) {
 	doc = strings.Replace(doc, "cluster: nowhere,", "cluster: failover/x,", 1)
 	if _, err := catalog.Parse([]byte(doc), anyEnv, anyFile); err == nil || !strings.Contains(err.Error(), "the gateway's own") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestServerServesFailoverHealth(t *testing.T) {
+	cat := parse(t, []byte(failoverDoc))
+	down := map[string]bool{}
+	s := New(zap.NewNop(), Options{Failover: true, Healthy: func(ch string) bool { return !down[ch] }, ExtprocCluster: "extproc"})
+	if err := s.Update(cat, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	served := func() (string, []*clusterv3.Cluster) {
+		snap, err := s.cache.GetSnapshot("gateway")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cls []*clusterv3.Cluster
+		for _, r := range snap.GetResources(resourcev3.ClusterType) {
+			cls = append(cls, r.(*clusterv3.Cluster))
+		}
+		return snap.GetVersion(resourcev3.ClusterType), cls
+	}
+	v, cls := served()
+	if v != "v1" || len(cls) != 3+2 {
+		t.Fatalf("version %s, %d clusters, want v1 and the catalog's 3 + 2 failover clusters", v, len(cls))
+	}
+	if err := s.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if v2, _ := served(); v2 != v {
+		t.Errorf("an unchanged health made a new version %s", v2)
+	}
+	down["claude"] = true
+	if err := s.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	v3, cls := served()
+	if v3 == v || !strings.HasPrefix(v3, "v1-") {
+		t.Fatalf("a channel going down made version %s", v3)
+	}
+	for _, c := range cls {
+		for _, loc := range c.GetLoadAssignment().GetEndpoints() {
+			for _, lb := range loc.GetLbEndpoints() {
+				if lb.GetMetadata().GetFilterMetadata()[MetadataNamespace].GetFields()[ChannelKey].GetStringValue() == "claude" &&
+					lb.GetHealthStatus() != corev3.HealthStatus_UNHEALTHY {
+					t.Errorf("%s: claude is %v", c.GetName(), lb.GetHealthStatus())
+				}
+			}
+		}
 	}
 }
