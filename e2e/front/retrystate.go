@@ -60,8 +60,8 @@ type retryState struct {
 	isRetry bool
 	// selection is host_selection_retry_max_attempts.
 	selection uint32
-	// prevHosts is nil without previous_hosts, else the addresses attempted.
-	prevHosts *[]string
+	// prevHosts is nil without previous_hosts, else the hosts attempted.
+	prevHosts *[]*Host
 	prio      *previousPriorities
 	// nextBackoff is JitteredExponentialBackOffStrategy's next_interval_
 	// (source/common/common/backoff_strategy.cc).
@@ -100,7 +100,7 @@ func newRetryState(p *RetryPolicy, h *headerList, random func() uint64) (rs *ret
 	rs = &retryState{on: p.On, remaining: p.NumRetries, codes: slices.Clone(p.RetriableStatusCodes),
 		selection: p.HostSelectionAttempts, nextBackoff: retryBaseInterval, random: random}
 	if p.PreviousHosts {
-		rs.prevHosts = new([]string)
+		rs.prevHosts = new([]*Host)
 	}
 	if p.PreviousPriorities > 0 {
 		rs.prio = &previousPriorities{frequency: int(p.PreviousPriorities)}
@@ -196,7 +196,7 @@ func (rs *retryState) release() {
 // priority learn the host (Filter::onUpstreamHostSelected, on pool success or failure).
 func (rs *retryState) onHostAttempted(h *Host) {
 	if rs.prevHosts != nil {
-		*rs.prevHosts = append(*rs.prevHosts, h.Addr)
+		*rs.prevHosts = append(*rs.prevHosts, h)
 	}
 	if rs.prio != nil {
 		rs.prio.attempted = append(rs.prio.attempted, h)
@@ -212,9 +212,12 @@ func (rs *retryState) priorityLoad(b *balancer, original []uint32) []uint32 {
 }
 
 // selectAnother is Filter::shouldSelectAnotherHost: on a retry, previous_hosts rejects
-// a host already attempted (PreviousHostsPredicate compares addresses).
+// a host already attempted. PreviousHostsRetryPredicate compares the hosts themselves
+// (pointers to HostDescription: source/extensions/retry/host/previous_hosts/
+// previous_hosts.h), not addresses, so two endpoints with one address (two channels on
+// one provider host, in different priorities) are different hosts.
 func (rs *retryState) selectAnother(h *Host) bool {
-	return rs.isRetry && rs.prevHosts != nil && slices.Contains(*rs.prevHosts, h.Addr)
+	return rs.isRetry && rs.prevHosts != nil && slices.Contains(*rs.prevHosts, h)
 }
 
 // selectionRetries is Filter::hostSelectionRetryCount: 1 on a first attempt, the
