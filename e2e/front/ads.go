@@ -56,6 +56,8 @@ func adsFrom(bs *bootstrapv3.Bootstrap) (*ADS, error) {
 	}
 	if len(ac.GetGrpcServices()) != 1 {
 		fail("ads_config: exactly one grpc_services entry is emulated")
+	} else if len(ac.GetGrpcServices()[0].GetInitialMetadata()) > 0 {
+		fail("ads_config: grpc_services initial_metadata not emulated")
 	}
 	if cds.GetAds() == nil {
 		fail("cds_config: only ads is emulated")
@@ -201,6 +203,8 @@ func (c *cdsClient) apply(resp *discoveryv3.DiscoveryResponse) []string {
 		}
 		cl, err := clusterFrom(&pc)
 		if err != nil {
+			unsupported = append(unsupported, err.Error())
+		} else if err := checkAttemptCluster(cl.Attempt, c.table.staticConfigs()); err != nil {
 			unsupported = append(unsupported, err.Error())
 		}
 		if len(unsupported) > 0 {

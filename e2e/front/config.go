@@ -133,6 +133,9 @@ type Cluster struct {
 	// KeepaliveInterval and KeepaliveTimeout are the HTTP/2 connection_keepalive PING
 	// settings (0: no keepalive).
 	KeepaliveInterval, KeepaliveTimeout time.Duration
+	// Attempt is the upstream ext_proc of the cluster's http_filters (nil: no upstream
+	// filters), run once per attempt of the router.
+	Attempt *AttemptExtProc
 	// source is the cluster's configuration, serialized deterministically: CDS keeps a
 	// cluster whose source did not change.
 	source string
@@ -187,14 +190,14 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.config.route.v3.RetryPolicy.RetryHostPredicate":                                                    {"name", "typed_config"},
 	"envoy.extensions.retry.priority.previous_priorities.v3.PreviousPrioritiesConfig":                         {"update_frequency"},
 	"envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate":                                    {},
-	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor":                                             {"grpc_service", "failure_mode_allow", "processing_mode", "message_timeout", "max_message_timeout", "allow_mode_override", "stat_prefix", "mutation_rules", "metadata_options"},
+	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor":                                             {"grpc_service", "failure_mode_allow", "processing_mode", "message_timeout", "max_message_timeout", "allow_mode_override", "stat_prefix", "mutation_rules", "metadata_options", "request_attributes"},
 	"envoy.extensions.filters.http.ext_proc.v3.MetadataOptions":                                               {"receiving_namespaces"},
 	"envoy.extensions.filters.http.ext_proc.v3.MetadataOptions.MetadataNamespaces":                            {"untyped"},
 	"envoy.config.accesslog.v3.AccessLog":                                                                     {"name", "typed_config"},
 	"envoy.extensions.access_loggers.stream.v3.StdoutAccessLog":                                               {"log_format"},
 	"envoy.config.common.mutation_rules.v3.HeaderMutationRules":                                               {"allow_all_routing", "allow_envoy"},
 	"envoy.extensions.filters.http.ext_proc.v3.ProcessingMode":                                                {"request_header_mode", "response_header_mode", "request_body_mode", "response_body_mode", "request_trailer_mode", "response_trailer_mode"},
-	"envoy.config.core.v3.GrpcService":                                                                        {"envoy_grpc"},
+	"envoy.config.core.v3.GrpcService":                                                                        {"envoy_grpc", "initial_metadata"},
 	"envoy.config.core.v3.GrpcService.EnvoyGrpc":                                                              {"cluster_name"},
 	"envoy.extensions.filters.http.router.v3.Router":                                                          {},
 	"envoy.config.accesslog.v3.AccessLogFilter":                                                               {"extension_filter"},
@@ -212,7 +215,8 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.config.endpoint.v3.LbEndpoint":                                                                     {"endpoint", "health_status", "load_balancing_weight", "metadata"},
 	"envoy.config.core.v3.Metadata":                                                                           {"filter_metadata"},
 	"envoy.config.endpoint.v3.Endpoint":                                                                       {"address"},
-	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                                                  {"explicit_http_config"},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                                                  {"explicit_http_config", "http_filters"},
+	"envoy.extensions.filters.http.upstream_codec.v3.UpstreamCodec":                                           {},
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig":                               {"http_protocol_options", "http2_protocol_options"},
 	"envoy.config.core.v3.Http1ProtocolOptions":                                                               {},
 	"envoy.config.core.v3.Http2ProtocolOptions":                                                               {"connection_keepalive", "max_concurrent_streams"},
@@ -309,6 +313,11 @@ func FromBootstrap(bs *bootstrapv3.Bootstrap) (*Config, error) {
 			continue
 		}
 		c.Clusters[cc.Name] = cc
+	}
+	for _, cc := range c.Clusters {
+		if err := checkAttemptCluster(cc.Attempt, c.Clusters); err != nil {
+			fail("cluster %q: %v", cc.Name, err)
+		}
 	}
 
 	if bs.GetDynamicResources() != nil {
@@ -476,12 +485,20 @@ func clusterFrom(cl *clusterv3.Cluster) (*Cluster, error) {
 		if h2.GetMaxConcurrentStreams() != nil {
 			return nil, errors.New("http2_protocol_options.max_concurrent_streams of a cluster not emulated")
 		}
+		if c.Attempt, err = attemptFiltersFrom(opts.GetHttpFilters()); err != nil {
+			return nil, err
+		}
 		if ka := h2.GetConnectionKeepalive(); ka != nil {
 			c.KeepaliveInterval = ka.GetInterval().AsDuration()
 			c.KeepaliveTimeout = durationOr(ka.GetTimeout(), 0)
 			if c.KeepaliveInterval <= 0 || c.KeepaliveTimeout <= 0 {
 				return nil, errors.New("connection_keepalive: interval and timeout are required")
 			}
+		}
+	}
+	if c.Attempt != nil {
+		if err := c.Attempt.checkAttributeValues(c.Endpoints); err != nil {
+			return nil, err
 		}
 	}
 	maxConn, maxPending, maxReq := uint32(defaultCircuitBreaker), uint32(defaultCircuitBreaker), uint32(defaultCircuitBreaker)
@@ -637,6 +654,10 @@ func extProcFrom(ep *extprocv3.ExternalProcessor, out *ExtProc) error {
 	out.Cluster = ep.GetGrpcService().GetEnvoyGrpc().GetClusterName()
 	if out.Cluster == "" {
 		return errors.New("grpc_service.envoy_grpc.cluster_name is required")
+	}
+	// Emulated for an upstream ext_proc only (upstreamfilters.go).
+	if len(ep.GetGrpcService().GetInitialMetadata()) > 0 || len(ep.GetRequestAttributes()) > 0 {
+		return errors.New("grpc_service.initial_metadata and request_attributes of the connection manager's ext_proc not emulated")
 	}
 	if ep.GetFailureModeAllow() {
 		return errors.New("failure_mode_allow: true not emulated")

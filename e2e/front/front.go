@@ -29,6 +29,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -68,6 +69,10 @@ type Front struct {
 	random func() uint64
 	// onBackoff, when set (tests), is told every retry back-off before it is waited.
 	onBackoff func(time.Duration)
+	// grpcConns are the connections to upstream ext_proc clusters other than the
+	// connection manager's ext_proc cluster (attemptstream.go).
+	grpcMu    sync.Mutex
+	grpcConns map[string]*grpc.ClientConn
 }
 
 // Listen wraps the downstream listener with the overload manager's connection limit.
@@ -153,6 +158,11 @@ func (f *Front) Close() error {
 		f.stopCDS()
 	}
 	f.clusters.closeIdle()
+	f.grpcMu.Lock()
+	for _, c := range f.grpcConns {
+		_ = c.Close()
+	}
+	f.grpcMu.Unlock()
 	return f.conn.Close()
 }
 

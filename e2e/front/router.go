@@ -77,7 +77,14 @@ func (x *exchange) proxy(body io.Reader) {
 		if replay != nil {
 			attemptBody = replay.reader()
 		}
-		resp, reset, release := x.attempt(upCtx, up, host, attemptBody)
+		resp, reset, release, answered := x.attempt(upCtx, up, host, attemptBody)
+		if answered {
+			// A local reply of the upstream filters went downstream: never retried
+			// (router.proto, upstream_http_filters; UpstreamFilterManager::sendLocalReply).
+			release()
+			rs.release()
+			return
+		}
 		if replay != nil && replay.overflowed() {
 			// Past the buffer limit the router drops its retry state (Filter::decodeData).
 			rs.release()
@@ -129,33 +136,62 @@ func (x *exchange) proxy(body io.Reader) {
 
 // attempt sends the request once to host. It returns the response, or nil and why
 // the stream was reset; release ends the attempt (its circuit-breaker slot and stream).
-func (x *exchange) attempt(ctx context.Context, up *upstream, host *Host, body io.Reader) (resp *http.Response, reset resetReason, release func()) {
+// answered: the attempt's upstream filters sent a local reply downstream; the router
+// is done.
+func (x *exchange) attempt(ctx context.Context, up *upstream, host *Host, body io.Reader) (resp *http.Response, reset resetReason, release func(), answered bool) {
 	if !up.acquire() {
-		return nil, resetOverflow, func() {}
+		return nil, resetOverflow, func() {}, false
 	}
 	actx, cancel := context.WithCancel(ctx)
 	release = func() { cancel(); up.release() }
-	cl := up.cfg
+	if up.cfg.Attempt != nil {
+		return x.filteredAttempt(actx, up, host, body, release)
+	}
+	req, err := newUpstreamRequest(actx, up, host, x.routedHeaders(up, host), body)
+	if err != nil {
+		return nil, resetRemote, release, false
+	}
+	resp, reset = roundTrip(up, req)
+	return resp, reset, release, false
+}
+
+// routedHeaders is the request as the router sends this attempt upstream: the route's
+// request_headers_to_remove gone (RouteEntry::finalizeRequestHeaders, before the
+// upstream request exists), :authority rewritten by auto_host_rewrite for a DNS
+// cluster.
+func (x *exchange) routedHeaders(up *upstream, host *Host) headerList {
+	h := make(headerList, 0, len(x.reqH))
+	for _, e := range x.reqH {
+		if !slices.Contains(x.route.route.RequestHeadersToRemove, e.Key) {
+			h = append(h, e)
+		}
+	}
+	if x.route.route.AutoHostRewrite && up.cfg.DNS {
+		h.set(":authority", host.Name)
+	}
+	return h
+}
+
+// newUpstreamRequest builds the request h (pseudo-headers included) for host.
+func newUpstreamRequest(ctx context.Context, up *upstream, host *Host, h headerList, body io.Reader) (*http.Request, error) {
 	scheme := "http"
-	if cl.TLS != nil {
+	if up.cfg.TLS != nil {
 		scheme = "https"
 	}
-	method, _ := x.reqH.get(":method")
-	req, err := http.NewRequestWithContext(actx, method, scheme+"://"+host.Addr+x.path(), body)
+	method, _ := h.get(":method")
+	path, _ := h.get(":path")
+	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+host.Addr+path, body)
 	if err != nil {
-		return nil, resetRemote, release
+		return nil, err
 	}
-	req.Host, _ = x.reqH.get(":authority")
-	if x.route.route.AutoHostRewrite && cl.DNS {
-		req.Host = host.Name
-	}
+	req.Host, _ = h.get(":authority")
 	req.ContentLength = 0
 	if body != nil {
 		req.ContentLength = -1
 	}
-	for _, e := range x.reqH {
+	for _, e := range h {
 		switch {
-		case strings.HasPrefix(e.Key, ":"), slices.Contains(x.route.route.RequestHeadersToRemove, e.Key):
+		case strings.HasPrefix(e.Key, ":"):
 		case e.Key == "content-length":
 			if n, err := strconv.ParseInt(e.Value, 10, 64); err == nil {
 				req.ContentLength = n
@@ -167,14 +203,20 @@ func (x *exchange) attempt(ctx context.Context, up *upstream, host *Host, body i
 	if req.ContentLength == 0 {
 		req.Body = http.NoBody
 	}
-	resp, err = up.transport.RoundTrip(req)
+	return req, nil
+}
+
+// roundTrip sends req on the cluster's connections: the response, or why the stream
+// was reset.
+func roundTrip(up *upstream, req *http.Request) (*http.Response, resetReason) {
+	resp, err := up.transport.RoundTrip(req)
 	switch {
 	case err == nil:
-		return resp, 0, release
+		return resp, 0
 	case isConnectError(err):
-		return nil, resetConnectionFailure, release
+		return nil, resetConnectionFailure
 	}
-	return nil, resetRemote, release
+	return nil, resetRemote
 }
 
 // resetLocalReply is the router's local reply for an attempt reset before any

@@ -68,6 +68,17 @@ func newClusterTable(static map[string]*Cluster) *clusterTable {
 	return t
 }
 
+// staticConfigs returns the configurations of the static clusters.
+func (t *clusterTable) staticConfigs() map[string]*Cluster {
+	out := map[string]*Cluster{}
+	for name, u := range *t.cur.Load() {
+		if t.static[name] {
+			out[name] = u.cfg
+		}
+	}
+	return out
+}
+
 // get returns the named cluster, nil when there is none.
 func (t *clusterTable) get(name string) *upstream { return (*t.cur.Load())[name] }
 
