@@ -107,7 +107,7 @@ func (x *exchange) filteredAttempt(ctx context.Context, up *upstream, host *Host
 		st.end()
 		return nil, resetRemote, rel, false
 	}
-	resp, reset := roundTrip(up, req)
+	resp, reset := roundTrip(up, host, req)
 	if resp == nil {
 		st.end()
 		return nil, reset, rel, false

@@ -122,6 +122,8 @@ type Cluster struct {
 	HTTP2     bool
 	// TLS is the client TLS configuration of a cluster with an UpstreamTlsContext.
 	TLS *tls.Config
+	// SocketMatches are the transport_socket_matches, in order (socketmatch.go).
+	SocketMatches []SocketMatch
 	// MaxInFlight is how many requests (HTTP/2: streams) the cluster's default-priority
 	// circuit breakers let be in flight at once: max_requests, and for HTTP/1 also no
 	// more than max_connections + max_pending_requests (each request holds a connection
@@ -207,7 +209,8 @@ var allowed = map[protoreflect.FullName][]protoreflect.Name{
 	"envoy.config.core.v3.HeaderValue":                                                                        {"key", "value"},
 	"envoy.config.core.v3.SubstitutionFormatString":                                                           {"json_format"},
 	"envoy.config.core.v3.DataSource":                                                                         {"inline_string", "filename"},
-	"envoy.config.cluster.v3.Cluster":                                                                         {"name", "type", "connect_timeout", "load_assignment", "typed_extension_protocol_options", "transport_socket", "dns_lookup_family", "circuit_breakers"},
+	"envoy.config.cluster.v3.Cluster":                                                                         {"name", "type", "connect_timeout", "load_assignment", "typed_extension_protocol_options", "transport_socket", "dns_lookup_family", "circuit_breakers", "transport_socket_matches"},
+	"envoy.config.cluster.v3.Cluster.TransportSocketMatch":                                                    {"name", "match", "transport_socket"},
 	"envoy.config.cluster.v3.CircuitBreakers":                                                                 {"thresholds"},
 	"envoy.config.cluster.v3.CircuitBreakers.Thresholds":                                                      {"max_connections", "max_pending_requests", "max_requests", "max_retries"},
 	"envoy.config.endpoint.v3.ClusterLoadAssignment":                                                          {"cluster_name", "endpoints"},
@@ -535,6 +538,9 @@ func clusterFrom(cl *clusterv3.Cluster) (*Cluster, error) {
 			return nil, err
 		}
 		c.TLS = tc
+	}
+	if err := c.resolveSockets(cl.GetTransportSocketMatches()); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"crypto/tls"
 	"fmt"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -25,6 +26,11 @@ type Host struct {
 	Weight uint32
 	// Metadata is the endpoint's metadata.filter_metadata.
 	Metadata map[string]*structpb.Struct
+	// TLS is the client TLS of the host's transport socket (nil: plaintext), and socket
+	// which one it is: 0 the cluster's transport_socket, i+1 transport_socket_matches[i]
+	// (socketmatch.go).
+	TLS    *tls.Config
+	socket int
 }
 
 // endpointsFrom reads a cluster's load_assignment: every endpoint with its priority,

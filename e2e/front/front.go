@@ -18,6 +18,7 @@ package front
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -126,7 +127,7 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 	return f, nil
 }
 
-func newTransport(c *Cluster) *http.Transport {
+func newTransport(c *Cluster, tc *tls.Config) *http.Transport {
 	t := &http.Transport{
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		// Envoy's router forwards the request headers as extproc left them, the client's
@@ -138,11 +139,11 @@ func newTransport(c *Cluster) *http.Transport {
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     60 * time.Second,
-		TLSClientConfig:     c.TLS,
+		TLSClientConfig:     tc,
 	}
 	if c.HTTP2 {
 		t.Protocols = new(http.Protocols)
-		if c.TLS != nil {
+		if tc != nil {
 			t.Protocols.SetHTTP2(true)
 		} else {
 			t.Protocols.SetUnencryptedHTTP2(true)

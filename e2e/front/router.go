@@ -151,7 +151,7 @@ func (x *exchange) attempt(ctx context.Context, up *upstream, host *Host, body i
 	if err != nil {
 		return nil, resetRemote, release, false
 	}
-	resp, reset = roundTrip(up, req)
+	resp, reset = roundTrip(up, host, req)
 	return resp, reset, release, false
 }
 
@@ -175,7 +175,7 @@ func (x *exchange) routedHeaders(up *upstream, host *Host) headerList {
 // newUpstreamRequest builds the request h (pseudo-headers included) for host.
 func newUpstreamRequest(ctx context.Context, up *upstream, host *Host, h headerList, body io.Reader) (*http.Request, error) {
 	scheme := "http"
-	if up.cfg.TLS != nil {
+	if host.TLS != nil {
 		scheme = "https"
 	}
 	method, _ := h.get(":method")
@@ -206,10 +206,10 @@ func newUpstreamRequest(ctx context.Context, up *upstream, host *Host, h headerL
 	return req, nil
 }
 
-// roundTrip sends req on the cluster's connections: the response, or why the stream
-// was reset.
-func roundTrip(up *upstream, req *http.Request) (*http.Response, resetReason) {
-	resp, err := up.transport.RoundTrip(req)
+// roundTrip sends req on the cluster's connections of host's transport socket: the
+// response, or why the stream was reset.
+func roundTrip(up *upstream, host *Host, req *http.Request) (*http.Response, resetReason) {
+	resp, err := up.transports[host.socket].RoundTrip(req)
 	switch {
 	case err == nil:
 		return resp, 0

@@ -12,16 +12,29 @@ import (
 // keeps its upstream (Envoy skips a cluster whose config hash did not change:
 // ClusterManagerImpl::addOrUpdateCluster).
 type upstream struct {
-	cfg       *Cluster
-	transport *http.Transport
-	inFlight  atomic.Int64
+	cfg *Cluster
+	// transports are the connection pools per transport socket: [0] the cluster's
+	// transport_socket, [i+1] transport_socket_matches[i] (Host.socket).
+	transports []*http.Transport
+	inFlight   atomic.Int64
 	// retries counts the outstanding retries (the max_retries circuit breaker).
 	retries atomic.Int64
 	lb      *balancer
 }
 
 func newUpstream(c *Cluster) *upstream {
-	return &upstream{cfg: c, transport: newTransport(c), lb: newBalancer(c.Endpoints, nil)}
+	u := &upstream{cfg: c, transports: []*http.Transport{newTransport(c, c.TLS)}, lb: newBalancer(c.Endpoints, nil)}
+	for _, m := range c.SocketMatches {
+		u.transports = append(u.transports, newTransport(c, m.TLS))
+	}
+	return u
+}
+
+// closeIdle closes the idle connections of every transport socket.
+func (u *upstream) closeIdle() {
+	for _, t := range u.transports {
+		t.CloseIdleConnections()
+	}
 }
 
 // acquireRetry takes one of the cluster's max_retries slots; false on overflow
@@ -108,7 +121,7 @@ func (t *clusterTable) replaceDynamic(clusters []*Cluster) (changed, removed []s
 		if next[name] != u {
 			// Replaced or removed: no new request uses it; idle connections go now, busy
 			// ones when their request ends.
-			u.transport.CloseIdleConnections()
+			u.closeIdle()
 			if next[name] == nil {
 				removed = append(removed, name)
 			}
@@ -120,6 +133,6 @@ func (t *clusterTable) replaceDynamic(clusters []*Cluster) (changed, removed []s
 
 func (t *clusterTable) closeIdle() {
 	for _, u := range *t.cur.Load() {
-		u.transport.CloseIdleConnections()
+		u.closeIdle()
 	}
 }
