@@ -212,9 +212,9 @@ func TestModels(t *testing.T) {
 		status  int
 		want    string
 	}{
-		{name: "public", status: 200, want: "demo-free demo-chat demo-claude demo-unpriced demo-exhausted demo-broken demo-unreachable demo-premium demo-responses demo-embed demo-tts demo-image demo-video demo-restricted"},
-		{name: "paid default tier", headers: bearer(keyPaid), status: 200, want: "demo-free demo-chat demo-claude demo-exhausted demo-broken demo-unreachable demo-premium demo-responses demo-embed demo-tts demo-image demo-video"},
-		{name: "enterprise tier", headers: bearer(keyEnterp), status: 200, want: "demo-free demo-chat demo-claude demo-exhausted demo-broken demo-unreachable demo-premium demo-responses demo-embed demo-tts demo-image demo-video demo-restricted"},
+		{name: "public", status: 200, want: "demo-free demo-chat demo-claude demo-unpriced demo-exhausted demo-broken demo-unreachable demo-failover demo-premium demo-responses demo-embed demo-tts demo-image demo-video demo-restricted"},
+		{name: "paid default tier", headers: bearer(keyPaid), status: 200, want: "demo-free demo-chat demo-claude demo-exhausted demo-broken demo-unreachable demo-failover demo-premium demo-responses demo-embed demo-tts demo-image demo-video"},
+		{name: "enterprise tier", headers: bearer(keyEnterp), status: 200, want: "demo-free demo-chat demo-claude demo-exhausted demo-broken demo-unreachable demo-failover demo-premium demo-responses demo-embed demo-tts demo-image demo-video demo-restricted"},
 		{name: "no top-up", headers: bearer(keyNew), status: 200, want: "demo-free"},
 		{name: "allowlist", headers: []string{"x-api-key", keyScoped}, status: 200, want: "demo-free"},
 		{name: "invalid key", headers: bearer(keyUnknown), status: 401},
