@@ -38,6 +38,10 @@ bench: ## Run the benchmarks (see README for the figures)
 loadtest: ## Open-loop load through the gateway and straight to the mock (LOADTEST_ARGS: -rates, -duration, -keys)
 	$(GO) run ./e2e/cmd/loadtest $(LOADTEST_ARGS)
 
+.PHONY: soak
+soak: ## 1,000,000 reserve+commit pairs on a fresh database: throughput, table sizes, dead tuples, HOT updates (SOAK_ARGS: -n, -schema, …)
+	$(GO) run ./accounting/cmd/ledgersoak $(SOAK_ARGS)
+
 .PHONY: proto
 proto: ## Regenerate the gRPC code from proto/
 	cd proto && $(TOOLS) buf lint && $(TOOLS) buf generate

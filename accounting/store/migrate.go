@@ -23,6 +23,13 @@ const versionTable = "public.ledger_schema_version"
 // database does not have yet. tern serializes concurrent runs with a PostgreSQL
 // advisory lock, so several processes may start at once.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return MigrateTo(ctx, pool, 0)
+}
+
+// MigrateTo is Migrate up to and including migration number version (0: every one). A
+// database already at or past version is left as it is: migrations are never undone. It
+// lets a measurement compare the schema before and after a migration.
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return dbError("migrate", err)
@@ -39,10 +46,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		}
 	}()
-	return migrateConn(ctx, conn.Conn())
+	return migrateConn(ctx, conn.Conn(), version)
 }
 
-func migrateConn(ctx context.Context, conn *pgx.Conn) error {
+func migrateConn(ctx context.Context, conn *pgx.Conn, version int) error {
 	m, err := migrate.NewMigrator(ctx, conn, versionTable)
 	if err != nil {
 		return fmt.Errorf("ledger store: migrate: %w", err)
@@ -54,7 +61,17 @@ func migrateConn(ctx context.Context, conn *pgx.Conn) error {
 	if err := m.LoadMigrations(sub); err != nil {
 		return fmt.Errorf("ledger store: migrate: loading migrations: %w", err)
 	}
-	if err := m.Migrate(ctx); err != nil {
+	if version == 0 {
+		err = m.Migrate(ctx)
+	} else if version < 0 || version > len(m.Migrations) {
+		return fmt.Errorf("ledger store: migrate: no migration %d (there are %d)", version, len(m.Migrations))
+	} else {
+		var at int32
+		if at, err = m.GetCurrentVersion(ctx); err == nil && int(at) < version {
+			err = m.MigrateTo(ctx, int32(version))
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("ledger store: migrate: %w", err)
 	}
 	return nil

@@ -1,0 +1,417 @@
+// Command ledgersoak drives reserve+commit pairs through the ledger store on a fresh
+// PostgreSQL database and reports, every -every pairs, the throughput and what the pairs
+// leave behind in the tables: heap and index sizes, dead tuples, the share of updates
+// that were HOT (heap-only: no new index entries) and how often autovacuum ran. It is the
+// measurement behind the tables' storage settings (migration 0004; README,
+// "Performance"). `make soak` runs it with 1,000,000 pairs; -schema 3 measures the schema
+// before those settings.
+//
+// The database is created on the server of -server (the tests' server by default) under
+// a fresh name and dropped at the end unless -keep. At the end the ledger's invariants
+// are checked over every row.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/store/storetest"
+)
+
+// tables are those a reserve+commit pair writes, in the order reported.
+var tables = []string{"accounts", "key_spend", "usage_daily", "reservations", "ledger_entries"}
+
+type config struct {
+	server               string
+	n, every             int
+	accounts, callers    int
+	conns, schema        int
+	alone, keep, noCheck bool
+	amount, actual       int64
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.server, "server", storetest.ServerURL(), "URL of a database on the PostgreSQL server to create the soak's database on (default: "+storetest.EnvURL+", else the local server)")
+	flag.IntVar(&c.n, "n", 1_000_000, "reserve+commit pairs to run")
+	flag.IntVar(&c.every, "every", 100_000, "report after every this many pairs")
+	flag.IntVar(&c.accounts, "accounts", 256, "accounts (one limited key each) the pairs are spread over")
+	flag.IntVar(&c.callers, "callers", 32, "goroutines calling Reserve then Commit")
+	flag.IntVar(&c.conns, "conns", 32, "the store's pool size")
+	flag.IntVar(&c.schema, "schema", 0, "apply the migrations up to this number only (0: all)")
+	flag.BoolVar(&c.alone, "alone", false, "one transaction per operation (no group commit)")
+	flag.BoolVar(&c.keep, "keep", false, "keep the database at the end (its name is printed)")
+	flag.BoolVar(&c.noCheck, "no-check", false, "skip the invariant check at the end")
+	flag.Int64Var(&c.amount, "amount", 2_000, "micro-credits each reserve holds")
+	flag.Int64Var(&c.actual, "actual", 1_500, "micro-credits each commit charges")
+	flag.Parse()
+	if c.n <= 0 || c.every <= 0 || c.accounts <= 0 || c.callers <= 0 || c.conns <= 0 {
+		fmt.Fprintln(os.Stderr, "ledgersoak: -n, -every, -accounts, -callers and -conns must be positive")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, c)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ledgersoak:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, c config) (err error) {
+	name, dbURL, err := createDB(ctx, c.server)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("database %s\n", name)
+	if !c.keep {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err = errors.Join(err, admin(dctx, c.server, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"))
+		}()
+	}
+
+	opts := store.Options{MaxConns: int32(c.conns), NoGroupCommit: c.alone}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return err
+	}
+	store.ConfigurePool(cfg, opts)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if pool != nil {
+			pool.Close()
+		}
+	}()
+	if err := store.MigrateTo(ctx, pool, c.schema); err != nil {
+		return err
+	}
+	version, err := store.SchemaVersion(ctx, pool)
+	if err != nil {
+		return err
+	}
+	s := store.New(pool, opts)
+	keys, err := setup(ctx, s, c.accounts)
+	if err != nil {
+		return err
+	}
+	// A separate connection for the statistics, so reports never wait for the pool.
+	statsConn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer statsConn.Close(context.Background())
+	if err := printSettings(ctx, statsConn); err != nil {
+		return err
+	}
+	fmt.Printf("schema version %d, %d pairs over %d accounts, %d callers, pool %d, group commit %v\n\n",
+		version, c.n, c.accounts, c.callers, c.conns, !c.alone)
+
+	base, err := snapshot(ctx, statsConn)
+	if err != nil {
+		return err
+	}
+	rep := &reporter{conn: statsConn, start: time.Now(), prev: base, base: base, maxDead: map[string]int64{}}
+	rep.prevAt = rep.start
+
+	var (
+		next, done, failed atomic.Int64
+		firstErr           error
+		errOnce            sync.Once
+		wg                 sync.WaitGroup
+	)
+	marks := make(chan time.Time, c.n/c.every+1)
+	fail := func(err error) {
+		failed.Add(1)
+		errOnce.Do(func() { firstErr = err })
+	}
+	for range c.callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := next.Add(1)
+				if i > int64(c.n) {
+					return
+				}
+				r, err := s.Reserve(ctx, ledger.ReserveRequest{RequestID: randomID(), KeyID: keys[int(i)%len(keys)],
+					Model: "demo-chat", Amount: c.amount, Pool: ledger.PoolGeneral})
+				if err == nil {
+					_, err = s.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: c.actual,
+						Usage: ledger.Usage{InputTokens: 100, OutputTokens: 200}, UpstreamModel: "up", Channel: "c"})
+				}
+				if err != nil {
+					fail(err)
+				}
+				if d := done.Add(1); d%int64(c.every) == 0 {
+					marks <- time.Now()
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(marks) }()
+	var reported int64
+	for at := range marks {
+		reported += int64(c.every)
+		if err := rep.report(ctx, reported, at, failed.Load()); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	end := time.Now()
+	total := done.Load()
+
+	// Closing the pool ends its backends, which flush their statistics: the final
+	// figures are exact.
+	pool.Close()
+	pool = nil
+	time.Sleep(time.Second)
+	if err := rep.final(ctx, total, end, failed.Load()); err != nil {
+		return err
+	}
+	if failed.Load() > 0 {
+		return fmt.Errorf("%d pairs failed, the first: %w", failed.Load(), firstErr)
+	}
+	if !c.noCheck {
+		check, err := pgxpool.New(ctx, dbURL)
+		if err != nil {
+			return err
+		}
+		defer check.Close()
+		t := time.Now()
+		if err := storetest.CheckInvariants(ctx, check); err != nil {
+			return fmt.Errorf("invariants: %w", err)
+		}
+		fmt.Printf("invariants hold over every row (checked in %s)\n", time.Since(t).Round(time.Second))
+	}
+	return nil
+}
+
+// setup creates the accounts, each topped up for the whole soak, and one key per
+// account with daily and monthly limits (so the spend windows are kept and checked).
+func setup(ctx context.Context, s *store.Store, accounts int) ([]string, error) {
+	tier := ledger.Tier{Name: "soak", RPMBeforeTopUp: 1_000_000_000, RPMAfterTopUp: 1_000_000_000,
+		InFlightGeneral: 1_000_000, InFlightHighCost: 1_000_000}
+	if _, err := s.PutTier(ctx, tier); err != nil {
+		return nil, err
+	}
+	limit := ledger.Micros(1 << 50)
+	keys := make([]string, accounts)
+	for i := range keys {
+		a, err := s.CreateAccount(ctx, tier.Name)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.TopUp(ctx, a.ID, 1<<50, ""); err != nil {
+			return nil, err
+		}
+		h := sha256.Sum256([]byte(randomID()))
+		k, err := s.CreateKey(ctx, ledger.NewKey{AccountID: a.ID, Name: "soak", Hash: h[:],
+			DailyLimit: &limit, MonthlyLimit: &limit})
+		if err != nil {
+			return nil, err
+		}
+		keys[i] = k.ID
+	}
+	return keys, nil
+}
+
+// randomID is a request id as the gateway makes them: 128 random bits in hex.
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// tableStats is one table's line of pg_stat_user_tables with its sizes.
+type tableStats struct {
+	heap, indexes, total      int64
+	live, dead, ins, upd, hot int64
+	vacuums, analyzes         int64
+}
+
+func snapshot(ctx context.Context, conn *pgx.Conn) (map[string]tableStats, error) {
+	// Statistics are cached per transaction; each snapshot reads fresh ones.
+	if _, err := conn.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, `
+		SELECT relname::text, pg_relation_size(relid), pg_indexes_size(relid), pg_total_relation_size(relid),
+		       n_live_tup, n_dead_tup, n_tup_ins, n_tup_upd, n_tup_hot_upd, autovacuum_count, autoanalyze_count
+		FROM pg_stat_user_tables WHERE relname = ANY ($1)`, tables)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]tableStats{}
+	var name string
+	var t tableStats
+	_, err = pgx.ForEachRow(rows, []any{&name, &t.heap, &t.indexes, &t.total, &t.live, &t.dead, &t.ins, &t.upd,
+		&t.hot, &t.vacuums, &t.analyzes}, func() error {
+		out[name] = t
+		return nil
+	})
+	return out, err
+}
+
+type reporter struct {
+	conn         *pgx.Conn
+	start        time.Time
+	prevAt       time.Time
+	prevN        int64
+	base, prev   map[string]tableStats
+	firstRate    float64
+	lastRate     float64
+	maxDead      map[string]int64
+	reportsTaken int
+}
+
+func (r *reporter) report(ctx context.Context, n int64, at time.Time, failed int64) error {
+	now, err := snapshot(ctx, r.conn)
+	if err != nil {
+		return err
+	}
+	rate := float64(n-r.prevN) / at.Sub(r.prevAt).Seconds()
+	if r.reportsTaken == 0 {
+		r.firstRate = rate
+	}
+	r.lastRate = rate
+	r.reportsTaken++
+	fmt.Printf("== %d pairs, %s: %.0f pairs/s since the last report, %.0f overall; %d failed\n",
+		n, at.Sub(r.start).Round(time.Second), rate, float64(n)/at.Sub(r.start).Seconds(), failed)
+	r.table(now, r.prev)
+	r.prev, r.prevAt, r.prevN = now, at, n
+	return nil
+}
+
+func (r *reporter) final(ctx context.Context, n int64, end time.Time, failed int64) error {
+	now, err := snapshot(ctx, r.conn)
+	if err != nil {
+		return err
+	}
+	el := end.Sub(r.start)
+	fmt.Printf("== done: %d pairs in %s, %.0f pairs/s overall (first report %.0f, last %.0f); %d failed\n",
+		n, el.Round(time.Second), float64(n)/el.Seconds(), r.firstRate, r.lastRate, failed)
+	fmt.Println("whole run (HOT % over every update of the run; peak dead = the most seen at a report):")
+	r.table(now, r.base)
+
+	rows, err := r.conn.Query(ctx, `
+		SELECT relname::text, indexrelname::text, pg_relation_size(indexrelid), idx_scan
+		FROM pg_stat_user_indexes WHERE relname = ANY ($1) ORDER BY relname, indexrelname`, tables)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "table\tindex\tsize\tscans\t")
+	var tbl, idx string
+	var size, scans int64
+	if _, err := pgx.ForEachRow(rows, []any{&tbl, &idx, &size, &scans}, func() error {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t\n", tbl, idx, mb(size), scans)
+		return nil
+	}); err != nil {
+		return err
+	}
+	fmt.Println()
+	return w.Flush()
+}
+
+// table prints one line per table: sizes and dead tuples now, and the updates, the HOT
+// share and the autovacuum runs since prev.
+func (r *reporter) table(now, prev map[string]tableStats) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "table\theap\tindexes\tlive\tdead\tpeak dead\tinserts\tupdates\tHOT %\tautovacuums\tautoanalyzes\t")
+	for _, name := range tables {
+		t, p := now[name], prev[name]
+		r.maxDead[name] = max(r.maxDead[name], t.dead)
+		upd, hot := t.upd-p.upd, t.hot-p.hot
+		share := "-"
+		if upd > 0 {
+			share = fmt.Sprintf("%.1f", 100*float64(hot)/float64(upd))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t\n", name, mb(t.heap), mb(t.indexes),
+			t.live, t.dead, r.maxDead[name], t.ins-p.ins, upd, share, t.vacuums-p.vacuums, t.analyzes-p.analyzes)
+	}
+	_ = w.Flush()
+	fmt.Println()
+}
+
+func mb(b int64) string {
+	if b < 1<<20 {
+		return fmt.Sprintf("%d kB", b>>10)
+	}
+	return fmt.Sprintf("%.1f MB", float64(b)/(1<<20))
+}
+
+// printSettings prints the server's autovacuum settings and the tables' own.
+func printSettings(ctx context.Context, conn *pgx.Conn) error {
+	var v, naptime, scale, delay string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('autovacuum_naptime'),
+		current_setting('autovacuum_vacuum_scale_factor'), current_setting('autovacuum_vacuum_cost_delay')`).
+		Scan(&v, &naptime, &scale, &delay); err != nil {
+		return err
+	}
+	fmt.Printf("PostgreSQL %s; server autovacuum: naptime %s, vacuum_scale_factor %s, vacuum_cost_delay %s\n",
+		v, naptime, scale, delay)
+	rows, err := conn.Query(ctx, `SELECT relname::text, coalesce(array_to_string(reloptions, ', '), '')
+		FROM pg_class WHERE relkind = 'r' AND relname = ANY ($1)`, tables)
+	if err != nil {
+		return err
+	}
+	var name, opts string
+	_, err = pgx.ForEachRow(rows, []any{&name, &opts}, func() error {
+		if opts == "" {
+			opts = "(server defaults)"
+		}
+		fmt.Printf("  %s: %s\n", name, opts)
+		return nil
+	})
+	return err
+}
+
+// createDB creates a database of a fresh name on server's PostgreSQL and returns its
+// name and URL.
+func createDB(ctx context.Context, server string) (string, string, error) {
+	u, err := url.Parse(server)
+	if err != nil {
+		return "", "", fmt.Errorf("-server: %w", err)
+	}
+	name := "ledgersoak_" + randomID()[:12]
+	if err := admin(ctx, server, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", "", fmt.Errorf("create database: %w", err)
+	}
+	u.Path = "/" + name
+	return name, u.String(), nil
+}
+
+func admin(ctx context.Context, server, sql string) error {
+	conn, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
