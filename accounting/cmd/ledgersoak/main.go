@@ -46,6 +46,7 @@ type config struct {
 	conns, schema        int
 	alone, keep, noCheck bool
 	amount, actual       int64
+	hold                 time.Duration
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 	flag.BoolVar(&c.noCheck, "no-check", false, "skip the invariant check at the end")
 	flag.Int64Var(&c.amount, "amount", 2_000, "micro-credits each reserve holds")
 	flag.Int64Var(&c.actual, "actual", 1_500, "micro-credits each commit charges")
+	flag.DurationVar(&c.hold, "hold", 0, "keep a snapshot open all along, renewed every this long (a long report, a backup or a replica's feedback: pruning and VACUUM cannot remove what it may see); 0: none")
 	flag.Parse()
 	if c.n <= 0 || c.every <= 0 || c.accounts <= 0 || c.callers <= 0 || c.conns <= 0 {
 		fmt.Fprintln(os.Stderr, "ledgersoak: -n, -every, -accounts, -callers and -conns must be positive")
@@ -128,6 +130,19 @@ func run(ctx context.Context, c config) (err error) {
 	}
 	fmt.Printf("schema version %d, %d pairs over %d accounts, %d callers, pool %d, group commit %v\n\n",
 		version, c.n, c.accounts, c.callers, c.conns, !c.alone)
+
+	if c.hold > 0 {
+		holdCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		held := make(chan error, 1)
+		go func() { held <- holdSnapshots(holdCtx, dbURL, c.hold) }()
+		defer func() {
+			cancel()
+			if herr := <-held; herr != nil && !errors.Is(herr, context.Canceled) {
+				err = errors.Join(err, fmt.Errorf("-hold: %w", herr))
+			}
+		}()
+	}
 
 	base, err := snapshot(ctx, statsConn)
 	if err != nil {
@@ -238,6 +253,35 @@ func setup(ctx context.Context, s *store.Store, accounts int) ([]string, error) 
 		keys[i] = k.ID
 	}
 	return keys, nil
+}
+
+// holdSnapshots keeps a repeatable-read snapshot open on its own connection, starting a
+// new one every d, until ctx ends.
+func holdSnapshots(ctx context.Context, dbURL string, d time.Duration) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for {
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return err
+		}
+		var n int64
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM accounts").Scan(&n); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			_ = tx.Rollback(context.Background())
+			return ctx.Err()
+		case <-time.After(d):
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			return err
+		}
+	}
 }
 
 // randomID is a request id as the gateway makes them: 128 random bits in hex.
@@ -367,14 +411,18 @@ func mb(b int64) string {
 
 // printSettings prints the server's autovacuum settings and the tables' own.
 func printSettings(ctx context.Context, conn *pgx.Conn) error {
-	var v, naptime, scale, delay string
-	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('autovacuum_naptime'),
-		current_setting('autovacuum_vacuum_scale_factor'), current_setting('autovacuum_vacuum_cost_delay')`).
-		Scan(&v, &naptime, &scale, &delay); err != nil {
+	var v, on, naptime, scale, delay string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('autovacuum'),
+		current_setting('autovacuum_naptime'), current_setting('autovacuum_vacuum_scale_factor'),
+		current_setting('autovacuum_vacuum_cost_delay')`).Scan(&v, &on, &naptime, &scale, &delay); err != nil {
 		return err
 	}
-	fmt.Printf("PostgreSQL %s; server autovacuum: naptime %s, vacuum_scale_factor %s, vacuum_cost_delay %s\n",
-		v, naptime, scale, delay)
+	fmt.Printf("PostgreSQL %s; server autovacuum %s: naptime %s, vacuum_scale_factor %s, vacuum_cost_delay %s\n",
+		v, on, naptime, scale, delay)
+	if on != "on" {
+		fmt.Println("WARNING: autovacuum is off on this server (a test server's setting?): nothing below is vacuumed," +
+			" unlike production; run the soak on a server with autovacuum on (-server)")
+	}
 	rows, err := conn.Query(ctx, `SELECT relname::text, coalesce(array_to_string(reloptions, ', '), '')
 		FROM pg_class WHERE relkind = 'r' AND relname = ANY ($1)`, tables)
 	if err != nil {
