@@ -52,6 +52,34 @@ func TestFailoverAcrossChannels(t *testing.T) {
 	}
 	balance = micros(t, c.waitSettled(t), "balance")
 
+	// A stream that breaks after its first bytes is not failed over: it ends in the
+	// client's framing, and what it delivered is charged.
+	cut := fmt.Sprintf("fo-%d", probeSeq.Add(1))
+	streamer := openaiClient(c.key)
+	s := streamer.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model:         "demo-failover",
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("cut me [[mock:cut]] [[mock:tokens=10]] [[mock:probe=" + cut + "]]")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	text := ""
+	for s.Next() {
+		if len(s.Current().Choices) > 0 {
+			text += s.Current().Choices[0].Delta.Content
+		}
+	}
+	requests++
+	if text == "" || s.Err() == nil {
+		t.Errorf("cut stream: text %q, error %v; want some text, then an error", text, s.Err())
+	}
+	if p, _ := findMockProbe(t, cut); p.Attempts != 1 {
+		t.Errorf("a stream cut after its first byte was attempted %d times, want 1", p.Attempts)
+	}
+	now := micros(t, c.waitSettled(t), "balance")
+	if now >= balance {
+		t.Errorf("the delivered part of a cut stream was not charged (balance %d then %d)", balance, now)
+	}
+	balance = now
+
 	// 50 at once on one account: every one answers, the account is charged the sum.
 	const n = 50
 	var wg sync.WaitGroup
@@ -77,7 +105,7 @@ func TestFailoverAcrossChannels(t *testing.T) {
 	}
 	wg.Wait()
 	requests += n
-	now := micros(t, c.waitSettled(t), "balance")
+	now = micros(t, c.waitSettled(t), "balance")
 	if got := balance - now; got != want {
 		t.Errorf("50 concurrent failovers charged %d micros, want %d", got, want)
 	}
