@@ -210,3 +210,37 @@ func TestFailoverEveryAttemptFailed(t *testing.T) {
 		t.Errorf("balance %d reserved %d: a failed request cost something", balance, reserved)
 	}
 }
+
+// TestFailoverClientLeavesMidway: a client that leaves while the router is between
+// attempts releases the hold; nothing is charged, and an attempt arriving after that is
+// not made.
+func TestFailoverClientLeavesMidway(t *testing.T) {
+	cat, err := catalog.Parse([]byte(failoverCatalog), replay.DemoEnv, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startRealService(t, servertest.Options{}, func(c *lifecycle.Config) {
+		c.Catalog, c.Failover, c.Health = cat, true, health.New(health.Config{})
+	})
+	acct := s.account(t, "default", 1_000_000)
+	_, key := s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct})
+	body := `{"model":"demo-failover","messages":[{"role":"user","content":"hello"}]}`
+	const rid = "5c6d7e8f-9a0b-4c1d-8e2f-3a4b5c6d7e8f"
+	d := s.h.Open(t)
+	d.Send(replay.PostHeaders("/v1/chat/completions", len(body), "authorization", "Bearer "+key, "x-request-id", rid))
+	d.Send(replay.RequestBody([]byte(body), true))
+	a := s.h.OpenAttempt(t)
+	a.Send(replay.AttemptHeaders(rid, "fo-openai-exhausted"))
+	a.Send(replay.ResponseHeaders(503, "content-type", "application/json"))
+	a.Send(replay.ResponseBody([]byte(`{"error":{"message":"overloaded","type":"server_error"}}`), true))
+	a.Close()
+	d.Cancel() // the client is gone: Envoy resets the request's stream
+	waitFor(t, func() bool { _, reserved := s.balance(t, acct); return reserved == 0 })
+	if balance, reserved := s.balance(t, acct); balance != 1_000_000 || reserved != 0 {
+		t.Errorf("balance %d reserved %d after the client left mid-failover", balance, reserved)
+	}
+	late := s.h.OpenAttempt(t)
+	if r := late.Send(replay.AttemptHeaders(rid, "fo-openai")); r.GetImmediateResponse() == nil {
+		t.Errorf("an attempt after the request ended was made: %v", r)
+	}
+}

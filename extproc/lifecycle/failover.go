@@ -183,3 +183,16 @@ func (r *Request) endFailover() {
 		r.svc.attempting.CompareAndDelete(r.requestID, r)
 	}
 }
+
+// reachedProvider is what the settlement policy calls "sent": the request went to a
+// provider that may bill it. A failover request counts as sent only once an attempt's
+// answer went on: failed attempts cost nothing, so a client that leaves between attempts
+// (or during one that never answered) releases the hold.
+func (r *Request) reachedProvider() bool {
+	if r.fo == nil {
+		return r.sent
+	}
+	r.fo.mu.Lock()
+	defer r.fo.mu.Unlock()
+	return r.sent && r.fo.winner != nil
+}

@@ -145,7 +145,10 @@ func (r *Request) End(ctx context.Context, cause string) {
 			r.hold.end()
 		}
 	}()
-	f := endFacts{Sent: r.sent, Tokens: r.tokenPriced(), ClientLeft: cause == CauseClientLeft}
+	// A failover request whose answer went on but whose response phases never ran (the
+	// client left first) settles on that attempt's channel.
+	r.adoptWinner()
+	f := endFacts{Sent: r.reachedProvider(), Tokens: r.tokenPriced(), ClientLeft: cause == CauseClientLeft}
 	if st := r.resp; st != nil {
 		f.Failed = st.rw == nil || st.broken && !r.parsed.Stream
 		if st.rw != nil {
