@@ -175,7 +175,14 @@ func TestWatchChangesSlowSubscriberDoesNotBlockOthers(t *testing.T) {
 		if m.GetAccountId() == "after-reset" {
 			break
 		}
-		if k := m.GetKind(); k != accountingv1.ChangeKind_CHANGE_KIND_KEY && k != accountingv1.ChangeKind_CHANGE_KIND_RESET {
+		switch m.GetKind() {
+		case accountingv1.ChangeKind_CHANGE_KIND_KEY:
+		case accountingv1.ChangeKind_CHANGE_KIND_RESET:
+			// It lagged again, and this RESET may stand for the new change itself: a
+			// watcher reloads on it. Publish the change once more: a stream that reads
+			// as fast as changes come gets it.
+			mem.Emit(ledger.Change{Kind: ledger.ChangeAccount, AccountID: "after-reset"})
+		default:
 			t.Fatalf("slow stream after the RESET got %.40v, want the new change", m)
 		}
 	}
