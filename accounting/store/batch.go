@@ -155,8 +155,18 @@ func (b *batcher) write() {
 	}
 }
 
-// run decides batch in one statement and answers every operation of it.
+// run decides batch in one transaction and answers every operation of it. A batch of
+// one goes back to its caller to run alone: its PL/pgSQL function is one statement in one
+// round trip, where a batch takes two round trips and several statements, so at low load
+// group commit adds nothing.
 func (b *batcher) run(batch []*batchOp) {
+	if len(batch) == 1 {
+		// One operation: its lone function, one round trip (a batch takes two), still in
+		// the writer, so it never competes with a batch for the account's row lock.
+		o, err := b.s.decideOne(batch[0])
+		batch[0].done <- opAnswer{out: o, alone: err != nil}
+		return
+	}
 	outs, err := b.s.decide(batch)
 	for i, op := range batch {
 		if err != nil || outs[i].outcome == "deferred" {
@@ -173,16 +183,22 @@ func (b *batcher) run(batch []*batchOp) {
 func (s *Store) decide(batch []*batchOp) (outs []opOutcome, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StatementTimeout+s.opts.LockTimeout)
 	defer cancel()
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, dbError("group commit", err)
 	}
+	defer conn.Release()
+	// Two round trips: BEGIN travels with the reads and COMMIT with the writes. When
+	// anything fails the transaction is rolled back before the connection goes back to
+	// the pool (which would close a connection left inside a transaction).
 	defer func() {
 		if err != nil {
-			_ = tx.Rollback(ctx)
+			rctx, rcancel := context.WithTimeout(context.Background(), s.opts.LockTimeout)
+			defer rcancel()
+			_, _ = conn.Exec(rctx, "ROLLBACK")
 		}
 	}()
-	st, err := readGroup(ctx, tx, batch)
+	st, err := readGroup(ctx, conn, batch)
 	if err != nil {
 		return nil, dbError("group commit", err)
 	}
@@ -190,10 +206,7 @@ func (s *Store) decide(batch []*batchOp) (outs []opOutcome, err error) {
 	for i, op := range batch {
 		outs[i] = st.decide(op)
 	}
-	if err := writeGroup(ctx, tx, st, batch, outs); err != nil {
-		return nil, dbError("group commit", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := writeGroup(ctx, conn, st, batch, outs); err != nil {
 		return nil, dbError("group commit", err)
 	}
 	return outs, nil

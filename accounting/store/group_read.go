@@ -74,7 +74,7 @@ func scanRes(row pgx.Rows) (*gRes, error) {
 // in id order, SKIP LOCKED: a row another transaction holds is left out, and the
 // operations on it run alone), then reads the keys, the reservations of the request ids
 // and the keys' spend windows, in one round trip.
-func readGroup(ctx context.Context, tx pgx.Tx, batch []*batchOp) (*groupState, error) {
+func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupState, error) {
 	var resIDs, keyIDs, requestIDs []string
 	var since *time.Time
 	for _, op := range batch {
@@ -98,6 +98,8 @@ func readGroup(ctx context.Context, tx pgx.Tx, batch []*batchOp) (*groupState, e
 		byRequest: map[string]*gRes{}, used: map[spendWindow]int64{}}
 
 	b := &pgx.Batch{}
+	// The transaction starts in this round trip (no BEGIN of its own).
+	b.Queue(`BEGIN`)
 	// Every statement below names its rows by key. Their plans are cached, and one made
 	// while a table was small would scan it whole for ever after: index scans only.
 	b.Queue(`SET LOCAL enable_seqscan = off`)
@@ -177,6 +179,11 @@ func readGroup(ctx context.Context, tx pgx.Tx, batch []*batchOp) (*groupState, e
 		return nil, err
 	}
 	return st, nil
+}
+
+// batchSender sends a pipeline of statements on one connection.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // monthStart is the first day of t's month (t in UTC).

@@ -13,7 +13,7 @@ import (
 // trigger keeps the usage rollup), and the key spend windows (one row change per window).
 // Every row it changes is locked by the batch (new rows aside). Each UPDATE also names
 // its rows with = ANY, so the plan reads them by index whatever it guesses of unnest.
-func writeGroup(ctx context.Context, tx pgx.Tx, st *groupState, batch []*batchOp, outs []opOutcome) error {
+func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*batchOp, outs []opOutcome) error {
 	b := &pgx.Batch{}
 
 	var ins struct {
@@ -176,6 +176,8 @@ func writeGroup(ctx context.Context, tx pgx.Tx, st *groupState, batch []*batchOp
 	if b.Len() == 0 {
 		return nil
 	}
+	// The transaction ends in this round trip (no COMMIT of its own).
+	b.Queue(`COMMIT`)
 	return tx.SendBatch(ctx, b).Close()
 }
 

@@ -54,13 +54,7 @@ func (s *Store) reserveAlone(ctx context.Context, r ledger.ReserveRequest) (res 
 	}
 	defer func() { pass.done(err) }()
 	var o opOutcome
-	err = s.pool.QueryRow(ctx, `
-		SELECT o_outcome, o_limit, o_retry_after, o_id::text, o_account_id::text, o_key_id::text,
-			o_model, o_amount, o_pool, o_state, o_charged, o_created_at, o_expires_at
-		FROM ledger_reserve($1, $2, $3, $4, $5, $6, $7)`,
-		r.RequestID, r.KeyID, r.Model, r.Amount, int16(r.Pool), r.TTL, s.now()).Scan(
-		&o.outcome, &o.limit, &o.retryAfter, &o.id, &o.account, &o.keyID, &o.model, &o.amount, &o.pool,
-		&o.state, &o.charged, &o.created, &o.expires)
+	o, err = callReserve(ctx, s.pool, r, s.now())
 	if err != nil {
 		err = dbError("reserve", err) // the gate reads it
 		return ledger.Reservation{}, busyRefusal(err)
@@ -161,11 +155,7 @@ func (s *Store) commitAlone(ctx context.Context, c ledger.CommitRequest) (res le
 	}
 	defer func() { pass.done(err) }()
 	var o opOutcome
-	err = s.pool.QueryRow(ctx, `
-		SELECT o_outcome, o_charged, o_capped, o_state
-		FROM ledger_commit($1, $2, $3, $4, $5, $6, $7, $8)`,
-		c.ReservationID, c.Actual, c.Usage.InputTokens, c.Usage.OutputTokens, unitsArg(c.Usage),
-		c.UpstreamModel, c.Channel, s.now()).Scan(&o.outcome, &o.charged, &o.capped, &o.state)
+	o, err = callCommit(ctx, s.pool, c, s.now())
 	if err != nil {
 		err = dbError("commit", err) // the gate reads it
 		return ledger.CommitResult{}, err
@@ -223,8 +213,7 @@ func (s *Store) releaseAlone(ctx context.Context, reservationID, reason string) 
 	}
 	defer func() { pass.done(err) }()
 	var o opOutcome
-	err = s.pool.QueryRow(ctx, `SELECT o_state, o_charged FROM ledger_release($1, $2, $3)`,
-		reservationID, reason, s.now()).Scan(&o.state, &o.charged)
+	o, err = callRelease(ctx, s.pool, reservationID, reason, s.now())
 	if err != nil {
 		err = dbError("release", err) // the gate reads it
 		return ledger.ReleaseResult{}, err
