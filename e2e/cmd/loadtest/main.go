@@ -14,11 +14,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llmgw/gateway/e2e/internal/harness"
@@ -31,14 +34,20 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long each rate runs, per target")
 	keys := flag.Int("keys", 40, "paying keys (one enterprise account each) the requests rotate over")
 	root := flag.String("root", ".", "the repository root")
+	profile := flag.String("profile", "", "write CPU profiles of extproc and accounting, taken during the last rate's gateway run, into this directory")
 	flag.Parse()
-	if err := run(*root, *rates, *duration, *keys); err != nil {
+	if *profile != "" {
+		// The parts serve their runtime profiles only when asked (they inherit this).
+		_ = os.Setenv("EXTPROC_PPROF", "1")
+		_ = os.Setenv("ACCOUNTING_PPROF", "1")
+	}
+	if err := run(*root, *rates, *duration, *keys, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, rateList string, d time.Duration, nkeys int) error {
+func run(root, rateList string, d time.Duration, nkeys int, profileDir string) error {
 	var rates []int
 	for _, r := range strings.Split(rateList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(r))
@@ -99,13 +108,24 @@ func run(root, rateList string, d time.Duration, nkeys int) error {
 	fmt.Println("| rate | gateway p50 / p90 / p99 / p99.9 | direct p50 / p99 | added p50 / p99 | success | CPU per request: " +
 		strings.Join(parts, " / ") + " / postgres | peak RSS: " + strings.Join(parts, " / ") + " |")
 	fmt.Println("|---|---|---|---|---|---|---|")
-	for _, rate := range rates {
+	for i, rate := range rates {
 		if ctx.Err() != nil {
 			break
+		}
+		var profiled sync.WaitGroup
+		if profileDir != "" && i == len(rates)-1 {
+			for name, addr := range map[string]string{"extproc": s.ExtprocMetricsAddr, "accounting": s.AccountingMetricsAdr} {
+				profiled.Go(func() {
+					if err := saveProfile(addr, filepath.Join(profileDir, name+".pprof"), d/2); err != nil {
+						fmt.Fprintf(os.Stderr, "loadtest: profile of %s: %v\n", name, err)
+					}
+				})
+			}
 		}
 		before := cpuNow(s, parts)
 		g := loadtest.Run(ctx, client, gateway, rate, d)
 		after := cpuNow(s, parts)
+		profiled.Wait()
 		dr := loadtest.Run(ctx, client, direct, rate, d)
 		q := loadtest.Quantile
 		ms := func(x time.Duration) string { return fmt.Sprintf("%.2f", float64(x)/float64(time.Millisecond)) }
@@ -129,6 +149,30 @@ func run(root, rateList string, d time.Duration, nkeys int) error {
 		}
 	}
 	return nil
+}
+
+// saveProfile writes a CPU profile of the process serving pprof at addr, taken over d.
+func saveProfile(addr, path string, d time.Duration) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, max(1, int(d.Seconds()))))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // cpuNow reads the CPU time of each part and of every PostgreSQL process.
