@@ -8,7 +8,10 @@
 // ext_proc gRPC stream the way Envoy does (EmulatedEnvoyVersion; shared/design/ENVOY-EXTPROC.md): the
 // message sequence, header and body mutations, mode overrides, pipelined STREAMED
 // response bodies, immediate responses, local replies through local_reply_config,
-// routing by cluster_header, and the clusters delivered over ADS (CDS: ads.go).
+// routing by cluster_header, and the clusters delivered over ADS (CDS: ads.go) — with
+// several endpoints under Envoy's priority load balancing (lb.go), the route's retries
+// across them (router.go, retrystate.go), a cluster's upstream ext_proc per attempt
+// (attemptflow.go, upstreamfilters.go) and transport_socket_matches (socketmatch.go).
 //
 // It is a test double for Envoy, used by the e2e suite and `make run` where no Envoy
 // binary can be installed; it is never a production path. It depends on the Envoy
