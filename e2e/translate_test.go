@@ -216,13 +216,17 @@ func TestCountTokensForEveryChatModel(t *testing.T) {
 	t.Parallel()
 	c := newCustomer(t, customerOpts{topup: "1"})
 	client := anthropicClient(c.key)
+	models := []string{"demo-failover"} // several channels: counted, never routed
 	for _, m := range chatModels {
+		models = append(models, m.id)
+	}
+	for _, id := range models {
 		res, err := client.Messages.CountTokens(context.Background(), anthropic.MessageCountTokensParams{
-			Model:    anthropic.Model(m.id),
+			Model:    anthropic.Model(id),
 			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("count these words please"))},
 		})
 		if err != nil || res.InputTokens <= 0 {
-			t.Errorf("%s: %+v %v", m.id, res, err)
+			t.Errorf("%s: %+v %v", id, res, err)
 		}
 	}
 	if got := c.balance(t); got != 1_000_000 {
