@@ -156,6 +156,38 @@ func TestGroupCommitOneAccountExact(t *testing.T) {
 	f.checkInvariants(t)
 }
 
+// A batch that changes nothing (refusals only) still ends its transaction: its
+// connection goes back to the pool idle, not destroyed for being left inside a
+// transaction (which would also hold the batch's row locks until it closed).
+func TestGroupCommitBatchOfRefusalsCommits(t *testing.T) {
+	skipWhenAlone(t)
+	t.Parallel()
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	f.tier(t, bulkTier)
+	a := f.account(t, bulkTier.Name, 1_000)
+	k, _ := f.key(t, a.ID, nil)
+	f.mustReserve(t, k.ID, 10, ledger.PoolGeneral) // the pool's connections are made
+	created := f.pool.Stat().NewConnsCount()
+	errs := make([]error, 3)
+	calls := make([]func(), len(errs))
+	for i := range errs {
+		calls[i] = func() {
+			_, errs[i] = f.s.Reserve(ctx, ledger.ReserveRequest{RequestID: reqID(), KeyID: k.ID, Model: "m",
+				Amount: 5_000, Pool: ledger.PoolGeneral})
+		}
+	}
+	batchOf(t, f.s, calls...)
+	for _, err := range errs {
+		wantReason(t, err, ledger.ReasonInsufficientCredits)
+	}
+	f.mustReserve(t, k.ID, 10, ledger.PoolGeneral)
+	if n := f.pool.Stat().NewConnsCount(); n != created {
+		t.Errorf("%d connections made after a batch of refusals: it left its transaction open", n-created)
+	}
+	f.checkInvariants(t)
+}
+
 // skipWhenAlone skips a test of batching itself when the suite runs every operation
 // alone (LEDGER_TEST_ALONE=1, see storetest.NewStore).
 func skipWhenAlone(t *testing.T) {

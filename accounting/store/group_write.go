@@ -173,10 +173,8 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 				AND s.key_id = ANY ($1::uuid[])`,
 			key, period, start, freed, charged)
 	}
-	if b.Len() == 0 {
-		return nil
-	}
-	// The transaction ends in this round trip (no COMMIT of its own).
+	// The transaction ends in this round trip (no COMMIT of its own), also when the batch
+	// changed nothing (refusals and replays only): its BEGIN went with the reads.
 	b.Queue(`COMMIT`)
 	return tx.SendBatch(ctx, b).Close()
 }
