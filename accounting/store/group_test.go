@@ -9,9 +9,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/store/storetest"
 )
 
 // batchOf submits each call in order from its own goroutine while the writer is held,
@@ -194,4 +196,57 @@ func skipWhenAlone(t *testing.T) {
 	if os.Getenv("LEDGER_TEST_ALONE") == "1" {
 		t.Skip("group commit is off (LEDGER_TEST_ALONE=1)")
 	}
+}
+
+// A lone operation the writer runs (a batch of one) on an account whose row another
+// transaction holds does not stall the writer for the lock timeout: it gives up within
+// a short wait and runs alone, so another account's operation is decided meanwhile.
+func TestGroupCommitWriterNotStalledByALock(t *testing.T) {
+	skipWhenAlone(t)
+	t.Parallel()
+	clk := &clock{t: t0}
+	s, pool := storetest.NewStore(t, 8, store.Options{Now: clk.Now, LockTimeout: time.Minute, StatementTimeout: time.Minute})
+	f := &fixture{s: s, pool: pool, clk: clk}
+	ctx := context.Background()
+	f.tier(t, bulkTier)
+	locked, free := f.account(t, bulkTier.Name, 100_000), f.account(t, bulkTier.Name, 100_000)
+	kl, _ := f.key(t, locked.ID, nil)
+	kf, _ := f.key(t, free.ID, nil)
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // also when the test fails
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`, locked.ID); err != nil {
+		t.Fatal(err)
+	}
+	blocked := make(chan error, 1)
+	go func() { _, err := f.reserve(t, kl.ID, 1_000, ledger.PoolGeneral); blocked <- err }()
+	// Wait until the locked account's reserve waits on the row lock, then ask for the other.
+	waitLock := func() bool {
+		var n int
+		_ = pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+		return n > 0
+	}
+	for !waitLock() {
+		runtime.Gosched()
+	}
+	done := make(chan error, 1)
+	go func() { _, err := f.reserve(t, kf.ID, 1_000, ledger.PoolGeneral); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the free account's reserve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the writer stalled behind another transaction's row lock")
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-blocked; err != nil {
+		t.Fatalf("the locked account's reserve after the lock went: %v", err)
+	}
+	f.checkInvariants(t)
 }

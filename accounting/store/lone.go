@@ -14,47 +14,86 @@ import (
 // here (through the account gate, reservations.go), and so does a batch of one in the
 // writer (batch.go): one round trip where a batch takes two.
 
-// queryRower runs one statement returning one row.
-type queryRower interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+// loneCall is one operation's statement and how its row is read into an opOutcome.
+type loneCall struct {
+	sql  string
+	args []any
+	scan func(pgx.Row) error
 }
 
-func callReserve(ctx context.Context, q queryRower, r ledger.ReserveRequest, now *time.Time) (o opOutcome, err error) {
-	err = q.QueryRow(ctx, `
-		SELECT o_outcome, o_limit, o_retry_after, o_id::text, o_account_id::text, o_key_id::text,
+// run executes the call as a statement of its own.
+func (c loneCall) run(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) error {
+	return c.scan(q.QueryRow(ctx, c.sql, c.args...))
+}
+
+func reserveCall(r ledger.ReserveRequest, now *time.Time, o *opOutcome) loneCall {
+	return loneCall{
+		sql: `SELECT o_outcome, o_limit, o_retry_after, o_id::text, o_account_id::text, o_key_id::text,
 			o_model, o_amount, o_pool, o_state, o_charged, o_created_at, o_expires_at
 		FROM ledger_reserve($1, $2, $3, $4, $5, $6, $7)`,
-		r.RequestID, r.KeyID, r.Model, r.Amount, int16(r.Pool), r.TTL, now).Scan(
-		&o.outcome, &o.limit, &o.retryAfter, &o.id, &o.account, &o.keyID, &o.model, &o.amount, &o.pool,
-		&o.state, &o.charged, &o.created, &o.expires)
-	return o, err
+		args: []any{r.RequestID, r.KeyID, r.Model, r.Amount, int16(r.Pool), r.TTL, now},
+		scan: func(row pgx.Row) error {
+			return row.Scan(&o.outcome, &o.limit, &o.retryAfter, &o.id, &o.account, &o.keyID, &o.model, &o.amount,
+				&o.pool, &o.state, &o.charged, &o.created, &o.expires)
+		},
+	}
 }
 
-func callCommit(ctx context.Context, q queryRower, c ledger.CommitRequest, now *time.Time) (o opOutcome, err error) {
-	err = q.QueryRow(ctx, `
-		SELECT o_outcome, o_charged, o_capped, o_state
+func commitCall(c ledger.CommitRequest, now *time.Time, o *opOutcome) loneCall {
+	return loneCall{
+		sql: `SELECT o_outcome, o_charged, o_capped, o_state
 		FROM ledger_commit($1, $2, $3, $4, $5, $6, $7, $8)`,
-		c.ReservationID, c.Actual, c.Usage.InputTokens, c.Usage.OutputTokens, unitsArg(c.Usage),
-		c.UpstreamModel, c.Channel, now).Scan(&o.outcome, &o.charged, &o.capped, &o.state)
-	return o, err
+		args: []any{c.ReservationID, c.Actual, c.Usage.InputTokens, c.Usage.OutputTokens, unitsArg(c.Usage),
+			c.UpstreamModel, c.Channel, now},
+		scan: func(row pgx.Row) error { return row.Scan(&o.outcome, &o.charged, &o.capped, &o.state) },
+	}
 }
 
-func callRelease(ctx context.Context, q queryRower, id, reason string, now *time.Time) (o opOutcome, err error) {
-	err = q.QueryRow(ctx, `SELECT o_state, o_charged FROM ledger_release($1, $2, $3)`,
-		id, reason, now).Scan(&o.state, &o.charged)
-	return o, err
+func releaseCall(id, reason string, now *time.Time, o *opOutcome) loneCall {
+	return loneCall{
+		sql:  `SELECT o_state, o_charged FROM ledger_release($1, $2, $3)`,
+		args: []any{id, reason, now},
+		scan: func(row pgx.Row) error { return row.Scan(&o.state, &o.charged) },
+	}
 }
 
-// decideOne runs op as its lone function, in the writer (no account gate: the writer is
-// one connection at a time).
-func (s *Store) decideOne(op *batchOp) (opOutcome, error) {
+// writerLockWait bounds how long a batch of one waits for a row lock in the writer: the
+// writer serves every caller, so a row another transaction holds (a lone operation, the
+// other replica) must not stall it; past the wait the caller runs the operation alone,
+// through the account gate, with the full lock timeout.
+const writerLockWait = "10ms"
+
+// decideOne runs op as its lone function in the writer, in one round trip: BEGIN, the
+// short lock wait, the statement and COMMIT travel together. On an error the
+// transaction is rolled back before the connection goes back to the pool.
+func (s *Store) decideOne(op *batchOp) (o opOutcome, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StatementTimeout+s.opts.LockTimeout)
 	defer cancel()
+	var c loneCall
 	switch op.kind {
 	case opReserve:
-		return callReserve(ctx, s.pool, op.reserve, op.now)
+		c = reserveCall(op.reserve, op.now, &o)
 	case opCommit:
-		return callCommit(ctx, s.pool, op.commit, op.now)
+		c = commitCall(op.commit, op.now, &o)
+	default:
+		c = releaseCall(op.resID, op.reason, op.now, &o)
 	}
-	return callRelease(ctx, s.pool, op.resID, op.reason, op.now)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return o, err
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SET LOCAL lock_timeout = '` + writerLockWait + `'`)
+	b.Queue(c.sql, c.args...).QueryRow(c.scan)
+	b.Queue(`COMMIT`)
+	if err = conn.SendBatch(ctx, b).Close(); err != nil {
+		rctx, rcancel := context.WithTimeout(context.Background(), s.opts.LockTimeout)
+		defer rcancel()
+		_, _ = conn.Exec(rctx, "ROLLBACK")
+	}
+	return o, err
 }

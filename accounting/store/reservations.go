@@ -54,7 +54,7 @@ func (s *Store) reserveAlone(ctx context.Context, r ledger.ReserveRequest) (res 
 	}
 	defer func() { pass.done(err) }()
 	var o opOutcome
-	o, err = callReserve(ctx, s.pool, r, s.now())
+	err = reserveCall(r, s.now(), &o).run(ctx, s.pool)
 	if err != nil {
 		err = dbError("reserve", err) // the gate reads it
 		return ledger.Reservation{}, busyRefusal(err)
@@ -155,7 +155,7 @@ func (s *Store) commitAlone(ctx context.Context, c ledger.CommitRequest) (res le
 	}
 	defer func() { pass.done(err) }()
 	var o opOutcome
-	o, err = callCommit(ctx, s.pool, c, s.now())
+	err = commitCall(c, s.now(), &o).run(ctx, s.pool)
 	if err != nil {
 		err = dbError("commit", err) // the gate reads it
 		return ledger.CommitResult{}, err
@@ -213,7 +213,7 @@ func (s *Store) releaseAlone(ctx context.Context, reservationID, reason string) 
 	}
 	defer func() { pass.done(err) }()
 	var o opOutcome
-	o, err = callRelease(ctx, s.pool, reservationID, reason, s.now())
+	err = releaseCall(reservationID, reason, s.now(), &o).run(ctx, s.pool)
 	if err != nil {
 		err = dbError("release", err) // the gate reads it
 		return ledger.ReleaseResult{}, err
