@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"strconv"
+
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/health"
@@ -72,7 +74,8 @@ func attemptRefused(why string) Action {
 // replacement). The attempt is nil when the request or the channel is unknown, or the
 // channel was attempted before in this request.
 func (s *Service) StartAttempt(requestID, channel string) (*Attempt, Action) {
-	v, ok := s.attempting.Load(requestID)
+	// The request registered the id as it keeps it (requestHeaders).
+	v, ok := s.attempting.Load(truncate(requestID, MaxLoggedRequestID))
 	if !ok {
 		return nil, attemptRefused("unknown_request")
 	}
@@ -86,7 +89,9 @@ func (s *Service) StartAttempt(requestID, channel string) (*Attempt, Action) {
 			ch = c
 		}
 	}
-	if ch == nil {
+	rw, ok := fo.rewrites[ch]
+	if !ok {
+		// An unknown channel, or any attempt once an answer went on.
 		return nil, attemptRefused("unknown_channel")
 	}
 	for _, a := range fo.attempts {
@@ -97,16 +102,9 @@ func (s *Service) StartAttempt(requestID, channel string) (*Attempt, Action) {
 	// Envoy skips the channels this replica's health marks unhealthy; one it picks anyway
 	// (its view was older) is tried: health is advice, never a refusal.
 	_, _ = s.cfg.Health.Acquire(ch.Name)
-	act, xlate, err := r.rewriteFor(ch, fo.body)
-	if err != nil {
-		// routeFailover checked every candidate can carry the request.
-		r.log().Error("attempt rewrite failed", zap.String("channel", ch.Name), zap.Error(err))
-		return nil, attemptRefused("rewrite")
-	}
-	a := &Attempt{r: r, ch: ch, xlate: xlate}
+	a := &Attempt{r: r, ch: ch, xlate: rw.xlate}
 	fo.attempts = append(fo.attempts, a)
-	act.ReplaceMessage = true
-	return a, act
+	return a, rw.act
 }
 
 // ResponseHeaders handles the attempt's response headers: a success goes on (and this
@@ -149,7 +147,7 @@ func (a *Attempt) classify(body []byte) Action {
 	a.settle(outcome)
 	a.r.log().Warn("attempt failed: the router tries the next channel", zap.String("channel", a.ch.Name),
 		zap.Int("status", a.got), zap.Stringer("outcome", outcome))
-	return Action{SetHeaders: []Header{{":status", "503"}, {AttemptFailureHeader, outcome.String()}}}
+	return Action{SetHeaders: []Header{{":status", strconv.Itoa(RetryStatus)}, {AttemptFailureHeader, outcome.String()}}}
 }
 
 // End is the end of the attempt's stream: an attempt that got no answer could not reach
@@ -171,5 +169,6 @@ func (a *Attempt) settle(o AttemptOutcome) {
 	a.outcome, a.status = o, a.got
 	if o == AttemptAnswered || o == AttemptPassed {
 		fo.winner = a
+		fo.rewrites = nil // no attempt follows an answer that went on
 	}
 }

@@ -1,12 +1,14 @@
 package lifecycle
 
 import (
+	"errors"
 	"strconv"
 	"sync"
 
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
-	"github.com/llmgw/gateway/extproc/health"
+	"github.com/llmgw/gateway/extproc/translate"
+	"github.com/llmgw/gateway/extproc/wire"
 )
 
 // Failover (envoy/README.md, "Failover across channels"). With Config.Failover, a chat
@@ -24,43 +26,58 @@ import (
 // failoverEligible reports whether the request goes through its failover cluster: a
 // chat request whose tier sees two channels or more (extproc/xds serves a failover
 // cluster exactly for those), with the x-request-id its attempts are found by.
-func (r *Request) failoverEligible() bool {
-	return r.svc.cfg.Failover && r.endpoint.spec().chat != 0 && r.requestID != "" && len(r.candidates()) >= 2
+func (r *Request) failoverEligible(candidates []*catalog.Channel) bool {
+	return r.svc.cfg.Failover && r.endpoint.spec().chat != 0 && r.requestID != "" && len(candidates) >= 2
 }
 
 // failover is a failover request's shared state: its attempt streams and its own
 // stream use it from different goroutines.
 type failover struct {
-	mu   sync.Mutex
-	body []byte             // the client's body: every attempt rewrites it for its channel
-	set  []*catalog.Channel // the candidates: the failover cluster's endpoints
+	mu  sync.Mutex
+	set []*catalog.Channel // the candidates: the failover cluster's endpoints
+	// rewrites are the request as each candidate must receive it, made once when the
+	// request was routed (and dropped once an answer went on).
+	rewrites map[*catalog.Channel]rewrite
 	// attempts in the order Envoy made them; winner is the one whose answer went on.
 	attempts []*Attempt
 	winner   *Attempt
 }
 
-// routeFailover admits the request for every candidate at once: each channel the
-// attempts may reach must be able to carry it (a field one of them cannot carry is
-// refused before anything is held, as for a single channel), and at least one must be
-// usable on this replica.
-func (r *Request) routeFailover(body []byte) (Action, error) {
-	set := r.candidates()
+// rewrite is the request as one channel must receive it, and the translator of its answer.
+type rewrite struct {
+	act   Action
+	xlate *translate.Translator
+}
+
+// errRewriteTooLarge: the request as a candidate must receive it exceeds the body limit.
+var errRewriteTooLarge = errors.New("a channel's request exceeds the body limit")
+
+// routeFailover admits the request for every candidate at once: the request is rewritten
+// for each channel the attempts may reach (a field one of them cannot carry, or a body
+// one of them would get over the limit, is refused before anything is held, as for a
+// single channel; the attempts take these rewrites as they are), and at least one
+// channel must be usable on this replica.
+func (r *Request) routeFailover(body []byte, set []*catalog.Channel) (Action, error) {
 	usable := 0
-	code := apierr.UpstreamAccountUnavailable
+	rewrites := make(map[*catalog.Channel]rewrite, len(set))
 	for _, ch := range set {
-		if _, _, _, err := r.translateFor(ch, body); err != nil {
+		act, xlate, err := r.rewriteFor(ch, body)
+		if err != nil {
 			return Action{}, err
 		}
+		if len(act.Body) > wire.MaxBodyBytes {
+			return Action{}, errRewriteTooLarge
+		}
+		act.ReplaceMessage = true
+		rewrites[ch] = rewrite{act, xlate}
 		if r.svc.cfg.Health.Usable(ch.Name) {
 			usable++
-		} else if _, f := r.svc.cfg.Health.State(ch.Name); f != health.Account {
-			code = apierr.ServiceUnavailable
 		}
 	}
 	if usable == 0 {
-		return Action{}, &noChannel{code}
+		return Action{}, r.noChannelFor(set)
 	}
-	r.fo = &failover{body: body, set: set}
+	r.fo = &failover{set: set, rewrites: rewrites}
 	r.svc.attempting.Store(r.requestID, r)
 	return Action{
 		SetHeaders: []Header{

@@ -39,10 +39,11 @@ func (r *Request) candidates() []*catalog.Channel {
 // for the channel Envoy picked (failover.go). The error is a *translate.Unsupported when
 // a field cannot be carried to the channel's API.
 func (r *Request) mutate(body []byte) (Action, error) {
-	if r.failoverEligible() {
-		return r.routeFailover(body)
+	set := r.candidates()
+	if r.failoverEligible(set) {
+		return r.routeFailover(body, set)
 	}
-	ch, err := r.pickChannel()
+	ch, err := r.pickChannel(set)
 	if err != nil {
 		return Action{}, err
 	}
@@ -125,24 +126,31 @@ type noChannel struct{ code apierr.Code }
 
 func (e *noChannel) Error() string { return "no healthy channel: " + string(e.code) }
 
-// pickChannel is the first channel of the failover order (catalog.Order) that this
-// replica's health lets the request use; a channel whose cooldown is over is used as
-// its single probe.
-func (r *Request) pickChannel() (*catalog.Channel, error) {
-	order := catalog.Order(r.candidates(), r.svc.cfg.Intn)
-	if len(order) == 0 {
-		return nil, errors.New("no candidate channel after admission")
-	}
+// noChannelFor is the answer when none of chs may be used on this replica.
+func (r *Request) noChannelFor(chs []*catalog.Channel) *noChannel {
 	code := apierr.UpstreamAccountUnavailable
-	for _, ch := range order {
-		if ok, _ := r.svc.cfg.Health.Acquire(ch.Name); ok {
-			return ch, nil
-		}
+	for _, ch := range chs {
 		if _, f := r.svc.cfg.Health.State(ch.Name); f != health.Account {
 			code = apierr.ServiceUnavailable
 		}
 	}
-	return nil, &noChannel{code}
+	return &noChannel{code}
+}
+
+// pickChannel is the first channel of the failover order (catalog.Order) of candidates
+// that this replica's health lets the request use; a channel whose cooldown is over is
+// used as its single probe.
+func (r *Request) pickChannel(candidates []*catalog.Channel) (*catalog.Channel, error) {
+	order := catalog.Order(candidates, r.svc.cfg.Intn)
+	if len(order) == 0 {
+		return nil, errors.New("no candidate channel after admission")
+	}
+	for _, ch := range order {
+		if ok, _ := r.svc.cfg.Health.Acquire(ch.Name); ok {
+			return ch, nil
+		}
+	}
+	return nil, r.noChannelFor(order)
 }
 
 // reportHealth tells the channel's health what its answer was: status is the upstream's

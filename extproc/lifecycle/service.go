@@ -407,6 +407,10 @@ func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool
 		r.channel = nil
 		return r.fail(upstreamError(n.code))
 	}
+	if errors.Is(err, errRewriteTooLarge) {
+		r.channel, r.xlate = nil, nil
+		return r.fail(tooLarge())
+	}
 	if u := (*translate.Unsupported)(nil); errors.As(err, &u) {
 		r.channel, r.xlate = nil, nil
 		return r.fail(apierr.Param(apierr.InvalidRequest, u.Param, u.Message))
