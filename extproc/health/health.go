@@ -138,14 +138,17 @@ func (t *Tracker) Acquire(name string) (ok, probe bool) {
 		return true, false
 	}
 	now := t.cfg.Now()
-	if now.Before(c.until) {
-		return false, false
-	}
-	if !c.probe.IsZero() && now.Sub(c.probe) < t.cfg.ProbeTimeout {
+	if !t.probeable(c, now) {
 		return false, false
 	}
 	c.probe = now
 	return true, true
+}
+
+// probeable reports whether a failed channel may take its probe at now: its cooldown is
+// over and no probe is in flight (or the last one timed out). t.mu is held.
+func (t *Tracker) probeable(c *channel, now time.Time) bool {
+	return !now.Before(c.until) && (c.probe.IsZero() || now.Sub(c.probe) >= t.cfg.ProbeTimeout)
 }
 
 // Usable reports, without taking anything, whether Acquire would let a request use the
@@ -154,11 +157,7 @@ func (t *Tracker) Usable(name string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := t.chs[name]
-	if c == nil {
-		return true
-	}
-	now := t.cfg.Now()
-	return !now.Before(c.until) && (c.probe.IsZero() || now.Sub(c.probe) >= t.cfg.ProbeTimeout)
+	return c == nil || t.probeable(c, t.cfg.Now())
 }
 
 // Succeeded records a usable answer from the channel: it is healthy again.
