@@ -3,7 +3,6 @@ package envoy
 import (
 	"errors"
 	"io"
-	"strconv"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -36,9 +35,16 @@ func isAttempt(stream Stream) bool {
 // reply replaces the whole request with the channel's), the response headers and, for
 // an error, the response body classify its answer; a stream that ends without response
 // headers is an attempt that reached nothing.
-func (s *Server) serveAttempt(stream Stream) error {
+//
+// A panic ends only this stream (codes.Internal: Envoy fails the attempt closed and the
+// request's own stream settles it), never the process.
+func (s *Server) serveAttempt(stream Stream) (err error) {
 	var at *lifecycle.Attempt
 	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("panic in an attempt's stream", zap.Any("panic", v), zap.Stack("stack"))
+			err = status.Error(codes.Internal, "ext_proc: internal error")
+		}
 		if at != nil {
 			at.End()
 		}
@@ -70,25 +76,13 @@ func (s *Server) serveAttempt(stream Stream) error {
 			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
 				RequestHeaders: &extprocv3.HeadersResponse{Response: c}}}
 		case *extprocv3.ProcessingRequest_ResponseHeaders:
-			code := 0
-			for _, h := range readHeaders(v.ResponseHeaders.GetHeaders()) {
-				if h.Name == ":status" {
-					code, _ = strconv.Atoi(h.Value)
-				}
-			}
 			if at != nil {
-				a = at.ResponseHeaders(code, v.ResponseHeaders.GetEndOfStream())
+				a = at.ResponseHeaders(statusOf(readHeaders(v.ResponseHeaders.GetHeaders())), v.ResponseHeaders.GetEndOfStream())
 			}
 			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 				ResponseHeaders: &extprocv3.HeadersResponse{Response: common(a)}}}
-			if a.ResponseBodyMode != lifecycle.ModeUnchanged {
-				// Both body modes taken literally: the request's stays NONE (replaced).
-				resp.ModeOverride = &filterv3.ProcessingMode{
-					RequestHeaderMode: filterv3.ProcessingMode_SEND, ResponseHeaderMode: filterv3.ProcessingMode_SEND,
-					RequestBodyMode: filterv3.ProcessingMode_NONE, ResponseBodyMode: bodyMode(a.ResponseBodyMode),
-					RequestTrailerMode: filterv3.ProcessingMode_SKIP, ResponseTrailerMode: filterv3.ProcessingMode_SKIP,
-				}
-			}
+			// The attempt's request body stays NONE: it was replaced whole.
+			resp.ModeOverride = modeOverride(filterv3.ProcessingMode_NONE, a.ResponseBodyMode)
 		case *extprocv3.ProcessingRequest_ResponseBody:
 			if at != nil {
 				a = at.ResponseBody(v.ResponseBody.GetBody())

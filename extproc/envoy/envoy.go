@@ -243,26 +243,10 @@ func (s *Server) handle(ctx context.Context, req *lifecycle.Request, msg *extpro
 			RequestBody: &extprocv3.BodyResponse{Response: common(a)}}})
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		h := readHeaders(v.ResponseHeaders.GetHeaders())
-		code := 0
-		for _, x := range h {
-			if x.Name == ":status" {
-				code, _ = strconv.Atoi(x.Value)
-			}
-		}
-		a := req.ResponseHeaders(ctx, code, h, v.ResponseHeaders.GetEndOfStream())
+		a := req.ResponseHeaders(ctx, statusOf(h), h, v.ResponseHeaders.GetEndOfStream())
 		resp := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 			ResponseHeaders: &extprocv3.HeadersResponse{Response: common(a)}}}
-		if m := bodyMode(a.ResponseBodyMode); a.ResponseBodyMode != lifecycle.ModeUnchanged {
-			// Both body modes are taken literally (1.34+): always send both.
-			resp.ModeOverride = &filterv3.ProcessingMode{
-				RequestHeaderMode:   filterv3.ProcessingMode_SEND,
-				ResponseHeaderMode:  filterv3.ProcessingMode_SEND,
-				RequestBodyMode:     filterv3.ProcessingMode_BUFFERED,
-				ResponseBodyMode:    m,
-				RequestTrailerMode:  filterv3.ProcessingMode_SKIP,
-				ResponseTrailerMode: filterv3.ProcessingMode_SKIP,
-			}
-		}
+		resp.ModeOverride = modeOverride(filterv3.ProcessingMode_BUFFERED, a.ResponseBodyMode)
 		return answer(a, resp)
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		a := req.ResponseBody(ctx, v.ResponseBody.GetBody(), v.ResponseBody.GetEndOfStream())
@@ -325,6 +309,34 @@ func (o *Outcome) note(p Phase, msg *extprocv3.ProcessingRequest, resp *extprocv
 		if msg.GetResponseBody().GetEndOfStream() {
 			o.Complete = true
 		}
+	}
+}
+
+// statusOf is the :status of response headers (0 when absent).
+func statusOf(h []lifecycle.Header) int {
+	for _, x := range h {
+		if x.Name == ":status" {
+			code, _ := strconv.Atoi(x.Value)
+			return code
+		}
+	}
+	return 0
+}
+
+// modeOverride is the reply's mode_override for a response body mode (nil when
+// unchanged). Both body modes are taken literally (1.34+), so the request's, as the
+// stream's filter is configured (request), is sent with it.
+func modeOverride(request filterv3.ProcessingMode_BodySendMode, m lifecycle.BodyMode) *filterv3.ProcessingMode {
+	if m == lifecycle.ModeUnchanged {
+		return nil
+	}
+	return &filterv3.ProcessingMode{
+		RequestHeaderMode:   filterv3.ProcessingMode_SEND,
+		ResponseHeaderMode:  filterv3.ProcessingMode_SEND,
+		RequestBodyMode:     request,
+		ResponseBodyMode:    bodyMode(m),
+		RequestTrailerMode:  filterv3.ProcessingMode_SKIP,
+		ResponseTrailerMode: filterv3.ProcessingMode_SKIP,
 	}
 }
 
