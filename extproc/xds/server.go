@@ -114,8 +114,11 @@ func (s *Server) push(always bool) error {
 		if !always && version == s.served {
 			return nil
 		}
+		// The clusters say exactly the health the version names (read once: it may change
+		// meanwhile).
+		healthy := func(ch string) bool { _, d := slices.BinarySearch(down, ch); return !d }
 		var err error
-		if extra, err = FailoverClusters(s.cat, s.opts.Healthy, s.opts.ExtprocCluster); err != nil {
+		if extra, err = FailoverClusters(s.cat, healthy, s.opts.ExtprocCluster); err != nil {
 			return err
 		}
 	}
