@@ -110,19 +110,14 @@ func (c *cdsClient) markReady() {
 
 // run holds the stream until ctx ends.
 func (c *cdsClient) run(ctx context.Context) {
-	attempt := 0
+	back := newJitteredBackoff(adsRetryInitial, adsRetryMax)
 	for ctx.Err() == nil {
 		if c.stream(ctx) {
-			attempt = 0
+			back = newJitteredBackoff(adsRetryInitial, adsRetryMax)
 		}
-		wait := adsRetryInitial << min(attempt, 6)
-		if wait > adsRetryMax {
-			wait = adsRetryMax
-		}
-		attempt++
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Duration(rand.Int64N(int64(wait)) + 1)):
+		case <-time.After(back.wait(rand.Uint64())):
 		}
 	}
 }

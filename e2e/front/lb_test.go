@@ -56,7 +56,7 @@ func TestTotalPanicUsesUnhealthyHosts(t *testing.T) {
 // priorities attempted; once all were, the original load is used from then on.
 func TestPreviousPrioritiesSequence(t *testing.T) {
 	b := newBalancer(hosts([2]int{0, 1}, [2]int{1, 1}, [2]int{2, 1}), fixedRandom(42))
-	rs := &retryState{on: retryOnReset, remaining: 10, selection: 1, prio: &previousPriorities{frequency: 1}, random: fixedRandom(0), nextBackoff: retryBaseInterval}
+	rs := &retryState{on: retryOnReset, remaining: 10, selection: 1, prio: &previousPriorities{frequency: 1}, random: fixedRandom(0), back: newJitteredBackoff(retryBaseInterval, retryMaxInterval)}
 	var got []int
 	h := b.choose(nil)
 	for range 5 {
@@ -73,7 +73,7 @@ func TestPreviousPrioritiesSequence(t *testing.T) {
 // TestRetryBackoff pins the jittered exponential back-off: uniform below 25, 50, 100,
 // 200, then 250 ms.
 func TestRetryBackoff(t *testing.T) {
-	rs := &retryState{random: fixedRandom(1<<40 - 1), nextBackoff: retryBaseInterval}
+	rs := &retryState{random: fixedRandom(1<<40 - 1), back: newJitteredBackoff(retryBaseInterval, retryMaxInterval)}
 	var got []time.Duration
 	for range 6 {
 		got = append(got, rs.backoff())

@@ -63,10 +63,9 @@ type retryState struct {
 	// prevHosts is nil without previous_hosts, else the hosts attempted.
 	prevHosts *[]*Host
 	prio      *previousPriorities
-	// nextBackoff is JitteredExponentialBackOffStrategy's next_interval_
-	// (source/common/common/backoff_strategy.cc).
-	nextBackoff time.Duration
-	random      func() uint64
+	// back is the wait between retries (RetryStateImpl's backoff_strategy_).
+	back   jitteredBackoff
+	random func() uint64
 	// holdsRetry: a retry is outstanding and holds one of the cluster's max_retries
 	// circuit-breaker slots (from shouldRetry until the next decision or the end).
 	holdsRetry *upstream
@@ -98,7 +97,7 @@ func newRetryState(p *RetryPolicy, h *headerList, random func() uint64) (rs *ret
 		return nil, ""
 	}
 	rs = &retryState{on: p.On, remaining: p.NumRetries, codes: slices.Clone(p.RetriableStatusCodes),
-		selection: p.HostSelectionAttempts, nextBackoff: retryBaseInterval, random: random}
+		selection: p.HostSelectionAttempts, back: newJitteredBackoff(retryBaseInterval, retryMaxInterval), random: random}
 	if p.PreviousHosts {
 		rs.prevHosts = new([]*Host)
 	}
@@ -172,17 +171,8 @@ func (rs *retryState) shouldRetry(would bool, up *upstream) (retryStatus, time.D
 	return retryYes, rs.backoff()
 }
 
-// backoff is JitteredExponentialBackOffStrategy::nextBackOffMs: uniform in
-// [0, interval) milliseconds, the interval doubling from the base up to the maximum.
-func (rs *retryState) backoff() time.Duration {
-	cur := rs.nextBackoff
-	if cur < retryMaxInterval/2 {
-		rs.nextBackoff = cur * 2
-	} else {
-		rs.nextBackoff = retryMaxInterval
-	}
-	return time.Duration(rs.random()%uint64(cur/time.Millisecond)) * time.Millisecond
-}
+// backoff is the wait before the next retry.
+func (rs *retryState) backoff() time.Duration { return rs.back.wait(rs.random()) }
 
 // release is RetryStateImpl::resetRetry.
 func (rs *retryState) release() {
