@@ -32,6 +32,23 @@ clusters:
   - {name: unreachable, address: "127.0.0.1:1"}
 `
 
+// failoverStack is extproc with failover on doc's catalog (a real health tracker, so
+// cooldowns last) over the real accounting service, and a funded account's key.
+func failoverStack(t *testing.T, doc string) (s *realStack, cat *catalog.Catalog, tracker *health.Tracker, acct, key string) {
+	t.Helper()
+	cat, err := catalog.Parse([]byte(doc), replay.DemoEnv, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker = health.New(health.Config{})
+	s = startRealService(t, servertest.Options{}, func(c *lifecycle.Config) {
+		c.Catalog, c.Failover, c.Health = cat, true, tracker
+	})
+	acct = s.account(t, "default", 1_000_000)
+	_, key = s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct})
+	return s, cat, tracker, acct, key
+}
+
 // header is the value a header mutation sets for name.
 func header(hm *extprocv3.HeaderMutation, name string) (string, bool) {
 	for _, h := range hm.GetSetHeaders() {
@@ -50,16 +67,7 @@ func header(hm *extprocv3.HeaderMutation, name string) (string, bool) {
 // the answer goes on and is charged exactly once; a second request skips the cooling
 // channels (one attempt allowed).
 func TestFailoverReplay(t *testing.T) {
-	cat, err := catalog.Parse([]byte(failoverCatalog), replay.DemoEnv, os.ReadFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tracker := health.New(health.Config{})
-	s := startRealService(t, servertest.Options{}, func(c *lifecycle.Config) {
-		c.Catalog, c.Failover, c.Health = cat, true, tracker
-	})
-	acct := s.account(t, "default", 1_000_000)
-	_, key := s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct})
+	s, cat, tracker, acct, key := failoverStack(t, failoverCatalog)
 	m, _ := cat.Model("demo-failover")
 	cluster := catalog.FailoverCluster(m, m.Candidates("default"))
 	body := `{"model":"demo-failover","max_tokens":64,"messages":[{"role":"user","content":"hello there"}]}`
@@ -174,15 +182,7 @@ func TestFailoverReplay(t *testing.T) {
 // TestFailoverEveryAttemptFailed: when no attempt's answer goes on, the client gets the
 // verdict over all of them and nothing is charged.
 func TestFailoverEveryAttemptFailed(t *testing.T) {
-	cat, err := catalog.Parse([]byte(strings.Replace(failoverCatalog, "credential_env: DEMO_OPENAI_KEY, priority: 3", "credential_env: DEMO_EXHAUSTED_KEY, priority: 3", 1)), replay.DemoEnv, os.ReadFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := startRealService(t, servertest.Options{}, func(c *lifecycle.Config) {
-		c.Catalog, c.Failover, c.Health = cat, true, health.New(health.Config{})
-	})
-	acct := s.account(t, "default", 1_000_000)
-	_, key := s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct})
+	s, _, _, acct, key := failoverStack(t, strings.Replace(failoverCatalog, "credential_env: DEMO_OPENAI_KEY, priority: 3", "credential_env: DEMO_EXHAUSTED_KEY, priority: 3", 1))
 	body := `{"model":"demo-failover","messages":[{"role":"user","content":"hello"}]}`
 	const rid = "0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f"
 	d := s.h.Open(t)
@@ -215,15 +215,7 @@ func TestFailoverEveryAttemptFailed(t *testing.T) {
 // attempts releases the hold; nothing is charged, and an attempt arriving after that is
 // not made.
 func TestFailoverClientLeavesMidway(t *testing.T) {
-	cat, err := catalog.Parse([]byte(failoverCatalog), replay.DemoEnv, os.ReadFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := startRealService(t, servertest.Options{}, func(c *lifecycle.Config) {
-		c.Catalog, c.Failover, c.Health = cat, true, health.New(health.Config{})
-	})
-	acct := s.account(t, "default", 1_000_000)
-	_, key := s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct})
+	s, _, _, acct, key := failoverStack(t, failoverCatalog)
 	body := `{"model":"demo-failover","messages":[{"role":"user","content":"hello"}]}`
 	const rid = "5c6d7e8f-9a0b-4c1d-8e2f-3a4b5c6d7e8f"
 	d := s.h.Open(t)
