@@ -62,6 +62,17 @@ func TestTransportSocketMatches(t *testing.T) {
 
 func socketMatch(t *testing.T, name string, match map[string]any, ca, san string) *clusterv3.Cluster_TransportSocketMatch {
 	t.Helper()
+	m, err := structpb.NewStruct(match)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &clusterv3.Cluster_TransportSocketMatch{Name: name, Match: m, TransportSocket: tlsSocket(t, ca, san)}
+}
+
+// tlsSocket is a TLS transport socket as extproc/xds builds one: SNI example.com (the
+// test servers' certificate), certificates checked against ca, SAN san.
+func tlsSocket(t *testing.T, ca, san string) *corev3.TransportSocket {
+	t.Helper()
 	tc, err := anypb.New(&tlsv3.UpstreamTlsContext{
 		Sni: "example.com",
 		CommonTlsContext: &tlsv3.CommonTlsContext{ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{
@@ -74,12 +85,7 @@ func socketMatch(t *testing.T, name string, match map[string]any, ca, san string
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := structpb.NewStruct(match)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &clusterv3.Cluster_TransportSocketMatch{Name: name, Match: m,
-		TransportSocket: &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tc}}}
+	return &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tc}}
 }
 
 // TestLabelsMatch pins metadataLabelMatch: every label present and equal; an empty

@@ -11,13 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
-
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // TestTLSCluster proxies to a TLS cluster: SNI, the CA bundle from trusted_ca and the
@@ -38,19 +32,7 @@ func TestTLSCluster(t *testing.T) {
 	openai := func(san string) *clusterv3.Cluster {
 		c := testCluster("openai", tlsUp.Listener.Addr().String())
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
-		tc, err := anypb.New(&tlsv3.UpstreamTlsContext{
-			Sni: "example.com",
-			CommonTlsContext: &tlsv3.CommonTlsContext{ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{
-				ValidationContext: &tlsv3.CertificateValidationContext{
-					TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: ca}},
-					MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{SanType: tlsv3.SubjectAltNameMatcher_DNS,
-						Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: san}}}},
-				}}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tc}}
+		c.TransportSocket = tlsSocket(t, ca, san)
 		return c
 	}
 	h := newHarnessClusters(t, nil, func(s *session) error {
