@@ -80,9 +80,9 @@ func final(err error) bool {
 // confirmed expiry (accounting unreachable all along). done hears the last error. h's
 // keeper stops when settle ends.
 func (s *Service) settle(h *hold, call func(context.Context) error, done func(error)) {
-	s.pending.Add(1)
+	s.pending.add()
 	go func() {
-		defer s.pending.Done()
+		defer s.pending.done()
 		defer h.end()
 		done(s.retry(func() time.Time { return h.expiry().Add(s.cfg.LeaseTTL) }, call))
 	}()
@@ -113,9 +113,9 @@ func (s *Service) retry(until func() time.Time, call func(context.Context) error
 // it never answered, any hold made in between expires with its lease. log is the
 // request's logger.
 func (s *Service) abandonReserve(req ledger.ReserveRequest, log *zap.Logger) {
-	s.pending.Add(1)
+	s.pending.add()
 	go func() {
-		defer s.pending.Done()
+		defer s.pending.done()
 		deadline := time.Now().Add(s.cfg.LeaseTTL)
 		var res ledger.Reservation
 		err := s.retry(func() time.Time { return deadline }, func(ctx context.Context) error {
@@ -141,10 +141,8 @@ func (s *Service) abandonReserve(req ledger.ReserveRequest, log *zap.Logger) {
 // finished, or ctx is done (a lease keeper ends with its hold's settlement). Drain calls it after the last stream ended,
 // tests before they read the ledger.
 func (s *Service) WaitSettled(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { s.pending.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-s.pending.idleC():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -384,9 +384,9 @@ func (r *Request) settleVideo(ctx context.Context, out []byte) ([]byte, *apierr.
 func (r *Request) recordLate(id string, origin ledger.TaskOrigin) {
 	s := r.svc
 	log := r.log()
-	s.pending.Add(1)
+	s.pending.add()
 	go func() {
-		defer s.pending.Done()
+		defer s.pending.done()
 		if err := r.recordUntil(time.Now().Add(s.cfg.LeaseTTL), id, origin); err != nil {
 			log.Error("video task charged but not recorded", zap.String("task", id),
 				zap.String("channel", origin.Channel), zap.String("upstream_task", origin.UpstreamTaskID),

@@ -77,7 +77,7 @@ type Service struct {
 	fails *failLimiter
 	// pending counts the background work that outlives a stream: settlements and
 	// abandoned reservations (WaitSettled).
-	pending sync.WaitGroup
+	pending background
 	// attempting holds the failover requests in flight by x-request-id, for their
 	// attempts' streams (StartAttempt).
 	attempting sync.Map
