@@ -147,19 +147,8 @@ func (r *Request) unitCost(n int64) int64 {
 // Embedding inputs have no message framing: their count is the texts' tokens, media
 // parts at their fixed bound, and the token ids given.
 func (r *Request) promptTokens() int64 {
-	if r.counted < 0 {
-		p := r.parsed.Prompt
-		if r.endpoint.spec().billing == BillInputTokens {
-			n := r.parsed.KnownTokens + tokens.Media(p)
-			for _, t := range p.Texts {
-				n += int64(r.svc.cfg.Counter.Text(t))
-			}
-			r.counted = n
-		} else {
-			r.counted = r.svc.cfg.Counter.Count(p)
-		}
-	}
-	return r.counted
+	r.tally()
+	return r.counted.Bound
 }
 
 // knownPromptTokens is what an early end charges for the prompt (settlement policy): the
@@ -167,15 +156,26 @@ func (r *Request) promptTokens() int64 {
 // the token ids given), never the bounds of media, tools prompt or margin that the hold
 // carries.
 func (r *Request) knownPromptTokens() int64 {
-	p := r.parsed.Prompt
-	if r.endpoint.spec().billing == BillInputTokens {
-		n := r.parsed.KnownTokens
-		for _, t := range p.Texts {
-			n += int64(r.svc.cfg.Counter.Text(t))
-		}
-		return n
+	r.tally()
+	return r.counted.Known
+}
+
+// tally counts the prompt, once per request (the tokenizer is the costliest part of a
+// request's own work).
+func (r *Request) tally() {
+	if r.counted.Bound >= 0 {
+		return
 	}
-	return r.svc.cfg.Counter.Known(p)
+	p := r.parsed.Prompt
+	if r.endpoint.spec().billing != BillInputTokens {
+		r.counted = r.svc.cfg.Counter.Tally(p)
+		return
+	}
+	n := r.parsed.KnownTokens
+	for _, t := range p.Texts {
+		n += int64(r.svc.cfg.Counter.Text(t))
+	}
+	r.counted = tokens.Tally{Bound: n + tokens.Media(p), Known: n}
 }
 
 func (r *Request) reserve(ctx context.Context) *apierr.Error {

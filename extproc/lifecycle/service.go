@@ -123,7 +123,7 @@ func randomID() string {
 
 // NewRequest starts the lifecycle of one HTTP request.
 func (s *Service) NewRequest() *Request {
-	return &Request{svc: s, contentLength: -1, counted: -1, cat: s.cfg.Source.Current()}
+	return &Request{svc: s, contentLength: -1, counted: tokens.Tally{Bound: -1}, cat: s.cfg.Source.Current()}
 }
 
 // Request is one HTTP request's lifecycle. Not safe for concurrent use.
@@ -149,7 +149,7 @@ type Request struct {
 	// cat is the catalog this request lives by (read once, at its start).
 	cat     *catalog.Catalog
 	parsed  wire.Parsed
-	counted int64 // the prompt's plain token count; -1 until counted
+	counted tokens.Tally // the prompt's counts; Bound -1 until counted
 	model   *catalog.Model
 	channel *catalog.Channel
 	grant   ledger.Grant

@@ -153,39 +153,43 @@ func (c *Counter) JSON(s string) int64 {
 	return max(int64(c.Text(s)), (int64(len(s))+JSONBytesPerToken-1)/JSONBytesPerToken)
 }
 
-// Count is the plain count of a prompt: its text and JSON tokens, the per-message
-// framing, the reply priming and the tools prompt, with media parts at their bounds
-// (Media), and no margin.
-func (c *Counter) Count(p wire.Prompt) int64 {
-	var n int64
-	for _, t := range p.Texts {
-		n += int64(c.Text(t))
-	}
-	for _, j := range p.JSON {
-		n += c.JSON(j)
-	}
-	n += int64(p.Messages)*PerMessage + ReplyPriming
-	if p.Tools {
-		n += ToolsPrompt
-	}
-	return n + Media(p)
+// Tally is a prompt's two counts, from one pass of the tokenizer over its texts and
+// JSON. Bound is the plain count: text and JSON tokens (JSON at least one token per
+// JSONBytesPerToken bytes), the per-message framing, the reply priming and the tools
+// prompt, with media parts at their bounds (Media), and no margin. Known is the part the
+// gateway counts as the provider does: text and JSON by the tokenizer alone and the
+// message framing; no tools prompt, no media, no margin, no bytes floor. Known is what a
+// request that ended early is charged for its prompt (the settlement policy), where
+// Bound's bounds would overcharge; it never exceeds Bound.
+type Tally struct {
+	Bound, Known int64
 }
 
-// Known is the part of a prompt the gateway counts as the provider does: its text and
-// JSON by the tokenizer alone and the message framing; no tools prompt, no media, no
-// margin, no bytes floor. It is what a request that ended early is charged for its
-// prompt (the settlement policy), where Count's bounds would overcharge: it never
-// exceeds Count.
-func (c *Counter) Known(p wire.Prompt) int64 {
-	var n int64
+// Tally counts p once (the tokenizer is most of a request's own CPU: a request needs
+// both counts, so it never runs twice).
+func (c *Counter) Tally(p wire.Prompt) Tally {
+	var text, floor int64 // floor: what the JSON bytes floor adds above the tokenizer
 	for _, t := range p.Texts {
-		n += int64(c.Text(t))
+		text += int64(c.Text(t))
 	}
 	for _, j := range p.JSON {
-		n += int64(c.Text(j))
+		n := int64(c.Text(j))
+		text += n
+		floor += max(0, (int64(len(j))+JSONBytesPerToken-1)/JSONBytesPerToken-n)
 	}
-	return n + int64(p.Messages)*PerMessage + ReplyPriming
+	known := text + int64(p.Messages)*PerMessage + ReplyPriming
+	bound := known + floor + Media(p)
+	if p.Tools {
+		bound += ToolsPrompt
+	}
+	return Tally{Bound: bound, Known: known}
 }
+
+// Count is Tally's Bound.
+func (c *Counter) Count(p wire.Prompt) int64 { return c.Tally(p).Bound }
+
+// Known is Tally's Known.
+func (c *Counter) Known(p wire.Prompt) int64 { return c.Tally(p).Known }
 
 // Media is the bound of a prompt's image, audio and document parts.
 func Media(p wire.Prompt) int64 {
