@@ -217,7 +217,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
 	m := metrics.New(cat)
 	m.SetCatalog(cat, source.Version())
-	dialOpts := append(ledgerclient.DialOptions(), grpc.WithChainUnaryInterceptor(m.AccountingInterceptor()))
+	dialOpts := append(ledgerclient.DialOptions(tracing.Enabled(os.Getenv)), grpc.WithChainUnaryInterceptor(m.AccountingInterceptor()))
 	conn, err := client.Dial(ctx, cfg.AccountingAddr, token, dialOpts...)
 	if err != nil {
 		return configError{err}

@@ -95,7 +95,7 @@ func attrs(s *tracepb.Span) map[string]string {
 func TestOneTracePerRequest(t *testing.T) {
 	c, tp := startCollector(t)
 	s := startRealWith(t, servertest.Options{ServerOptions: []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler())}},
-		ledgerclient.DialOptions()...)
+		ledgerclient.DialOptions(true)...)
 	acct := s.account(t, "default", 1_000_000)
 	_, key := s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct})
 	const (

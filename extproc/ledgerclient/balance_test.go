@@ -32,7 +32,7 @@ func TestDialOptionsSpreadCalls(t *testing.T) {
 	}
 	r := manual.NewBuilderWithScheme("replicas")
 	r.InitialState(resolver.State{Addresses: addrs})
-	opts := append(DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(r))
+	opts := append(DialOptions(false), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(r))
 	conn, err := grpc.NewClient("replicas:///accounting", opts...)
 	if err != nil {
 		t.Fatal(err)

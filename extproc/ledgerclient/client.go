@@ -50,11 +50,16 @@ import (
 // round_robin load-balancing policy.
 const ServiceConfig = `{"loadBalancingConfig":[{"round_robin":{}}]}`
 
-// DialOptions are the options extproc dials accounting with (see the package doc). The
-// OpenTelemetry client instrumentation makes each ledger call a span of the request's
-// trace, propagated to accounting (a no-op while tracing is off).
-func DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithDefaultServiceConfig(ServiceConfig), grpc.WithStatsHandler(otelgrpc.NewClientHandler())}
+// DialOptions are the options extproc dials accounting with (see the package doc). With
+// traced (tracing is on), the OpenTelemetry client instrumentation makes each ledger
+// call a span of the request's trace, propagated to accounting; without, no handler
+// runs at all (even a no-op one costs each call some work).
+func DialOptions(traced bool) []grpc.DialOption {
+	opts := []grpc.DialOption{grpc.WithDefaultServiceConfig(ServiceConfig)}
+	if traced {
+		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+	}
+	return opts
 }
 
 // DefaultMaxAge is how long a cached grant is used at most.

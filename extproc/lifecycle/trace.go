@@ -54,6 +54,11 @@ func (r *Request) traceHeaders(ctx context.Context, headers []Header) context.Co
 	parent := propagation.TraceContext{}.Extract(context.Background(), carrier)
 	tr := otel.GetTracerProvider().Tracer(TracerName)
 	rctx, root := tr.Start(parent, "gateway.request", trace.WithSpanKind(trace.SpanKindServer))
+	if !root.IsRecording() {
+		// Tracing is off (the global no-op provider) or this trace is not sampled: no
+		// span of this request records anything, so none is made.
+		return ctx
+	}
 	_, adm := tr.Start(rctx, "gateway.admission")
 	r.tr = &reqTrace{ctx: rctx, root: root, admission: adm}
 	return trace.ContextWithSpan(ctx, adm)
