@@ -101,20 +101,26 @@ func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupSta
 	// The transaction starts in this round trip (no BEGIN of its own).
 	b.Queue(`BEGIN`)
 	// Every statement below names its rows by key. Their plans are cached, and one made
-	// while a table was small would scan it whole for ever after: index scans only.
-	b.Queue(`SET LOCAL enable_seqscan = off`)
-	b.Queue(`SELECT now()`).QueryRow(func(row pgx.Row) error { return row.Scan(&st.now) })
-	b.Queue(`SELECT `+resColumns+` FROM reservations WHERE id = ANY ($1::uuid[]) ORDER BY id FOR UPDATE SKIP LOCKED`,
-		resIDs).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			r, err := scanRes(rows)
-			if err != nil {
-				return err
-			}
-			st.locked[r.id] = r
-		}
-		return rows.Err()
+	// while a table was small would scan it whole for ever after: index scans only (SET
+	// LOCAL, as set_config's true says), set in the statement that reads the clock.
+	b.Queue(`SELECT now(), set_config('enable_seqscan', 'off', true)`).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&st.now, nil)
 	})
+	// A statement whose ids are all missing finds nothing and is not sent: a batch of
+	// reserves locks no reservation by id, a batch of settlements reads no key.
+	if len(resIDs) > 0 {
+		b.Queue(`SELECT `+resColumns+` FROM reservations WHERE id = ANY ($1::uuid[]) ORDER BY id FOR UPDATE SKIP LOCKED`,
+			resIDs).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				r, err := scanRes(rows)
+				if err != nil {
+					return err
+				}
+				st.locked[r.id] = r
+			}
+			return rows.Err()
+		})
+	}
 	b.Queue(`
 		SELECT a.id::text, a.balance, a.reserved, a.suspended, a.topped_up, a.in_flight, a.in_flight_high_cost,
 			nullif(a.rpm_minute, '-infinity'), a.rpm_count,
@@ -135,46 +141,48 @@ func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupSta
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT id::text, account_id::text, disabled, revoked_at IS NOT NULL, expires_at, daily_limit, monthly_limit
-		FROM api_keys WHERE id = ANY ($1::uuid[])`, keyIDs).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id string
-			k := &gKey{}
-			if err := rows.Scan(&id, &k.account, &k.disabled, &k.revoked, &k.expires, &k.daily, &k.monthly); err != nil {
-				return err
-			}
-			st.keys[id] = k
-		}
-		return rows.Err()
-	})
-	b.Queue(`SELECT `+resColumns+` FROM reservations WHERE request_id = ANY ($1::text[])`, requestIDs).Query(
-		func(rows pgx.Rows) error {
+	if len(keyIDs) > 0 {
+		b.Queue(`SELECT id::text, account_id::text, disabled, revoked_at IS NOT NULL, expires_at, daily_limit, monthly_limit
+			FROM api_keys WHERE id = ANY ($1::uuid[])`, keyIDs).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				r, err := scanRes(rows)
-				if err != nil {
+				var id string
+				k := &gKey{}
+				if err := rows.Scan(&id, &k.account, &k.disabled, &k.revoked, &k.expires, &k.daily, &k.monthly); err != nil {
 					return err
 				}
-				if l := st.locked[r.id]; l != nil {
-					r = l
-				}
-				st.byRequest[r.requestID] = r
+				st.keys[id] = k
 			}
 			return rows.Err()
 		})
-	b.Queue(`SELECT key_id::text, period, to_char(period_start, 'YYYY-MM-DD'), committed + held FROM key_spend
-		WHERE key_id = ANY ($1::uuid[])
-		  AND period_start >= least($2::date, date_trunc('month', now() AT TIME ZONE 'UTC')::date)`,
-		keyIDs, since).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var w spendWindow
-			var used int64
-			if err := rows.Scan(&w.key, &w.period, &w.start, &used); err != nil {
-				return err
+		b.Queue(`SELECT `+resColumns+` FROM reservations WHERE request_id = ANY ($1::text[])`, requestIDs).Query(
+			func(rows pgx.Rows) error {
+				for rows.Next() {
+					r, err := scanRes(rows)
+					if err != nil {
+						return err
+					}
+					if l := st.locked[r.id]; l != nil {
+						r = l
+					}
+					st.byRequest[r.requestID] = r
+				}
+				return rows.Err()
+			})
+		b.Queue(`SELECT key_id::text, period, to_char(period_start, 'YYYY-MM-DD'), committed + held FROM key_spend
+			WHERE key_id = ANY ($1::uuid[])
+			  AND period_start >= least($2::date, date_trunc('month', now() AT TIME ZONE 'UTC')::date)`,
+			keyIDs, since).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var w spendWindow
+				var used int64
+				if err := rows.Scan(&w.key, &w.period, &w.start, &used); err != nil {
+					return err
+				}
+				st.used[w] = used
 			}
-			st.used[w] = used
-		}
-		return rows.Err()
-	})
+			return rows.Err()
+		})
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
