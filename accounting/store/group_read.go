@@ -109,7 +109,7 @@ func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupSta
 	// A statement whose ids are all missing finds nothing and is not sent: a batch of
 	// reserves locks no reservation by id, a batch of settlements reads no key.
 	if len(resIDs) > 0 {
-		b.Queue(`SELECT `+resColumns+` FROM reservations WHERE id = ANY ($1::uuid[]) ORDER BY id FOR UPDATE SKIP LOCKED`,
+		b.Queue(`SELECT `+resColumns+` FROM reservations WHERE id = ANY ($1::text[]::uuid[]) ORDER BY id FOR UPDATE SKIP LOCKED`,
 			resIDs).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				r, err := scanRes(rows)
@@ -126,8 +126,8 @@ func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupSta
 			nullif(a.rpm_minute, '-infinity'), a.rpm_count,
 			t.rpm_before_topup, t.rpm_after_topup, t.in_flight_general, t.in_flight_high_cost
 		FROM accounts a JOIN tiers t ON t.name = a.tier
-		WHERE a.id IN (SELECT r.account_id FROM reservations r WHERE r.id = ANY ($1::uuid[])
-		               UNION SELECT k.account_id FROM api_keys k WHERE k.id = ANY ($2::uuid[]))
+		WHERE a.id IN (SELECT r.account_id FROM reservations r WHERE r.id = ANY ($1::text[]::uuid[])
+		               UNION SELECT k.account_id FROM api_keys k WHERE k.id = ANY ($2::text[]::uuid[]))
 		ORDER BY a.id FOR UPDATE OF a SKIP LOCKED`, resIDs, keyIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
@@ -143,7 +143,7 @@ func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupSta
 	})
 	if len(keyIDs) > 0 {
 		b.Queue(`SELECT id::text, account_id::text, disabled, revoked_at IS NOT NULL, expires_at, daily_limit, monthly_limit
-			FROM api_keys WHERE id = ANY ($1::uuid[])`, keyIDs).Query(func(rows pgx.Rows) error {
+			FROM api_keys WHERE id = ANY ($1::text[]::uuid[])`, keyIDs).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var id string
 				k := &gKey{}
@@ -169,7 +169,7 @@ func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupSta
 				return rows.Err()
 			})
 		b.Queue(`SELECT key_id::text, period, to_char(period_start, 'YYYY-MM-DD'), committed + held FROM key_spend
-			WHERE key_id = ANY ($1::uuid[])
+			WHERE key_id = ANY ($1::text[]::uuid[])
 			  AND period_start >= least($2::date, date_trunc('month', now() AT TIME ZONE 'UTC')::date)`,
 			keyIDs, since).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
@@ -188,6 +188,10 @@ func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupSta
 	}
 	return st, nil
 }
+
+// Ids travel as text[] cast to uuid[] in the statement ($1::text[]::uuid[]): pgx sends a
+// []string for a uuid[] parameter only after its binary encoding failed (an error built
+// and dropped for every array of every batch), while text[] it encodes at once.
 
 // batchSender sends a pipeline of statements on one connection.
 type batchSender interface {

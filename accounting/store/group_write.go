@@ -12,7 +12,8 @@ import (
 // reservations, settled reservations, each changed account once, the charges (whose
 // trigger keeps the usage rollup), and the key spend windows (one row change per window).
 // Every row it changes is locked by the batch (new rows aside). Each UPDATE also names
-// its rows with = ANY, so the plan reads them by index whatever it guesses of unnest.
+// its rows with = ANY, so the plan reads them by index whatever it guesses of unnest. Ids
+// are text[] cast to uuid[] (see batchSender).
 func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*batchOp, outs []opOutcome) error {
 	b := &pgx.Batch{}
 
@@ -33,7 +34,7 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 	}
 	if len(ins.id) > 0 {
 		b.Queue(`INSERT INTO reservations (id, request_id, account_id, key_id, model, amount, pool, created_at, expires_at)
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::bigint[],
+			SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]::uuid[], $4::text[]::uuid[], $5::text[], $6::bigint[],
 				$7::smallint[], $8::timestamptz[], $9::timestamptz[])`,
 			ins.id, ins.req, ins.acct, ins.key, ins.model, ins.amount, ins.pool, ins.created, ins.expires)
 	}
@@ -64,9 +65,9 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 	if len(set.id) > 0 {
 		b.Queue(`UPDATE reservations r SET state = u.state, actual = u.actual, charged = u.charged,
 				settled_at = u.settled_at, release_reason = u.reason
-			FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::text[])
+			FROM unnest($1::text[]::uuid[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::text[])
 				AS u (id, state, actual, charged, settled_at, reason)
-			WHERE r.id = u.id AND r.id = ANY ($1::uuid[])`, set.id, set.state, set.actual, set.charged, set.settled, set.reason)
+			WHERE r.id = u.id AND r.id = ANY ($1::text[]::uuid[])`, set.id, set.state, set.actual, set.charged, set.settled, set.reason)
 	}
 
 	var acc struct {
@@ -94,9 +95,9 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 		b.Queue(`UPDATE accounts a SET balance = a.balance + d.balance, reserved = a.reserved + d.reserved,
 				in_flight = a.in_flight + d.n, in_flight_high_cost = a.in_flight_high_cost + d.nh,
 				rpm_minute = coalesce(d.minute, a.rpm_minute), rpm_count = coalesce(d.count, a.rpm_count)
-			FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::integer[], $5::integer[], $6::timestamptz[], $7::integer[])
+			FROM unnest($1::text[]::uuid[], $2::bigint[], $3::bigint[], $4::integer[], $5::integer[], $6::timestamptz[], $7::integer[])
 				AS d (id, balance, reserved, n, nh, minute, count)
-			WHERE a.id = d.id AND a.id = ANY ($1::uuid[])`, acc.id, acc.balance, acc.reserved, acc.n, acc.nh, acc.minute, acc.count)
+			WHERE a.id = d.id AND a.id = ANY ($1::text[]::uuid[])`, acc.id, acc.balance, acc.reserved, acc.n, acc.nh, acc.minute, acc.count)
 	}
 
 	var ch struct {
@@ -132,7 +133,7 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 				channel, input_tokens, output_tokens, units, created_at)
 			SELECT u.acct, 'charge', u.amount, u.res, u.key, u.model, u.upstream, u.channel, u.inp, u.outp,
 				u.units::jsonb, u.at
-			FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[],
+			FROM unnest($1::text[]::uuid[], $2::bigint[], $3::text[]::uuid[], $4::text[]::uuid[], $5::text[], $6::text[], $7::text[],
 				$8::bigint[], $9::bigint[], $10::text[], $11::timestamptz[])
 				AS u (acct, amount, res, key, model, upstream, channel, inp, outp, units, at)`,
 			ch.acct, ch.amount, ch.res, ch.key, ch.model, ch.upstream, ch.channel, ch.in, ch.out, ch.units, ch.at)
@@ -156,7 +157,7 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 		}
 		b.Queue(`INSERT INTO key_spend AS s (key_id, period, period_start, held)
 			SELECT u.key_id, u.period, u.start::date, u.held
-			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[]) AS u (key_id, period, start, held)
+			FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::bigint[]) AS u (key_id, period, start, held)
 			ON CONFLICT (key_id, period, period_start) DO UPDATE SET held = s.held + EXCLUDED.held`,
 			key, period, start, amount)
 	}
@@ -168,9 +169,9 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 			freed, charged = append(freed, v[0]), append(charged, v[1])
 		}
 		b.Queue(`UPDATE key_spend s SET held = s.held - u.freed, committed = s.committed + u.charged
-			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u (key_id, period, start, freed, charged)
+			FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u (key_id, period, start, freed, charged)
 			WHERE s.key_id = u.key_id AND s.period = u.period AND s.period_start = u.start::date
-				AND s.key_id = ANY ($1::uuid[])`,
+				AND s.key_id = ANY ($1::text[]::uuid[])`,
 			key, period, start, freed, charged)
 	}
 	// The transaction ends in this round trip (no COMMIT of its own), also when the batch
