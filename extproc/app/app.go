@@ -377,6 +377,19 @@ const KeepaliveMinTime = 10 * time.Second
 // a larger buffer limit is not silently refused with RESOURCE_EXHAUSTED (a 500).
 const MaxRecvMsgSize = 4 << 20
 
+// StreamWindow and ConnWindow are the fixed HTTP/2 receive windows of extproc's gRPC
+// server: a whole ProcessingRequest (MaxRecvMsgSize) fits one stream's window, and four
+// of them the connection's (what grpc-go's estimation grows it to at most). Fixed windows turn grpc-go's bandwidth estimation
+// off: with it, the server answered the first DATA frame after each round trip with a
+// WINDOW_UPDATE and a PING of its own (google.golang.org/grpc internal/transport,
+// http2Server.handleData and bdpEstimator.add), about one more exchange per request with
+// Envoy, which never estimates (its windows are static: the cluster's
+// http2_protocol_options, 256 MiB by default).
+const (
+	StreamWindow = MaxRecvMsgSize
+	ConnWindow   = 4 * MaxRecvMsgSize
+)
+
 // serverOptions are the ext_proc gRPC server's options. WaitForHandlers: Stop (after
 // the drain deadline) returns only once every handler has returned, that is once every
 // cut stream has been settled.
@@ -384,6 +397,8 @@ func serverOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.WaitForHandlers(true),
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.InitialWindowSize(StreamWindow),
+		grpc.InitialConnWindowSize(ConnWindow),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: KeepaliveMinTime, PermitWithoutStream: true,
 		}),
