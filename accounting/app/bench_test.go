@@ -59,7 +59,8 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 			const conns = 4
 			clients := make([]accountingv1.LedgerServiceClient, conns)
 			for i := range clients {
-				cc, err := client.Dial(ctx, p.addr, serviceToken, grpc.WithDefaultCallOptions())
+				// The fixed receive windows extproc dials with (its ledgerclient.DialOptions).
+				cc, err := client.Dial(ctx, p.addr, serviceToken, grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(4<<20))
 				if err != nil {
 					b.Fatal(err)
 				}
