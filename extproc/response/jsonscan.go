@@ -2,6 +2,8 @@ package response
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -33,50 +35,56 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// stringStop and structural mark the bytes that end a run of plain bytes inside a string
-// and inside a container.
-var stringStop, structural [256]bool
+// structural marks the bytes that end a run of plain bytes inside a container.
+var structural [256]bool
 
 func init() {
-	stringStop['"'], stringStop['\\'] = true, true
 	for _, c := range []byte(`"{}[]`) {
 		structural[c] = true
 	}
 }
 
-// stringEnd returns the offset just past the string whose opening quote is at b[i]. The
-// first bytes are walked one by one (most keys and values are short); longer strings are
-// crossed with IndexByte, each byte looked at a bounded number of times.
+// Word-at-a-time search: eight bytes are loaded as one little-endian word, and
+// zeroBytes(w ^ ones*c) marks (with its high bit) every byte of w equal to c. A mark can
+// be wrong only above a true one (a borrow carries upward), so the lowest mark is exact.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+func zeroBytes(w uint64) uint64 { return (w - ones) &^ w & highs }
+
+// quoteOrBackslash returns the offset of the first '"' or '\\' in b at or after j, or
+// len(b) when there is none.
+func quoteOrBackslash(b []byte, j int) int {
+	for ; j+8 <= len(b); j += 8 {
+		w := binary.LittleEndian.Uint64(b[j:])
+		if m := zeroBytes(w^(ones*'"')) | zeroBytes(w^(ones*'\\')); m != 0 {
+			return j + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; j < len(b); j++ {
+		if c := b[j]; c == '"' || c == '\\' {
+			return j
+		}
+	}
+	return len(b)
+}
+
+// stringEnd returns the offset just past the string whose opening quote is at b[i]: the
+// first '"' not escaped by a backslash (an escaped byte, whatever it is, is skipped).
 func stringEnd(b []byte, i int) (int, bool) {
 	j := i + 1
-	lim := min(j+16, len(b))
-	for j < lim {
-		if !stringStop[b[j]] {
-			j++
-			continue
+	for {
+		j = quoteOrBackslash(b, j)
+		if j >= len(b) {
+			return 0, false
 		}
 		if b[j] == '"' {
 			return j + 1, true
 		}
 		j += 2
-		lim = min(lim+2, len(b))
 	}
-	q := -1 // the next '"' at or after j, once found
-	for j < len(b) {
-		if q < j {
-			k := bytes.IndexByte(b[j:], '"')
-			if k < 0 {
-				return 0, false
-			}
-			q = j + k
-		}
-		bs := bytes.IndexByte(b[j:q], '\\')
-		if bs < 0 {
-			return q + 1, true
-		}
-		j += bs + 2
-	}
-	return 0, false
 }
 
 // valueEnd returns the offset just past the JSON value starting at b[i] (no leading space).
@@ -126,6 +134,64 @@ func valueEnd(b []byte, i int) (int, bool) {
 		}
 		return j, j > i
 	}
+}
+
+// openContainer starts walking the object or array (open and close are its brackets)
+// whose opening bracket is at b[i]. It returns the offset of the first member or element
+// (more), or just past the closing bracket of an empty one. ok is false when b[i] is not
+// open or nothing follows it.
+func openContainer(b []byte, i int, open, close byte) (next int, more, ok bool) {
+	if i >= len(b) || b[i] != open {
+		return 0, false, false
+	}
+	i = skipSpace(b, i+1)
+	if i >= len(b) {
+		return 0, false, false
+	}
+	if b[i] == close {
+		return i + 1, false, true
+	}
+	return i, true, true
+}
+
+// nextMember continues a walk after a member or element whose value ends at b[ve]: it
+// returns the offset of the next one after a comma (more), or just past the closing
+// bracket.
+func nextMember(b []byte, ve int, close byte) (next int, more, ok bool) {
+	j := skipSpace(b, ve)
+	if j >= len(b) {
+		return 0, false, false
+	}
+	switch b[j] {
+	case ',':
+		j = skipSpace(b, j+1)
+		return j, true, j < len(b)
+	case close:
+		return j + 1, false, true
+	}
+	return 0, false, false
+}
+
+// memberHead reads the key of the member starting at b[i] and its colon; it returns the
+// raw key (between the quotes, escapes not decoded) and the offset of the value, which is
+// inside b.
+func memberHead(b []byte, i int) (key []byte, keyStart, valStart int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, 0, false
+	}
+	ke, ok := stringEnd(b, i)
+	if !ok {
+		return nil, 0, 0, false
+	}
+	j := skipSpace(b, ke)
+	if j >= len(b) || b[j] != ':' {
+		return nil, 0, 0, false
+	}
+	vs := skipSpace(b, j+1)
+	if vs >= len(b) {
+		return nil, 0, 0, false
+	}
+	return b[i+1 : ke-1], i, vs, true
 }
 
 // walkObject calls fn for each member of the object in b (surrounding space allowed,
@@ -383,83 +449,4 @@ func hex4(s []byte, i int) (rune, int, bool) {
 		return 0, 0, false
 	}
 	return rune(v), i + 4, true
-}
-
-// parseObject walks the object whose '{' is at b[i], calling fn with each member's key
-// and the offset of its value (always inside b, so fn may look at b[valStart]); fn returns
-// the offset just past the value (it may parse the value itself, in one pass, or call
-// valueEnd). It returns the offset just past the object.
-func parseObject(b []byte, i int, fn func(key []byte, keyStart, valStart int) (int, bool)) (int, bool) {
-	if i >= len(b) || b[i] != '{' {
-		return 0, false
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return 0, false
-		}
-		ke, ok := stringEnd(b, i)
-		if !ok {
-			return 0, false
-		}
-		j := skipSpace(b, ke)
-		if j >= len(b) || b[j] != ':' {
-			return 0, false
-		}
-		vs := skipSpace(b, j+1)
-		if vs >= len(b) {
-			return 0, false // no value: fn may index b[vs]
-		}
-		ve, ok := fn(b[i+1:ke-1], i, vs)
-		if !ok {
-			return 0, false
-		}
-		j = skipSpace(b, ve)
-		if j >= len(b) {
-			return 0, false
-		}
-		switch b[j] {
-		case ',':
-			i = skipSpace(b, j+1)
-		case '}':
-			return j + 1, true
-		default:
-			return 0, false
-		}
-	}
-}
-
-// parseArray walks the array whose '[' is at b[i] like parseObject walks an object.
-func parseArray(b []byte, i int, fn func(valStart int) (int, bool)) (int, bool) {
-	if i >= len(b) || b[i] != '[' {
-		return 0, false
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, true
-	}
-	for {
-		if i >= len(b) {
-			return 0, false // no element: fn may index b[i]
-		}
-		ve, ok := fn(i)
-		if !ok {
-			return 0, false
-		}
-		j := skipSpace(b, ve)
-		if j >= len(b) {
-			return 0, false
-		}
-		switch b[j] {
-		case ',':
-			i = skipSpace(b, j+1)
-		case ']':
-			return j + 1, true
-		default:
-			return 0, false
-		}
-	}
 }

@@ -1,0 +1,142 @@
+package response
+
+// chat handles one chat.completion.chunk in one pass over its bytes, with no callbacks:
+// the top-level object is walked member by member (a "model" value is replaced, "usage"
+// is read, an "error" loses its message); "choices" is walked down to each choice's
+// "delta", whose content, refusal and tool call arguments are counted; every other value
+// is skipped. ok is false when data is not one object (surrounding space allowed); the
+// grammar checked is the scanner's (strings, brackets, separators, not the grammar of
+// numbers and literals).
+func (r *streamRewriter) chat(data []byte) bool {
+	var usageKey, usageStart, usageEnd, usagePrev int
+	hasUsage, choicesEmpty := false, true
+	prevEnd := -1
+	i, more, ok := openContainer(data, skipSpace(data, 0), '{', '}')
+	for ok && more {
+		var key []byte
+		var ks, vs, ve int
+		if key, ks, vs, ok = memberHead(data, i); !ok {
+			return false
+		}
+		switch string(key) {
+		case "model":
+			if ve, ok = valueEnd(data, vs); ok {
+				r.replace(data, vs, ve)
+			}
+		case "choices":
+			ve, ok = r.chatChoices(data, vs)
+			choicesEmpty = ok && isEmptyArray(data[vs:ve])
+		case "usage":
+			ve, ok = valueEnd(data, vs)
+			usageKey, usageStart, usageEnd, usagePrev, hasUsage = ks, vs, ve, prevEnd, true
+		case "error":
+			if ve, ok = valueEnd(data, vs); ok {
+				r.replaceMessage(data, vs, ve)
+			}
+		default:
+			ve, ok = valueEnd(data, vs)
+		}
+		if !ok {
+			return false
+		}
+		prevEnd = ve
+		i, more, ok = nextMember(data, ve, '}')
+	}
+	if !ok || skipSpace(data, i) != len(data) {
+		return false
+	}
+	if hasUsage {
+		r.chatUsage(data, usageKey, usageStart, usageEnd, usagePrev, choicesEmpty)
+	}
+	return true
+}
+
+// chatUsage reads the top-level usage member of a well-formed chunk and removes it, or
+// drops the whole chunk, when the gateway asked for it and the client did not.
+func (r *streamRewriter) chatUsage(data []byte, key, start, end, prev int, choicesEmpty bool) {
+	v := data[start:end]
+	remove := false
+	if isNull(v) {
+		remove = !r.opts.ClientWantsUsage
+	} else {
+		if u, ok := readOpenAIUsage(v); ok {
+			r.usage, r.usageOK = u, true
+		}
+		if !r.opts.ClientWantsUsage {
+			r.drop = choicesEmpty
+			remove = !choicesEmpty
+		}
+	}
+	if remove {
+		s, e := removalAt(data, key, end, prev)
+		r.edits = addEdit(r.edits, edit{s, e, nil})
+	}
+}
+
+// chatChoices walks the choices value at data[i] (an array of choice objects, or else any
+// value, skipped) and returns its end.
+func (r *streamRewriter) chatChoices(data []byte, i int) (int, bool) {
+	if data[i] != '[' {
+		return valueEnd(data, i)
+	}
+	i, more, ok := openContainer(data, i, '[', ']')
+	for ok && more {
+		var ve int
+		if data[i] == '{' {
+			ve, ok = r.chatChoice(data, i)
+		} else {
+			ve, ok = valueEnd(data, i)
+		}
+		if !ok {
+			return 0, false
+		}
+		i, more, ok = nextMember(data, ve, ']')
+	}
+	return i, ok
+}
+
+// chatChoice walks the choice object at data[i] and returns its end.
+func (r *streamRewriter) chatChoice(data []byte, i int) (int, bool) {
+	i, more, ok := openContainer(data, i, '{', '}')
+	for ok && more {
+		var key []byte
+		var vs, ve int
+		if key, _, vs, ok = memberHead(data, i); !ok {
+			return 0, false
+		}
+		if string(key) == "delta" && data[vs] == '{' {
+			ve, ok = r.chatDelta(data, vs)
+		} else {
+			ve, ok = valueEnd(data, vs)
+		}
+		if !ok {
+			return 0, false
+		}
+		i, more, ok = nextMember(data, ve, '}')
+	}
+	return i, ok
+}
+
+// chatDelta walks the delta object at data[i], counting its output text, and returns its
+// end.
+func (r *streamRewriter) chatDelta(data []byte, i int) (int, bool) {
+	i, more, ok := openContainer(data, i, '{', '}')
+	for ok && more {
+		var key []byte
+		var vs, ve int
+		if key, _, vs, ok = memberHead(data, i); !ok {
+			return 0, false
+		}
+		if ve, ok = valueEnd(data, vs); !ok {
+			return 0, false
+		}
+		switch string(key) {
+		case "content", "refusal":
+			r.add(data[vs:ve])
+		case "tool_calls":
+			r.toolCallArgs(data[vs:ve])
+		}
+		i, more, ok = nextMember(data, ve, '}')
+	}
+	return i, ok
+}
