@@ -11,11 +11,11 @@ type streamRewriter struct {
 	opts     Options
 	model    []byte
 	upstream string // the first upstream model id seen
-	dec      *sse.Decoder
+	dec      sse.Decoder
 	counter
 
 	out     []byte   // output of the current Write
-	ms      []member // scratch: top-level members of the current event
+	ms      []member // scratch: top-level members of the current event (not for chat)
 	edits   []edit   // scratch: edits of the current event
 	scratch []byte   // scratch: edited data of a multi-line event
 	drop    bool     // the current event is not sent on
@@ -32,14 +32,16 @@ type streamRewriter struct {
 
 	emitFn  func(*sse.Event) error // r.emit, bound once
 	editBuf [4]edit
-	msBuf   [8]member
+	textBuf [128]byte // the first delivered text, before it outgrows this
 }
 
+// newStream returns a stream rewriter in one allocation (with its decoder, first edits
+// and first text): a short stream allocates little more than its output.
 func newStream(opts Options, model []byte, c counter) *streamRewriter {
-	r := &streamRewriter{opts: opts, model: model, counter: c, dec: sse.NewDecoder(opts.MaxEventSize)}
-	r.edits, r.ms = r.editBuf[:0], r.msBuf[:0]
+	r := &streamRewriter{opts: opts, model: model, counter: c, dec: *sse.NewDecoder(opts.MaxEventSize)}
+	r.edits = r.editBuf[:0]
 	r.emitFn = r.emit
-	r.text = make([]byte, 0, 512)
+	r.text = r.textBuf[:0]
 	return r
 }
 
