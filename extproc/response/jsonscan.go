@@ -29,18 +29,22 @@ type member struct {
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
+	for i < len(b) && b[i] <= ' ' && isSpace(b[i]) {
 		i++
 	}
 	return i
 }
 
-// structural marks the bytes that end a run of plain bytes inside a container.
-var structural [256]bool
+// structural marks the bytes that end a run of plain bytes inside a container; valueStop
+// the bytes that end a number or literal (which may not start one either).
+var structural, valueStop [256]bool
 
 func init() {
 	for _, c := range []byte(`"{}[]`) {
 		structural[c] = true
+	}
+	for _, c := range []byte(",}] \t\n\r") {
+		valueStop[c] = true
 	}
 }
 
@@ -74,6 +78,29 @@ func quoteOrBackslash(b []byte, j int) int {
 // stringEnd returns the offset just past the string whose opening quote is at b[i]: the
 // first '"' not escaped by a backslash (an escaped byte, whatever it is, is skipped).
 func stringEnd(b []byte, i int) (int, bool) {
+	if e := shortStringEnd(b, i); e > 0 {
+		return e, true
+	}
+	return longStringEnd(b, i)
+}
+
+// shortStringEnd is stringEnd of a string of up to seven plain bytes (most keys and many
+// values), which ends in the word after its opening quote at b[i]; it returns 0 for any
+// other string.
+func shortStringEnd(b []byte, i int) int {
+	if i+9 > len(b) {
+		return 0
+	}
+	w := binary.LittleEndian.Uint64(b[i+1:])
+	q, bs := zeroBytes(w^(ones*'"')), zeroBytes(w^(ones*'\\'))
+	// The first quote, with no backslash before it (marks below a true one are exact).
+	if q == 0 || bs&(q&-q-1) != 0 {
+		return 0
+	}
+	return i + 2 + bits.TrailingZeros64(q)>>3
+}
+
+func longStringEnd(b []byte, i int) (int, bool) {
 	j := i + 1
 	for {
 		j = quoteOrBackslash(b, j)
@@ -88,52 +115,59 @@ func stringEnd(b []byte, i int) (int, bool) {
 }
 
 // valueEnd returns the offset just past the JSON value starting at b[i] (no leading space).
+// Strings and literals are crossed here; containers in containerEnd.
 func valueEnd(b []byte, i int) (int, bool) {
 	if i >= len(b) {
 		return 0, false
 	}
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); {
-			if !structural[b[j]] {
-				j++
-				continue
-			}
-			switch b[j] {
-			case '"':
-				e, ok := stringEnd(b, j)
-				if !ok {
-					return 0, false
-				}
-				j = e
-				continue
-			case '{', '[':
-				depth++
-			default: // '}', ']'
-				depth--
-				if depth == 0 {
-					return j + 1, true
-				}
-			}
-			j++
+	switch c := b[i]; {
+	case c == '"':
+		if e := shortStringEnd(b, i); e > 0 {
+			return e, true
 		}
+		return longStringEnd(b, i)
+	case c == '{' || c == '[':
+		return containerEnd(b, i)
+	case valueStop[c] || c == ':':
 		return 0, false
-	case ',', ':', '}', ']':
-		return 0, false
-	default:
-		j := i
-		for j < len(b) {
-			c := b[j]
-			if c == ',' || c == '}' || c == ']' || isSpace(c) {
-				break
-			}
-			j++
-		}
-		return j, j > i
 	}
+	// A number or literal: its grammar is not checked, it ends where a value may.
+	j := i + 1
+	for j < len(b) && !valueStop[b[j]] {
+		j++
+	}
+	return j, true
+}
+
+// containerEnd returns the offset just past the object or array whose opening bracket is
+// at b[i]: its brackets are counted (of either kind) and its strings crossed, nothing
+// else is checked.
+func containerEnd(b []byte, i int) (int, bool) {
+	depth := 0
+	for j := i; j < len(b); {
+		if !structural[b[j]] {
+			j++
+			continue
+		}
+		switch b[j] {
+		case '"':
+			e, ok := stringEnd(b, j)
+			if !ok {
+				return 0, false
+			}
+			j = e
+			continue
+		case '{', '[':
+			depth++
+		default: // '}', ']'
+			depth--
+			if depth == 0 {
+				return j + 1, true
+			}
+		}
+		j++
+	}
+	return 0, false
 }
 
 // openContainer starts walking the object or array (open and close are its brackets)
@@ -179,9 +213,11 @@ func memberHead(b []byte, i int) (key []byte, keyStart, valStart int, ok bool) {
 	if i >= len(b) || b[i] != '"' {
 		return nil, 0, 0, false
 	}
-	ke, ok := stringEnd(b, i)
-	if !ok {
-		return nil, 0, 0, false
+	ke := shortStringEnd(b, i)
+	if ke == 0 {
+		if ke, ok = longStringEnd(b, i); !ok {
+			return nil, 0, 0, false
+		}
 	}
 	j := skipSpace(b, ke)
 	if j >= len(b) || b[j] != ':' {
@@ -276,6 +312,19 @@ func get(b []byte, key string) ([]byte, bool) {
 		return nil, false
 	}
 	return b[s:e], true
+}
+
+// getAll finds the first member named each of keys in the object in b, in one walk: vals[k]
+// is what get(b, keys[k]) returns, nil when that finds nothing.
+func getAll(b []byte, keys []string, vals [][]byte) {
+	walkObject(b, func(m member) bool {
+		for k, key := range keys {
+			if vals[k] == nil && string(m.key) == key {
+				vals[k] = b[m.valStart:m.valEnd]
+			}
+		}
+		return true
+	})
 }
 
 // getInt returns the integer value of the member named key, if it is one.

@@ -252,3 +252,48 @@ func refParseArray(b []byte, i int, fn func(valStart int) (int, bool)) (int, boo
 		}
 	}
 }
+
+// refReadOpenAIUsage, refReadResponsesUsage and refMerge are the usage readers as they
+// were before getAll: one walk per member read.
+func refReadOpenAIUsage(v []byte) (Usage, bool) {
+	in, ok := getInt(v, "prompt_tokens")
+	if !ok {
+		return Usage{}, false
+	}
+	u := Usage{InputTokens: in}
+	if out, ok := getInt(v, "completion_tokens"); ok {
+		u.OutputTokens = out
+	}
+	if d, ok := get(v, "prompt_tokens_details"); ok {
+		u.CacheReadInputTokens, _ = getInt(d, "cached_tokens")
+	}
+	return u, true
+}
+
+func refReadResponsesUsage(v []byte) (Usage, bool) {
+	in, ok1 := getInt(v, "input_tokens")
+	out, ok2 := getInt(v, "output_tokens")
+	if !ok1 || !ok2 {
+		return Usage{}, false
+	}
+	u := Usage{InputTokens: in, OutputTokens: out}
+	if d, ok := get(v, "input_tokens_details"); ok {
+		u.CacheReadInputTokens, _ = getInt(d, "cached_tokens")
+	}
+	return u, true
+}
+
+func (a *anthropicUsage) refMerge(v []byte) {
+	if n, ok := getInt(v, "input_tokens"); ok {
+		a.input = n
+	}
+	if n, ok := getInt(v, "output_tokens"); ok {
+		a.output = n
+	}
+	if n, ok := getInt(v, "cache_read_input_tokens"); ok {
+		a.cacheRead = n
+	}
+	if n, ok := getInt(v, "cache_creation_input_tokens"); ok {
+		a.cacheCreation = n
+	}
+}

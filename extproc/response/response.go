@@ -303,18 +303,22 @@ func addEdit(edits []edit, e edit) []edit {
 	return edits
 }
 
+var openAIUsageKeys = []string{"prompt_tokens", "completion_tokens", "prompt_tokens_details"}
+
 // readOpenAIUsage reads chat/embeddings usage (prompt_tokens, completion_tokens).
 func readOpenAIUsage(v []byte) (Usage, bool) {
-	in, ok := getInt(v, "prompt_tokens")
+	var m [3][]byte
+	getAll(v, openAIUsageKeys, m[:])
+	in, ok := jsonInt(m[0])
 	if !ok {
 		return Usage{}, false
 	}
 	u := Usage{InputTokens: in}
-	if out, ok := getInt(v, "completion_tokens"); ok {
+	if out, ok := jsonInt(m[1]); ok {
 		u.OutputTokens = out
 	}
-	if d, ok := get(v, "prompt_tokens_details"); ok {
-		u.CacheReadInputTokens, _ = getInt(d, "cached_tokens")
+	if m[2] != nil {
+		u.CacheReadInputTokens, _ = getInt(m[2], "cached_tokens")
 	}
 	return u, true
 }
@@ -340,16 +344,20 @@ func readBodyUsage(f Format, v []byte) (Usage, bool) {
 	return Usage{}, false
 }
 
+var responsesUsageKeys = []string{"input_tokens", "output_tokens", "input_tokens_details"}
+
 // readResponsesUsage reads Responses usage (input_tokens, output_tokens).
 func readResponsesUsage(v []byte) (Usage, bool) {
-	in, ok1 := getInt(v, "input_tokens")
-	out, ok2 := getInt(v, "output_tokens")
+	var m [3][]byte
+	getAll(v, responsesUsageKeys, m[:])
+	in, ok1 := jsonInt(m[0])
+	out, ok2 := jsonInt(m[1])
 	if !ok1 || !ok2 {
 		return Usage{}, false
 	}
 	u := Usage{InputTokens: in, OutputTokens: out}
-	if d, ok := get(v, "input_tokens_details"); ok {
-		u.CacheReadInputTokens, _ = getInt(d, "cached_tokens")
+	if m[2] != nil {
+		u.CacheReadInputTokens, _ = getInt(m[2], "cached_tokens")
 	}
 	return u, true
 }
@@ -360,19 +368,16 @@ type anthropicUsage struct {
 	input, output, cacheRead, cacheCreation int64
 }
 
+var anthropicUsageKeys = []string{"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
+
 // merge overrides the fields present in v (an Anthropic usage object).
 func (a *anthropicUsage) merge(v []byte) {
-	if n, ok := getInt(v, "input_tokens"); ok {
-		a.input = n
-	}
-	if n, ok := getInt(v, "output_tokens"); ok {
-		a.output = n
-	}
-	if n, ok := getInt(v, "cache_read_input_tokens"); ok {
-		a.cacheRead = n
-	}
-	if n, ok := getInt(v, "cache_creation_input_tokens"); ok {
-		a.cacheCreation = n
+	var m [4][]byte
+	getAll(v, anthropicUsageKeys, m[:])
+	for k, f := range []*int64{&a.input, &a.output, &a.cacheRead, &a.cacheCreation} {
+		if n, ok := jsonInt(m[k]); ok {
+			*f = n
+		}
 	}
 }
 

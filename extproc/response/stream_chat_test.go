@@ -101,10 +101,22 @@ type chatOutcome struct {
 	Text, Upstream string
 }
 
-func walkChat(data []byte, wantsUsage, reference bool) chatOutcome {
-	r := newStream(Options{Format: OpenAIChat, PublicModel: "p", Stream: true, ClientWantsUsage: wantsUsage}, []byte(`"p"`), counter{})
+// chatWalker runs chat chunks through one rewriter, with the walk or its reference.
+type chatWalker struct {
+	r         *streamRewriter
+	reference bool
+}
+
+func newChatWalker(wantsUsage, reference bool) *chatWalker {
+	opts := Options{Format: OpenAIChat, PublicModel: "p", Stream: true, ClientWantsUsage: wantsUsage}
+	return &chatWalker{r: newStream(opts, []byte(`"p"`), counter{}), reference: reference}
+}
+
+func (w *chatWalker) walk(data []byte) chatOutcome {
+	r := w.r
+	r.edits, r.drop = r.edits[:0], false
 	var ok bool
-	if reference {
+	if w.reference {
 		ok = r.chatReference(data)
 	} else {
 		ok = r.chat(data)
@@ -116,25 +128,36 @@ func walkChat(data []byte, wantsUsage, reference bool) chatOutcome {
 	return o
 }
 
-// FuzzChatWalk compares the chat event walk with the walk it replaced, on any bytes: the
-// same verdict, edits, usage, counted text and upstream model.
+// FuzzChatWalk compares the chat chunk walk with the walk it replaced, on any bytes and
+// over a sequence of chunks sharing prefixes (a, a again, a's first k bytes then b, b, a):
+// after each, the same verdict, edits, usage, counted text and upstream model.
 func FuzzChatWalk(f *testing.F) {
-	for _, tt := range []string{
-		`{"id":"c","model":"u","choices":[{"index":0,"delta":{"content":"a\"b"}}],"usage":null}`,
-		`{"model":"u","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":1}}}`,
-		`{"error":{"message":"m","type":"t"}}`,
-		`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{}"}}]}}], "model" : 1 }`,
-		` {"usage": null , "model":"u"} `,
-		`{"a":[{"b":"\\"},"\u00e9"],"model":"u"}`,
-		`{"model":"u"`,
+	base := `{"id":"c","object":"chat.completion.chunk","model":"u","choices":[{"index":0,"delta":{"content":"a\"b"}}],"usage":null}`
+	for _, tt := range []struct {
+		a, b string
+		k    int
+	}{
+		{base, `"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":1}}}`, 50},
+		{`{"error":{"message":"m","type":"t"},"choices":[]}`, `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{}"}}]}}], "model" : 1 }`, 30},
+		{` {"usage": null , "model":"u", "choices":[]} `, `"choices":7}`, 31},
+		{`{"a":[{"b":"\\"},"\u00e9"],"model":"u","choices":null}`, `x`, 40},
+		{base, `   `, 67},
+		{`{"model":"u","choices":[],"choices":[{"delta":{"content":"x"}}]}`, `"choices":[{}]}`, 24},
 	} {
-		f.Add([]byte(tt))
+		f.Add([]byte(tt.a), []byte(tt.b), tt.k)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, a, b []byte, k int) {
+		if k < 0 || k > len(a) {
+			k = len(a) / 2
+		}
+		ab := append(append([]byte{}, a[:k]...), b...)
 		for _, wants := range []bool{false, true} {
-			got, want := walkChat(data, wants, false), walkChat(data, wants, true)
-			if d := cmp.Diff(want, got); d != "" {
-				t.Fatalf("%q (client wants usage %v): -reference +new\n%s", data, wants, d)
+			walk, ref := newChatWalker(wants, false), newChatWalker(wants, true)
+			for n, data := range [][]byte{a, a, ab, b, a} {
+				got, want := walk.walk(data), ref.walk(data)
+				if d := cmp.Diff(want, got); d != "" {
+					t.Fatalf("chunk %d %q (client wants usage %v): -reference +new\n%s", n, data, wants, d)
+				}
 			}
 		}
 	})
@@ -158,6 +181,31 @@ func FuzzValueEnd(f *testing.F) {
 					t.Fatalf("string %q at %d: got %d %v, want %d %v", b, i, e1, ok1, e2, ok2)
 				}
 			}
+		}
+	})
+}
+
+// FuzzUsageRead compares the one-walk usage readers with the readers they replaced.
+func FuzzUsageRead(f *testing.F) {
+	f.Add([]byte(`{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":3}}`))
+	f.Add([]byte(`{"input_tokens":1,"output_tokens":2,"input_tokens_details":{"cached_tokens":1},"input_tokens":5}`))
+	f.Add([]byte(`{"cache_read_input_tokens":4,"output_tokens":x,"output_tokens":2,"input_tokens":1 2}`))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		u1, ok1 := readOpenAIUsage(v)
+		u2, ok2 := refReadOpenAIUsage(v)
+		if u1 != u2 || ok1 != ok2 {
+			t.Fatalf("openai %q: got %+v %v, want %+v %v", v, u1, ok1, u2, ok2)
+		}
+		u1, ok1 = readResponsesUsage(v)
+		u2, ok2 = refReadResponsesUsage(v)
+		if u1 != u2 || ok1 != ok2 {
+			t.Fatalf("responses %q: got %+v %v, want %+v %v", v, u1, ok1, u2, ok2)
+		}
+		a1, a2 := anthropicUsage{1, 2, 3, 4}, anthropicUsage{1, 2, 3, 4}
+		a1.merge(v)
+		a2.refMerge(v)
+		if a1 != a2 {
+			t.Fatalf("anthropic %q: got %+v, want %+v", v, a1, a2)
 		}
 	})
 }
