@@ -19,6 +19,7 @@ type streamRewriter struct {
 	edits   []edit   // scratch: edits of the current event
 	scratch []byte   // scratch: edited data of a multi-line event
 	drop    bool     // the current event is not sent on
+	prefix  chatPrefix
 
 	usage   Usage
 	usageOK bool

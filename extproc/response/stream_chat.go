@@ -7,11 +7,22 @@ package response
 // is skipped. ok is false when data is not one object (surrounding space allowed); the
 // grammar checked is the scanner's (strings, brackets, separators, not the grammar of
 // numbers and literals).
+//
+// When data starts like the last chunk that reached "choices", the walk resumes there
+// (see chatPrefix).
 func (r *streamRewriter) chat(data []byte) bool {
 	var usageKey, usageStart, usageEnd, usagePrev int
-	hasUsage, choicesEmpty := false, true
+	hasUsage, choicesEmpty, choicesSeen := false, true, false
 	prevEnd := -1
-	i, more, ok := openContainer(data, skipSpace(data, 0), '{', '}')
+	var i int
+	var more, ok, resumed bool
+	if p := &r.prefix; p.matches(data) {
+		i, more, ok, resumed = len(p.bytes)-1, true, true, true
+		prevEnd = p.prevEnd
+		r.edits = append(r.edits, p.edits[:p.nEdits]...)
+	} else {
+		i, more, ok = openContainer(data, skipSpace(data, 0), '{', '}')
+	}
 	for ok && more {
 		var key []byte
 		var ks, vs, ve int
@@ -24,6 +35,10 @@ func (r *streamRewriter) chat(data []byte) bool {
 				r.replace(data, vs, ve)
 			}
 		case "choices":
+			if !choicesSeen && !hasUsage && !resumed {
+				r.prefix.record(data, ks, prevEnd, r.edits)
+			}
+			choicesSeen = true
 			ve, ok = r.chatChoices(data, vs)
 			choicesEmpty = ok && isEmptyArray(data[vs:ve])
 		case "usage":
