@@ -15,6 +15,7 @@ type streamRewriter struct {
 	counter
 
 	out     []byte   // output of the current Write
+	grow    int      // what the last model replacement added to its event (before one: the model)
 	ms      []member // scratch: top-level members of the current event (not for chat)
 	edits   []edit   // scratch: edits of the current event
 	scratch []byte   // scratch: edited data of a multi-line event
@@ -32,7 +33,7 @@ type streamRewriter struct {
 	err    error
 
 	emitFn  func(*sse.Event) error // r.emit, bound once
-	editBuf [4]edit
+	editBuf [2]edit
 	textBuf [128]byte // the first delivered text, before it outgrows this
 }
 
@@ -41,6 +42,7 @@ type streamRewriter struct {
 func newStream(opts Options, model []byte, c counter) *streamRewriter {
 	r := &streamRewriter{opts: opts, model: model, counter: c, dec: *sse.NewDecoder(opts.MaxEventSize)}
 	r.edits = r.editBuf[:0]
+	r.grow = len(model)
 	r.emitFn = r.emit
 	r.text = r.textBuf[:0]
 	return r
@@ -55,7 +57,7 @@ func (r *streamRewriter) Write(chunk []byte, endOfStream bool) ([]byte, error) {
 	}
 	n := len(chunk) + r.dec.Buffered()
 	if n > 0 {
-		n += len(r.model)
+		n += r.grow
 	}
 	r.out = make([]byte, 0, n) // no allocation at an empty end of stream
 	err := r.dec.Feed(chunk, r.emitFn)
@@ -143,6 +145,7 @@ func (r *streamRewriter) replaceMessage(data []byte, start, end int) {
 
 func (r *streamRewriter) replace(data []byte, start, end int) {
 	upstreamModel(&r.upstream, data[start:end])
+	r.grow = max(len(r.model)-(end-start), 0)
 	r.edits = addEdit(r.edits, edit{start, end, r.model})
 }
 
