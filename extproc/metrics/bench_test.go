@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"strconv"
 	"testing"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -31,4 +32,33 @@ func benchServe(b *testing.B, observe bool) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// streamEvents is how many content events BenchmarkServeStreamEvent's answer carries.
+const streamEvents = 256
+
+// BenchmarkServeStreamEvent is extproc's cost per server-sent event of a streamed chat
+// answer that arrives one event per body message, through the adapter with metrics: an op
+// is one request (as BenchmarkServeWithMetrics) whose answer is streamEvents content
+// events, then the usage event and [DONE]; ns/event is the op's time over streamEvents,
+// so it includes the request's own work spread over them.
+func BenchmarkServeStreamEvent(b *testing.B) {
+	f := newFixture(b)
+	msgs := append(post("/v1/chat/completions", `{"model":"demo-chat","stream":true,"max_tokens":4096,"messages":[{"role":"user","content":"hello"}]}`, auth()...),
+		replay.ResponseHeaders(200, "content-type", "text/event-stream"))
+	const head = `data: {"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,"model":"mock-gpt","service_tier":"default","system_fingerprint":"fp_eb9dce56a8","choices":[`
+	for i := range streamEvents {
+		ev := head + `{"index":0,"delta":{"content":" word` + strconv.Itoa(i) + `"},"logprobs":null,"finish_reason":null}]}` + "\n\n"
+		msgs = append(msgs, replay.ResponseBody([]byte(ev), false))
+	}
+	last := head + `],"usage":{"prompt_tokens":9,"completion_tokens":` + strconv.Itoa(2*streamEvents) + `,"total_tokens":` + strconv.Itoa(9+2*streamEvents) + `}}` + "\n\ndata: [DONE]\n\n"
+	msgs = append(msgs, replay.ResponseBody([]byte(last), true))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := &fakeStream{msgs: append([]*extprocv3.ProcessingRequest(nil), msgs...)}
+		if err := f.srv.Serve(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*streamEvents), "ns/event")
 }
