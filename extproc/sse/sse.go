@@ -110,7 +110,7 @@ func (d *Decoder) Feed(chunk []byte, emit func(*Event) error) error {
 		if !done {
 			return nil
 		}
-		d.ev = d.event(d.pending, false)
+		d.setEvent(d.pending, false)
 		err = emit(&d.ev)
 		d.reset()
 		if err != nil {
@@ -129,7 +129,7 @@ func (d *Decoder) Feed(chunk []byte, emit func(*Event) error) error {
 			return d.fail(ErrEventTooLarge)
 		}
 		if ce == i { // blank line: the event is complete
-			d.ev = d.event(p[s:next], false)
+			d.setEvent(p[s:next], false)
 			err := emit(&d.ev)
 			d.reset()
 			if err != nil {
@@ -171,7 +171,7 @@ func (d *Decoder) Finish(emit func(*Event) error) error {
 	if len(line) > 0 {
 		d.parseLine(d.pending, d.ls, d.ls+len(line))
 	}
-	d.ev = d.event(d.pending, !complete)
+	d.setEvent(d.pending, !complete)
 	err := emit(&d.ev)
 	d.reset()
 	return err
@@ -314,9 +314,10 @@ func allDigits(b []byte) bool {
 	return true
 }
 
-// event builds the Event for raw from the recorded fields.
-func (d *Decoder) event(raw []byte, incomplete bool) Event {
-	ev := Event{Raw: raw, Incomplete: incomplete, DataLines: len(d.data)}
+// setEvent makes d.ev the Event for raw from the recorded fields.
+func (d *Decoder) setEvent(raw []byte, incomplete bool) {
+	ev := &d.ev
+	*ev = Event{Raw: raw, Incomplete: incomplete, DataLines: len(d.data)}
 	if d.hasName {
 		ev.Name = raw[d.name.start:d.name.end:d.name.end]
 	}
@@ -343,7 +344,6 @@ func (d *Decoder) event(raw []byte, incomplete bool) Event {
 		d.joined = j
 		ev.Data = j[:len(j):len(j)]
 	}
-	return ev
 }
 
 // DataSpan locates the value of the event's only data field in Raw; ok is false unless
