@@ -92,6 +92,90 @@ func TestChatEventWalk(t *testing.T) {
 	}
 }
 
+// TestChatPrefixReuse: chunks that start like the one before resume its walk at
+// "choices"; whatever follows is still walked, and a chunk that starts otherwise is
+// walked whole. Each case is one stream, split at every byte.
+func TestChatPrefixReuse(t *testing.T) {
+	const head = `{"id":"c1","object":"chat.completion.chunk","model":"up",`
+	const pubHead = `{"id":"c1","object":"chat.completion.chunk","model":"p",`
+	long := `{"id":"` + strings.Repeat("i", maxChatPrefix) + `","model":"up",`
+	pubLong := `{"id":"` + strings.Repeat("i", maxChatPrefix) + `","model":"p",`
+	const three = `{"model":"up","error":{"message":"m"},"model":"up",`
+	pubThree := `{"model":"p","error":{"message":` + string(streamErrorMessage) + `},"model":"p",`
+	tests := []struct {
+		name        string
+		datas, want []string
+		text        string
+	}{
+		{
+			name:  "same head, other choices",
+			datas: []string{head + `"choices":[{"delta":{"content":"a"}}]}`, head + `"choices":[{"delta":{"content":"bc"}}],"usage":null}`},
+			want:  []string{pubHead + `"choices":[{"delta":{"content":"a"}}]}`, pubHead + `"choices":[{"delta":{"content":"bc"}}]}`},
+			text:  "abc",
+		},
+		{
+			name:  "same head, broken after it",
+			datas: []string{head + `"choices":[]}`, head + `"choices":[}`, head + `"choices":[{"delta":{"content":"x"}}]}`},
+			want:  []string{pubHead + `"choices":[]}`, head + `"choices":[}`, pubHead + `"choices":[{"delta":{"content":"x"}}]}`},
+			text:  "x",
+		},
+		{
+			name:  "same bytes through the key's quote, another key",
+			datas: []string{head + `"choices":[]}`, head + `"choicez":[{"delta":{"content":"x"}}]}`},
+			want:  []string{pubHead + `"choices":[]}`, pubHead + `"choicez":[{"delta":{"content":"x"}}]}`},
+		},
+		{
+			name:  "the head alone",
+			datas: []string{head + `"choices":[]}`, head + `"`},
+			want:  []string{pubHead + `"choices":[]}`, head + `"`},
+		},
+		{
+			name:  "another model, then spacing: walked whole",
+			datas: []string{head + `"choices":[]}`, `{"id":"c1","object":"chat.completion.chunk","model":"up2","choices":[]}`, ` {"id":"c1","object":"chat.completion.chunk","model":"up","choices":[]}`},
+			want:  []string{pubHead + `"choices":[]}`, pubHead + `"choices":[]}`, ` ` + pubHead + `"choices":[]}`},
+		},
+		{
+			name:  "a head over the limit is not recorded",
+			datas: []string{long + `"choices":[]}`, long + `"choices":[{"delta":{"content":"z"}}]}`},
+			want:  []string{pubLong + `"choices":[]}`, pubLong + `"choices":[{"delta":{"content":"z"}}]}`},
+			text:  "z",
+		},
+		{
+			name:  "more edits before choices than are kept",
+			datas: []string{three + `"choices":[]}`, three + `"choices":[]}`},
+			want:  []string{pubThree + `"choices":[]}`, pubThree + `"choices":[]}`},
+		},
+		{
+			name:  "usage before choices is not recorded",
+			datas: []string{`{"usage":null,"model":"up","choices":[]}`, `{"usage":null,"model":"up","choices":[{"delta":{"content":"y"}}]}`},
+			want:  []string{`{"model":"p","choices":[]}`, `{"model":"p","choices":[{"delta":{"content":"y"}}]}`},
+			text:  "y",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var in, want string
+			for n := range tt.datas {
+				in += "data: " + tt.datas[n] + "\n\n"
+				want += "data: " + tt.want[n] + "\n\n"
+			}
+			for _, chunks := range chunkings([]byte(in)) {
+				var text string
+				opts := Options{Format: OpenAIChat, PublicModel: "p", Stream: true,
+					CountTokens: func(s string) int { text += s; return len(s) }}
+				out, rw := feed(t, opts, chunks...)
+				if string(out) != want {
+					t.Fatalf("got %q, want %q", out, want)
+				}
+				rw.Delivered()
+				if text != tt.text || rw.UpstreamModel() != "up" {
+					t.Fatalf("counted %q, upstream model %q", text, rw.UpstreamModel())
+				}
+			}
+		})
+	}
+}
+
 // chatOutcome is everything one chat event walk decides.
 type chatOutcome struct {
 	OK, Drop       bool
