@@ -32,7 +32,6 @@ type streamRewriter struct {
 	closed bool
 	err    error
 
-	emitFn  func(*sse.Event) error // r.emit, bound once
 	editBuf [2]edit
 	textBuf [128]byte // the first delivered text, before it outgrows this
 }
@@ -43,7 +42,6 @@ func newStream(opts Options, model []byte, c counter) *streamRewriter {
 	r := &streamRewriter{opts: opts, model: model, counter: c, dec: *sse.NewDecoder(opts.MaxEventSize)}
 	r.edits = r.editBuf[:0]
 	r.grow = len(model)
-	r.emitFn = r.emit
 	r.text = r.textBuf[:0]
 	return r
 }
@@ -59,10 +57,10 @@ func (r *streamRewriter) Write(chunk []byte, endOfStream bool) ([]byte, error) {
 	if n > 0 {
 		n += r.grow
 	}
-	r.out = make([]byte, 0, n) // no allocation at an empty end of stream
-	err := r.dec.Feed(chunk, r.emitFn)
+	r.out = make([]byte, 0, n)       // no allocation at an empty end of stream
+	err := r.dec.Feed(chunk, r.emit) // the decoder keeps no emit: no allocation
 	if err == nil && endOfStream {
-		err = r.dec.Finish(r.emitFn)
+		err = r.dec.Finish(r.emit)
 		r.closed = true
 	}
 	out := r.out
