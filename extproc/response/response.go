@@ -23,7 +23,8 @@
 // body, when there is one) into an apierr.Code, never carrying the provider's message.
 //
 // Memory per request is bounded: a stream holds only its current partial event (at most
-// MaxEventSize) plus at most textFlushSize bytes of delivered text not yet counted; a
+// MaxEventSize), at most textFlushSize bytes of delivered text not yet counted and, for a
+// chat stream, the head of its last chunk (at most 1 KB, see chatPrefix); a
 // non-streamed body is buffered up to MaxBodySize, except an embeddings or images body
 // and any body with Options.Incremental, which is rewritten as it passes (see
 // OpenAIEmbeddings) and holds at most its model value and a copy of its usage.
