@@ -33,6 +33,9 @@ import (
 type Config struct {
 	// Listen is the listener's address (host:port).
 	Listen string
+	// Admin is the admin interface's address (host:port; "" when none). The front serves
+	// no admin endpoint of Envoy's; only Go's runtime profiles when asked (main.go).
+	Admin string
 	// BufferLimit is the request (and buffered response) body limit in bytes; a body of
 	// exactly this size is accepted.
 	BufferLimit int64
@@ -340,6 +343,9 @@ func FromBootstrap(bs *bootstrapv3.Bootstrap) (*Config, error) {
 	}
 	l := ls[0]
 	c.Listen = socketAddr(l.GetAddress().GetSocketAddress())
+	if a := bs.GetAdmin().GetAddress().GetSocketAddress(); a != nil {
+		c.Admin = socketAddr(a)
+	}
 	c.BufferLimit = defaultBufferLimit
 	if v := l.GetPerConnectionBufferLimitBytes(); v != nil {
 		c.BufferLimit = int64(v.GetValue())

@@ -1,6 +1,7 @@
 // Package pprof puts Go's runtime profiles (net/http/pprof) on a process's metrics
 // listener when an operator enables them (extproc: --pprof / EXTPROC_PPROF; accounting:
-// --pprof / ACCOUNTING_PPROF). They are off by default: a profile shows the process's
+// --pprof / ACCOUNTING_PPROF; the Envoy test front: --pprof / FRONT_PPROF, on the
+// bootstrap's admin address). They are off by default: a profile shows the process's
 // memory and call stacks, so the listener must be reachable only by operators.
 package pprof
 

@@ -34,12 +34,13 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long each rate runs, per target")
 	keys := flag.Int("keys", 40, "paying keys (one enterprise account each) the requests rotate over")
 	root := flag.String("root", ".", "the repository root")
-	profile := flag.String("profile", "", "write CPU profiles of extproc and accounting, taken during the last rate's gateway run, into this directory")
+	profile := flag.String("profile", "", "write CPU profiles of extproc, accounting and the Envoy test front, taken during the last rate's gateway run, into this directory")
 	flag.Parse()
 	if *profile != "" {
 		// The parts serve their runtime profiles only when asked (they inherit this).
 		_ = os.Setenv("EXTPROC_PPROF", "1")
 		_ = os.Setenv("ACCOUNTING_PPROF", "1")
+		_ = os.Setenv("FRONT_PPROF", "1") // on the admin address; real Envoy ignores it
 	}
 	if err := run(*root, *rates, *duration, *keys, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
@@ -114,7 +115,11 @@ func run(root, rateList string, d time.Duration, nkeys int, profileDir string) e
 		}
 		var profiled sync.WaitGroup
 		if profileDir != "" && i == len(rates)-1 {
-			for name, addr := range map[string]string{"extproc": s.ExtprocMetricsAddr, "accounting": s.AccountingMetricsAdr} {
+			served := map[string]string{"extproc": s.ExtprocMetricsAddr, "accounting": s.AccountingMetricsAdr}
+			if s.Front != "envoy" {
+				served["front"] = s.EnvoyAdminAddr
+			}
+			for name, addr := range served {
 				profiled.Go(func() {
 					if err := saveProfile(addr, filepath.Join(profileDir, name+".pprof"), d/2); err != nil {
 						fmt.Fprintf(os.Stderr, "loadtest: profile of %s: %v\n", name, err)
