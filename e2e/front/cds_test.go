@@ -77,7 +77,7 @@ func newCDSServer(gs *grpc.Server) *cdsServer {
 }
 
 // set serves clusters as the next version.
-func (s *cdsServer) set(t *testing.T, clusters ...*clusterv3.Cluster) {
+func (s *cdsServer) set(t testing.TB, clusters ...*clusterv3.Cluster) {
 	t.Helper()
 	s.n++
 	res := make([]types.Resource, len(clusters))

@@ -109,13 +109,13 @@ type harness struct {
 // newHarness loads envoy/envoy.yaml with edit applied (nil: unchanged), pointing its
 // extproc cluster at the fake, whose xDS side serves the mock-providers cluster on the
 // fake upstream.
-func newHarness(t *testing.T, upstream http.Handler, handler func(s *session) error, edit func(string) string) *harness {
+func newHarness(t testing.TB, upstream http.Handler, handler func(s *session) error, edit func(string) string) *harness {
 	t.Helper()
 	return newHarnessClusters(t, upstream, handler, edit)
 }
 
 // newHarnessClusters is newHarness with more clusters served over CDS.
-func newHarnessClusters(t *testing.T, upstream http.Handler, handler func(s *session) error, edit func(string) string, more ...*clusterv3.Cluster) *harness {
+func newHarnessClusters(t testing.TB, upstream http.Handler, handler func(s *session) error, edit func(string) string, more ...*clusterv3.Cluster) *harness {
 	t.Helper()
 	h := &harness{proc: &fakeProc{handler: handler, sessions: make(chan *session, 16)}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
