@@ -1,7 +1,6 @@
 package front
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +28,8 @@ import (
 // value as it was set (numbers, strings, objects), an unset one as null. A value mixing
 // text and operators is a string; the front refuses those (not emulated).
 type AccessLog struct {
-	format map[string]any
+	// fields are the json_format, compiled (accessline.go).
+	fields []logField
 }
 
 const stdoutLoggerName = "envoy.access_loggers.stdout"
@@ -54,7 +54,7 @@ func accessLogFrom(als []*accesslogv3.AccessLog) (*AccessLog, error) {
 	if err := checkLogFormat(format); err != nil {
 		return nil, err
 	}
-	return &AccessLog{format: format}, nil
+	return &AccessLog{fields: compileLogFormat(format)}, nil
 }
 
 // logOperator matches one command operator: its name and argument (no truncation).
@@ -105,64 +105,6 @@ type logRecord struct {
 	meta   map[string]*structpb.Struct
 }
 
-// line renders the record as one JSON line.
-func (l *AccessLog) line(r *logRecord) []byte {
-	b, _ := json.Marshal(r.render(l.format))
-	return append(b, '\n')
-}
-
-func (r *logRecord) render(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = r.render(e)
-		}
-		return out
-	case string:
-		m := logOperator.FindStringSubmatch(x)
-		if m == nil {
-			return x
-		}
-		return r.value(m[1], m[2])
-	}
-	return v
-}
-
-// value is one operator's typed value, nil when unset.
-func (r *logRecord) value(name, arg string) any {
-	switch name {
-	case "START_TIME":
-		// Envoy's default START_TIME format (AccessLogDateTimeFormatter, UTC, milliseconds).
-		return r.start.UTC().Format("2006-01-02T15:04:05.000Z")
-	case "RESPONSE_CODE":
-		return r.status
-	case "DURATION":
-		return r.end.Sub(r.start).Milliseconds()
-	case "REQ":
-		if v, ok := r.req.get(strings.ToLower(arg)); ok {
-			return v
-		}
-		return nil
-	case "DYNAMIC_METADATA":
-		path := strings.Split(arg, ":")
-		s := r.meta[path[0]]
-		if s == nil {
-			return nil
-		}
-		var v any = s.AsMap()
-		for _, k := range path[1:] {
-			m, ok := v.(map[string]any)
-			if !ok {
-				return nil
-			}
-			v = m[k]
-		}
-		return v
-	}
-	return nil
-}
-
 // applyDynamicMetadata takes a reply's dynamic_metadata as Envoy's ext_proc filter does
 // (ext_proc.cc, Filter::setDynamicMetadata, called by Filter::onReceiveMessage for every
 // reply kind, immediate responses included): only the namespaces listed in
@@ -206,5 +148,8 @@ func (x *exchange) logAccess() {
 	if al == nil || x.f.accessLog == nil {
 		return
 	}
-	x.f.accessLog.write(al.line(&logRecord{start: x.start, end: time.Now(), status: x.status, req: x.reqH, meta: x.meta}))
+	bp := lineBuffers.Get().(*[]byte)
+	*bp = al.appendLine((*bp)[:0], &logRecord{start: x.start, end: time.Now(), status: x.status, req: x.reqH, meta: x.meta})
+	x.f.accessLog.write(*bp)
+	lineBuffers.Put(bp)
 }
