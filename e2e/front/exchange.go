@@ -532,7 +532,9 @@ func (x *exchange) copyThrough(body io.Reader) {
 		return
 	}
 	rc := http.NewResponseController(x.w)
-	buf := make([]byte, 32*1024)
+	rb := getReadBuf()
+	defer putReadBuf(rb)
+	buf := rb[:]
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
@@ -637,7 +639,9 @@ func (x *exchange) streamedResponse(first []byte, body io.Reader) {
 	go func() {
 		defer wg.Done()
 		defer close(pending)
-		buf := make([]byte, 32*1024)
+		rb := getReadBuf()
+		defer putReadBuf(rb)
+		buf := rb[:]
 		for {
 			data, err := first, error(nil)
 			if len(first) > 0 {

@@ -27,7 +27,9 @@ func holdBody(src io.Reader, limit int, ended func()) *heldBody {
 }
 
 func (hb *heldBody) fill(src io.Reader, ended func()) {
-	p := make([]byte, 32*1024)
+	rb := getReadBuf()
+	defer putReadBuf(rb)
+	p := rb[:]
 	for {
 		hb.mu.Lock()
 		for len(hb.buf) >= hb.limit && !hb.closed {
