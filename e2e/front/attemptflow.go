@@ -236,7 +236,8 @@ func filteredResponse(resp *http.Response, h headerList, body []byte, replaced b
 	}
 	for _, e := range h {
 		if !strings.HasPrefix(e.Key, ":") {
-			out.Header[http.CanonicalHeaderKey(e.Key)] = append(out.Header[http.CanonicalHeaderKey(e.Key)], e.Value)
+			k := canonicalKey(e.Key)
+			out.Header[k] = append(out.Header[k], e.Value)
 		}
 	}
 	if cl, ok := h.get("content-length"); ok {

@@ -292,7 +292,8 @@ func (x *exchange) writeHeaders(h headerList) {
 		if strings.HasPrefix(e.Key, ":") || hopByHop[e.Key] {
 			continue
 		}
-		x.w.Header()[http.CanonicalHeaderKey(e.Key)] = append(x.w.Header()[http.CanonicalHeaderKey(e.Key)], e.Value)
+		k := canonicalKey(e.Key)
+		x.w.Header()[k] = append(x.w.Header()[k], e.Value)
 	}
 	x.setRequestIDInResponse()
 	x.status = code
@@ -311,7 +312,7 @@ func (x *exchange) setRequestIDInResponse() {
 		return
 	}
 	if id, ok := x.reqH.get(hdrRequestID); ok {
-		x.w.Header()[http.CanonicalHeaderKey(hdrRequestID)] = []string{id}
+		x.w.Header()[canonicalKey(hdrRequestID)] = []string{id}
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -250,23 +251,28 @@ func newRequestID() string {
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	hex.Encode(s[9:13], b[4:6])
+	hex.Encode(s[14:18], b[6:8])
+	hex.Encode(s[19:23], b[8:10])
+	hex.Encode(s[24:36], b[10:])
+	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
+	return string(s[:])
 }
 
 // requestHeaders builds the header map Envoy's connection manager hands to filters.
 func (f *Front) requestHeaders(r *http.Request) headerList {
-	h := headerList{
-		{":authority", r.Host}, {":path", r.URL.RequestURI()}, {":method", r.Method}, {":scheme", "http"},
-	}
+	// Room for the connection manager's own headers (sanitize), and extproc's.
+	h := make(headerList, 4, 4+len(r.Header)+8)
+	h[0], h[1], h[2], h[3] = header{":authority", r.Host}, header{":path", ""}, header{":method", r.Method}, header{":scheme", "http"}
 	if r.RequestURI != "" && !strings.HasPrefix(r.RequestURI, "http") {
 		h[1].Value = r.RequestURI
+	} else {
+		h[1].Value = r.URL.RequestURI()
 	}
-	for _, e := range fromHTTP(r.Header) {
-		if e.Key == "host" {
-			continue
-		}
-		h = append(h, e)
-	}
+	h = appendHTTP(h, r.Header)
+	h.del("host")
 	if r.ContentLength > 0 {
 		if _, ok := h.get("content-length"); !ok {
 			h.add("content-length", strconv.FormatInt(r.ContentLength, 10))

@@ -53,10 +53,20 @@ func (h *headerList) set(key, value string) {
 }
 
 // toProto renders h as ext_proc sends it: one HeaderValue per value, in raw_value.
+// The values share one allocation, as do the raw values.
 func (h headerList) toProto() *corev3.HeaderMap {
-	m := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, len(h))}
+	n := 0
 	for _, e := range h {
-		m.Headers = append(m.Headers, &corev3.HeaderValue{Key: e.Key, RawValue: []byte(e.Value)})
+		n += len(e.Value)
+	}
+	raw := make([]byte, 0, n)
+	values := make([]corev3.HeaderValue, len(h))
+	m := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, len(h))}
+	for i, e := range h {
+		start := len(raw)
+		raw = append(raw, e.Value...)
+		values[i].Key, values[i].RawValue = e.Key, raw[start:len(raw):len(raw)]
+		m.Headers[i] = &values[i]
 	}
 	return m
 }
@@ -70,17 +80,21 @@ var hopByHop = map[string]bool{
 // fromHTTP converts Go header map entries to a lowercase header list, dropping
 // hop-by-hop headers.
 func fromHTTP(hdr http.Header) headerList {
-	var out headerList
+	return appendHTTP(make(headerList, 0, len(hdr)), hdr)
+}
+
+// appendHTTP appends fromHTTP(hdr) to h.
+func appendHTTP(h headerList, hdr http.Header) headerList {
 	for k, vs := range hdr {
-		lk := strings.ToLower(k)
+		lk := lowerKey(k)
 		if hopByHop[lk] {
 			continue
 		}
 		for _, v := range vs {
-			out.add(lk, v)
+			h = append(h, header{lk, v})
 		}
 	}
-	return out
+	return h
 }
 
 // mutationRules are the header mutation checks of the ext_proc filter: its

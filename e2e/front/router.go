@@ -197,7 +197,8 @@ func newUpstreamRequest(ctx context.Context, up *upstream, host *Host, h headerL
 				req.ContentLength = n
 			}
 		default:
-			req.Header.Add(e.Key, e.Value)
+			k := canonicalKey(e.Key) // as Header.Add does, remembered
+			req.Header[k] = append(req.Header[k], e.Value)
 		}
 	}
 	if req.ContentLength == 0 {
