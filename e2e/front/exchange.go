@@ -55,6 +55,8 @@ type exchange struct {
 	start  time.Time
 	status int
 	meta   map[string]*structpb.Struct
+	// msgTimer is the message_timeout timer of await (nil until the first).
+	msgTimer *time.Timer
 }
 
 // releaseSlots gives back the ext_proc cluster slot at the end of the request.
@@ -160,8 +162,7 @@ func (x *exchange) send(req *extprocsvc.ProcessingRequest) bool {
 // await waits for the reply to the oldest unanswered message; want says whether a
 // reply is of the expected kind.
 func (x *exchange) await(want func(*extprocsvc.ProcessingResponse) bool) awaitResult {
-	timeout := x.f.cfg.ExtProc.MessageTimeout
-	timer := time.NewTimer(timeout)
+	timer := x.messageTimer(x.f.cfg.ExtProc.MessageTimeout)
 	defer timer.Stop()
 	for {
 		select {
@@ -207,6 +208,17 @@ func (x *exchange) await(want func(*extprocsvc.ProcessingResponse) bool) awaitRe
 			return awaitResult{st: awaitReply, resp: resp}
 		}
 	}
+}
+
+// messageTimer returns the exchange's message timer (one for all its awaits), set to
+// fire after d. A stopped timer's channel holds no stale expiry (Go 1.23 timers).
+func (x *exchange) messageTimer(d time.Duration) *time.Timer {
+	if x.msgTimer == nil {
+		x.msgTimer = time.NewTimer(d)
+	} else {
+		x.msgTimer.Reset(d)
+	}
+	return x.msgTimer
 }
 
 // settle turns a non-reply await result into the downstream outcome; it reports
