@@ -9,7 +9,7 @@ import (
 
 // Retry headers the router consumes whether or not it retries, so none reaches the
 // upstream (RetryStateImpl::create, source/common/router/retry_state_impl.cc).
-var consumedRetryHeaders = []string{
+var consumedRetryHeaders = [...]string{
 	"x-envoy-retry-on", "x-envoy-retry-grpc-on", "x-envoy-max-retries",
 	"x-envoy-hedge-on-per-try-timeout", "x-envoy-retriable-header-names",
 	"x-envoy-retriable-status-codes", "x-envoy-upstream-rq-per-try-timeout-ms",
@@ -75,16 +75,20 @@ type retryState struct {
 // headers from h, and returns nil when nothing can retry (no retry_on in the route or
 // the headers). refused names a header or condition the front does not emulate.
 func newRetryState(p *RetryPolicy, h *headerList, random func() uint64) (rs *retryState, refused string) {
-	values := map[string]string{}
-	present := map[string]bool{}
-	for _, k := range consumedRetryHeaders {
+	var values [len(consumedRetryHeaders)]string
+	var present [len(consumedRetryHeaders)]bool
+	for i, k := range consumedRetryHeaders {
 		if v, ok := h.get(k); ok {
-			values[k], present[k] = v, true
+			values[i], present[i] = v, true
 			h.del(k)
 		}
 	}
+	header := func(k string) (string, bool) {
+		i := slices.Index(consumedRetryHeaders[:], k)
+		return values[i], present[i]
+	}
 	for _, k := range unemulatedRetryHeaders {
-		if present[k] {
+		if _, ok := header(k); ok {
 			return nil, k
 		}
 	}
@@ -93,7 +97,7 @@ func newRetryState(p *RetryPolicy, h *headerList, random func() uint64) (rs *ret
 		// asks for retries (router filter docs, x-envoy-max-retries).
 		p = &RetryPolicy{NumRetries: 1, HostSelectionAttempts: 1}
 	}
-	if !present["x-envoy-retry-on"] && p.On == 0 {
+	if _, ok := header("x-envoy-retry-on"); !ok && p.On == 0 {
 		return nil, ""
 	}
 	rs = &retryState{on: p.On, remaining: p.NumRetries, codes: slices.Clone(p.RetriableStatusCodes),
@@ -104,7 +108,7 @@ func newRetryState(p *RetryPolicy, h *headerList, random func() uint64) (rs *ret
 	if p.PreviousPriorities > 0 {
 		rs.prio = &previousPriorities{frequency: int(p.PreviousPriorities)}
 	}
-	if v, ok := values["x-envoy-retry-on"]; ok {
+	if v, ok := header("x-envoy-retry-on"); ok {
 		on, bad := parseRetryOn(v)
 		if len(bad) > 0 {
 			return nil, "x-envoy-retry-on " + strings.Join(bad, ",")
@@ -113,12 +117,12 @@ func newRetryState(p *RetryPolicy, h *headerList, random func() uint64) (rs *ret
 	}
 	// "The max retries header takes precedence if set", only when something can retry;
 	// a value that is not a number is ignored (absl::SimpleAtoi).
-	if v, ok := values["x-envoy-max-retries"]; ok && rs.on != 0 {
+	if v, ok := header("x-envoy-max-retries"); ok && rs.on != 0 {
 		if n, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(v), "+"), 10, 64); err == nil {
 			rs.remaining = uint32(n)
 		}
 	}
-	if v, ok := values["x-envoy-retriable-status-codes"]; ok {
+	if v, ok := header("x-envoy-retriable-status-codes"); ok {
 		for _, c := range strings.Split(v, ",") {
 			if n, err := strconv.ParseUint(strings.TrimSpace(c), 10, 32); err == nil {
 				rs.codes = append(rs.codes, uint32(n))
