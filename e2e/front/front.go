@@ -248,7 +248,7 @@ func grpcErrorDetails(code int) string { return fmt.Sprintf("ext_proc_error_gRPC
 // newRequestID returns a random UUID v4, as Envoy generates x-request-id.
 func newRequestID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	uuidRandom.read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	var s [36]byte
@@ -259,6 +259,30 @@ func newRequestID() string {
 	hex.Encode(s[24:36], b[10:])
 	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
 	return string(s[:])
+}
+
+// uuidRandom is the randomness of request ids: 2048 bytes from crypto/rand at a time,
+// as Envoy's RandomGeneratorImpl::uuid prefetches RAND_bytes
+// (source/common/common/random_generator.cc).
+var uuidRandom = &randomBuffer{off: randomBufferSize}
+
+const randomBufferSize = 2048
+
+type randomBuffer struct {
+	mu  sync.Mutex
+	buf [randomBufferSize]byte
+	off int
+}
+
+// read fills p (at most randomBufferSize bytes) with bytes no other read returns.
+func (r *randomBuffer) read(p []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.off+len(p) > len(r.buf) {
+		_, _ = rand.Read(r.buf[:])
+		r.off = 0
+	}
+	r.off += copy(p, r.buf[r.off:])
 }
 
 // requestHeaders builds the header map Envoy's connection manager hands to filters.

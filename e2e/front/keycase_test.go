@@ -27,14 +27,3 @@ func TestKeyCacheConvertsAsUncached(t *testing.T) {
 		t.Errorf("%d names remembered, want at most %d", n, keyCacheMax)
 	}
 }
-
-func TestRequestIDIsUUID4(t *testing.T) {
-	seen := map[string]bool{}
-	for range 100 {
-		id := newRequestID()
-		if !uuid4.MatchString(id) || seen[id] {
-			t.Fatalf("request id %q: not a fresh UUID v4", id)
-		}
-		seen[id] = true
-	}
-}

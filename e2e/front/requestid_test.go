@@ -101,3 +101,14 @@ func TestRequestIDInEveryResponse(t *testing.T) {
 		}
 	}
 }
+
+func TestRequestIDIsUUID4(t *testing.T) {
+	seen := map[string]bool{}
+	for range 3 * randomBufferSize / 16 { // across refills of the random buffer
+		id := newRequestID()
+		if !uuid4.MatchString(id) || seen[id] {
+			t.Fatalf("request id %q: not a fresh UUID v4", id)
+		}
+		seen[id] = true
+	}
+}
