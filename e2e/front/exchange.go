@@ -33,7 +33,6 @@ type exchange struct {
 
 	stream       extprocsvc.ExternalProcessor_ProcessClient
 	streamCancel context.CancelFunc
-	replies      chan recvResult
 	sentFirst    bool
 	// complete: ext_proc processing is over (stream closed by the server, immediate
 	// response, error); nothing more is sent and data passes unmodified.
@@ -55,7 +54,8 @@ type exchange struct {
 	start  time.Time
 	status int
 	meta   map[string]*structpb.Struct
-	// msgTimer is the message_timeout timer of await (nil until the first).
+	// msgTimer is the message_timeout timer of await (nil until the first): it resets
+	// the stream when it fires.
 	msgTimer *time.Timer
 }
 
@@ -104,20 +104,6 @@ func (x *exchange) openStream() error {
 	}
 	x.holdsExtProc = true
 	x.stream, x.streamCancel = s, cancel
-	x.replies = make(chan recvResult, 16)
-	go func() {
-		for {
-			resp, err := s.Recv()
-			select {
-			case x.replies <- recvResult{resp, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
 	return nil
 }
 
@@ -160,61 +146,62 @@ func (x *exchange) send(req *extprocsvc.ProcessingRequest) bool {
 }
 
 // await waits for the reply to the oldest unanswered message; want says whether a
-// reply is of the expected kind.
+// reply is of the expected kind. It receives on the handler's goroutine: the message
+// timer, or the downstream going away, resets the stream, which ends the wait.
 func (x *exchange) await(want func(*extprocsvc.ProcessingResponse) bool) awaitResult {
 	timer := x.messageTimer(x.f.cfg.ExtProc.MessageTimeout)
-	defer timer.Stop()
 	for {
-		select {
-		case <-x.ctx.Done():
-			x.finish()
-			return awaitResult{st: awaitCanceled}
-		case <-timer.C:
-			x.finish()
-			return awaitResult{st: awaitFailed, status: http.StatusGatewayTimeout, details: detailsMessageTimeout}
-		case rr := <-x.replies:
-			switch {
-			case errors.Is(rr.err, io.EOF):
-				x.complete.Store(true)
-				return awaitResult{st: awaitClosed}
-			case rr.err != nil:
-				if x.ctx.Err() != nil {
-					x.finish()
-					return awaitResult{st: awaitCanceled}
-				}
-				x.finish()
-				return awaitResult{st: awaitFailed, status: http.StatusInternalServerError,
-					details: grpcErrorDetails(int(status.Code(rr.err)))}
+		resp, err := x.stream.Recv()
+		if err == nil && resp.GetOverrideMessageTimeout() != nil {
+			max := x.f.cfg.ExtProc.MaxMessageTimeout
+			if nd := resp.GetOverrideMessageTimeout().AsDuration(); max > 0 && nd >= time.Millisecond && nd <= max && !timer.Reset(nd) {
+				return x.messageTimedOut()
 			}
-			resp := rr.resp
-			if d := resp.GetOverrideMessageTimeout(); d != nil {
-				max := x.f.cfg.ExtProc.MaxMessageTimeout
-				if nd := d.AsDuration(); max > 0 && nd >= time.Millisecond && nd <= max {
-					timer.Reset(nd)
-				}
-				continue
-			}
-			if resp.Response != nil {
-				x.applyDynamicMetadata(resp)
-			}
-			if resp.GetImmediateResponse() != nil {
-				x.finish()
-				return awaitResult{st: awaitImmediate, resp: resp}
-			}
-			if !want(resp) {
-				x.finish()
-				return awaitResult{st: awaitFailed, status: http.StatusInternalServerError, details: detailsSpurious}
-			}
-			return awaitResult{st: awaitReply, resp: resp}
+			continue
 		}
+		// Whatever ended the wait, a timer that fired first decides it.
+		if !timer.Stop() {
+			return x.messageTimedOut()
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			x.complete.Store(true)
+			return awaitResult{st: awaitClosed}
+		case err != nil:
+			x.finish()
+			if x.ctx.Err() != nil {
+				return awaitResult{st: awaitCanceled}
+			}
+			return awaitResult{st: awaitFailed, status: http.StatusInternalServerError,
+				details: grpcErrorDetails(int(status.Code(err)))}
+		}
+		if resp.Response != nil {
+			x.applyDynamicMetadata(resp)
+		}
+		if resp.GetImmediateResponse() != nil {
+			x.finish()
+			return awaitResult{st: awaitImmediate, resp: resp}
+		}
+		if !want(resp) {
+			x.finish()
+			return awaitResult{st: awaitFailed, status: http.StatusInternalServerError, details: detailsSpurious}
+		}
+		return awaitResult{st: awaitReply, resp: resp}
 	}
 }
 
-// messageTimer returns the exchange's message timer (one for all its awaits), set to
-// fire after d. A stopped timer's channel holds no stale expiry (Go 1.23 timers).
+// messageTimedOut ends processing after message_timeout.
+func (x *exchange) messageTimedOut() awaitResult {
+	x.finish()
+	return awaitResult{st: awaitFailed, status: http.StatusGatewayTimeout, details: detailsMessageTimeout}
+}
+
+// messageTimer returns the exchange's message timer (one for all its awaits), armed to
+// reset the stream after d; a wait that ends stops it.
 func (x *exchange) messageTimer(d time.Duration) *time.Timer {
 	if x.msgTimer == nil {
-		x.msgTimer = time.NewTimer(d)
+		cancel := x.streamCancel
+		x.msgTimer = time.AfterFunc(d, cancel)
 	} else {
 		x.msgTimer.Reset(d)
 	}
