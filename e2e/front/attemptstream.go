@@ -14,7 +14,6 @@ import (
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -168,7 +167,7 @@ func (f *Front) grpcConn(cluster string) (*grpc.ClientConn, error) {
 	if cl == nil {
 		return nil, fmt.Errorf("no static cluster %s", cluster)
 	}
-	c, err := grpc.NewClient("passthrough:///"+cl.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient("passthrough:///"+cl.Addr, grpcDialOptions()...)
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func (f *Front) Listen(ln net.Listener) net.Listener {
 // New returns a Front for cfg. It dials the ext_proc cluster lazily.
 func New(cfg *Config, logger *log.Logger) (*Front, error) {
 	ep := cfg.Clusters[cfg.ExtProc.Cluster]
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	opts := grpcDialOptions()
 	if ep.KeepaliveInterval > 0 {
 		// HTTP/2 connection_keepalive: PINGs every interval, also with no stream open.
 		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
@@ -116,8 +116,7 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 	if cfg.ADS != nil {
 		var adsConn grpc.ClientConnInterface = conn
 		if cfg.ADS.Cluster != cfg.ExtProc.Cluster {
-			ac, err := grpc.NewClient("passthrough:///"+cfg.Clusters[cfg.ADS.Cluster].Addr,
-				grpc.WithTransportCredentials(insecure.NewCredentials()))
+			ac, err := grpc.NewClient("passthrough:///"+cfg.Clusters[cfg.ADS.Cluster].Addr, grpcDialOptions()...)
 			if err != nil {
 				return nil, fmt.Errorf("ads cluster %s: %w", cfg.ADS.Cluster, err)
 			}
@@ -129,6 +128,24 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 		go f.cds.run(ctx)
 	}
 	return f, nil
+}
+
+// envoyHTTP2Window is Envoy's default HTTP/2 flow-control window, for streams and for
+// the connection alike (Http2ProtocolOptions initial_stream_window_size and
+// initial_connection_window_size, 256 MiB: OptionsLimits in
+// source/common/http/utility.h).
+const envoyHTTP2Window = 256 << 20
+
+// grpcDialOptions are the options of the gRPC connections the front opens to a
+// cluster: plaintext, and Envoy's static windows (grpc-go's default instead starts at
+// 64 KiB and measures the bandwidth-delay product with a PING after every round of
+// data received, which Envoy never sends).
+func grpcDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(envoyHTTP2Window),
+		grpc.WithInitialConnWindowSize(envoyHTTP2Window),
+	}
 }
 
 func newTransport(c *Cluster, tc *tls.Config) *http.Transport {
