@@ -36,8 +36,15 @@ func (h headerList) values(key string) []string {
 }
 
 func (h *headerList) del(key string) {
-	out := (*h)[:0]
-	for _, e := range *h {
+	i := 0
+	for i < len(*h) && (*h)[i].Key != key {
+		i++
+	}
+	if i == len(*h) {
+		return // nothing to remove (the common case): no writes
+	}
+	out := (*h)[:i]
+	for _, e := range (*h)[i+1:] {
 		if e.Key != key {
 			out = append(out, e)
 		}

@@ -92,6 +92,10 @@ func (x *exchange) proxy(body io.Reader) {
 		}
 		var status retryStatus
 		var wait time.Duration
+		var respH headerList // the response headers, as the router and filters see them
+		if resp != nil {
+			respH = fromHTTP(resp.Header)
+		}
 		switch {
 		case resp == nil && (x.ctx.Err() != nil || idleFired.Load()):
 			release()
@@ -100,8 +104,7 @@ func (x *exchange) proxy(body io.Reader) {
 		case resp == nil && rs != nil:
 			status, wait = rs.shouldRetry(rs.wouldRetryFromReset(reset), up)
 		case resp != nil && rs != nil:
-			h := fromHTTP(resp.Header)
-			status, wait = rs.shouldRetry(rs.wouldRetryFromStatus(resp.StatusCode, h), up)
+			status, wait = rs.shouldRetry(rs.wouldRetryFromStatus(resp.StatusCode, respH), up)
 		}
 		if status != retryYes {
 			// The last attempt's answer goes downstream; the retry state is dropped
@@ -113,7 +116,7 @@ func (x *exchange) proxy(body io.Reader) {
 				return
 			}
 			defer release()
-			x.respond(resp, watchdog, idle)
+			x.respond(resp, respH, watchdog, idle)
 			return
 		}
 		// Retry: the attempt's stream is reset and its answer discarded
@@ -239,10 +242,13 @@ func (x *exchange) resetLocalReply(r resetReason) {
 	}
 }
 
-// respond sends an upstream response downstream through ext_proc's encoder side.
-func (x *exchange) respond(resp *http.Response, watchdog *time.Timer, idle time.Duration) {
+// respond sends an upstream response downstream through ext_proc's encoder side;
+// respH is fromHTTP(resp.Header).
+func (x *exchange) respond(resp *http.Response, respH headerList, watchdog *time.Timer, idle time.Duration) {
 	defer resp.Body.Close()
-	h := append(headerList{{":status", strconv.Itoa(resp.StatusCode)}}, fromHTTP(resp.Header)...)
+	h := make(headerList, 1, 2+len(respH))
+	h[0] = header{":status", strconv.Itoa(resp.StatusCode)}
+	h = append(h, respH...)
 	if _, ok := h.get("content-length"); !ok && resp.ContentLength >= 0 {
 		h.add("content-length", strconv.FormatInt(resp.ContentLength, 10))
 	}
