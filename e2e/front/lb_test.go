@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bytes"
 	"io"
 	"slices"
 	"strings"
@@ -122,5 +123,22 @@ func TestReplayBodyOverLimit(t *testing.T) {
 	}
 	if _, err := first.Read(make([]byte, 2)); err == nil {
 		t.Error("an abandoned attempt's body still reads")
+	}
+}
+
+// TestReplayBodyHeldWhole: a body the front holds whole within the limit goes whole to
+// every attempt, each reading its own copy; over the limit it is replayed as a stream.
+func TestReplayBodyHeldWhole(t *testing.T) {
+	rb := newReplayBody(bytes.NewReader([]byte("0123")), 4)
+	first := rb.reader()
+	_, _ = first.Read(make([]byte, 2))
+	for i := range 2 {
+		if b, err := io.ReadAll(rb.reader()); string(b) != "0123" || err != nil || rb.overflowed() {
+			t.Errorf("attempt %d read %q %v, overflowed %v", i+2, b, err, rb.overflowed())
+		}
+	}
+	rb = newReplayBody(bytes.NewReader([]byte("0123456789")), 4)
+	if b, _ := io.ReadAll(rb.reader()); string(b) != "0123456789" || !rb.overflowed() {
+		t.Errorf("over the limit: read %q, overflowed %v", b, rb.overflowed())
 	}
 }

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"sync"
@@ -20,18 +21,34 @@ type replayBody struct {
 	limit int64
 	over  bool
 	eof   bool
+	// whole: kept is the whole body, read before the first attempt (kept never changes).
+	whole bool
 	err   error
 	// current is the attempt's reader; an earlier attempt's reader is detached.
 	current *replayReader
 }
 
 func newReplayBody(src io.Reader, limit int64) *replayBody {
-	return &replayBody{src: src, limit: limit}
+	b := &replayBody{src: src, limit: limit}
+	if br, ok := src.(*bytes.Reader); ok && int64(br.Len()) <= limit {
+		// The front holds this body whole already (buffered for ext_proc, or replaced by
+		// it), within the limit: every attempt sends all of it.
+		b.kept = make([]byte, br.Len())
+		_, _ = br.Read(b.kept)
+		b.whole, b.eof = true, true
+	}
+	return b
 }
 
 // reader returns a reader for a new attempt; the previous attempt's reader fails from
-// now on (its transport may still be writing).
+// now on (its transport may still be writing). An attempt of a body held whole gets its
+// own in-memory reader: nothing is shared to protect, and net/http then writes the
+// request's headers and body together (as Envoy's codec does) rather than flushing the
+// headers first, as it does for a body it cannot tell is in memory.
 func (b *replayBody) reader() io.ReadCloser {
+	if b.whole {
+		return io.NopCloser(bytes.NewReader(b.kept))
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := &replayReader{b: b}
