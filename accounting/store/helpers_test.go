@@ -55,8 +55,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, maxConns int32) *fixture {
 	t.Helper()
+	return newFixtureWith(t, maxConns, store.Options{})
+}
+
+// newFixtureWith is newFixture with the store's options (its clock is the fixture's).
+func newFixtureWith(t *testing.T, maxConns int32, opts store.Options) *fixture {
+	t.Helper()
 	clk := &clock{t: t0}
-	s, pool := storetest.NewStore(t, maxConns, store.Options{Now: clk.Now})
+	opts.Now = clk.Now
+	s, pool := storetest.NewStore(t, maxConns, opts)
 	return &fixture{s: s, pool: pool, clk: clk}
 }
 
