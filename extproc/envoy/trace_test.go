@@ -220,3 +220,36 @@ func TestOneTracePerRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsampledTraceStaysUnsampled: a client's trace that is not sampled (traceparent
+// flags 00) records no span anywhere: extproc makes none, and its ledger calls still
+// carry the client's context, so accounting (parent-based sampling) makes none either
+// instead of starting traces of its own.
+func TestUnsampledTraceStaysUnsampled(t *testing.T) {
+	c, tp := startCollector(t)
+	s := startRealWith(t, servertest.Options{ServerOptions: []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler())}},
+		ledgerclient.DialOptions(true)...)
+	acct := s.account(t, "default", 1_000_000)
+	_, key := s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct})
+	body := `{"model":"demo-chat","max_tokens":50,"messages":[{"role":"user","content":"hello"}]}`
+	x, _, resp := s.h.Post(t, "/v1/chat/completions", []byte(body), "authorization", "Bearer "+key,
+		"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+	if resp.GetRequestBody() == nil {
+		t.Fatalf("refused: %v", resp)
+	}
+	x.Send(replay.ResponseHeaders(200, "content-type", "application/json"))
+	x.Send(replay.ResponseBody([]byte(`{"model":"mock-gpt","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7}}`), true))
+	x.Close()
+	if err := tp.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, sp := range c.spans {
+		switch sp.GetName() {
+		case "gateway.request", "gateway.admission", "gateway.settlement",
+			"accounting.v1.LedgerService/Reserve", "accounting.v1.LedgerService/Commit":
+			t.Errorf("span %q recorded for an unsampled trace (trace %x, parent %x)", sp.GetName(), sp.GetTraceId(), sp.GetParentSpanId())
+		}
+	}
+}

@@ -54,9 +54,11 @@ func (r *Request) traceHeaders(ctx context.Context, headers []Header) context.Co
 	parent := propagation.TraceContext{}.Extract(context.Background(), carrier)
 	tr := otel.GetTracerProvider().Tracer(TracerName)
 	rctx, root := tr.Start(parent, "gateway.request", trace.WithSpanKind(trace.SpanKindServer))
-	if !root.IsRecording() {
-		// Tracing is off (the global no-op provider) or this trace is not sampled: no
-		// span of this request records anything, so none is made.
+	if !root.SpanContext().IsValid() {
+		// No trace at all (tracing off and no client context): nothing to record or to
+		// pass on, so no span is made. A trace that is not sampled still goes on: its
+		// context travels with the ledger calls, so accounting does not sample them as
+		// traces of their own.
 		return ctx
 	}
 	_, adm := tr.Start(rctx, "gateway.admission")
