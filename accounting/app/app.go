@@ -22,8 +22,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/llmgw/gateway/internal/tracing"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"io"
 	"net"
 	"net/http"
@@ -35,17 +33,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/llmgw/gateway/accounting/authn"
+	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/metrics"
 	"github.com/llmgw/gateway/accounting/server"
 	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/internal/logging"
 	"github.com/llmgw/gateway/internal/pprof"
+	"github.com/llmgw/gateway/internal/tracing"
 )
 
 // Defaults and the environment variables that override them.
@@ -280,10 +281,8 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler()))
 	}
 	opts = append(opts,
-		// Fixed receive windows turn grpc-go's bandwidth estimation off: with it, the
-		// server sent a WINDOW_UPDATE and a PING after the first request of each round
-		// trip, an exchange more per ledger call. Requests are a few hundred bytes.
-		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20),
+		// The fixed receive windows of every accounting connection (client.Window).
+		grpc.InitialWindowSize(client.Window), grpc.InitialConnWindowSize(client.ConnWindow),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	)

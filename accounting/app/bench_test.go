@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"google.golang.org/grpc"
-
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/store/storetest"
@@ -59,8 +57,7 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 			const conns = 4
 			clients := make([]accountingv1.LedgerServiceClient, conns)
 			for i := range clients {
-				// The fixed receive windows extproc dials with (its ledgerclient.DialOptions).
-				cc, err := client.Dial(ctx, p.addr, serviceToken, grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(4<<20))
+				cc, err := client.Dial(ctx, p.addr, serviceToken)
 				if err != nil {
 					b.Fatal(err)
 				}

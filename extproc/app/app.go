@@ -35,8 +35,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/llmgw/gateway/internal/tracing"
-
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/client"
@@ -51,6 +49,7 @@ import (
 	"github.com/llmgw/gateway/extproc/xds"
 	"github.com/llmgw/gateway/internal/logging"
 	"github.com/llmgw/gateway/internal/pprof"
+	"github.com/llmgw/gateway/internal/tracing"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"

@@ -33,9 +33,10 @@ package ledgerclient
 import (
 	"context"
 	"errors"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/lifecycle"
@@ -54,25 +55,13 @@ const ServiceConfig = `{"loadBalancingConfig":[{"round_robin":{}}]}`
 // traced (tracing is on), the OpenTelemetry client instrumentation makes each ledger
 // call a span of the request's trace, propagated to accounting; without, no handler
 // runs at all (even a no-op one costs each call some work).
-//
-// The receive windows are fixed (Window, ConnWindow), which turns grpc-go's bandwidth
-// estimation off: with it, the client sent a WINDOW_UPDATE and a PING after the first
-// reply of each round trip, an exchange more per ledger call for both processes.
 func DialOptions(traced bool) []grpc.DialOption {
-	opts := []grpc.DialOption{grpc.WithDefaultServiceConfig(ServiceConfig),
-		grpc.WithInitialWindowSize(Window), grpc.WithInitialConnWindowSize(ConnWindow)}
+	opts := []grpc.DialOption{grpc.WithDefaultServiceConfig(ServiceConfig)}
 	if traced {
 		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
 	}
 	return opts
 }
-
-// Window and ConnWindow are the HTTP/2 receive windows of the accounting connection
-// (per call, per connection): ledger replies are a few hundred bytes.
-const (
-	Window     = 1 << 20
-	ConnWindow = 4 << 20
-)
 
 // DefaultMaxAge is how long a cached grant is used at most.
 const DefaultMaxAge = 30 * time.Second
