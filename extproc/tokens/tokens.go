@@ -150,7 +150,12 @@ func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\
 // JSON is the bound of one JSON part: its o200k_base tokens, and at least one token per
 // JSONBytesPerToken bytes.
 func (c *Counter) JSON(s string) int64 {
-	return max(int64(c.Text(s)), (int64(len(s))+JSONBytesPerToken-1)/JSONBytesPerToken)
+	return max(int64(c.Text(s)), jsonFloor(s))
+}
+
+// jsonFloor is the least a JSON part counts: one token per JSONBytesPerToken bytes.
+func jsonFloor(s string) int64 {
+	return (int64(len(s)) + JSONBytesPerToken - 1) / JSONBytesPerToken
 }
 
 // Tally is a prompt's two counts, from one pass of the tokenizer over its texts and
@@ -175,7 +180,7 @@ func (c *Counter) Tally(p wire.Prompt) Tally {
 	for _, j := range p.JSON {
 		n := int64(c.Text(j))
 		text += n
-		floor += max(0, (int64(len(j))+JSONBytesPerToken-1)/JSONBytesPerToken-n)
+		floor += max(0, jsonFloor(j)-n)
 	}
 	known := text + int64(p.Messages)*PerMessage + ReplyPriming
 	bound := known + floor + Media(p)
@@ -187,9 +192,6 @@ func (c *Counter) Tally(p wire.Prompt) Tally {
 
 // Count is Tally's Bound.
 func (c *Counter) Count(p wire.Prompt) int64 { return c.Tally(p).Bound }
-
-// Known is Tally's Known.
-func (c *Counter) Known(p wire.Prompt) int64 { return c.Tally(p).Known }
 
 // Media is the bound of a prompt's image, audio and document parts.
 func Media(p wire.Prompt) int64 {

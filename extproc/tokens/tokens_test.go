@@ -131,14 +131,14 @@ func TestKnown(t *testing.T) {
 		Images: 3, AudioBytes: 5000, Documents: 2, Tools: true,
 	}
 	text := int64(c.Text("hello world") + c.Text(`{"type":"object"}`))
-	if got, want := c.Known(p), text+PerMessage+ReplyPriming; got != want {
+	if got, want := c.Tally(p).Known, text+PerMessage+ReplyPriming; got != want {
 		t.Errorf("Known = %d, want %d (text, JSON by the tokenizer, framing)", got, want)
 	}
-	if c.Known(p) >= c.Count(p) {
-		t.Errorf("Known %d not below Count %d", c.Known(p), c.Count(p))
+	if c.Tally(p).Known >= c.Count(p) {
+		t.Errorf("Known %d not below Count %d", c.Tally(p).Known, c.Count(p))
 	}
 	floor := wire.Prompt{JSON: []string{strings.Repeat("=", 4000)}}
-	if c.Known(floor) > c.Count(floor) {
-		t.Errorf("Known %d above Count %d", c.Known(floor), c.Count(floor))
+	if c.Tally(floor).Known > c.Count(floor) {
+		t.Errorf("Known %d above Count %d", c.Tally(floor).Known, c.Count(floor))
 	}
 }
