@@ -74,6 +74,11 @@ func scanRes(row pgx.Rows) (*gRes, error) {
 // in id order, SKIP LOCKED: a row another transaction holds is left out, and the
 // operations on it run alone), then reads the keys, the reservations of the request ids
 // and the keys' spend windows, in one round trip.
+//
+// Ids travel as text[] cast to uuid[] in the statements ($1::text[]::uuid[]), here and in
+// writeGroup: pgx sends a []string for a uuid[] parameter only after its binary encoding
+// failed (an error built and dropped for every array of every batch), while text[] it
+// encodes at once.
 func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupState, error) {
 	var resIDs, keyIDs, requestIDs []string
 	var since *time.Time
@@ -188,10 +193,6 @@ func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupSta
 	}
 	return st, nil
 }
-
-// Ids travel as text[] cast to uuid[] in the statement ($1::text[]::uuid[]): pgx sends a
-// []string for a uuid[] parameter only after its binary encoding failed (an error built
-// and dropped for every array of every batch), while text[] it encodes at once.
 
 // batchSender sends a pipeline of statements on one connection.
 type batchSender interface {

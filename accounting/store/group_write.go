@@ -13,7 +13,7 @@ import (
 // trigger keeps the usage rollup), and the key spend windows (one row change per window).
 // Every row it changes is locked by the batch (new rows aside). Each UPDATE also names
 // its rows with = ANY, so the plan reads them by index whatever it guesses of unnest. Ids
-// are text[] cast to uuid[] (why: the note above batchSender, group_read.go).
+// are text[] cast to uuid[] (why: readGroup).
 func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*batchOp, outs []opOutcome) error {
 	b := &pgx.Batch{}
 
