@@ -288,7 +288,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	)
 	gs := grpc.NewServer(opts...)
 	hub := server.NewHub(st, log.Named("changes"), 0)
-	server.New(st, hub, server.Options{Logger: log.Named("grpc")}).Register(gs)
+	server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall}).Register(gs)
 
 	sw := &sweeper{store: st, log: log.Named("sweeper"), interval: cfg.SweepInterval}
 	var serving atomic.Bool

@@ -2,7 +2,8 @@
 // of its own (served at /metrics on the health listener):
 //
 //   - accounting_grpc_request_duration_seconds{method,code}: a unary server interceptor
-//     times every call by method and gRPC status code (refused credentials included);
+//     times every call by method and gRPC status code (refused credentials included),
+//     and ObserveCall each operation an Apply made, under its own method;
 //   - accounting_ledger_errors_total{op}: a decorator of ledger.Store counts the store
 //     operations that failed for a reason other than a refusal, a missing row or a
 //     caller that went away: the database errors;
@@ -76,9 +77,15 @@ func (m *Metrics) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := handler(ctx, req)
-		m.calls.WithLabelValues(methodName(info.FullMethod), status.Code(err).String()).Observe(time.Since(start).Seconds())
+		m.ObserveCall(methodName(info.FullMethod), err, time.Since(start))
 		return resp, err
 	}
+}
+
+// ObserveCall times one call of method (a method name of the registered services) that
+// ended with err, a status error or nil.
+func (m *Metrics) ObserveCall(method string, err error, elapsed time.Duration) {
+	m.calls.WithLabelValues(method, status.Code(err).String()).Observe(elapsed.Seconds())
 }
 
 func methodName(full string) string {

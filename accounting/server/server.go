@@ -35,21 +35,27 @@ type Options struct {
 	Now func() time.Time
 	// Random is the source of key secrets; nil means crypto/rand.
 	Random io.Reader
+	// Observe, when set, is told of each operation an Apply made: its method
+	// ("Reserve", "Commit", "Release"), the status error its own call would have
+	// returned (nil when it succeeded) and how long it took. The unary interceptors do
+	// not see them; Apply as a whole is a call of its own.
+	Observe func(method string, err error, elapsed time.Duration)
 }
 
 // Server holds the two services. Register both with Register.
 type Server struct {
-	store  ledger.Store
-	hub    *Hub
-	log    *zap.Logger
-	now    func() time.Time
-	random io.Reader
+	store   ledger.Store
+	hub     *Hub
+	log     *zap.Logger
+	now     func() time.Time
+	random  io.Reader
+	observe func(method string, err error, elapsed time.Duration)
 }
 
 // New returns a Server over store whose WatchChanges streams are fed by hub (whose Run
 // the caller starts).
 func New(store ledger.Store, hub *Hub, opts Options) *Server {
-	s := &Server{store: store, hub: hub, log: opts.Logger, now: opts.Now, random: opts.Random}
+	s := &Server{store: store, hub: hub, log: opts.Logger, now: opts.Now, random: opts.Random, observe: opts.Observe}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,8 +130,12 @@ func (b *batcher) submit(op *batchOp) {
 	}
 }
 
-// write runs batches until the queue is empty, then stops.
+// write runs batches until the queue is empty, then stops. Before its first batch it
+// yields once, so that goroutines that became runnable together with it (the other
+// operations of one Apply) queue theirs first, instead of the first operation going
+// alone and the rest in a second transaction after it.
 func (b *batcher) write() {
+	runtime.Gosched()
 	for {
 		b.mu.Lock()
 		n := min(len(b.queue), b.max)

@@ -22,6 +22,14 @@
 // NegativeMaxAge at most: the change stream does not name an unknown key's hash.
 // Other refusals always go back to accounting.
 //
+// # Coalescing
+//
+// Reserve, Commit and Release are calls of their own while fewer than
+// Options.MaxInFlight (default 1) are in flight; the ones made meanwhile queue and go
+// together in one Apply when a call comes back, so that under load one round trip and
+// one server-side handling carry many operations (coalesce.go). An operation whose
+// context carries a trace is always a call of its own.
+//
 // # Load balancing
 //
 // DialOptions selects gRPC's round_robin policy: with a target that resolves to every
@@ -38,11 +46,13 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 
+	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -82,6 +92,10 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	Now                    func() time.Time
 	Log                    *zap.Logger
+	// MaxInFlight is how many Reserve, Commit and Release calls may be in flight before
+	// further ones queue and go together in one Apply (see coalesce.go); default
+	// DefaultMaxInFlight; negative: every operation is a call of its own.
+	MaxInFlight int
 }
 
 // Client is a lifecycle.Ledger over accountingv1.LedgerServiceClient. Safe for
@@ -89,6 +103,7 @@ type Options struct {
 type Client struct {
 	rpc  accountingv1.LedgerServiceClient
 	opts Options
+	co   *coalescer
 
 	mu        sync.Mutex
 	connected bool // the watch stream is up and has delivered its RESET
@@ -127,7 +142,11 @@ func New(rpc accountingv1.LedgerServiceClient, opts Options) *Client {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	return &Client{rpc: rpc, opts: opts, entries: map[string]entry{}, refused: map[string]time.Time{}}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	return &Client{rpc: rpc, opts: opts, entries: map[string]entry{}, refused: map[string]time.Time{},
+		co: &coalescer{rpc: rpc, limit: opts.MaxInFlight, log: opts.Log}}
 }
 
 // Connected reports whether the change stream is up (and the cache in use).
@@ -189,43 +208,48 @@ func (c *Client) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.R
 	if r.Pool == ledger.PoolHighCost {
 		pool = accountingv1.Pool_POOL_HIGH_COST
 	}
-	resp, err := c.rpc.Reserve(ctx, &accountingv1.ReserveRequest{
+	res, err := c.co.do(ctx, &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Reserve{Reserve: &accountingv1.ReserveRequest{
 		RequestId: r.RequestID, KeyId: r.KeyID, Model: r.Model, AmountMicros: r.Amount,
 		Pool: pool, TtlSeconds: int32(r.TTL / time.Second),
-	})
-	if err != nil {
-		return ledger.Reservation{}, fromStatus(err)
+	}}})
+	resp := res.GetReserve()
+	if err := resultError(res, err, resp != nil); err != nil {
+		return ledger.Reservation{}, err
 	}
-	res := ledger.Reservation{
+	out := ledger.Reservation{
 		ID: resp.GetReservationId(), AccountID: resp.GetAccountId(), KeyID: r.KeyID, Model: r.Model,
 		Amount: resp.GetAmountMicros(), Pool: r.Pool, State: ledger.StateHeld,
 	}
 	if resp.GetExpiresAt() != nil {
-		res.ExpiresAt = resp.GetExpiresAt().AsTime()
+		out.ExpiresAt = resp.GetExpiresAt().AsTime()
 	}
-	return res, nil
+	return out, nil
 }
 
 // Commit implements lifecycle.Ledger.
 func (c *Client) Commit(ctx context.Context, cr ledger.CommitRequest) (ledger.CommitResult, error) {
-	resp, err := c.rpc.Commit(ctx, &accountingv1.CommitRequest{
+	res, err := c.co.do(ctx, &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Commit{Commit: &accountingv1.CommitRequest{
 		ReservationId: cr.ReservationID, ActualMicros: cr.Actual,
 		Usage: &accountingv1.Usage{
 			InputTokens: cr.Usage.InputTokens, OutputTokens: cr.Usage.OutputTokens, Units: cr.Usage.Units,
 		},
 		UpstreamModel: cr.UpstreamModel, Channel: cr.Channel,
-	})
-	if err != nil {
-		return ledger.CommitResult{}, fromStatus(err)
+	}}})
+	resp := res.GetCommit()
+	if err := resultError(res, err, resp != nil); err != nil {
+		return ledger.CommitResult{}, err
 	}
 	return ledger.CommitResult{Charged: resp.GetChargedMicros(), Capped: resp.GetCapped(), Replayed: resp.GetReplayed()}, nil
 }
 
 // Release implements lifecycle.Ledger.
 func (c *Client) Release(ctx context.Context, id, reason string) (ledger.ReleaseResult, error) {
-	resp, err := c.rpc.Release(ctx, &accountingv1.ReleaseRequest{ReservationId: id, Reason: reason})
-	if err != nil {
-		return ledger.ReleaseResult{}, fromStatus(err)
+	res, err := c.co.do(ctx, &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Release{Release: &accountingv1.ReleaseRequest{
+		ReservationId: id, Reason: reason,
+	}}})
+	resp := res.GetRelease()
+	if err := resultError(res, err, resp != nil); err != nil {
+		return ledger.ReleaseResult{}, err
 	}
 	st := map[accountingv1.ReservationState]ledger.ReservationState{
 		accountingv1.ReservationState_RESERVATION_STATE_HELD:      ledger.StateHeld,
@@ -234,6 +258,21 @@ func (c *Client) Release(ctx context.Context, id, reason string) (ledger.Release
 		accountingv1.ReservationState_RESERVATION_STATE_EXPIRED:   ledger.StateExpired,
 	}[resp.GetState()]
 	return ledger.ReleaseResult{State: st, Charged: resp.GetChargedMicros()}, nil
+}
+
+// resultError is the error of an operation's result: the error of the call that
+// carried it, the error it was answered with, or, when the result is not of the
+// operation's kind (ok false), an Internal one. All as refusals where they are.
+func resultError(res *accountingv1.LedgerOpResult, err error, ok bool) error {
+	switch {
+	case err != nil:
+		return fromStatus(err)
+	case res.GetError() != nil:
+		return fromStatus(client.OpStatus(res.GetError()))
+	case !ok:
+		return status.Error(codes.Internal, "accounting answered an operation with a result of another kind")
+	}
+	return nil
 }
 
 // Renew pushes a held reservation's expiry forward.

@@ -19,7 +19,6 @@ package metrics
 import (
 	"context"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/envoy"
 	"github.com/llmgw/gateway/extproc/health"
+	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -108,7 +108,7 @@ func New(cat *catalog.Catalog) *Metrics {
 		}, []string{"phase"}),
 		accounting: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gateway_accounting_call_duration_seconds",
-			Help:    "Latency of each accounting RPC made by extproc, as extproc sees it.",
+			Help:    "Latency of each accounting call made by extproc, as extproc sees it; each operation an Apply carried counts as a call of its own method, taking the Apply's time.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"method"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -293,21 +293,16 @@ func UpstreamKind(o envoy.Outcome) string {
 }
 
 // AccountingInterceptor times every unary accounting call by method (the last element
-// of the full method name: Authenticate, Reserve, Commit, Release, ...).
+// of the full method name: Authenticate, Reserve, Commit, Release, ...); an Apply counts
+// as one call of each operation's method, each taking the Apply's time.
 func (m *Metrics) AccountingInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		start := time.Now()
 		err := invoker(ctx, method, req, reply, cc, opts...)
-		m.accounting.WithLabelValues(methodName(method)).Observe(time.Since(start).Seconds())
+		elapsed := time.Since(start).Seconds()
+		ledgerclient.EachOperation(method, req, func(op string) { m.accounting.WithLabelValues(op).Observe(elapsed) })
 		return err
 	}
-}
-
-func methodName(full string) string {
-	if i := strings.LastIndexByte(full, '/'); i >= 0 {
-		return full[i+1:]
-	}
-	return full
 }
 
 // WrapLedger returns next with its holds and settlements counted. Methods it does not

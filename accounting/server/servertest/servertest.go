@@ -41,6 +41,8 @@ type Options struct {
 	Now func() time.Time
 	// ServerOptions are added to the gRPC server's (after the credential interceptors).
 	ServerOptions []grpc.ServerOption
+	// Observe is the server's server.Options.Observe.
+	Observe func(method string, err error, elapsed time.Duration)
 }
 
 // Start serves store on 127.0.0.1 until the test ends.
@@ -60,7 +62,7 @@ func Start(tb testing.TB, store ledger.Store, opts Options) *Fixture {
 	}
 	hub := server.NewHub(store, log, opts.SubscriberBuffer)
 	srv := grpc.NewServer(append(az.ServerOptions(), opts.ServerOptions...)...)
-	server.New(store, hub, server.Options{Logger: log, Now: opts.Now}).Register(srv)
+	server.New(store, hub, server.Options{Logger: log, Now: opts.Now, Observe: opts.Observe}).Register(srv)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

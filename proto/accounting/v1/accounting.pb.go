@@ -1103,6 +1103,372 @@ func (x *ReleaseResponse) GetChargedMicros() int64 {
 	return 0
 }
 
+type ApplyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ops           []*LedgerOp            `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyRequest) Reset() {
+	*x = ApplyRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyRequest) ProtoMessage() {}
+
+func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
+func (*ApplyRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ApplyRequest) GetOps() []*LedgerOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+// LedgerOp is one call of an Apply.
+type LedgerOp struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*LedgerOp_Reserve
+	//	*LedgerOp_Commit
+	//	*LedgerOp_Release
+	Op            isLedgerOp_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerOp) Reset() {
+	*x = LedgerOp{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerOp) ProtoMessage() {}
+
+func (x *LedgerOp) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerOp.ProtoReflect.Descriptor instead.
+func (*LedgerOp) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LedgerOp) GetOp() isLedgerOp_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *LedgerOp) GetReserve() *ReserveRequest {
+	if x != nil {
+		if x, ok := x.Op.(*LedgerOp_Reserve); ok {
+			return x.Reserve
+		}
+	}
+	return nil
+}
+
+func (x *LedgerOp) GetCommit() *CommitRequest {
+	if x != nil {
+		if x, ok := x.Op.(*LedgerOp_Commit); ok {
+			return x.Commit
+		}
+	}
+	return nil
+}
+
+func (x *LedgerOp) GetRelease() *ReleaseRequest {
+	if x != nil {
+		if x, ok := x.Op.(*LedgerOp_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+type isLedgerOp_Op interface {
+	isLedgerOp_Op()
+}
+
+type LedgerOp_Reserve struct {
+	Reserve *ReserveRequest `protobuf:"bytes,1,opt,name=reserve,proto3,oneof"`
+}
+
+type LedgerOp_Commit struct {
+	Commit *CommitRequest `protobuf:"bytes,2,opt,name=commit,proto3,oneof"`
+}
+
+type LedgerOp_Release struct {
+	Release *ReleaseRequest `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+func (*LedgerOp_Reserve) isLedgerOp_Op() {}
+
+func (*LedgerOp_Commit) isLedgerOp_Op() {}
+
+func (*LedgerOp_Release) isLedgerOp_Op() {}
+
+type ApplyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per operation, in order.
+	Results       []*LedgerOpResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyResponse) Reset() {
+	*x = ApplyResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyResponse) ProtoMessage() {}
+
+func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
+func (*ApplyResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ApplyResponse) GetResults() []*LedgerOpResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// LedgerOpResult is what the operation's own call would have answered.
+type LedgerOpResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*LedgerOpResult_Reserve
+	//	*LedgerOpResult_Commit
+	//	*LedgerOpResult_Release
+	//	*LedgerOpResult_Error
+	Result        isLedgerOpResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerOpResult) Reset() {
+	*x = LedgerOpResult{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerOpResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerOpResult) ProtoMessage() {}
+
+func (x *LedgerOpResult) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerOpResult.ProtoReflect.Descriptor instead.
+func (*LedgerOpResult) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LedgerOpResult) GetResult() isLedgerOpResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *LedgerOpResult) GetReserve() *ReserveResponse {
+	if x != nil {
+		if x, ok := x.Result.(*LedgerOpResult_Reserve); ok {
+			return x.Reserve
+		}
+	}
+	return nil
+}
+
+func (x *LedgerOpResult) GetCommit() *CommitResponse {
+	if x != nil {
+		if x, ok := x.Result.(*LedgerOpResult_Commit); ok {
+			return x.Commit
+		}
+	}
+	return nil
+}
+
+func (x *LedgerOpResult) GetRelease() *ReleaseResponse {
+	if x != nil {
+		if x, ok := x.Result.(*LedgerOpResult_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *LedgerOpResult) GetError() *OpError {
+	if x != nil {
+		if x, ok := x.Result.(*LedgerOpResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isLedgerOpResult_Result interface {
+	isLedgerOpResult_Result()
+}
+
+type LedgerOpResult_Reserve struct {
+	Reserve *ReserveResponse `protobuf:"bytes,1,opt,name=reserve,proto3,oneof"`
+}
+
+type LedgerOpResult_Commit struct {
+	Commit *CommitResponse `protobuf:"bytes,2,opt,name=commit,proto3,oneof"`
+}
+
+type LedgerOpResult_Release struct {
+	Release *ReleaseResponse `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type LedgerOpResult_Error struct {
+	Error *OpError `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
+}
+
+func (*LedgerOpResult_Reserve) isLedgerOpResult_Result() {}
+
+func (*LedgerOpResult_Commit) isLedgerOpResult_Result() {}
+
+func (*LedgerOpResult_Release) isLedgerOpResult_Result() {}
+
+func (*LedgerOpResult_Error) isLedgerOpResult_Result() {}
+
+// OpError is the status an operation's own call would have failed with.
+type OpError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gRPC status code (google.golang.org/grpc/codes), never OK.
+	Code    int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The refusal, for a refused operation (as the call's status details carry it).
+	Refusal       *Refusal `protobuf:"bytes,3,opt,name=refusal,proto3" json:"refusal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpError) Reset() {
+	*x = OpError{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpError) ProtoMessage() {}
+
+func (x *OpError) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpError.ProtoReflect.Descriptor instead.
+func (*OpError) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *OpError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *OpError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *OpError) GetRefusal() *Refusal {
+	if x != nil {
+		return x.Refusal
+	}
+	return nil
+}
+
 type RenewRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ReservationId string                 `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
@@ -1113,7 +1479,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1491,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1504,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RenewRequest) GetReservationId() string {
@@ -1164,7 +1530,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1542,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1555,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RenewResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -1207,7 +1573,7 @@ type WatchChangesRequest struct {
 
 func (x *WatchChangesRequest) Reset() {
 	*x = WatchChangesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1585,7 @@ func (x *WatchChangesRequest) String() string {
 func (*WatchChangesRequest) ProtoMessage() {}
 
 func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1598,7 @@ func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesRequest.ProtoReflect.Descriptor instead.
 func (*WatchChangesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
 }
 
 type WatchChangesResponse struct {
@@ -1246,7 +1612,7 @@ type WatchChangesResponse struct {
 
 func (x *WatchChangesResponse) Reset() {
 	*x = WatchChangesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1624,7 @@ func (x *WatchChangesResponse) String() string {
 func (*WatchChangesResponse) ProtoMessage() {}
 
 func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1637,7 @@ func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesResponse.ProtoReflect.Descriptor instead.
 func (*WatchChangesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchChangesResponse) GetKind() ChangeKind {
@@ -1311,7 +1677,7 @@ type RecordVideoTaskRequest struct {
 
 func (x *RecordVideoTaskRequest) Reset() {
 	*x = RecordVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1689,7 @@ func (x *RecordVideoTaskRequest) String() string {
 func (*RecordVideoTaskRequest) ProtoMessage() {}
 
 func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1702,7 @@ func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RecordVideoTaskRequest) GetTaskId() string {
@@ -1383,7 +1749,7 @@ type RecordVideoTaskResponse struct {
 
 func (x *RecordVideoTaskResponse) Reset() {
 	*x = RecordVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1761,7 @@ func (x *RecordVideoTaskResponse) String() string {
 func (*RecordVideoTaskResponse) ProtoMessage() {}
 
 func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1774,7 @@ func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RecordVideoTaskResponse) GetTask() *VideoTask {
@@ -1427,7 +1793,7 @@ type GetVideoTaskRequest struct {
 
 func (x *GetVideoTaskRequest) Reset() {
 	*x = GetVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1805,7 @@ func (x *GetVideoTaskRequest) String() string {
 func (*GetVideoTaskRequest) ProtoMessage() {}
 
 func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1818,7 @@ func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetVideoTaskRequest) GetTaskId() string {
@@ -1471,7 +1837,7 @@ type GetVideoTaskResponse struct {
 
 func (x *GetVideoTaskResponse) Reset() {
 	*x = GetVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1849,7 @@ func (x *GetVideoTaskResponse) String() string {
 func (*GetVideoTaskResponse) ProtoMessage() {}
 
 func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1862,7 @@ func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetVideoTaskResponse) GetTask() *VideoTask {
@@ -1526,7 +1892,7 @@ type VideoTask struct {
 
 func (x *VideoTask) Reset() {
 	*x = VideoTask{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1904,7 @@ func (x *VideoTask) String() string {
 func (*VideoTask) ProtoMessage() {}
 
 func (x *VideoTask) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1917,7 @@ func (x *VideoTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VideoTask.ProtoReflect.Descriptor instead.
 func (*VideoTask) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *VideoTask) GetTaskId() string {
@@ -1635,7 +2001,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +2013,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +2026,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Account) GetId() string {
@@ -1743,7 +2109,7 @@ type CreateAccountRequest struct {
 
 func (x *CreateAccountRequest) Reset() {
 	*x = CreateAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +2121,7 @@ func (x *CreateAccountRequest) String() string {
 func (*CreateAccountRequest) ProtoMessage() {}
 
 func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +2134,7 @@ func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountRequest.ProtoReflect.Descriptor instead.
 func (*CreateAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateAccountRequest) GetTier() string {
@@ -1787,7 +2153,7 @@ type GetAccountRequest struct {
 
 func (x *GetAccountRequest) Reset() {
 	*x = GetAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +2165,7 @@ func (x *GetAccountRequest) String() string {
 func (*GetAccountRequest) ProtoMessage() {}
 
 func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +2178,7 @@ func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountRequest.ProtoReflect.Descriptor instead.
 func (*GetAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetAccountRequest) GetAccountId() string {
@@ -1834,7 +2200,7 @@ type TopUpRequest struct {
 
 func (x *TopUpRequest) Reset() {
 	*x = TopUpRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +2212,7 @@ func (x *TopUpRequest) String() string {
 func (*TopUpRequest) ProtoMessage() {}
 
 func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +2225,7 @@ func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpRequest.ProtoReflect.Descriptor instead.
 func (*TopUpRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopUpRequest) GetAccountId() string {
@@ -1893,7 +2259,7 @@ type SetAccountSuspendedRequest struct {
 
 func (x *SetAccountSuspendedRequest) Reset() {
 	*x = SetAccountSuspendedRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2271,7 @@ func (x *SetAccountSuspendedRequest) String() string {
 func (*SetAccountSuspendedRequest) ProtoMessage() {}
 
 func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2284,7 @@ func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetAccountSuspendedRequest) GetAccountId() string {
@@ -1961,7 +2327,7 @@ type Key struct {
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2339,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2352,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Key) GetId() string {
@@ -2116,7 +2482,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2494,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2507,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateKeyRequest) GetAccountId() string {
@@ -2204,7 +2570,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2582,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2595,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateKeyResponse) GetKey() *Key {
@@ -2255,7 +2621,7 @@ type GetKeyRequest struct {
 
 func (x *GetKeyRequest) Reset() {
 	*x = GetKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2633,7 @@ func (x *GetKeyRequest) String() string {
 func (*GetKeyRequest) ProtoMessage() {}
 
 func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2646,7 @@ func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetKeyRequest) GetKeyId() string {
@@ -2300,7 +2666,7 @@ type SetKeyDisabledRequest struct {
 
 func (x *SetKeyDisabledRequest) Reset() {
 	*x = SetKeyDisabledRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2678,7 @@ func (x *SetKeyDisabledRequest) String() string {
 func (*SetKeyDisabledRequest) ProtoMessage() {}
 
 func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2691,7 @@ func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledRequest.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetKeyDisabledRequest) GetKeyId() string {
@@ -2351,7 +2717,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2363,7 +2729,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2376,7 +2742,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -2395,7 +2761,7 @@ type CreateAccountResponse struct {
 
 func (x *CreateAccountResponse) Reset() {
 	*x = CreateAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2773,7 @@ func (x *CreateAccountResponse) String() string {
 func (*CreateAccountResponse) ProtoMessage() {}
 
 func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2786,7 @@ func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountResponse.ProtoReflect.Descriptor instead.
 func (*CreateAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateAccountResponse) GetAccount() *Account {
@@ -2439,7 +2805,7 @@ type GetAccountResponse struct {
 
 func (x *GetAccountResponse) Reset() {
 	*x = GetAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2817,7 @@ func (x *GetAccountResponse) String() string {
 func (*GetAccountResponse) ProtoMessage() {}
 
 func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2830,7 @@ func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountResponse.ProtoReflect.Descriptor instead.
 func (*GetAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetAccountResponse) GetAccount() *Account {
@@ -2483,7 +2849,7 @@ type TopUpResponse struct {
 
 func (x *TopUpResponse) Reset() {
 	*x = TopUpResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2861,7 @@ func (x *TopUpResponse) String() string {
 func (*TopUpResponse) ProtoMessage() {}
 
 func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2874,7 @@ func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpResponse.ProtoReflect.Descriptor instead.
 func (*TopUpResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TopUpResponse) GetAccount() *Account {
@@ -2527,7 +2893,7 @@ type SetAccountSuspendedResponse struct {
 
 func (x *SetAccountSuspendedResponse) Reset() {
 	*x = SetAccountSuspendedResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2905,7 @@ func (x *SetAccountSuspendedResponse) String() string {
 func (*SetAccountSuspendedResponse) ProtoMessage() {}
 
 func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2918,7 @@ func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetAccountSuspendedResponse) GetAccount() *Account {
@@ -2571,7 +2937,7 @@ type GetKeyResponse struct {
 
 func (x *GetKeyResponse) Reset() {
 	*x = GetKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2949,7 @@ func (x *GetKeyResponse) String() string {
 func (*GetKeyResponse) ProtoMessage() {}
 
 func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2962,7 @@ func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetKeyResponse) GetKey() *Key {
@@ -2615,7 +2981,7 @@ type SetKeyDisabledResponse struct {
 
 func (x *SetKeyDisabledResponse) Reset() {
 	*x = SetKeyDisabledResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2993,7 @@ func (x *SetKeyDisabledResponse) String() string {
 func (*SetKeyDisabledResponse) ProtoMessage() {}
 
 func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +3006,7 @@ func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledResponse.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetKeyDisabledResponse) GetKey() *Key {
@@ -2659,7 +3025,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +3037,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +3050,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RevokeKeyResponse) GetKey() *Key {
@@ -2706,7 +3072,7 @@ type ListAccountsRequest struct {
 
 func (x *ListAccountsRequest) Reset() {
 	*x = ListAccountsRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +3084,7 @@ func (x *ListAccountsRequest) String() string {
 func (*ListAccountsRequest) ProtoMessage() {}
 
 func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +3097,7 @@ func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsRequest.ProtoReflect.Descriptor instead.
 func (*ListAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListAccountsRequest) GetLimit() int32 {
@@ -2759,7 +3125,7 @@ type ListAccountsResponse struct {
 
 func (x *ListAccountsResponse) Reset() {
 	*x = ListAccountsResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +3137,7 @@ func (x *ListAccountsResponse) String() string {
 func (*ListAccountsResponse) ProtoMessage() {}
 
 func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +3150,7 @@ func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsResponse.ProtoReflect.Descriptor instead.
 func (*ListAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListAccountsResponse) GetAccounts() []*Account {
@@ -2810,7 +3176,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +3188,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +3201,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListKeysRequest) GetAccountId() string {
@@ -2854,7 +3220,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +3232,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +3245,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -2899,7 +3265,7 @@ type ModelList struct {
 
 func (x *ModelList) Reset() {
 	*x = ModelList{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2911,7 +3277,7 @@ func (x *ModelList) String() string {
 func (*ModelList) ProtoMessage() {}
 
 func (x *ModelList) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2924,7 +3290,7 @@ func (x *ModelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
 func (*ModelList) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ModelList) GetModels() []string {
@@ -2944,7 +3310,7 @@ type LimitUpdate struct {
 
 func (x *LimitUpdate) Reset() {
 	*x = LimitUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2956,7 +3322,7 @@ func (x *LimitUpdate) String() string {
 func (*LimitUpdate) ProtoMessage() {}
 
 func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2969,7 +3335,7 @@ func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitUpdate.ProtoReflect.Descriptor instead.
 func (*LimitUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LimitUpdate) GetMicros() int64 {
@@ -2989,7 +3355,7 @@ type ExpiryUpdate struct {
 
 func (x *ExpiryUpdate) Reset() {
 	*x = ExpiryUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3001,7 +3367,7 @@ func (x *ExpiryUpdate) String() string {
 func (*ExpiryUpdate) ProtoMessage() {}
 
 func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3014,7 +3380,7 @@ func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpiryUpdate.ProtoReflect.Descriptor instead.
 func (*ExpiryUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ExpiryUpdate) GetExpiresAt() *timestamppb.Timestamp {
@@ -3039,7 +3405,7 @@ type UpdateKeyRequest struct {
 
 func (x *UpdateKeyRequest) Reset() {
 	*x = UpdateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3051,7 +3417,7 @@ func (x *UpdateKeyRequest) String() string {
 func (*UpdateKeyRequest) ProtoMessage() {}
 
 func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3064,7 +3430,7 @@ func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateKeyRequest) GetKeyId() string {
@@ -3118,7 +3484,7 @@ type UpdateKeyResponse struct {
 
 func (x *UpdateKeyResponse) Reset() {
 	*x = UpdateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3130,7 +3496,7 @@ func (x *UpdateKeyResponse) String() string {
 func (*UpdateKeyResponse) ProtoMessage() {}
 
 func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3143,7 +3509,7 @@ func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateKeyResponse) GetKey() *Key {
@@ -3170,7 +3536,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3548,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3561,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetUsageRequest) GetAccountId() string {
@@ -3247,7 +3613,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3259,7 +3625,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3272,7 +3638,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UsageRow) GetGroup() string {
@@ -3320,7 +3686,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3332,7 +3698,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3345,7 +3711,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -3375,7 +3741,7 @@ type ListLedgerEntriesRequest struct {
 
 func (x *ListLedgerEntriesRequest) Reset() {
 	*x = ListLedgerEntriesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3387,7 +3753,7 @@ func (x *ListLedgerEntriesRequest) String() string {
 func (*ListLedgerEntriesRequest) ProtoMessage() {}
 
 func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3400,7 +3766,7 @@ func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListLedgerEntriesRequest) GetAccountId() string {
@@ -3443,7 +3809,7 @@ type LedgerEntry struct {
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +3821,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +3834,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LedgerEntry) GetId() int64 {
@@ -3545,7 +3911,7 @@ type ListLedgerEntriesResponse struct {
 
 func (x *ListLedgerEntriesResponse) Reset() {
 	*x = ListLedgerEntriesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3923,7 @@ func (x *ListLedgerEntriesResponse) String() string {
 func (*ListLedgerEntriesResponse) ProtoMessage() {}
 
 func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3936,7 @@ func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListLedgerEntriesResponse) GetEntries() []*LedgerEntry {
@@ -3601,7 +3967,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3613,7 +3979,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3626,7 +3992,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Tier) GetName() string {
@@ -3672,7 +4038,7 @@ type ListTiersRequest struct {
 
 func (x *ListTiersRequest) Reset() {
 	*x = ListTiersRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3684,7 +4050,7 @@ func (x *ListTiersRequest) String() string {
 func (*ListTiersRequest) ProtoMessage() {}
 
 func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3697,7 +4063,7 @@ func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersRequest.ProtoReflect.Descriptor instead.
 func (*ListTiersRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
 }
 
 type ListTiersResponse struct {
@@ -3709,7 +4075,7 @@ type ListTiersResponse struct {
 
 func (x *ListTiersResponse) Reset() {
 	*x = ListTiersResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +4087,7 @@ func (x *ListTiersResponse) String() string {
 func (*ListTiersResponse) ProtoMessage() {}
 
 func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +4100,7 @@ func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersResponse.ProtoReflect.Descriptor instead.
 func (*ListTiersResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListTiersResponse) GetTiers() []*Tier {
@@ -3753,7 +4119,7 @@ type SetTierRequest struct {
 
 func (x *SetTierRequest) Reset() {
 	*x = SetTierRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3765,7 +4131,7 @@ func (x *SetTierRequest) String() string {
 func (*SetTierRequest) ProtoMessage() {}
 
 func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3778,7 +4144,7 @@ func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierRequest.ProtoReflect.Descriptor instead.
 func (*SetTierRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetTierRequest) GetTier() *Tier {
@@ -3797,7 +4163,7 @@ type SetTierResponse struct {
 
 func (x *SetTierResponse) Reset() {
 	*x = SetTierResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3809,7 +4175,7 @@ func (x *SetTierResponse) String() string {
 func (*SetTierResponse) ProtoMessage() {}
 
 func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3822,7 +4188,7 @@ func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierResponse.ProtoReflect.Descriptor instead.
 func (*SetTierResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetTierResponse) GetTier() *Tier {
@@ -3900,7 +4266,26 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"o\n" +
 	"\x0fReleaseResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.accounting.v1.ReservationStateR\x05state\x12%\n" +
-	"\x0echarged_micros\x18\x02 \x01(\x03R\rchargedMicros\"V\n" +
+	"\x0echarged_micros\x18\x02 \x01(\x03R\rchargedMicros\"9\n" +
+	"\fApplyRequest\x12)\n" +
+	"\x03ops\x18\x01 \x03(\v2\x17.accounting.v1.LedgerOpR\x03ops\"\xbe\x01\n" +
+	"\bLedgerOp\x129\n" +
+	"\areserve\x18\x01 \x01(\v2\x1d.accounting.v1.ReserveRequestH\x00R\areserve\x126\n" +
+	"\x06commit\x18\x02 \x01(\v2\x1c.accounting.v1.CommitRequestH\x00R\x06commit\x129\n" +
+	"\arelease\x18\x03 \x01(\v2\x1d.accounting.v1.ReleaseRequestH\x00R\areleaseB\x04\n" +
+	"\x02op\"H\n" +
+	"\rApplyResponse\x127\n" +
+	"\aresults\x18\x01 \x03(\v2\x1d.accounting.v1.LedgerOpResultR\aresults\"\xfb\x01\n" +
+	"\x0eLedgerOpResult\x12:\n" +
+	"\areserve\x18\x01 \x01(\v2\x1e.accounting.v1.ReserveResponseH\x00R\areserve\x127\n" +
+	"\x06commit\x18\x02 \x01(\v2\x1d.accounting.v1.CommitResponseH\x00R\x06commit\x12:\n" +
+	"\arelease\x18\x03 \x01(\v2\x1e.accounting.v1.ReleaseResponseH\x00R\arelease\x12.\n" +
+	"\x05error\x18\x04 \x01(\v2\x16.accounting.v1.OpErrorH\x00R\x05errorB\b\n" +
+	"\x06result\"i\n" +
+	"\aOpError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x120\n" +
+	"\arefusal\x18\x03 \x01(\v2\x16.accounting.v1.RefusalR\arefusal\"V\n" +
 	"\fRenewRequest\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\tR\rreservationId\x12\x1f\n" +
 	"\vttl_seconds\x18\x02 \x01(\x05R\n" +
@@ -4141,12 +4526,13 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTRY_KIND_TOP_UP\x10\x01\x12\x15\n" +
-	"\x11ENTRY_KIND_CHARGE\x10\x022\x9d\x05\n" +
+	"\x11ENTRY_KIND_CHARGE\x10\x022\xe1\x05\n" +
 	"\rLedgerService\x12W\n" +
 	"\fAuthenticate\x12\".accounting.v1.AuthenticateRequest\x1a#.accounting.v1.AuthenticateResponse\x12H\n" +
 	"\aReserve\x12\x1d.accounting.v1.ReserveRequest\x1a\x1e.accounting.v1.ReserveResponse\x12E\n" +
 	"\x06Commit\x12\x1c.accounting.v1.CommitRequest\x1a\x1d.accounting.v1.CommitResponse\x12H\n" +
 	"\aRelease\x12\x1d.accounting.v1.ReleaseRequest\x1a\x1e.accounting.v1.ReleaseResponse\x12B\n" +
+	"\x05Apply\x12\x1b.accounting.v1.ApplyRequest\x1a\x1c.accounting.v1.ApplyResponse\x12B\n" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
@@ -4182,7 +4568,7 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                         // 0: accounting.v1.Reason
 	(Pool)(0),                           // 1: accounting.v1.Pool
@@ -4201,150 +4587,167 @@ var file_accounting_v1_accounting_proto_goTypes = []any{
 	(*CommitResponse)(nil),              // 14: accounting.v1.CommitResponse
 	(*ReleaseRequest)(nil),              // 15: accounting.v1.ReleaseRequest
 	(*ReleaseResponse)(nil),             // 16: accounting.v1.ReleaseResponse
-	(*RenewRequest)(nil),                // 17: accounting.v1.RenewRequest
-	(*RenewResponse)(nil),               // 18: accounting.v1.RenewResponse
-	(*WatchChangesRequest)(nil),         // 19: accounting.v1.WatchChangesRequest
-	(*WatchChangesResponse)(nil),        // 20: accounting.v1.WatchChangesResponse
-	(*RecordVideoTaskRequest)(nil),      // 21: accounting.v1.RecordVideoTaskRequest
-	(*RecordVideoTaskResponse)(nil),     // 22: accounting.v1.RecordVideoTaskResponse
-	(*GetVideoTaskRequest)(nil),         // 23: accounting.v1.GetVideoTaskRequest
-	(*GetVideoTaskResponse)(nil),        // 24: accounting.v1.GetVideoTaskResponse
-	(*VideoTask)(nil),                   // 25: accounting.v1.VideoTask
-	(*Account)(nil),                     // 26: accounting.v1.Account
-	(*CreateAccountRequest)(nil),        // 27: accounting.v1.CreateAccountRequest
-	(*GetAccountRequest)(nil),           // 28: accounting.v1.GetAccountRequest
-	(*TopUpRequest)(nil),                // 29: accounting.v1.TopUpRequest
-	(*SetAccountSuspendedRequest)(nil),  // 30: accounting.v1.SetAccountSuspendedRequest
-	(*Key)(nil),                         // 31: accounting.v1.Key
-	(*CreateKeyRequest)(nil),            // 32: accounting.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),           // 33: accounting.v1.CreateKeyResponse
-	(*GetKeyRequest)(nil),               // 34: accounting.v1.GetKeyRequest
-	(*SetKeyDisabledRequest)(nil),       // 35: accounting.v1.SetKeyDisabledRequest
-	(*RevokeKeyRequest)(nil),            // 36: accounting.v1.RevokeKeyRequest
-	(*CreateAccountResponse)(nil),       // 37: accounting.v1.CreateAccountResponse
-	(*GetAccountResponse)(nil),          // 38: accounting.v1.GetAccountResponse
-	(*TopUpResponse)(nil),               // 39: accounting.v1.TopUpResponse
-	(*SetAccountSuspendedResponse)(nil), // 40: accounting.v1.SetAccountSuspendedResponse
-	(*GetKeyResponse)(nil),              // 41: accounting.v1.GetKeyResponse
-	(*SetKeyDisabledResponse)(nil),      // 42: accounting.v1.SetKeyDisabledResponse
-	(*RevokeKeyResponse)(nil),           // 43: accounting.v1.RevokeKeyResponse
-	(*ListAccountsRequest)(nil),         // 44: accounting.v1.ListAccountsRequest
-	(*ListAccountsResponse)(nil),        // 45: accounting.v1.ListAccountsResponse
-	(*ListKeysRequest)(nil),             // 46: accounting.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),            // 47: accounting.v1.ListKeysResponse
-	(*ModelList)(nil),                   // 48: accounting.v1.ModelList
-	(*LimitUpdate)(nil),                 // 49: accounting.v1.LimitUpdate
-	(*ExpiryUpdate)(nil),                // 50: accounting.v1.ExpiryUpdate
-	(*UpdateKeyRequest)(nil),            // 51: accounting.v1.UpdateKeyRequest
-	(*UpdateKeyResponse)(nil),           // 52: accounting.v1.UpdateKeyResponse
-	(*GetUsageRequest)(nil),             // 53: accounting.v1.GetUsageRequest
-	(*UsageRow)(nil),                    // 54: accounting.v1.UsageRow
-	(*GetUsageResponse)(nil),            // 55: accounting.v1.GetUsageResponse
-	(*ListLedgerEntriesRequest)(nil),    // 56: accounting.v1.ListLedgerEntriesRequest
-	(*LedgerEntry)(nil),                 // 57: accounting.v1.LedgerEntry
-	(*ListLedgerEntriesResponse)(nil),   // 58: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 59: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 60: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 61: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 62: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 63: accounting.v1.SetTierResponse
-	nil,                                 // 64: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 65: google.protobuf.Timestamp
+	(*ApplyRequest)(nil),                // 17: accounting.v1.ApplyRequest
+	(*LedgerOp)(nil),                    // 18: accounting.v1.LedgerOp
+	(*ApplyResponse)(nil),               // 19: accounting.v1.ApplyResponse
+	(*LedgerOpResult)(nil),              // 20: accounting.v1.LedgerOpResult
+	(*OpError)(nil),                     // 21: accounting.v1.OpError
+	(*RenewRequest)(nil),                // 22: accounting.v1.RenewRequest
+	(*RenewResponse)(nil),               // 23: accounting.v1.RenewResponse
+	(*WatchChangesRequest)(nil),         // 24: accounting.v1.WatchChangesRequest
+	(*WatchChangesResponse)(nil),        // 25: accounting.v1.WatchChangesResponse
+	(*RecordVideoTaskRequest)(nil),      // 26: accounting.v1.RecordVideoTaskRequest
+	(*RecordVideoTaskResponse)(nil),     // 27: accounting.v1.RecordVideoTaskResponse
+	(*GetVideoTaskRequest)(nil),         // 28: accounting.v1.GetVideoTaskRequest
+	(*GetVideoTaskResponse)(nil),        // 29: accounting.v1.GetVideoTaskResponse
+	(*VideoTask)(nil),                   // 30: accounting.v1.VideoTask
+	(*Account)(nil),                     // 31: accounting.v1.Account
+	(*CreateAccountRequest)(nil),        // 32: accounting.v1.CreateAccountRequest
+	(*GetAccountRequest)(nil),           // 33: accounting.v1.GetAccountRequest
+	(*TopUpRequest)(nil),                // 34: accounting.v1.TopUpRequest
+	(*SetAccountSuspendedRequest)(nil),  // 35: accounting.v1.SetAccountSuspendedRequest
+	(*Key)(nil),                         // 36: accounting.v1.Key
+	(*CreateKeyRequest)(nil),            // 37: accounting.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),           // 38: accounting.v1.CreateKeyResponse
+	(*GetKeyRequest)(nil),               // 39: accounting.v1.GetKeyRequest
+	(*SetKeyDisabledRequest)(nil),       // 40: accounting.v1.SetKeyDisabledRequest
+	(*RevokeKeyRequest)(nil),            // 41: accounting.v1.RevokeKeyRequest
+	(*CreateAccountResponse)(nil),       // 42: accounting.v1.CreateAccountResponse
+	(*GetAccountResponse)(nil),          // 43: accounting.v1.GetAccountResponse
+	(*TopUpResponse)(nil),               // 44: accounting.v1.TopUpResponse
+	(*SetAccountSuspendedResponse)(nil), // 45: accounting.v1.SetAccountSuspendedResponse
+	(*GetKeyResponse)(nil),              // 46: accounting.v1.GetKeyResponse
+	(*SetKeyDisabledResponse)(nil),      // 47: accounting.v1.SetKeyDisabledResponse
+	(*RevokeKeyResponse)(nil),           // 48: accounting.v1.RevokeKeyResponse
+	(*ListAccountsRequest)(nil),         // 49: accounting.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),        // 50: accounting.v1.ListAccountsResponse
+	(*ListKeysRequest)(nil),             // 51: accounting.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),            // 52: accounting.v1.ListKeysResponse
+	(*ModelList)(nil),                   // 53: accounting.v1.ModelList
+	(*LimitUpdate)(nil),                 // 54: accounting.v1.LimitUpdate
+	(*ExpiryUpdate)(nil),                // 55: accounting.v1.ExpiryUpdate
+	(*UpdateKeyRequest)(nil),            // 56: accounting.v1.UpdateKeyRequest
+	(*UpdateKeyResponse)(nil),           // 57: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),             // 58: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                    // 59: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),            // 60: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),    // 61: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                 // 62: accounting.v1.LedgerEntry
+	(*ListLedgerEntriesResponse)(nil),   // 63: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                        // 64: accounting.v1.Tier
+	(*ListTiersRequest)(nil),            // 65: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),           // 66: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),              // 67: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),             // 68: accounting.v1.SetTierResponse
+	nil,                                 // 69: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),       // 70: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
 	9,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	65, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	70, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 3: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	65, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	64, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	70, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	69, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
 	12, // 6: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
 	2,  // 7: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
-	65, // 8: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 9: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
-	25, // 10: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	25, // 11: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	65, // 12: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	65, // 13: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	65, // 14: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	65, // 15: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	65, // 16: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	31, // 17: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
-	26, // 18: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
-	26, // 19: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
-	26, // 20: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
-	26, // 21: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
-	31, // 22: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
-	31, // 23: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
-	31, // 24: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
-	26, // 25: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
-	31, // 26: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	65, // 27: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
-	48, // 28: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
-	49, // 29: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	49, // 30: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	50, // 31: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
-	31, // 32: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
-	4,  // 33: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
-	54, // 34: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
-	54, // 35: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
-	5,  // 36: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	65, // 37: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
-	57, // 38: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
-	59, // 39: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
-	59, // 40: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
-	59, // 41: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	7,  // 42: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	10, // 43: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	13, // 44: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	15, // 45: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	17, // 46: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	19, // 47: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	21, // 48: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	23, // 49: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	27, // 50: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	28, // 51: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	29, // 52: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	30, // 53: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	32, // 54: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	34, // 55: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	35, // 56: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	36, // 57: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	44, // 58: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	46, // 59: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	51, // 60: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	53, // 61: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	56, // 62: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	60, // 63: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	62, // 64: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	8,  // 65: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	11, // 66: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	14, // 67: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	16, // 68: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	18, // 69: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	20, // 70: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	22, // 71: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	24, // 72: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	37, // 73: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	38, // 74: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	39, // 75: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	40, // 76: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	33, // 77: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	41, // 78: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	42, // 79: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	43, // 80: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	45, // 81: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	47, // 82: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	52, // 83: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	55, // 84: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	58, // 85: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	61, // 86: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	63, // 87: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	65, // [65:88] is the sub-list for method output_type
-	42, // [42:65] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	18, // 8: accounting.v1.ApplyRequest.ops:type_name -> accounting.v1.LedgerOp
+	10, // 9: accounting.v1.LedgerOp.reserve:type_name -> accounting.v1.ReserveRequest
+	13, // 10: accounting.v1.LedgerOp.commit:type_name -> accounting.v1.CommitRequest
+	15, // 11: accounting.v1.LedgerOp.release:type_name -> accounting.v1.ReleaseRequest
+	20, // 12: accounting.v1.ApplyResponse.results:type_name -> accounting.v1.LedgerOpResult
+	11, // 13: accounting.v1.LedgerOpResult.reserve:type_name -> accounting.v1.ReserveResponse
+	14, // 14: accounting.v1.LedgerOpResult.commit:type_name -> accounting.v1.CommitResponse
+	16, // 15: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
+	21, // 16: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
+	6,  // 17: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
+	70, // 18: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 19: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
+	30, // 20: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	30, // 21: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	70, // 22: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	70, // 23: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	70, // 24: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	70, // 25: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	70, // 26: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	36, // 27: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
+	31, // 28: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
+	31, // 29: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
+	31, // 30: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
+	31, // 31: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
+	36, // 32: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
+	36, // 33: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
+	36, // 34: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
+	31, // 35: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
+	36, // 36: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
+	70, // 37: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	53, // 38: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
+	54, // 39: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	54, // 40: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	55, // 41: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
+	36, // 42: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
+	4,  // 43: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
+	59, // 44: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
+	59, // 45: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
+	5,  // 46: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
+	70, // 47: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	62, // 48: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	64, // 49: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	64, // 50: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	64, // 51: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	7,  // 52: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	10, // 53: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	13, // 54: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	15, // 55: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	17, // 56: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
+	22, // 57: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	24, // 58: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	26, // 59: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	28, // 60: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	32, // 61: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	33, // 62: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	34, // 63: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	35, // 64: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	37, // 65: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	39, // 66: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	40, // 67: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	41, // 68: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	49, // 69: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	51, // 70: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	56, // 71: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	58, // 72: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	61, // 73: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	65, // 74: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	67, // 75: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	8,  // 76: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	11, // 77: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	14, // 78: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	16, // 79: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	19, // 80: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
+	23, // 81: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	25, // 82: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	27, // 83: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	29, // 84: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	42, // 85: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	43, // 86: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	44, // 87: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	45, // 88: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	38, // 89: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	46, // 90: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	47, // 91: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	48, // 92: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	50, // 93: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	52, // 94: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	57, // 95: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	60, // 96: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	63, // 97: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	66, // 98: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	68, // 99: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	76, // [76:100] is the sub-list for method output_type
+	52, // [52:76] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -4353,17 +4756,28 @@ func file_accounting_v1_accounting_proto_init() {
 		return
 	}
 	file_accounting_v1_accounting_proto_msgTypes[3].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[25].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[26].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[43].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[45].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[12].OneofWrappers = []any{
+		(*LedgerOp_Reserve)(nil),
+		(*LedgerOp_Commit)(nil),
+		(*LedgerOp_Release)(nil),
+	}
+	file_accounting_v1_accounting_proto_msgTypes[14].OneofWrappers = []any{
+		(*LedgerOpResult_Reserve)(nil),
+		(*LedgerOpResult_Commit)(nil),
+		(*LedgerOpResult_Release)(nil),
+		(*LedgerOpResult_Error)(nil),
+	}
+	file_accounting_v1_accounting_proto_msgTypes[30].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[31].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[48].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[50].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   59,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -1,0 +1,97 @@
+package ledgerclient_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/server/servertest"
+	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/e2e/loadtest"
+	"github.com/llmgw/gateway/extproc/ledgerclient"
+	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
+)
+
+// BenchmarkLedgerPairs measures reserve+commit pairs per second through this client,
+// over real gRPC on loopback into accounting on PostgreSQL (256 accounts, 32 callers on
+// one connection, as one extproc replica would call it): "own" sends every operation as
+// a call of its own, "coalesced" queues the operations made while one call is in flight
+// and sends them as one Apply (the default). Both run in the same process, one after
+// the other: compare them within one run. go-µs/pair is the CPU time of this process
+// (callers, gRPC on both ends, accounting and its store) per pair, pg-µs/pair that of
+// every PostgreSQL process of the machine.
+func BenchmarkLedgerPairs(b *testing.B) {
+	for _, bc := range []struct {
+		name        string
+		maxInFlight int
+	}{{"own", -1}, {"coalesced", 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			st, pool := storetest.NewStore(b, 16, store.Options{})
+			f := servertest.Start(b, st, servertest.Options{})
+			admin := f.Admin(b, servertest.AdminToken)
+			if _, err := admin.SetTier(ctx, &accountingv1.SetTierRequest{Tier: &accountingv1.Tier{
+				Name: "bench", RpmBeforeTopup: 1 << 30, RpmAfterTopup: 1 << 30, InFlightGeneral: 1 << 20, InFlightHighCost: 1 << 20,
+			}}); err != nil {
+				b.Fatal(err)
+			}
+			keys := make([]string, 256)
+			for i := range keys {
+				a, err := admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: "bench"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := admin.TopUp(ctx, &accountingv1.TopUpRequest{AccountId: a.GetAccount().GetId(), AmountMicros: 1 << 50}); err != nil {
+					b.Fatal(err)
+				}
+				k, err := admin.CreateKey(ctx, &accountingv1.CreateKeyRequest{AccountId: a.GetAccount().GetId()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				keys[i] = k.GetKey().GetId()
+			}
+			conn, err := client.Dial(ctx, f.Addr, servertest.ServiceToken)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close()
+			led := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{MaxInFlight: bc.maxInFlight})
+
+			var seq atomic.Int64
+			b.SetParallelism(16) // × GOMAXPROCS callers
+			self, _ := loadtest.CPU(os.Getpid())
+			pg := loadtest.CPUByPid(loadtest.PidsNamed("postgres"))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := seq.Add(1)
+					r, err := led.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprintf("bench-%d", i),
+						KeyID: keys[int(i)%len(keys)], Model: "demo-chat", Amount: 2_000, Pool: ledger.PoolGeneral})
+					if err != nil {
+						b.Errorf("Reserve: %v", err)
+						return
+					}
+					if _, err := led.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 1_500,
+						Usage: ledger.Usage{InputTokens: 100, OutputTokens: 200}, UpstreamModel: "up", Channel: "c"}); err != nil {
+						b.Errorf("Commit: %v", err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			selfAfter, _ := loadtest.CPU(os.Getpid())
+			pgUsed := loadtest.Used(pg, loadtest.CPUByPid(loadtest.PidsNamed("postgres")))
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+			b.ReportMetric(float64((selfAfter-self).Microseconds())/float64(b.N), "go-µs/pair")
+			b.ReportMetric(float64(pgUsed.Microseconds())/float64(b.N), "pg-µs/pair")
+			if err := storetest.CheckInvariants(ctx, pool); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

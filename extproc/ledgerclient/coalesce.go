@@ -1,0 +1,240 @@
+package ledgerclient
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
+)
+
+// Coalescing. Reserve, Commit and Release go to accounting as calls of their own while
+// fewer than Options.MaxInFlight are in flight; beyond that they queue, and when a call
+// in flight comes back, everything queued goes as one Apply (at most maxApplyOps). No
+// timer: at low load every call is its own, and under load one round trip and one
+// server-side handling carry many operations, which accounting's group commit then
+// decides in one transaction. Each operation is still decided alone (Apply's contract);
+// a caller that gives up takes a queued operation back, so an Apply never carries an
+// operation nobody waits for.
+//
+// An operation whose context carries a trace is always a call of its own, so that its
+// span and trace context reach accounting. An accounting that does not know Apply (an
+// older version during a rolling upgrade) answers Unimplemented: from then on every
+// operation is a call of its own.
+
+// maxApplyOps is the most operations one Apply carries (accounting's limit).
+const maxApplyOps = 256
+
+// DefaultMaxInFlight is Options.MaxInFlight's default.
+const DefaultMaxInFlight = 1
+
+// defaultApplyTimeout bounds an Apply whose operations have no deadline.
+const defaultApplyTimeout = 30 * time.Second
+
+const (
+	opQueued int32 = iota
+	opTaken
+	opAbandoned
+)
+
+// queuedOp is one operation waiting for an Apply, and where its result goes.
+type queuedOp struct {
+	ctx   context.Context
+	op    *accountingv1.LedgerOp
+	state atomic.Int32
+	done  chan opResult
+}
+
+type opResult struct {
+	res *accountingv1.LedgerOpResult
+	err error
+}
+
+// coalescer sends ledger operations as their own calls or in Applies.
+type coalescer struct {
+	rpc   accountingv1.LedgerServiceClient
+	limit int // calls in flight before operations queue; < 1: never queue
+	log   *zap.Logger
+
+	noApply atomic.Bool // accounting answered Apply with Unimplemented
+
+	mu       sync.Mutex
+	inFlight int
+	queue    []*queuedOp
+}
+
+// do sends op and returns what accounting answered for it: the result (an error
+// result for a refused operation) or the error of the call that carried it.
+func (c *coalescer) do(ctx context.Context, op *accountingv1.LedgerOp) (*accountingv1.LedgerOpResult, error) {
+	if c.limit < 1 || c.noApply.Load() || trace.SpanContextFromContext(ctx).IsValid() {
+		return c.own(ctx, op)
+	}
+	c.mu.Lock()
+	if c.inFlight < c.limit {
+		c.inFlight++
+		c.mu.Unlock()
+		res, err := c.own(ctx, op)
+		if batch := c.take(); batch != nil {
+			go c.run(batch)
+		}
+		return res, err
+	}
+	q := &queuedOp{ctx: ctx, op: op, done: make(chan opResult, 1)}
+	c.queue = append(c.queue, q)
+	c.mu.Unlock()
+	select {
+	case r := <-q.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		// Taken back if still queued; otherwise an Apply carries it and accounting may
+		// still apply it, as with a call of its own whose caller gives up.
+		q.state.CompareAndSwap(opQueued, opAbandoned)
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// take hands a slot that came free to the queue: the operations queued (at most
+// maxApplyOps) that nobody abandoned, or nil when there are none and the slot is free.
+func (c *coalescer) take() []*queuedOp {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.queue) > 0 {
+		n := min(len(c.queue), maxApplyOps)
+		batch := make([]*queuedOp, 0, n)
+		for _, q := range c.queue[:n] {
+			if q.state.CompareAndSwap(opQueued, opTaken) {
+				batch = append(batch, q)
+			}
+		}
+		clear(c.queue[:n])
+		c.queue = c.queue[n:]
+		if len(batch) > 0 {
+			return batch
+		}
+	}
+	c.queue = nil
+	c.inFlight--
+	return nil
+}
+
+// run sends batches in the slot it was handed until the queue is empty.
+func (c *coalescer) run(batch []*queuedOp) {
+	for batch != nil {
+		c.apply(batch)
+		batch = c.take()
+	}
+}
+
+// apply sends batch as one Apply and answers each operation.
+func (c *coalescer) apply(batch []*queuedOp) {
+	if c.noApply.Load() {
+		c.each(batch)
+		return
+	}
+	ctx, cancel := applyContext(batch)
+	defer cancel()
+	req := &accountingv1.ApplyRequest{Ops: make([]*accountingv1.LedgerOp, len(batch))}
+	for i, q := range batch {
+		req.Ops[i] = q.op
+	}
+	resp, err := c.rpc.Apply(ctx, req)
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		if !c.noApply.Swap(true) {
+			c.log.Warn("accounting does not know Apply: every ledger operation is a call of its own")
+		}
+		c.each(batch)
+		return
+	case err == nil && len(resp.GetResults()) != len(batch):
+		err = status.Errorf(codes.Internal, "accounting answered %d results for %d operations", len(resp.GetResults()), len(batch))
+	}
+	for i, q := range batch {
+		if err != nil {
+			q.done <- opResult{err: err}
+			continue
+		}
+		q.done <- opResult{res: resp.GetResults()[i]}
+	}
+}
+
+// each sends every operation of batch as a call of its own, at once.
+func (c *coalescer) each(batch []*queuedOp) {
+	var wg sync.WaitGroup
+	for _, q := range batch {
+		wg.Go(func() {
+			res, err := c.own(q.ctx, q.op)
+			q.done <- opResult{res: res, err: err}
+		})
+	}
+	wg.Wait()
+}
+
+// applyContext is the context of an Apply: no caller's (one giving up cuts no other
+// short), with the latest of the operations' deadlines.
+func applyContext(batch []*queuedOp) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, q := range batch {
+		d, ok := q.ctx.Deadline()
+		if !ok {
+			d = time.Now().Add(defaultApplyTimeout)
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
+}
+
+// own sends op as a call of its own method.
+func (c *coalescer) own(ctx context.Context, op *accountingv1.LedgerOp) (*accountingv1.LedgerOpResult, error) {
+	switch v := op.GetOp().(type) {
+	case *accountingv1.LedgerOp_Reserve:
+		r, err := c.rpc.Reserve(ctx, v.Reserve)
+		if err != nil {
+			return nil, err
+		}
+		return &accountingv1.LedgerOpResult{Result: &accountingv1.LedgerOpResult_Reserve{Reserve: r}}, nil
+	case *accountingv1.LedgerOp_Commit:
+		r, err := c.rpc.Commit(ctx, v.Commit)
+		if err != nil {
+			return nil, err
+		}
+		return &accountingv1.LedgerOpResult{Result: &accountingv1.LedgerOpResult_Commit{Commit: r}}, nil
+	case *accountingv1.LedgerOp_Release:
+		r, err := c.rpc.Release(ctx, v.Release)
+		if err != nil {
+			return nil, err
+		}
+		return &accountingv1.LedgerOpResult{Result: &accountingv1.LedgerOpResult_Release{Release: r}}, nil
+	}
+	return nil, status.Error(codes.Internal, "ledger operation of no known kind")
+}
+
+// EachOperation calls f with the method of every ledger operation one accounting call
+// carries, for those who time calls by method: each operation of an Apply by its own
+// method ("Reserve", "Commit", "Release"), any other call by its own (the last element
+// of fullMethod). An operation is thereby counted once whichever way it went.
+func EachOperation(fullMethod string, req any, f func(method string)) {
+	a, ok := req.(*accountingv1.ApplyRequest)
+	if !ok {
+		f(fullMethod[strings.LastIndexByte(fullMethod, '/')+1:])
+		return
+	}
+	for _, op := range a.GetOps() {
+		switch op.GetOp().(type) {
+		case *accountingv1.LedgerOp_Reserve:
+			f("Reserve")
+		case *accountingv1.LedgerOp_Commit:
+			f("Commit")
+		case *accountingv1.LedgerOp_Release:
+			f("Release")
+		}
+	}
+}
