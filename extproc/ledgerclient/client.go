@@ -96,6 +96,9 @@ type Options struct {
 	// further ones queue and go together in one Apply (see coalesce.go); default
 	// DefaultMaxInFlight; negative: every operation is a call of its own.
 	MaxInFlight int
+	// StaleAfter is how long a call may be in flight before the operations queued behind
+	// it go without waiting for it; default DefaultStaleAfter.
+	StaleAfter time.Duration
 }
 
 // Client is a lifecycle.Ledger over accountingv1.LedgerServiceClient. Safe for
@@ -145,8 +148,11 @@ func New(rpc accountingv1.LedgerServiceClient, opts Options) *Client {
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
+	if opts.StaleAfter <= 0 {
+		opts.StaleAfter = DefaultStaleAfter
+	}
 	return &Client{rpc: rpc, opts: opts, entries: map[string]entry{}, refused: map[string]time.Time{},
-		co: &coalescer{rpc: rpc, limit: opts.MaxInFlight, log: opts.Log}}
+		co: &coalescer{rpc: rpc, limit: opts.MaxInFlight, staleAfter: opts.StaleAfter, log: opts.Log}}
 }
 
 // Connected reports whether the change stream is up (and the cache in use).

@@ -24,6 +24,12 @@ import (
 // a caller that gives up takes a queued operation back, so an Apply never carries an
 // operation nobody waits for.
 //
+// A call that has been in flight for Options.StaleAfter (default 10 ms) no longer holds
+// its slot: what queued behind it goes at once. So one slow operation (its account's
+// rows held by another transaction, an account busy with contention) delays the others
+// of this process by that much at most, never by its own wait: one tenant's contention
+// does not stall the others' requests.
+//
 // An operation whose context carries a trace is always a call of its own, so that its
 // span and trace context reach accounting. An accounting that does not know Apply (an
 // older version during a rolling upgrade) answers Unimplemented: from then on every
@@ -34,6 +40,10 @@ const maxApplyOps = 256
 
 // DefaultMaxInFlight is Options.MaxInFlight's default.
 const DefaultMaxInFlight = 1
+
+// DefaultStaleAfter is Options.StaleAfter's default: several times what a call takes
+// under load (a group-commit transaction), and the writer's own wait for a row lock.
+const DefaultStaleAfter = 10 * time.Millisecond
 
 // defaultApplyTimeout bounds an Apply whose operations have no deadline.
 const defaultApplyTimeout = 30 * time.Second
@@ -59,9 +69,10 @@ type opResult struct {
 
 // coalescer sends ledger operations as their own calls or in Applies.
 type coalescer struct {
-	rpc   accountingv1.LedgerServiceClient
-	limit int // calls in flight before operations queue; < 1: never queue
-	log   *zap.Logger
+	rpc        accountingv1.LedgerServiceClient
+	limit      int           // calls in flight before operations queue; < 1: never queue
+	staleAfter time.Duration // a call in flight this long no longer holds its slot
+	log        *zap.Logger
 
 	noApply atomic.Bool // accounting answered Apply with Unimplemented
 
@@ -80,10 +91,9 @@ func (c *coalescer) do(ctx context.Context, op *accountingv1.LedgerOp) (*account
 	if c.inFlight < c.limit {
 		c.inFlight++
 		c.mu.Unlock()
+		s := c.hold()
 		res, err := c.own(ctx, op)
-		if batch := c.take(); batch != nil {
-			go c.run(batch)
-		}
+		c.done(s)
 		return res, err
 	}
 	q := &queuedOp{ctx: ctx, op: op, done: make(chan opResult, 1)}
@@ -97,6 +107,37 @@ func (c *coalescer) do(ctx context.Context, op *accountingv1.LedgerOp) (*account
 		// still apply it, as with a call of its own whose caller gives up.
 		q.state.CompareAndSwap(opQueued, opAbandoned)
 		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// slot is one call in flight's hold on its place among the limit. It is handed over to
+// the queue once: when the call comes back, or when it has been in flight for
+// staleAfter, whichever comes first.
+type slot struct {
+	timer *time.Timer
+	over  atomic.Bool
+}
+
+// hold starts a slot's clock; the caller has counted it in inFlight.
+func (c *coalescer) hold() *slot {
+	s := &slot{}
+	s.timer = time.AfterFunc(c.staleAfter, func() { c.handOver(s) })
+	return s
+}
+
+// done hands the slot of a call that came back over, unless its time already had.
+func (c *coalescer) done(s *slot) {
+	s.timer.Stop()
+	c.handOver(s)
+}
+
+// handOver gives a slot to what is queued, as an Apply of its own, or frees it.
+func (c *coalescer) handOver(s *slot) {
+	if !s.over.CompareAndSwap(false, true) {
+		return
+	}
+	if batch := c.take(); batch != nil {
+		go c.run(batch)
 	}
 }
 
@@ -124,12 +165,11 @@ func (c *coalescer) take() []*queuedOp {
 	return nil
 }
 
-// run sends batches in the slot it was handed until the queue is empty.
+// run sends batch as one Apply in the slot it was handed.
 func (c *coalescer) run(batch []*queuedOp) {
-	for batch != nil {
-		c.apply(batch)
-		batch = c.take()
-	}
+	s := c.hold()
+	c.apply(batch)
+	c.done(s)
 }
 
 // apply sends batch as one Apply and answers each operation.

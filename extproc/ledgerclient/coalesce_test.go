@@ -93,6 +93,10 @@ func (g *gatedAccounting) callLog() []string {
 	return append([]string(nil), g.calls...)
 }
 
+// never is a StaleAfter no test reaches: the held call keeps its slot until the test
+// opens the gate.
+const never = time.Hour
+
 // queued waits until n operations wait in the client's queue.
 func (g *gatedAccounting) queued(t *testing.T, n int) {
 	t.Helper()
@@ -104,7 +108,7 @@ func (g *gatedAccounting) queued(t *testing.T, n int) {
 // While a call is in flight, the calls behind it queue and go as one Apply, each
 // answered as its own call would be: refusals included.
 func TestCallsBehindOneInFlightGoAsOneApply(t *testing.T) {
-	g := startGated(t, 1_000, ledgerclient.Options{})
+	g := startGated(t, 1_000, ledgerclient.Options{StaleAfter: never})
 	ctx := context.Background()
 	first := make(chan error, 1)
 	go func() { _, err := g.reserve(ctx, "first", 100); first <- err }()
@@ -155,7 +159,7 @@ func TestCallsBehindOneInFlightGoAsOneApply(t *testing.T) {
 // A caller that gives up while its operation is queued takes it back: no Apply carries
 // it, and nothing is reserved for it.
 func TestAbandonedQueuedCallIsNeverSent(t *testing.T) {
-	g := startGated(t, 1_000, ledgerclient.Options{})
+	g := startGated(t, 1_000, ledgerclient.Options{StaleAfter: never})
 	ctx := context.Background()
 	go func() { _, _ = g.reserve(ctx, "first", 100) }()
 	<-g.held
@@ -183,7 +187,7 @@ func TestAbandonedQueuedCallIsNeverSent(t *testing.T) {
 // An operation whose context carries a trace is always its own call (its span and
 // trace context reach accounting), even while the slot is taken.
 func TestTracedCallIsNeverCoalesced(t *testing.T) {
-	g := startGated(t, 1_000, ledgerclient.Options{})
+	g := startGated(t, 1_000, ledgerclient.Options{StaleAfter: never})
 	ctx := context.Background()
 	go func() { _, _ = g.reserve(ctx, "first", 100) }()
 	<-g.held
@@ -201,7 +205,7 @@ func TestTracedCallIsNeverCoalesced(t *testing.T) {
 // An accounting that predates Apply answers it with Unimplemented: the operations it
 // carried go as calls of their own, and so does every later one.
 func TestAccountingWithoutApply(t *testing.T) {
-	g := startGated(t, 1_000, ledgerclient.Options{})
+	g := startGated(t, 1_000, ledgerclient.Options{StaleAfter: never})
 	g.noAppl = true
 	ctx := context.Background()
 	go func() { _, _ = g.reserve(ctx, "first", 100) }()
@@ -246,5 +250,30 @@ func TestCoalescingOff(t *testing.T) {
 	close(g.gate)
 	if got, want := fmt.Sprint(g.callLog()), "[Reserve Reserve]"; got != want {
 		t.Errorf("calls = %s, want %s", got, want)
+	}
+}
+
+// A call held longer than StaleAfter no longer holds its slot: the operations queued
+// behind it go without it (here, while it is still held), so one slow operation never
+// stalls the others.
+func TestStaleCallGivesUpItsSlot(t *testing.T) {
+	g := startGated(t, 1_000, ledgerclient.Options{StaleAfter: time.Millisecond})
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() { _, err := g.reserve(ctx, "first", 100); first <- err }()
+	<-g.held
+	// Each of these completes while the first is still held; the gate opens after.
+	for i := range 3 {
+		if _, err := g.reserve(ctx, fmt.Sprintf("behind-%d", i), 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(g.gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	log := g.callLog()
+	if len(log) != 4 || log[0] != "Reserve" {
+		t.Fatalf("calls = %v, want the held Reserve, then three operations that went without it", log)
 	}
 }
