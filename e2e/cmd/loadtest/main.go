@@ -34,7 +34,7 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long each rate runs, per target")
 	keys := flag.Int("keys", 40, "paying keys (one enterprise account each) the requests rotate over")
 	root := flag.String("root", ".", "the repository root")
-	profile := flag.String("profile", "", "write CPU profiles of extproc, accounting and the Envoy test front, taken during the last rate's gateway run, into this directory")
+	profile := flag.String("profile", "", "write CPU and allocation profiles (NAME.pprof, NAME.allocs.pprof) of extproc, accounting and the Envoy test front, taken during the last rate's gateway run, into this directory")
 	flag.Parse()
 	if *profile != "" {
 		// The parts serve their runtime profiles only when asked (they inherit this).
@@ -120,11 +120,13 @@ func run(root, rateList string, d time.Duration, nkeys int, profileDir string) e
 				served["front"] = s.EnvoyAdminAddr
 			}
 			for name, addr := range served {
-				profiled.Go(func() {
-					if err := saveProfile(addr, filepath.Join(profileDir, name+".pprof"), d/2); err != nil {
-						fmt.Fprintf(os.Stderr, "loadtest: profile of %s: %v\n", name, err)
-					}
-				})
+				for kind, file := range map[string]string{"profile": name + ".pprof", "allocs": name + ".allocs.pprof"} {
+					profiled.Go(func() {
+						if err := saveProfile(addr, kind, filepath.Join(profileDir, file), d/2); err != nil {
+							fmt.Fprintf(os.Stderr, "loadtest: %s profile of %s: %v\n", kind, name, err)
+						}
+					})
+				}
 			}
 		}
 		before := cpuNow(s, parts)
@@ -156,9 +158,10 @@ func run(root, rateList string, d time.Duration, nkeys int, profileDir string) e
 	return nil
 }
 
-// saveProfile writes a CPU profile of the process serving pprof at addr, taken over d.
-func saveProfile(addr, path string, d time.Duration) error {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, max(1, int(d.Seconds()))))
+// saveProfile writes a profile of the process serving pprof at addr, taken over d: kind
+// "profile" (CPU) or "allocs" (what was allocated during d, net/http/pprof's delta).
+func saveProfile(addr, kind, path string, d time.Duration) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, kind, max(1, int(d.Seconds()))))
 	if err != nil {
 		return err
 	}
