@@ -1,0 +1,121 @@
+package ledgerclient_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/server/servertest"
+	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/extproc/ledgerclient"
+	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
+)
+
+// Many callers reserving, committing and releasing at once on a few accounts, through
+// one client that coalesces them into Applies, against accounting on PostgreSQL: every
+// answer is what the ledger did (the charges the callers were told of are exactly the
+// accounts' spend, refusals changed nothing), and the ledger's invariants hold.
+func TestCoalescedOperationsAgainstTheLedger(t *testing.T) {
+	ctx := context.Background()
+	st, pool := storetest.NewStore(t, 8, store.Options{})
+	var applies atomic.Int64
+	count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if strings.HasSuffix(info.FullMethod, "/Apply") {
+			applies.Add(1)
+		}
+		return handler(ctx, req)
+	}
+	f := servertest.Start(t, st, servertest.Options{ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(count)}})
+	admin := f.Admin(t, servertest.AdminToken)
+	if _, err := admin.SetTier(ctx, &accountingv1.SetTierRequest{Tier: &accountingv1.Tier{
+		Name: "wide", RpmBeforeTopup: 1 << 20, RpmAfterTopup: 1 << 20, InFlightGeneral: 1 << 10, InFlightHighCost: 1 << 10,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	const accounts, topUp = 4, 10_000
+	ids, keys := make([]string, accounts), make([]string, accounts)
+	for i := range ids {
+		a, err := admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: "wide"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = a.GetAccount().GetId()
+		if _, err := admin.TopUp(ctx, &accountingv1.TopUpRequest{AccountId: ids[i], AmountMicros: topUp}); err != nil {
+			t.Fatal(err)
+		}
+		k, err := admin.CreateKey(ctx, &accountingv1.CreateKeyRequest{AccountId: ids[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i] = k.GetKey().GetId()
+	}
+	conn, err := client.Dial(ctx, f.Addr, servertest.ServiceToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	led := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{})
+
+	charged := make([]atomic.Int64, accounts)
+	var refusals atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 48 {
+		wg.Go(func() {
+			for i := range 10 {
+				a := (g + i) % accounts
+				r, err := led.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprintf("r-%d-%d", g, i), KeyID: keys[a],
+					Amount: 300, Pool: ledger.PoolGeneral})
+				if ledger.ReasonOf(err) == ledger.ReasonInsufficientCredits {
+					refusals.Add(1)
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 == 0 {
+					if _, err := led.Release(ctx, r.ID, "test"); err != nil {
+						t.Error(err)
+					}
+					continue
+				}
+				c, err := led.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 200,
+					Usage: ledger.Usage{InputTokens: 1, OutputTokens: 1}})
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				charged[a].Add(c.Charged)
+			}
+		})
+	}
+	wg.Wait()
+	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		a, err := admin.GetAccount(ctx, &accountingv1.GetAccountRequest{AccountId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := a.GetAccount().GetBalanceMicros(), topUp-charged[i].Load(); got != want || a.GetAccount().GetReservedMicros() != 0 {
+			t.Errorf("account %d: balance %d reserved %d, want balance %d (the charges its callers were told of) and nothing held",
+				i, got, a.GetAccount().GetReservedMicros(), want)
+		}
+	}
+	if refusals.Load() == 0 {
+		t.Error("no reserve was refused: the accounts' balances were meant to run out")
+	}
+	if applies.Load() == 0 {
+		t.Error("no Apply was made: 48 callers never overlapped")
+	}
+	t.Logf("%d Applies, %d refusals", applies.Load(), refusals.Load())
+}
