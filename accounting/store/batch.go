@@ -4,10 +4,10 @@ import (
 	"context"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/internal/opqueue"
 )
 
 // Group commit. Reserve, Commit and Release queue their operation for the Store's writer
@@ -38,14 +38,6 @@ const (
 	opRelease opKind = 3
 )
 
-// Operation states: a caller that gives up takes its queued operation back, so the
-// writer never sends an operation nobody waits for; once taken, it is decided.
-const (
-	opQueued int32 = iota
-	opTaken
-	opAbandoned
-)
-
 // batchOp is one queued operation and the channel its answer comes back on.
 type batchOp struct {
 	kind    opKind
@@ -55,9 +47,13 @@ type batchOp struct {
 	resID   string                // opRelease
 	reason  string                // opRelease
 
-	state atomic.Int32
-	done  chan opAnswer
+	// A caller that gives up takes its queued operation back, so the writer never sends
+	// an operation nobody waits for; once taken, it is decided.
+	ticket opqueue.Ticket
+	done   chan opAnswer
 }
+
+func ticketOf(op *batchOp) *opqueue.Ticket { return &op.ticket }
 
 // opAnswer is the writer's answer: the outcome, or alone when the caller must run the
 // operation in a transaction of its own.
@@ -104,7 +100,7 @@ func (s *Store) grouped(ctx context.Context, op *batchOp) (o opOutcome, ok bool,
 	case a := <-op.done:
 		return a.out, !a.alone, nil
 	case <-ctx.Done():
-		op.state.CompareAndSwap(opQueued, opAbandoned)
+		op.ticket.Abandon()
 		return opOutcome{}, true, dbError(opName(op.kind), ctx.Err())
 	}
 }
@@ -138,21 +134,14 @@ func (b *batcher) write() {
 	runtime.Gosched()
 	for {
 		b.mu.Lock()
-		n := min(len(b.queue), b.max)
-		if n == 0 {
+		if len(b.queue) == 0 {
 			b.running = false
 			b.queue = nil
 			b.mu.Unlock()
 			return
 		}
-		batch := make([]*batchOp, 0, n)
-		for _, op := range b.queue[:n] {
-			if op.state.CompareAndSwap(opQueued, opTaken) {
-				batch = append(batch, op)
-			}
-		}
-		clear(b.queue[:n])
-		b.queue = b.queue[n:]
+		var batch []*batchOp
+		batch, b.queue = opqueue.Take(b.queue, b.max, ticketOf)
 		b.mu.Unlock()
 		if len(batch) > 0 {
 			b.run(batch)

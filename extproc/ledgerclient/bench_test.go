@@ -34,27 +34,7 @@ func BenchmarkLedgerPairs(b *testing.B) {
 			ctx := context.Background()
 			st, pool := storetest.NewStore(b, 16, store.Options{})
 			f := servertest.Start(b, st, servertest.Options{})
-			admin := f.Admin(b, servertest.AdminToken)
-			if _, err := admin.SetTier(ctx, &accountingv1.SetTierRequest{Tier: &accountingv1.Tier{
-				Name: "bench", RpmBeforeTopup: 1 << 30, RpmAfterTopup: 1 << 30, InFlightGeneral: 1 << 20, InFlightHighCost: 1 << 20,
-			}}); err != nil {
-				b.Fatal(err)
-			}
-			keys := make([]string, 256)
-			for i := range keys {
-				a, err := admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: "bench"})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := admin.TopUp(ctx, &accountingv1.TopUpRequest{AccountId: a.GetAccount().GetId(), AmountMicros: 1 << 50}); err != nil {
-					b.Fatal(err)
-				}
-				k, err := admin.CreateKey(ctx, &accountingv1.CreateKeyRequest{AccountId: a.GetAccount().GetId()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				keys[i] = k.GetKey().GetId()
-			}
+			_, keys := accountsWithKeys(b, f.Admin(b, servertest.AdminToken), wideTier, 256, 1<<50)
 			conn, err := client.Dial(ctx, f.Addr, servertest.ServiceToken)
 			if err != nil {
 				b.Fatal(err)

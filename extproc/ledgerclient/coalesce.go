@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/llmgw/gateway/internal/opqueue"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -48,19 +49,15 @@ const DefaultStaleAfter = 10 * time.Millisecond
 // defaultApplyTimeout bounds an Apply whose operations have no deadline.
 const defaultApplyTimeout = 30 * time.Second
 
-const (
-	opQueued int32 = iota
-	opTaken
-	opAbandoned
-)
-
 // queuedOp is one operation waiting for an Apply, and where its result goes.
 type queuedOp struct {
-	ctx   context.Context
-	op    *accountingv1.LedgerOp
-	state atomic.Int32
-	done  chan opResult
+	ctx    context.Context
+	op     *accountingv1.LedgerOp
+	ticket opqueue.Ticket
+	done   chan opResult
 }
+
+func ticketOf(q *queuedOp) *opqueue.Ticket { return &q.ticket }
 
 type opResult struct {
 	res *accountingv1.LedgerOpResult
@@ -105,7 +102,7 @@ func (c *coalescer) do(ctx context.Context, op *accountingv1.LedgerOp) (*account
 	case <-ctx.Done():
 		// Taken back if still queued; otherwise an Apply carries it and accounting may
 		// still apply it, as with a call of its own whose caller gives up.
-		q.state.CompareAndSwap(opQueued, opAbandoned)
+		q.ticket.Abandon()
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 }
@@ -147,15 +144,8 @@ func (c *coalescer) take() []*queuedOp {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.queue) > 0 {
-		n := min(len(c.queue), maxApplyOps)
-		batch := make([]*queuedOp, 0, n)
-		for _, q := range c.queue[:n] {
-			if q.state.CompareAndSwap(opQueued, opTaken) {
-				batch = append(batch, q)
-			}
-		}
-		clear(c.queue[:n])
-		c.queue = c.queue[n:]
+		var batch []*queuedOp
+		batch, c.queue = opqueue.Take(c.queue, maxApplyOps, ticketOf)
 		if len(batch) > 0 {
 			return batch
 		}

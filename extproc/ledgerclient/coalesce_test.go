@@ -65,20 +65,8 @@ func startGated(t *testing.T, balance int64, opts ledgerclient.Options) *gatedAc
 	f := servertest.Start(t, servertest.NewMemory(), servertest.Options{
 		ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(intercept)},
 	})
-	ctx := context.Background()
-	admin := f.Admin(t, servertest.AdminToken)
-	a, err := admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.TopUp(ctx, &accountingv1.TopUpRequest{AccountId: a.GetAccount().GetId(), AmountMicros: balance}); err != nil {
-		t.Fatal(err)
-	}
-	k, err := admin.CreateKey(ctx, &accountingv1.CreateKeyRequest{AccountId: a.GetAccount().GetId()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.keyID = k.GetKey().GetId()
+	_, keys := accountsWithKeys(t, f.Admin(t, servertest.AdminToken), "", 1, balance)
+	g.keyID = keys[0]
 	g.led = ledgerclient.New(f.Ledger(t, servertest.ServiceToken), opts)
 	return g
 }

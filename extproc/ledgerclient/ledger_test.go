@@ -35,28 +35,8 @@ func TestCoalescedOperationsAgainstTheLedger(t *testing.T) {
 	}
 	f := servertest.Start(t, st, servertest.Options{ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(count)}})
 	admin := f.Admin(t, servertest.AdminToken)
-	if _, err := admin.SetTier(ctx, &accountingv1.SetTierRequest{Tier: &accountingv1.Tier{
-		Name: "wide", RpmBeforeTopup: 1 << 20, RpmAfterTopup: 1 << 20, InFlightGeneral: 1 << 10, InFlightHighCost: 1 << 10,
-	}}); err != nil {
-		t.Fatal(err)
-	}
 	const accounts, topUp = 4, 10_000
-	ids, keys := make([]string, accounts), make([]string, accounts)
-	for i := range ids {
-		a, err := admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: "wide"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = a.GetAccount().GetId()
-		if _, err := admin.TopUp(ctx, &accountingv1.TopUpRequest{AccountId: ids[i], AmountMicros: topUp}); err != nil {
-			t.Fatal(err)
-		}
-		k, err := admin.CreateKey(ctx, &accountingv1.CreateKeyRequest{AccountId: ids[i]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys[i] = k.GetKey().GetId()
-	}
+	ids, keys := accountsWithKeys(t, admin, wideTier, accounts, topUp)
 	conn, err := client.Dial(ctx, f.Addr, servertest.ServiceToken)
 	if err != nil {
 		t.Fatal(err)
