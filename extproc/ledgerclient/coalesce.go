@@ -19,9 +19,9 @@ import (
 // Coalescing. Reserve, Commit and Release go to accounting as calls of their own while
 // fewer than Options.MaxInFlight are in flight; beyond that they queue, and when a call
 // in flight comes back, everything queued goes as one Apply (at most maxApplyOps). No
-// timer: at low load every call is its own, and under load one round trip and one
-// server-side handling carry many operations, which accounting's group commit then
-// decides in one transaction. Each operation is still decided alone (Apply's contract);
+// timer makes an operation wait for others: at low load every call is its own, and under
+// load one round trip and one server-side handling carry many operations, which
+// accounting's group commit then decides in one transaction. Each operation is still decided alone (Apply's contract);
 // a caller that gives up takes a queued operation back, so an Apply never carries an
 // operation nobody waits for.
 //
