@@ -370,7 +370,7 @@ func answer(a lifecycle.Action, resp *extprocv3.ProcessingResponse) *extprocv3.P
 	if a.Immediate != nil {
 		resp = immediate(a.Immediate)
 	}
-	resp.DynamicMetadata = dynamicMetadata(a.Facts)
+	resp.DynamicMetadata = dynamicMetadata(a.FactsSent, a.Facts)
 	return resp
 }
 

@@ -32,32 +32,40 @@ const (
 var MetadataKeys = []string{KeyEndpoint, KeyModel, KeyChannel, KeyHoldMicros, KeyOutcome,
 	KeyChargeMicros, KeyInputTokens, KeyOutputTokens, KeyError}
 
-// dynamicMetadata expresses f as a reply's dynamic_metadata, nil when f is nil. Counts
-// and amounts are numbers (a Struct holds doubles: exact below 2^53 micro-credits).
-func dynamicMetadata(f *lifecycle.Facts) *structpb.Struct {
+// dynamicMetadata expresses f as a reply's dynamic_metadata, nil when f is nil: only
+// the keys whose value differs from what sent (the facts the previous replies carried)
+// said, since Envoy merges each reply's namespace into the stream's and keeps the rest.
+// A fact is never unset once known, so the merged keys are always f's. Counts and
+// amounts are numbers (a Struct holds doubles: exact below 2^53 micro-credits).
+func dynamicMetadata(sent lifecycle.Facts, f *lifecycle.Facts) *structpb.Struct {
 	if f == nil {
 		return nil
 	}
-	m := map[string]*structpb.Value{KeyEndpoint: structpb.NewStringValue(f.Endpoint)}
-	str := func(k, v string) {
-		if v != "" {
+	m := make(map[string]*structpb.Value, 4)
+	str := func(k, v, was string) {
+		if v != "" && v != was {
 			m[k] = structpb.NewStringValue(v)
 		}
 	}
-	num := func(k string, v int64) { m[k] = structpb.NewNumberValue(float64(v)) }
-	str(KeyModel, f.Model)
-	str(KeyChannel, f.Channel)
-	str(KeyOutcome, f.Outcome)
-	str(KeyError, string(f.Error))
-	if f.Held {
-		num(KeyHoldMicros, f.HoldMicros)
+	num := func(k string, v int64, known, wasKnown bool, was int64) {
+		if known && (!wasKnown || v != was) {
+			m[k] = structpb.NewNumberValue(float64(v))
+		}
 	}
-	if f.Outcome == lifecycle.OutcomeCommit || f.Outcome == lifecycle.OutcomeRelease {
-		num(KeyChargeMicros, f.ChargeMicros)
+	charged := func(x *lifecycle.Facts) bool {
+		return x.Outcome == lifecycle.OutcomeCommit || x.Outcome == lifecycle.OutcomeRelease
 	}
-	if f.Usage {
-		num(KeyInputTokens, f.InputTokens)
-		num(KeyOutputTokens, f.OutputTokens)
+	str(KeyEndpoint, f.Endpoint, sent.Endpoint)
+	str(KeyModel, f.Model, sent.Model)
+	str(KeyChannel, f.Channel, sent.Channel)
+	str(KeyOutcome, f.Outcome, sent.Outcome)
+	str(KeyError, string(f.Error), string(sent.Error))
+	num(KeyHoldMicros, f.HoldMicros, f.Held, sent.Held, sent.HoldMicros)
+	num(KeyChargeMicros, f.ChargeMicros, charged(f), charged(&sent), sent.ChargeMicros)
+	num(KeyInputTokens, f.InputTokens, f.Usage, sent.Usage, sent.InputTokens)
+	num(KeyOutputTokens, f.OutputTokens, f.Usage, sent.Usage, sent.OutputTokens)
+	if len(m) == 0 {
+		return nil
 	}
 	ns := &structpb.Struct{Fields: m}
 	return &structpb.Struct{Fields: map[string]*structpb.Value{MetadataNamespace: structpb.NewStructValue(ns)}}

@@ -5,6 +5,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -22,11 +23,30 @@ func facts(t *testing.T, kv map[string]any) *structpb.Struct {
 	return s
 }
 
+// merged is what Envoy holds in the gateway's namespace after replies, in order: it
+// merges each reply's namespace into what it has, a key set again replaced
+// (StreamInfoImpl::setDynamicMetadata, a protobuf MergeFrom). It also checks that each
+// reply carries only what changes: no key with the value Envoy already has.
+func merged(t *testing.T, replies ...*extprocv3.ProcessingResponse) *structpb.Struct {
+	t.Helper()
+	m := map[string]*structpb.Value{}
+	for i, r := range replies {
+		for k, v := range r.GetDynamicMetadata().GetFields()[envoy.MetadataNamespace].GetStructValue().GetFields() {
+			if was, ok := m[k]; ok && proto.Equal(was, v) {
+				t.Errorf("reply %d sends %s = %v again", i, k, v)
+			}
+			m[k] = v
+		}
+	}
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		envoy.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: m})}}
+}
+
 // TestRepliesCarryFacts: the replies carry the request's facts for Envoy's access log as
 // dynamic metadata in the gateway's namespace — the endpoint at once, model, channel and
 // hold once admitted, the decided settlement with its usage and charge on the reply
-// that decided it, the error code on an error — and only when they changed (a streamed
-// chunk that changes nothing carries none). Never a key or any prompt text.
+// that decided it, the error code on an error — and only what changed (a reply that
+// changes nothing carries none; Envoy keeps the rest). Never a key or any prompt text.
 func TestRepliesCarryFacts(t *testing.T) {
 	const chat = "/v1/chat/completions"
 	body := []byte(`{"model":"demo-chat","max_tokens":100,"messages":[{"role":"user","content":"secret prompt"}]}`)
@@ -49,30 +69,33 @@ func TestRepliesCarryFacts(t *testing.T) {
 			settled[k] = v
 		}
 		tests := []struct {
-			name  string
-			reply *extprocv3.ProcessingResponse
-			want  *structpb.Struct
+			name    string
+			replies []*extprocv3.ProcessingResponse
+			want    *structpb.Struct
 		}{
-			{"request headers", hdr, facts(t, map[string]any{"endpoint": chat})},
-			{"request body", bdy, facts(t, withHold)},
-			{"response headers: nothing new", rh, nil},
-			{"response body: settled", rb, facts(t, settled)},
+			{"request headers", []*extprocv3.ProcessingResponse{hdr}, facts(t, map[string]any{"endpoint": chat})},
+			{"request body", []*extprocv3.ProcessingResponse{hdr, bdy}, facts(t, withHold)},
+			{"response headers", []*extprocv3.ProcessingResponse{hdr, bdy, rh}, facts(t, withHold)},
+			{"response body: settled", []*extprocv3.ProcessingResponse{hdr, bdy, rh, rb}, facts(t, settled)},
 		}
 		for _, tt := range tests {
-			if d := cmp.Diff(tt.want, tt.reply.GetDynamicMetadata(), protocmp.Transform()); d != "" {
-				t.Errorf("%s: dynamic_metadata (-want +got):\n%s", tt.name, d)
+			if d := cmp.Diff(tt.want, merged(t, tt.replies...), protocmp.Transform()); d != "" {
+				t.Errorf("after the %s reply: Envoy's dynamic metadata (-want +got):\n%s", tt.name, d)
 			}
+		}
+		if rh.GetDynamicMetadata() != nil {
+			t.Errorf("the response headers reply, which changes nothing, carries %v", rh.GetDynamicMetadata())
 		}
 	})
 
 	t.Run("refused", func(t *testing.T) {
 		h := replay.Start(t, replay.Service(t, newFake()))
-		_, _, bdy := h.Post(t, chat, body, bearer("gw-unknown000000000000000000000000000000000000")...)
+		_, hdr, bdy := h.Post(t, chat, body, bearer("gw-unknown000000000000000000000000000000000000")...)
 		want := facts(t, map[string]any{"endpoint": chat, "outcome": "error", "error": "invalid_api_key"})
 		if bdy.GetImmediateResponse() == nil {
 			t.Fatalf("reply %v, want an immediate response", bdy)
 		}
-		if d := cmp.Diff(want, bdy.GetDynamicMetadata(), protocmp.Transform()); d != "" {
+		if d := cmp.Diff(want, merged(t, hdr, bdy), protocmp.Transform()); d != "" {
 			t.Errorf("dynamic_metadata (-want +got):\n%s", d)
 		}
 	})
@@ -80,16 +103,16 @@ func TestRepliesCarryFacts(t *testing.T) {
 	t.Run("upstream error releases", func(t *testing.T) {
 		f := newFake()
 		h := replay.Start(t, replay.Service(t, f))
-		x, _, _ := h.Post(t, chat, body, bearer(keyPaid)...)
+		x, hdr, bdy := h.Post(t, chat, body, bearer(keyPaid)...)
 		hold := float64(f.Reserves[0].Amount)
-		x.Send(replay.ResponseHeaders(500, "content-type", "application/json"))
+		rh := x.Send(replay.ResponseHeaders(500, "content-type", "application/json"))
 		rb := x.Send(replay.ResponseBody([]byte(`{"error":{"message":"boom"}}`), true))
 		x.Close()
 		want := map[string]any{"hold_micros": hold, "outcome": "release", "charge_micros": float64(0), "error": "upstream_error"}
 		for k, v := range admitted {
 			want[k] = v
 		}
-		if d := cmp.Diff(facts(t, want), rb.GetDynamicMetadata(), protocmp.Transform()); d != "" {
+		if d := cmp.Diff(facts(t, want), merged(t, hdr, bdy, rh, rb), protocmp.Transform()); d != "" {
 			t.Errorf("dynamic_metadata (-want +got):\n%s", d)
 		}
 	})

@@ -87,8 +87,8 @@ func (r *Request) facts() Facts {
 // withFacts puts the request's Facts on a when they changed since the last reply.
 func (r *Request) withFacts(a Action) Action {
 	if f := r.facts(); f != r.reported {
+		a.Facts, a.FactsSent = &f, r.reported
 		r.reported = f
-		a.Facts = &f
 	}
 	return a
 }

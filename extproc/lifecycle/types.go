@@ -70,6 +70,9 @@ type Action struct {
 	// Facts, when set, are the request's facts for the access log, changed since the
 	// last reply (facts.go). They go with any reply, an immediate one included.
 	Facts *Facts
+	// FactsSent, with Facts, are the facts the previous replies carried (the zero Facts
+	// before the first): Envoy keeps what they said, so only what differs needs to go.
+	FactsSent Facts
 	// SetHeaders replace (not append to) any existing values; RemoveHeaders run first.
 	SetHeaders    []Header
 	RemoveHeaders []string
