@@ -20,22 +20,37 @@ import (
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
-// gatedAccounting is accounting on the in-memory store, with every call recorded
-// (Apply with its number of operations) and the first Reserve held until release is
-// closed, so that the calls behind it queue in the client.
+// gatedAccounting is accounting on a store (in memory unless said), with every call
+// recorded (Apply with its number of operations) and the first Reserve held until gate
+// is closed, so that the calls behind it queue in the client.
 type gatedAccounting struct {
-	led    *ledgerclient.Client
-	keyID  string
-	held   chan struct{} // closed when the first Reserve reached accounting
-	gate   chan struct{}
-	noAppl bool // answer Apply with Unimplemented, as an accounting that predates it
+	led       *ledgerclient.Client
+	admin     accountingv1.AdminServiceClient
+	account   string
+	keyID     string
+	held      chan struct{} // closed when the first Reserve reached accounting
+	gate      chan struct{}
+	noAppl    bool // answer Apply with Unimplemented, as an accounting that predates it
+	loseApply bool // make each Apply, then lose its answer (Unavailable); under mu
 
 	mu    sync.Mutex
 	calls []string
-	first bool
+	first bool // the next Reserve is held at the gate
+}
+
+// set changes the gate's settings between calls.
+func (g *gatedAccounting) set(holdNextReserve, loseApply bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.first, g.loseApply = holdNextReserve, loseApply
 }
 
 func startGated(t *testing.T, balance int64, opts ledgerclient.Options) *gatedAccounting {
+	t.Helper()
+	return startGatedOn(t, servertest.NewMemory(), balance, opts)
+}
+
+func startGatedOn(t *testing.T, st ledger.Store, balance int64, opts ledgerclient.Options) *gatedAccounting {
 	t.Helper()
 	g := &gatedAccounting{held: make(chan struct{}), gate: make(chan struct{}), first: true}
 	intercept := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -52,6 +67,7 @@ func startGated(t *testing.T, balance int64, opts ledgerclient.Options) *gatedAc
 		if wait {
 			g.first = false
 		}
+		lose := g.loseApply
 		g.mu.Unlock()
 		if wait {
 			close(g.held)
@@ -60,13 +76,18 @@ func startGated(t *testing.T, balance int64, opts ledgerclient.Options) *gatedAc
 		if g.noAppl && strings.HasPrefix(name, "Apply") {
 			return nil, status.Error(codes.Unimplemented, "unknown method Apply")
 		}
-		return handler(ctx, req)
+		resp, err := handler(ctx, req)
+		if lose && strings.HasPrefix(name, "Apply") {
+			return nil, status.Error(codes.Unavailable, "connection lost after the Apply was made")
+		}
+		return resp, err
 	}
-	f := servertest.Start(t, servertest.NewMemory(), servertest.Options{
+	f := servertest.Start(t, st, servertest.Options{
 		ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(intercept)},
 	})
-	_, keys := accountsWithKeys(t, f.Admin(t, servertest.AdminToken), "", 1, balance)
-	g.keyID = keys[0]
+	g.admin = f.Admin(t, servertest.AdminToken)
+	accounts, keys := accountsWithKeys(t, g.admin, "", 1, balance)
+	g.account, g.keyID = accounts[0], keys[0]
 	g.led = ledgerclient.New(f.Ledger(t, servertest.ServiceToken), opts)
 	return g
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
@@ -98,4 +100,61 @@ func TestCoalescedOperationsAgainstTheLedger(t *testing.T) {
 		t.Error("no Apply was made: 48 callers never overlapped")
 	}
 	t.Logf("%d Applies, %d refusals", applies.Load(), refusals.Load())
+}
+
+// An Apply whose answer is lost after accounting made it (a connection cut) fails each
+// of its operations as Unavailable, and each retried as its own call is answered as a
+// replay: every hold committed once and charged once, on PostgreSQL.
+func TestLostApplyAnswerReplaysOnce(t *testing.T) {
+	ctx := context.Background()
+	st, pool := storetest.NewStore(t, 8, store.Options{})
+	g := startGatedOn(t, st, 10_000, ledgerclient.Options{StaleAfter: never})
+	g.set(false, false)
+	var holds []ledger.Reservation
+	for i := range 3 {
+		r, err := g.reserve(ctx, fmt.Sprintf("hold-%d", i), 1_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holds = append(holds, r)
+	}
+	g.set(true, true) // the next Reserve is held, so the commits queue behind it
+	go func() { _, _ = g.reserve(ctx, "slot", 100) }()
+	<-g.held
+	errs := make([]error, len(holds))
+	var wg sync.WaitGroup
+	for i, r := range holds {
+		wg.Go(func() {
+			_, errs[i] = g.led.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 700})
+		})
+	}
+	g.queued(t, len(holds))
+	close(g.gate)
+	wg.Wait()
+	for i, err := range errs {
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("commit %d through the lost Apply: %v, want Unavailable", i, err)
+		}
+	}
+	g.set(false, false)
+	for i, r := range holds {
+		c, err := g.led.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 700})
+		if err != nil || !c.Replayed || c.Charged != 700 {
+			t.Errorf("retried commit %d: %+v, %v; want a replay charging 700", i, c, err)
+		}
+	}
+	a, err := g.admin.GetAccount(ctx, &accountingv1.GetAccountRequest{AccountId: g.account})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The three commits charged once each; the held "slot" reservation is still held.
+	if got := a.GetAccount().GetBalanceMicros(); got != 10_000-3*700 {
+		t.Errorf("balance %d, want %d", got, 10_000-3*700)
+	}
+	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if log := fmt.Sprint(g.callLog()); !strings.Contains(log, "Apply(3)") {
+		t.Errorf("calls = %s, want the three commits in one Apply", log)
+	}
 }
