@@ -27,8 +27,9 @@
 // Reserve, Commit and Release are calls of their own while fewer than
 // Options.MaxInFlight (default 1) are in flight; the ones made meanwhile queue and go
 // together in one Apply when a call comes back, so that under load one round trip and
-// one server-side handling carry many operations (coalesce.go). An operation whose
-// context carries a trace is always a call of its own.
+// one server-side handling carry many operations (coalesce.go). A call out for
+// Options.StaleAfter (default 10 ms) stops holding back the ones behind it. An operation
+// whose context carries a trace is always a call of its own.
 //
 // # Load balancing
 //
