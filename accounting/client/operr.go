@@ -7,6 +7,10 @@ import (
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
+// MaxApplyOps is the most operations one Apply may carry (the contract's limit: accounting
+// refuses more, callers send no more).
+const MaxApplyOps = 256
+
 // OpErrorOf is the OpError an Apply result carries for err, the status the operation's
 // own call would have failed with: its code, message and Refusal detail. A status
 // without a code (or a plain error) becomes Unknown, as grpc-go would send it.

@@ -2,15 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/llmgw/gateway/accounting/client"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
-
-// MaxApplyOps is the most operations one Apply may carry.
-const MaxApplyOps = 256
 
 // Apply makes each operation as its own call (Reserve, Commit or Release) would, all at
 // once: the store's group commit then decides them together, in as few transactions as
@@ -23,8 +21,8 @@ func (l *LedgerServer) Apply(ctx context.Context, req *accountingv1.ApplyRequest
 	switch {
 	case len(ops) == 0:
 		return nil, invalidArgument("ops is empty")
-	case len(ops) > MaxApplyOps:
-		return nil, invalidArgument("ops has more than 256 operations")
+	case len(ops) > client.MaxApplyOps:
+		return nil, invalidArgument(fmt.Sprintf("ops has more than %d operations", client.MaxApplyOps))
 	}
 	for _, op := range ops {
 		if op.GetOp() == nil {

@@ -108,7 +108,7 @@ func TestApplyAnswersEachOperationAsItsOwnCall(t *testing.T) {
 // An Apply that cannot be read is refused whole, and nothing of it is applied.
 func TestApplyRefusesUnreadableBatches(t *testing.T) {
 	ctx := context.Background()
-	many := make([]*accountingv1.LedgerOp, 257)
+	many := make([]*accountingv1.LedgerOp, client.MaxApplyOps+1)
 	for i := range many {
 		many[i] = &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Reserve{Reserve: validReserve()}}
 	}

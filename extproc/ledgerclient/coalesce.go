@@ -12,13 +12,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/internal/opqueue"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
 // Coalescing. Reserve, Commit and Release go to accounting as calls of their own while
 // fewer than Options.MaxInFlight are in flight; beyond that they queue, and when a call
-// in flight comes back, everything queued goes as one Apply (at most maxApplyOps). No
+// in flight comes back, everything queued goes as one Apply (at most client.MaxApplyOps). No
 // timer makes an operation wait for others: at low load every call is its own, and under
 // load one round trip and one server-side handling carry many operations, which
 // accounting's group commit then decides in one transaction. Each operation is still decided alone (Apply's contract);
@@ -35,9 +36,6 @@ import (
 // span and trace context reach accounting. An accounting that does not know Apply (an
 // older version during a rolling upgrade) answers Unimplemented: from then on every
 // operation is a call of its own.
-
-// maxApplyOps is the most operations one Apply carries (accounting's limit).
-const maxApplyOps = 256
 
 // DefaultMaxInFlight is Options.MaxInFlight's default.
 const DefaultMaxInFlight = 1
@@ -139,13 +137,13 @@ func (c *coalescer) handOver(s *slot) {
 }
 
 // take hands a slot that came free to the queue: the operations queued (at most
-// maxApplyOps) that nobody abandoned, or nil when there are none and the slot is free.
+// client.MaxApplyOps) that nobody abandoned, or nil when there are none and the slot is free.
 func (c *coalescer) take() []*queuedOp {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.queue) > 0 {
 		var batch []*queuedOp
-		batch, c.queue = opqueue.Take(c.queue, maxApplyOps, ticketOf)
+		batch, c.queue = opqueue.Take(c.queue, client.MaxApplyOps, ticketOf)
 		if len(batch) > 0 {
 			return batch
 		}
