@@ -4,35 +4,42 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"os"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/e2e/loadtest"
 )
 
 // BenchmarkReserveCommit measures reserve+commit pairs per second through the Store
 // (two round trips and two transactions per pair) from many goroutines at once, each
 // pair on one of `accounts` accounts with a limited key (so the spend windows are
-// maintained and checked too). "hot" puts every pair on a single account; "alone" runs
+// maintained and checked too). "few" has 4 callers instead of 32, so batches stay small,
+// as under moderate load. "hot" puts every pair on a single account; "alone" runs
 // each operation in its own transaction (Options.NoGroupCommit), for the ratio in one run.
+// go-µs/pair is the CPU time of this process (callers, the store, pgx) per pair, pg-µs/pair
+// that of every PostgreSQL process of the machine.
 func BenchmarkReserveCommit(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
 		accounts int
 		alone    bool
+		callers  int
 	}{
-		{"spread", 256, false},
-		{"spread/alone", 256, true},
-		{"hot", 1, false},
-		{"hot/alone", 1, true},
+		{"spread", 256, false, 32},
+		{"spread/alone", 256, true, 32},
+		{"spread/few", 256, false, 4},
+		{"hot", 1, false, 32},
+		{"hot/alone", 1, true, 32},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			const conns = 32
 			ctx := context.Background()
 			url := storetest.NewDB(b)
-			pool := storetest.NewPool(b, url, conns)
+			pool := storetest.NewPool(b, url, int32(bc.callers))
 			s := store.New(pool, store.Options{NoGroupCommit: bc.alone})
 			if _, err := s.PutTier(ctx, bulkTier); err != nil {
 				b.Fatal(err)
@@ -55,7 +62,9 @@ func BenchmarkReserveCommit(b *testing.B) {
 				keys[i] = k.ID
 			}
 			var seq atomic.Int64
-			b.SetParallelism(conns / 2) // × GOMAXPROCS goroutines
+			b.SetParallelism(max(1, bc.callers/runtime.GOMAXPROCS(0))) // × GOMAXPROCS goroutines
+			self, _ := loadtest.CPU(os.Getpid())
+			pg := loadtest.CPUByPid(loadtest.PidsNamed("postgres"))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -73,8 +82,12 @@ func BenchmarkReserveCommit(b *testing.B) {
 					}
 				}
 			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 			b.StopTimer()
+			selfAfter, _ := loadtest.CPU(os.Getpid())
+			pgUsed := loadtest.Used(pg, loadtest.CPUByPid(loadtest.PidsNamed("postgres")))
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+			b.ReportMetric(float64((selfAfter-self).Microseconds())/float64(b.N), "go-µs/pair")
+			b.ReportMetric(float64(pgUsed.Microseconds())/float64(b.N), "pg-µs/pair")
 			if err := storetest.CheckInvariants(ctx, pool); err != nil {
 				b.Fatal(err)
 			}
