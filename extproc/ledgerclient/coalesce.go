@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/internal/opqueue"
+	"github.com/llmgw/gateway/internal/workers"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -63,11 +64,17 @@ type opResult struct {
 }
 
 // coalescer sends ledger operations as their own calls or in Applies.
+// applyWorkers is how many goroutines a coalescer keeps for the Applies it sends (one
+// per slot in flight: MaxInFlight, and the slots of calls gone stale); more at once run
+// on goroutines of their own.
+const applyWorkers = 4
+
 type coalescer struct {
 	rpc        accountingv1.LedgerServiceClient
 	limit      int           // calls in flight before operations queue; < 1: never queue
 	staleAfter time.Duration // a call in flight this long no longer holds its slot
 	log        *zap.Logger
+	workers    *workers.Pool // runs the Applies of slots handed over
 
 	noApply atomic.Bool // accounting answered Apply with Unimplemented
 
@@ -132,7 +139,7 @@ func (c *coalescer) handOver(s *slot) {
 		return
 	}
 	if batch := c.take(); batch != nil {
-		go c.run(batch)
+		c.workers.Go(func() { c.run(batch) })
 	}
 }
 

@@ -81,11 +81,11 @@ func final(err error) bool {
 // keeper stops when settle ends.
 func (s *Service) settle(h *hold, call func(context.Context) error, done func(error)) {
 	s.pending.add()
-	go func() {
+	s.bg.Go(func() {
 		defer s.pending.done()
 		defer h.end()
 		done(s.retry(func() time.Time { return h.expiry().Add(s.cfg.LeaseTTL) }, call))
-	}()
+	})
 }
 
 // retry calls call until it succeeds or fails for good, or until the time until()
@@ -114,7 +114,7 @@ func (s *Service) retry(until func() time.Time, call func(context.Context) error
 // request's logger.
 func (s *Service) abandonReserve(req ledger.ReserveRequest, log *zap.Logger) {
 	s.pending.add()
-	go func() {
+	s.bg.Go(func() {
 		defer s.pending.done()
 		deadline := time.Now().Add(s.cfg.LeaseTTL)
 		var res ledger.Reservation
@@ -134,7 +134,7 @@ func (s *Service) abandonReserve(req ledger.ReserveRequest, log *zap.Logger) {
 			log.Warn("release of an abandoned reservation failed: its lease frees it",
 				zap.String("reservation", res.ID), zap.Error(err))
 		}
-	}()
+	})
 }
 
 // WaitSettled waits until every settlement and abandoned reservation of the Service has

@@ -385,14 +385,14 @@ func (r *Request) recordLate(id string, origin ledger.TaskOrigin) {
 	s := r.svc
 	log := r.log()
 	s.pending.add()
-	go func() {
+	s.bg.Go(func() {
 		defer s.pending.done()
 		if err := r.recordUntil(time.Now().Add(s.cfg.LeaseTTL), id, origin); err != nil {
 			log.Error("video task charged but not recorded", zap.String("task", id),
 				zap.String("channel", origin.Channel), zap.String("upstream_task", origin.UpstreamTaskID),
 				zap.String("key", r.grant.KeyID), zap.String("model", r.model.ID), zap.Error(err))
 		}
-	}()
+	})
 }
 
 // settleStream settles a streamed success, complete or not: upstream usage when it

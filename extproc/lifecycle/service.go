@@ -22,6 +22,7 @@ import (
 	"github.com/llmgw/gateway/extproc/translate"
 	"github.com/llmgw/gateway/extproc/webhook"
 	"github.com/llmgw/gateway/extproc/wire"
+	"github.com/llmgw/gateway/internal/workers"
 	"go.uber.org/zap"
 )
 
@@ -78,6 +79,9 @@ type Service struct {
 	// pending counts the background work that outlives a stream: settlements and
 	// abandoned reservations (WaitSettled).
 	pending background
+	// bg runs that background work on kept goroutines (a settlement's call goes deep:
+	// a new goroutine for each grew its stack every time).
+	bg *workers.Pool
 	// attempting holds the failover requests in flight by x-request-id, for their
 	// attempts' streams (StartAttempt).
 	attempting sync.Map
@@ -112,8 +116,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Health == nil {
 		cfg.Health = health.New(health.Config{})
 	}
-	return &Service{cfg: cfg, fails: newFailLimiter(cfg.AuthFailures)}, nil
+	return &Service{cfg: cfg, fails: newFailLimiter(cfg.AuthFailures), bg: workers.New(backgroundWorkers)}, nil
 }
+
+// backgroundWorkers is how many goroutines the Service keeps for its background work;
+// more of it at once runs on goroutines of its own.
+const backgroundWorkers = 64
 
 func randomID() string {
 	var b [16]byte
