@@ -193,6 +193,14 @@ func TestMetrics(t *testing.T) {
 	if _, ok := ac1["accounting_reservations_expired_total"]; !ok {
 		t.Error("accounting exports no accounting_reservations_expired_total")
 	}
+	// The two reserves, the commit and the release above went through the ledger's group
+	// commit, in one to four transactions.
+	if got := delta(ac0, ac1, "accounting_ledger_group_operations_total"); got != 4 {
+		t.Errorf("accounting_ledger_group_operations_total moved by %v, want 4", got)
+	}
+	if got := delta(ac0, ac1, "accounting_ledger_group_transactions_total"); got < 1 || got > 4 {
+		t.Errorf("accounting_ledger_group_transactions_total moved by %v, want 1 to 4", got)
+	}
 
 	// Health endpoints of both processes.
 	for _, u := range []string{gw.ExtprocMetricsAddr, gw.AccountingMetricsAdr} {

@@ -262,6 +262,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 // serve runs the listeners, the hub and the sweeper over st.
 func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorizer, raw ledger.Store) error {
 	m := metrics.New()
+	if g, ok := raw.(interface{ GroupStats() store.GroupStats }); ok {
+		m.CountGroupCommit(func() (int64, int64, int64) {
+			s := g.GroupStats()
+			return s.Transactions, s.Operations, s.Alone
+		})
+	}
 	st := m.WrapStore(raw)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -113,6 +113,8 @@ func TestTokenRotation(t *testing.T) {
 		`accounting_grpc_request_duration_seconds_count{code="Unauthenticated",method="GetVideoTask"} 1`,
 		`accounting_grpc_request_duration_seconds_count{code="NotFound",method="GetAccount"} 1`,
 		"accounting_reservations_expired_total 0",
+		"accounting_ledger_group_operations_total 0",
+		"accounting_ledger_group_transactions_total 0",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, grep(body, "accounting_"))

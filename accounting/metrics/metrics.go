@@ -8,7 +8,11 @@
 //     operations that failed for a reason other than a refusal, a missing row or a
 //     caller that went away: the database errors;
 //   - accounting_reservations_expired_total: the same decorator counts the
-//     reservations the sweeper expired.
+//     reservations the sweeper expired;
+//   - accounting_ledger_group_transactions_total, accounting_ledger_group_operations_total
+//     and accounting_ledger_group_alone_total: what the store's group commit did (read
+//     from its counters at each scrape, CountGroupCommit): operations per transaction is
+//     the batching the load gets, alone the operations sent back to run on their own.
 //
 // It knows the ledger's error taxonomy (ledger.Refusal, ledger.ErrNotFound) but neither
 // PostgreSQL nor the wire. Labels come from fixed sets: method names of the registered
@@ -105,6 +109,22 @@ func (m *Metrics) failed(ctx context.Context, op string, err error) {
 		return
 	}
 	m.ledgerErrors.WithLabelValues(op).Inc()
+}
+
+// CountGroupCommit exports a store's group-commit counters, which read returns (the
+// transactions its writer ran, the operations they carried, those sent back to run
+// alone), reading them at each scrape.
+func (m *Metrics) CountGroupCommit(read func() (transactions, operations, alone int64)) {
+	for i, c := range []struct{ name, help string }{
+		{"accounting_ledger_group_transactions_total", "Transactions the ledger's group commit ran (a batch of one included)."},
+		{"accounting_ledger_group_operations_total", "Reserve, Commit and Release operations the group commit's transactions carried."},
+		{"accounting_ledger_group_alone_total", "Operations the group commit sent back to run alone (rows held elsewhere, a failed batch)."},
+	} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, func() float64 {
+			t, o, a := read()
+			return float64([...]int64{t, o, a}[i])
+		}))
+	}
 }
 
 // WrapStore returns st with its failures and expiries counted.

@@ -105,6 +105,22 @@ func TestExpiredCounted(t *testing.T) {
 	}
 }
 
+// The group-commit counters are read from the store at each scrape.
+func TestGroupCommitCounted(t *testing.T) {
+	m := metrics.New()
+	g := [3]int64{3, 10, 1}
+	m.CountGroupCommit(func() (int64, int64, int64) { return g[0], g[1], g[2] })
+	for _, want := range [][3]int64{g, {7, 30, 2}} {
+		g = want
+		for i, name := range []string{"accounting_ledger_group_transactions_total",
+			"accounting_ledger_group_operations_total", "accounting_ledger_group_alone_total"} {
+			if got := value(t, m, name); got != float64(want[i]) {
+				t.Errorf("%s = %v, want %d", name, got, want[i])
+			}
+		}
+	}
+}
+
 // expiring is a store whose every sweep expires n reservations.
 type expiring struct {
 	ledger.Store

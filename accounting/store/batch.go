@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
@@ -81,6 +82,8 @@ type batcher struct {
 	s   *Store
 	max int
 
+	stats groupCounters
+
 	mu      sync.Mutex
 	queue   []*batchOp
 	running bool
@@ -154,16 +157,22 @@ func (b *batcher) write() {
 // round trip, where a batch takes two round trips and several statements, so at low load
 // group commit adds nothing.
 func (b *batcher) run(batch []*batchOp) {
+	b.stats.transactions.Add(1)
+	b.stats.operations.Add(int64(len(batch)))
 	if len(batch) == 1 {
 		// One operation: its lone function, one round trip (a batch takes two), still in
 		// the writer, so it never competes with a batch for the account's row lock.
 		o, err := b.s.decideOne(batch[0])
+		if err != nil {
+			b.stats.alone.Add(1)
+		}
 		batch[0].done <- opAnswer{out: o, alone: err != nil}
 		return
 	}
 	outs, err := b.s.decide(batch)
 	for i, op := range batch {
 		if err != nil || outs[i].outcome == "deferred" {
+			b.stats.alone.Add(1)
 			op.done <- opAnswer{alone: true}
 			continue
 		}
@@ -174,6 +183,25 @@ func (b *batcher) run(batch []*batchOp) {
 // decide runs batch in one transaction (group.go) and returns one outcome per
 // operation, in order. Its context is not any caller's: one caller giving up never cuts
 // a batch short.
+// GroupStats counts what group commit did since the Store was opened: the transactions
+// its writer ran (a batch of one included), the operations they carried, and those of
+// them sent back to run alone (rows held elsewhere, a failed transaction). Operations
+// per transaction is the batching under the current load.
+type GroupStats struct {
+	Transactions, Operations, Alone int64
+}
+
+type groupCounters struct{ transactions, operations, alone atomic.Int64 }
+
+// GroupStats returns the group-commit counters; all zero when group commit is off.
+func (s *Store) GroupStats() GroupStats {
+	if s.batch == nil {
+		return GroupStats{}
+	}
+	c := &s.batch.stats
+	return GroupStats{Transactions: c.transactions.Load(), Operations: c.operations.Load(), Alone: c.alone.Load()}
+}
+
 func (s *Store) decide(batch []*batchOp) (outs []opOutcome, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StatementTimeout+s.opts.LockTimeout)
 	defer cancel()

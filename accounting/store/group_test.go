@@ -146,6 +146,13 @@ func TestGroupCommitOneAccountExact(t *testing.T) {
 	if admitted.Load() == 0 || refused.Load() == 0 {
 		t.Fatalf("admitted %d, refused %d: want both", admitted.Load(), refused.Load())
 	}
+	// Every operation went through the writer: a reserve per attempt, a retried reserve
+	// and two commits per admission.
+	st := f.s.GroupStats()
+	if ops := 48*20 + 3*admitted.Load(); st.Operations != ops || st.Transactions < 1 || st.Transactions > ops ||
+		st.Alone > ops {
+		t.Errorf("group stats = %+v, want %d operations in 1 to %[2]d transactions", st, ops)
+	}
 	got := f.getAccount(t, a.ID)
 	if got.Balance != topUp-charged.Load() || got.Reserved != 0 || got.InFlight != 0 {
 		t.Errorf("account = %+v, want balance %d and nothing held", got, topUp-charged.Load())

@@ -107,8 +107,8 @@ func run(root, rateList string, d time.Duration, nkeys int, profileDir string) e
 	}
 	fmt.Printf("Front: %s; %d keys; %s per rate and target; non-streamed demo-chat, 8 output tokens.\n\n", s.Front, nkeys, d)
 	fmt.Println("| rate | gateway p50 / p90 / p99 / p99.9 | direct p50 / p99 | added p50 / p99 | success | CPU per request: " +
-		strings.Join(parts, " / ") + " / postgres | peak RSS: " + strings.Join(parts, " / ") + " |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+		strings.Join(parts, " / ") + " / postgres | peak RSS: " + strings.Join(parts, " / ") + " | ledger operations per transaction |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for i, rate := range rates {
 		if ctx.Err() != nil {
 			break
@@ -130,8 +130,10 @@ func run(root, rateList string, d time.Duration, nkeys int, profileDir string) e
 			}
 		}
 		before := cpuNow(s, parts)
+		group0 := groupCommit(s.AccountingMetricsAdr)
 		g := loadtest.Run(ctx, client, gateway, rate, d)
 		after := cpuNow(s, parts)
+		group1 := groupCommit(s.AccountingMetricsAdr)
 		profiled.Wait()
 		dr := loadtest.Run(ctx, client, direct, rate, d)
 		q := loadtest.Quantile
@@ -145,12 +147,16 @@ func run(root, rateList string, d time.Duration, nkeys int, profileDir string) e
 			_, peak, _ := loadtest.Memory(s.Pid(p))
 			rss = append(rss, fmt.Sprintf("%d MB", peak>>20))
 		}
-		fmt.Printf("| %d rps | %s / %s / %s / %s ms | %s / %s ms | %s / %s ms | %.2f %% (%d of %d) | %s ms | %s |\n",
+		batching := "n/a"
+		if tx := group1[0] - group0[0]; tx > 0 && group0[0] >= 0 {
+			batching = fmt.Sprintf("%.1f", (group1[1]-group0[1])/tx)
+		}
+		fmt.Printf("| %d rps | %s / %s / %s / %s ms | %s / %s ms | %s / %s ms | %.2f %% (%d of %d) | %s ms | %s | %s |\n",
 			rate, ms(q(g.Latencies, .5)), ms(q(g.Latencies, .9)), ms(q(g.Latencies, .99)), ms(q(g.Latencies, .999)),
 			ms(q(dr.Latencies, .5)), ms(q(dr.Latencies, .99)),
 			ms(q(g.Latencies, .5)-q(dr.Latencies, .5)), ms(q(g.Latencies, .99)-q(dr.Latencies, .99)),
 			100*float64(g.OK)/float64(max(g.Sent, 1)), g.OK, g.Sent,
-			strings.Join(cpu, " / "), strings.Join(rss, " / "))
+			strings.Join(cpu, " / "), strings.Join(rss, " / "), batching)
 		if g.OK != g.Sent {
 			fmt.Fprintf(os.Stderr, "loadtest: %d rps: statuses %v\n", rate, g.Statuses)
 		}
@@ -181,6 +187,35 @@ func saveProfile(addr, kind, path string, d time.Duration) error {
 		return err
 	}
 	return f.Close()
+}
+
+// groupCommit reads the ledger's group-commit counters (transactions, operations) from
+// accounting's metrics at addr; -1s when they cannot be read.
+func groupCommit(addr string) [2]float64 {
+	out := [2]float64{-1, -1}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		for i, want := range []string{"accounting_ledger_group_transactions_total", "accounting_ledger_group_operations_total"} {
+			if name == want {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					out[i] = f
+				}
+			}
+		}
+	}
+	return out
 }
 
 // cpuNow reads the CPU time of each part and of every PostgreSQL process.
