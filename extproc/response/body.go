@@ -71,14 +71,14 @@ func (r *bodyRewriter) finish(body []byte) ([]byte, error) {
 	var edits []edit
 	if m, ok := find(ms, "model"); ok {
 		upstreamModel(&r.upstream, body[m.valStart:m.valEnd])
-		edits = append(edits, edit{m.valStart, m.valEnd, r.model})
+		edits = append(edits, edit{m.valStart, m.valEnd, publicModel})
 	}
 	if m, ok := find(ms, "usage"); ok && !isNull(body[m.valStart:m.valEnd]) {
 		r.usage, r.usageOK = readBodyUsage(r.opts.Format, body[m.valStart:m.valEnd])
 	}
 	r.countOutput(body)
 	r.sent = true
-	return appendEdited(make([]byte, 0, len(body)+len(r.model)), body, edits), nil
+	return appendEdited(make([]byte, 0, len(body)+len(r.model)), body, edits, r.model), nil
 }
 
 // countOutput feeds the body's output text to the counter, for Delivered when the body

@@ -55,7 +55,7 @@ func (r *streamRewriter) chatReference(data []byte) bool {
 		}
 		if remove {
 			s, e := removalAt(data, usageKey, usageEnd, usagePrev)
-			r.edits = addEdit(r.edits, edit{s, e, nil})
+			r.edits = addEdit(r.edits, edit{s, e, removeBytes})
 		}
 	}
 	return true

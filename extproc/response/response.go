@@ -278,18 +278,40 @@ func (c *counter) tokens() int64 {
 	return c.counted
 }
 
-// edit replaces data[start:end] with repl.
+// edit replaces data[start:end] with what repl names. It holds no pointer, so that
+// recording one (a stream records some in every chunk) costs no GC write barrier.
 type edit struct {
 	start, end int
-	repl       []byte
+	repl       replacement
 }
 
-// appendEdited appends data with the edits (sorted, not overlapping) applied.
-func appendEdited(dst, data []byte, edits []edit) []byte {
+// replacement names what an edit puts in place of the bytes it replaces.
+type replacement uint8
+
+const (
+	removeBytes      replacement = iota // nothing: the bytes are removed
+	publicModel                         // the public model id (JSON)
+	streamErrorWords                    // streamErrorMessage
+)
+
+// bytes returns the replacement's bytes; model is the public model id (JSON).
+func (k replacement) bytes(model []byte) []byte {
+	switch k {
+	case publicModel:
+		return model
+	case streamErrorWords:
+		return streamErrorMessage
+	}
+	return nil
+}
+
+// appendEdited appends data with the edits (sorted, not overlapping) applied; model is
+// the public model id (JSON).
+func appendEdited(dst, data []byte, edits []edit, model []byte) []byte {
 	at := 0
 	for _, e := range edits {
 		dst = append(dst, data[at:e.start]...)
-		dst = append(dst, e.repl...)
+		dst = append(dst, e.repl.bytes(model)...)
 		at = e.end
 	}
 	return append(dst, data[at:]...)

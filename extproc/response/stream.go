@@ -120,10 +120,10 @@ func (r *streamRewriter) emit(ev *sse.Event) error {
 	default:
 		if s, e, single := ev.DataSpan(); single {
 			r.out = append(r.out, ev.Raw[:s]...)
-			r.out = appendEdited(r.out, ev.Data, r.edits)
+			r.out = appendEdited(r.out, ev.Data, r.edits, r.model)
 			r.out = append(r.out, ev.Raw[e:]...)
 		} else {
-			r.scratch = appendEdited(r.scratch[:0], ev.Data, r.edits)
+			r.scratch = appendEdited(r.scratch[:0], ev.Data, r.edits, r.model)
 			r.out = ev.AppendWithData(r.out, r.scratch)
 		}
 	}
@@ -137,14 +137,14 @@ var streamErrorMessage = []byte(`"The upstream provider failed while streaming."
 // replaceMessage replaces the "message" of the error object at data[start:end].
 func (r *streamRewriter) replaceMessage(data []byte, start, end int) {
 	if s, e, ok := lookup(data[start:end], "message"); ok {
-		r.edits = addEdit(r.edits, edit{start + s, start + e, streamErrorMessage})
+		r.edits = addEdit(r.edits, edit{start + s, start + e, streamErrorWords})
 	}
 }
 
 func (r *streamRewriter) replace(data []byte, start, end int) {
 	upstreamModel(&r.upstream, data[start:end])
 	r.grow = max(len(r.model)-(end-start), 0)
-	r.edits = addEdit(r.edits, edit{start, end, r.model})
+	r.edits = addEdit(r.edits, edit{start, end, publicModel})
 }
 
 func (r *streamRewriter) UpstreamModel() string { return r.upstream }
@@ -237,7 +237,7 @@ func (r *streamRewriter) responses(data []byte) bool {
 	switch string(data[t.valStart:t.valEnd]) {
 	case `"error"`:
 		if m, ok := find(r.ms, "message"); ok {
-			r.edits = addEdit(r.edits, edit{m.valStart, m.valEnd, streamErrorMessage})
+			r.edits = addEdit(r.edits, edit{m.valStart, m.valEnd, streamErrorWords})
 		}
 	case `"response.failed"`:
 		if m, ok := find(r.ms, "response"); ok {

@@ -84,7 +84,7 @@ func (r *streamRewriter) chatUsage(data []byte, key, start, end, prev int, choic
 	}
 	if remove {
 		s, e := removalAt(data, key, end, prev)
-		r.edits = addEdit(r.edits, edit{s, e, nil})
+		r.edits = addEdit(r.edits, edit{s, e, removeBytes})
 	}
 }
 

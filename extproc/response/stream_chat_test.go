@@ -207,7 +207,7 @@ func (w *chatWalker) walk(data []byte) chatOutcome {
 	}
 	o := chatOutcome{OK: ok, Drop: r.drop, Usage: r.usage, UsageOK: r.usageOK, Text: string(r.text), Upstream: r.upstream}
 	for _, e := range r.edits {
-		o.Edits = append(o.Edits, string(data[:e.start])+"|"+string(data[e.start:e.end])+"|"+string(e.repl))
+		o.Edits = append(o.Edits, string(data[:e.start])+"|"+string(data[e.start:e.end])+"|"+string(e.repl.bytes(r.model)))
 	}
 	return o
 }
