@@ -13,8 +13,12 @@ import "bytes"
 // model again would change nothing, the first one seen is kept). The rest of every chunk
 // is walked, and a chunk that starts otherwise is walked whole, and recorded.
 
-// maxChatPrefix bounds the bytes a stream holds for the comparison.
-const maxChatPrefix = 1 << 10
+// maxChatPrefix bounds the bytes a stream holds for the comparison; a head of up to
+// chatPrefixInline bytes (a usual one: about 200) is held in the rewriter itself.
+const (
+	maxChatPrefix    = 1 << 10
+	chatPrefixInline = 256
+)
 
 // chatPrefix is the walk of a chunk up to its first top-level "choices" member.
 type chatPrefix struct {
@@ -26,6 +30,8 @@ type chatPrefix struct {
 	// edits are the edits made before "choices" (the model's replacement).
 	edits  [2]edit
 	nEdits int
+
+	inline [chatPrefixInline]byte // bytes' first array
 }
 
 // matches reports whether data starts with the recorded bytes; its walk may then resume at
@@ -38,6 +44,9 @@ func (p *chatPrefix) matches(data []byte) bool {
 // record keeps the walk of data up to the "choices" key at keyStart, reached with no
 // "usage" or "choices" member before it.
 func (p *chatPrefix) record(data []byte, keyStart, prevEnd int, edits []edit) {
+	if p.bytes == nil {
+		p.bytes = p.inline[:0]
+	}
 	p.bytes = p.bytes[:0]
 	if keyStart >= maxChatPrefix || len(edits) > len(p.edits) {
 		return

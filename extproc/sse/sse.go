@@ -59,7 +59,7 @@ type Event struct {
 type span struct{ start, end int }
 
 // Decoder decodes a server-sent event stream incrementally. The zero value is not ready;
-// use NewDecoder.
+// use NewDecoder. A Decoder must not be copied once it has decoded anything.
 type Decoder struct {
 	max int
 
@@ -74,8 +74,9 @@ type Decoder struct {
 	hasName, hasID  bool
 	hasRetry        bool
 	data            []span
-	joined          []byte // scratch for multi-line data
-	ev              Event  // the event handed to emit, reused
+	dataBuf         [2]span // data's first array: most events have one data field
+	joined          []byte  // scratch for multi-line data
+	ev              Event   // the event handed to emit, reused
 	err             error
 }
 
@@ -291,6 +292,9 @@ func (d *Decoder) parseLine(ev []byte, start, end int) {
 	v := span{vs, end}
 	switch string(ev[start:nameEnd]) {
 	case "data":
+		if d.data == nil {
+			d.data = d.dataBuf[:0]
+		}
 		d.data = append(d.data, v)
 	case "event":
 		d.name, d.hasName = v, true
