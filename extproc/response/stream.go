@@ -1,6 +1,7 @@
 package response
 
 import (
+	"bytes"
 	"errors"
 
 	"github.com/llmgw/gateway/extproc/sse"
@@ -57,13 +58,19 @@ func (r *streamRewriter) Write(chunk []byte, endOfStream bool) ([]byte, error) {
 	if n > 0 {
 		n += r.grow
 	}
-	r.out = make([]byte, 0, n)       // no allocation at an empty end of stream
+	out := make([]byte, 0, n) // no allocation at an empty end of stream
+	if r.dec.Buffered() == 0 && frameDataEvents {
+		var k int
+		out, k = r.dataEvents(out, chunk)
+		chunk = chunk[k:]
+	}
+	r.out = out
 	err := r.dec.Feed(chunk, r.emit) // the decoder keeps no emit: no allocation
 	if err == nil && endOfStream {
 		err = r.dec.Finish(r.emit)
 		r.closed = true
 	}
-	out := r.out
+	out = r.out
 	r.out = nil
 	if err != nil {
 		if errors.Is(err, sse.ErrEventTooLarge) {
@@ -90,27 +97,49 @@ func (r *streamRewriter) Delivered() Usage {
 
 var done = []byte("[DONE]")
 
-// emit rewrites one event into r.out.
+// frameDataEvents lets Write hand the decoder only what dataEvents does not take (tests
+// turn it off to compare with the decoder alone).
+var frameDataEvents = true
+
+// dataEvents rewrites the events at the start of chunk that are one "data" line and a
+// blank line, each ended by "\n" (what upstreams send), without the decoder, which
+// must hold nothing: it hands each event out the way the decoder would and stops
+// at anything else (another field, a comment, a "\r", an event over the size limit or
+// one the chunk does not complete), returning how many bytes of chunk it consumed.
+func (r *streamRewriter) dataEvents(out, chunk []byte) ([]byte, int) {
+	k := 0
+	for {
+		p := chunk[k:]
+		if len(p) < len("data:\n\n") || string(p[:5]) != "data:" {
+			return out, k
+		}
+		nl := bytes.IndexByte(p, '\n')
+		if nl < 0 || nl+1 >= len(p) || p[nl+1] != '\n' || nl+2 > r.dec.MaxEventSize() ||
+			bytes.IndexByte(p[:nl], '\r') >= 0 {
+			return out, k
+		}
+		ds := 5
+		if p[ds] == ' ' {
+			ds++
+		}
+		out = r.appendEvent(out, p[:nl+2], ds, nl, false)
+		k += nl + 2
+	}
+}
+
+// emit rewrites one event from the decoder into r.out.
 func (r *streamRewriter) emit(ev *sse.Event) error {
+	if s, e, single := ev.DataSpan(); single {
+		r.out = r.appendEvent(r.out, ev.Raw, s, e, ev.Incomplete)
+		return nil
+	}
 	if ev.DataLines == 0 || string(ev.Data) == string(done) {
 		r.out = append(r.out, ev.Raw...)
 		return nil
 	}
-	r.edits = r.edits[:0]
-	r.drop = false
-	var ok bool
-	switch r.opts.Format {
-	case OpenAIChat:
-		ok = r.chat(ev.Data)
-	case AnthropicMessages:
-		ok = r.anthropic(ev.Data)
-	case OpenAIResponses:
-		ok = r.responses(ev.Data)
-	}
-	switch {
+	// Several data lines.
+	switch ok := r.event(ev.Data); {
 	case !ok:
-		// Not a JSON object: a complete event passes unchanged; the truncated tail of a
-		// stream that ended mid-event is not sent on.
 		if !ev.Incomplete {
 			r.out = append(r.out, ev.Raw...)
 		}
@@ -118,16 +147,51 @@ func (r *streamRewriter) emit(ev *sse.Event) error {
 	case len(r.edits) == 0:
 		r.out = append(r.out, ev.Raw...)
 	default:
-		if s, e, single := ev.DataSpan(); single {
-			r.out = append(r.out, ev.Raw[:s]...)
-			r.out = appendEdited(r.out, ev.Data, r.edits, r.model)
-			r.out = append(r.out, ev.Raw[e:]...)
-		} else {
-			r.scratch = appendEdited(r.scratch[:0], ev.Data, r.edits, r.model)
-			r.out = ev.AppendWithData(r.out, r.scratch)
-		}
+		r.scratch = appendEdited(r.scratch[:0], ev.Data, r.edits, r.model)
+		r.out = ev.AppendWithData(r.out, r.scratch)
 	}
 	return nil
+}
+
+// appendEvent appends the event raw, whose only data line's value is raw[ds:de],
+// rewritten, to out.
+func (r *streamRewriter) appendEvent(out, raw []byte, ds, de int, incomplete bool) []byte {
+	data := raw[ds:de]
+	if string(data) == string(done) {
+		return append(out, raw...)
+	}
+	switch ok := r.event(data); {
+	case !ok:
+		// Not a JSON object: a complete event passes unchanged; the truncated tail of a
+		// stream that ended mid-event is not sent on.
+		if incomplete {
+			return out
+		}
+		return append(out, raw...)
+	case r.drop:
+		return out
+	case len(r.edits) == 0:
+		return append(out, raw...)
+	}
+	out = append(out, raw[:ds]...)
+	out = appendEdited(out, data, r.edits, r.model)
+	return append(out, raw[de:]...)
+}
+
+// event reads the data of one event in the stream's format, recording its edits; ok is
+// false when it is not a JSON object.
+func (r *streamRewriter) event(data []byte) bool {
+	r.edits = r.edits[:0]
+	r.drop = false
+	switch r.opts.Format {
+	case OpenAIChat:
+		return r.chat(data)
+	case AnthropicMessages:
+		return r.anthropic(data)
+	case OpenAIResponses:
+		return r.responses(data)
+	}
+	return false
 }
 
 // streamErrorMessage replaces the provider's words in an error event inside a stream
