@@ -393,8 +393,8 @@ func TestLongStreamBoundedMemory(t *testing.T) {
 		if _, err := rw.Write(ev, false); err != nil {
 			t.Fatal(err)
 		}
-		if len(s.text) >= textFlushSize || s.dec.Buffered() != 0 {
-			t.Fatalf("held %d text bytes, %d event bytes", len(s.text), s.dec.Buffered())
+		if len(s.text) >= textFlushSize || s.held() != 0 {
+			t.Fatalf("held %d text bytes, %d event bytes", len(s.text), s.held())
 		}
 	}
 	if d := rw.Delivered(); d.OutputTokens != 20000*1000 || counted != 20000*1000 {

@@ -11,8 +11,8 @@ import (
 type streamRewriter struct {
 	opts     Options
 	model    []byte
-	upstream string // the first upstream model id seen
-	dec      sse.Decoder
+	upstream string       // the first upstream model id seen
+	dec      *sse.Decoder // made for the first chunk that dataEvents does not take whole
 	counter
 
 	out     []byte   // output of the current Write
@@ -37,10 +37,13 @@ type streamRewriter struct {
 	textBuf [128]byte // the first delivered text, before it outgrows this
 }
 
-// newStream returns a stream rewriter in one allocation (with its decoder, first edits
-// and first text): a short stream allocates little more than its output.
+// newStream returns a stream rewriter in one allocation (with its first edits, first
+// text and chat head): a short stream allocates little more than its output.
 func newStream(opts Options, model []byte, c counter) *streamRewriter {
-	r := &streamRewriter{opts: opts, model: model, counter: c, dec: *sse.NewDecoder(opts.MaxEventSize)}
+	if opts.MaxEventSize <= 0 {
+		opts.MaxEventSize = MaxEventSize
+	}
+	r := &streamRewriter{opts: opts, model: model, counter: c}
 	r.edits = r.editBuf[:0]
 	r.grow = len(model)
 	r.text = r.textBuf[:0]
@@ -54,24 +57,31 @@ func (r *streamRewriter) Write(chunk []byte, endOfStream bool) ([]byte, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
-	n := len(chunk) + r.dec.Buffered()
+	held := r.held()
+	n := len(chunk) + held
 	if n > 0 {
 		n += r.grow
 	}
 	out := make([]byte, 0, n) // no allocation at an empty end of stream
-	if r.dec.Buffered() == 0 && frameDataEvents {
+	if held == 0 && frameDataEvents {
 		var k int
 		out, k = r.dataEvents(out, chunk)
 		chunk = chunk[k:]
 	}
-	r.out = out
-	err := r.dec.Feed(chunk, r.emit) // the decoder keeps no emit: no allocation
-	if err == nil && endOfStream {
-		err = r.dec.Finish(r.emit)
-		r.closed = true
+	var err error
+	if len(chunk) > 0 || held > 0 {
+		if r.dec == nil {
+			r.dec = sse.NewDecoder(r.opts.MaxEventSize)
+		}
+		r.out = out
+		err = r.dec.Feed(chunk, r.emit) // the decoder keeps no emit: no allocation
+		if err == nil && endOfStream {
+			err = r.dec.Finish(r.emit)
+		}
+		out = r.out
+		r.out = nil
 	}
-	out = r.out
-	r.out = nil
+	r.closed = endOfStream
 	if err != nil {
 		if errors.Is(err, sse.ErrEventTooLarge) {
 			err = ErrTooLarge
@@ -81,6 +91,14 @@ func (r *streamRewriter) Write(chunk []byte, endOfStream bool) ([]byte, error) {
 		return out, err
 	}
 	return out, nil
+}
+
+// held reports how many bytes of an incomplete event the stream holds.
+func (r *streamRewriter) held() int {
+	if r.dec == nil {
+		return 0
+	}
+	return r.dec.Buffered()
 }
 
 func (r *streamRewriter) Usage() (Usage, bool) { return r.usage, r.usageOK }
@@ -114,7 +132,7 @@ func (r *streamRewriter) dataEvents(out, chunk []byte) ([]byte, int) {
 			return out, k
 		}
 		nl := bytes.IndexByte(p, '\n')
-		if nl < 0 || nl+1 >= len(p) || p[nl+1] != '\n' || nl+2 > r.dec.MaxEventSize() ||
+		if nl < 0 || nl+1 >= len(p) || p[nl+1] != '\n' || nl+2 > r.opts.MaxEventSize ||
 			bytes.IndexByte(p[:nl], '\r') >= 0 {
 			return out, k
 		}

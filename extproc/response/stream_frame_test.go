@@ -142,3 +142,39 @@ func FuzzDataEvents(f *testing.F) {
 		}
 	})
 }
+
+// TestDecoderOnlyWhenNeeded: a stream whose chunks end at event boundaries never makes
+// the decoder; a chunk ending inside an event does, and the event is completed.
+func TestDecoderOnlyWhenNeeded(t *testing.T) {
+	ev := "data: {\"model\":\"u\",\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n"
+	rw, err := New(Options{Format: OpenAIChat, PublicModel: "p", Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rw.(*streamRewriter)
+	var out []byte
+	for _, c := range []string{ev, ev + ev, ""} {
+		b, err := rw.Write([]byte(c), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b...)
+	}
+	if r.dec != nil {
+		t.Fatal("decoder made for whole events")
+	}
+	for _, c := range []string{ev + ev[:10], ev[10:]} {
+		b, err := rw.Write([]byte(c), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b...)
+	}
+	if b, err := rw.Write(nil, true); err != nil || len(b) != 0 {
+		t.Fatalf("end of stream: %q, %v", b, err)
+	}
+	want := strings.Repeat(strings.Replace(ev, `"u"`, `"p"`, 1), 5)
+	if r.dec == nil || string(out) != want {
+		t.Fatalf("decoder %v, got %q", r.dec != nil, out)
+	}
+}
