@@ -3,12 +3,14 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/e2e/loadtest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -19,7 +21,9 @@ var benchTier = ledger.Tier{Name: "bench", RPMBeforeTopUp: 1 << 30, RPMAfterTopU
 // BenchmarkGRPCReserveCommit measures reserve+commit pairs per second through real gRPC
 // on loopback into the real service (Main) on a fresh database, from many goroutines
 // over a few client connections, as extproc replicas would call it. "spread" uses 256
-// accounts, "hot" one.
+// accounts, "hot" one. go-µs/pair is the CPU time of this process (callers, gRPC on
+// both ends, the service and its store) per pair, pg-µs/pair that of every PostgreSQL
+// process of the machine.
 func BenchmarkGRPCReserveCommit(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
@@ -66,6 +70,8 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 			}
 			var seq, worker atomic.Int64
 			b.SetParallelism(16) // × GOMAXPROCS goroutines
+			self, _ := loadtest.CPU(os.Getpid())
+			pg := loadtest.CPUByPid(loadtest.PidsNamed("postgres"))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				led := clients[int(worker.Add(1))%conns]
@@ -84,8 +90,12 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 					}
 				}
 			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 			b.StopTimer()
+			selfAfter, _ := loadtest.CPU(os.Getpid())
+			pgUsed := loadtest.Used(pg, loadtest.CPUByPid(loadtest.PidsNamed("postgres")))
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+			b.ReportMetric(float64((selfAfter-self).Microseconds())/float64(b.N), "go-µs/pair")
+			b.ReportMetric(float64(pgUsed.Microseconds())/float64(b.N), "pg-µs/pair")
 			pool := storetest.NewPool(b, url, 2)
 			if err := storetest.CheckInvariants(ctx, pool); err != nil {
 				b.Fatal(err)
