@@ -180,9 +180,6 @@ func (b *batcher) run(batch []*batchOp) {
 	}
 }
 
-// decide runs batch in one transaction (group.go) and returns one outcome per
-// operation, in order. Its context is not any caller's: one caller giving up never cuts
-// a batch short.
 // GroupStats counts what group commit did since the Store was opened: the transactions
 // its writer ran (a batch of one included), the operations they carried, and those of
 // them sent back to run alone (rows held elsewhere, a failed transaction). Operations
@@ -202,6 +199,9 @@ func (s *Store) GroupStats() GroupStats {
 	return GroupStats{Transactions: c.transactions.Load(), Operations: c.operations.Load(), Alone: c.alone.Load()}
 }
 
+// decide runs batch in one transaction (group.go) and returns one outcome per
+// operation, in order. Its context is not any caller's: one caller giving up never cuts
+// a batch short.
 func (s *Store) decide(batch []*batchOp) (outs []opOutcome, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StatementTimeout+s.opts.LockTimeout)
 	defer cancel()

@@ -50,7 +50,6 @@ import (
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/lifecycle"
-	"github.com/llmgw/gateway/internal/workers"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -154,8 +153,7 @@ func New(rpc accountingv1.LedgerServiceClient, opts Options) *Client {
 		opts.StaleAfter = DefaultStaleAfter
 	}
 	return &Client{rpc: rpc, opts: opts, entries: map[string]entry{}, refused: map[string]time.Time{},
-		co: &coalescer{rpc: rpc, limit: opts.MaxInFlight, staleAfter: opts.StaleAfter, log: opts.Log,
-			workers: workers.New(applyWorkers)}}
+		co: &coalescer{rpc: rpc, limit: opts.MaxInFlight, staleAfter: opts.StaleAfter, log: opts.Log}}
 }
 
 // Connected reports whether the change stream is up (and the cache in use).

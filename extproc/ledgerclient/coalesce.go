@@ -63,18 +63,17 @@ type opResult struct {
 	err error
 }
 
-// coalescer sends ledger operations as their own calls or in Applies.
-// applyWorkers is how many goroutines a coalescer keeps for the Applies it sends (one
-// per slot in flight: MaxInFlight, and the slots of calls gone stale); more at once run
-// on goroutines of their own.
-const applyWorkers = 4
+// applyWorkers runs the Applies of every coalescer of the process on kept goroutines
+// (one per slot in flight: MaxInFlight, and the slots of calls gone stale); more at once
+// run on goroutines of their own.
+var applyWorkers = workers.New(8)
 
+// coalescer sends ledger operations as their own calls or in Applies.
 type coalescer struct {
 	rpc        accountingv1.LedgerServiceClient
 	limit      int           // calls in flight before operations queue; < 1: never queue
 	staleAfter time.Duration // a call in flight this long no longer holds its slot
 	log        *zap.Logger
-	workers    *workers.Pool // runs the Applies of slots handed over
 
 	noApply atomic.Bool // accounting answered Apply with Unimplemented
 
@@ -139,7 +138,7 @@ func (c *coalescer) handOver(s *slot) {
 		return
 	}
 	if batch := c.take(); batch != nil {
-		c.workers.Go(func() { c.run(batch) })
+		applyWorkers.Go(func() { c.run(batch) })
 	}
 }
 

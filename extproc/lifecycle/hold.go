@@ -81,7 +81,7 @@ func final(err error) bool {
 // keeper stops when settle ends.
 func (s *Service) settle(h *hold, call func(context.Context) error, done func(error)) {
 	s.pending.add()
-	s.bg.Go(func() {
+	backgroundWork.Go(func() {
 		defer s.pending.done()
 		defer h.end()
 		done(s.retry(func() time.Time { return h.expiry().Add(s.cfg.LeaseTTL) }, call))
@@ -114,7 +114,7 @@ func (s *Service) retry(until func() time.Time, call func(context.Context) error
 // request's logger.
 func (s *Service) abandonReserve(req ledger.ReserveRequest, log *zap.Logger) {
 	s.pending.add()
-	s.bg.Go(func() {
+	backgroundWork.Go(func() {
 		defer s.pending.done()
 		deadline := time.Now().Add(s.cfg.LeaseTTL)
 		var res ledger.Reservation

@@ -385,7 +385,7 @@ func (r *Request) recordLate(id string, origin ledger.TaskOrigin) {
 	s := r.svc
 	log := r.log()
 	s.pending.add()
-	s.bg.Go(func() {
+	backgroundWork.Go(func() {
 		defer s.pending.done()
 		if err := r.recordUntil(time.Now().Add(s.cfg.LeaseTTL), id, origin); err != nil {
 			log.Error("video task charged but not recorded", zap.String("task", id),

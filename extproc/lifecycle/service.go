@@ -79,9 +79,6 @@ type Service struct {
 	// pending counts the background work that outlives a stream: settlements and
 	// abandoned reservations (WaitSettled).
 	pending background
-	// bg runs that background work on kept goroutines (a settlement's call goes deep:
-	// a new goroutine for each grew its stack every time).
-	bg *workers.Pool
 	// attempting holds the failover requests in flight by x-request-id, for their
 	// attempts' streams (StartAttempt).
 	attempting sync.Map
@@ -116,12 +113,14 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Health == nil {
 		cfg.Health = health.New(health.Config{})
 	}
-	return &Service{cfg: cfg, fails: newFailLimiter(cfg.AuthFailures), bg: workers.New(backgroundWorkers)}, nil
+	return &Service{cfg: cfg, fails: newFailLimiter(cfg.AuthFailures)}, nil
 }
 
-// backgroundWorkers is how many goroutines the Service keeps for its background work;
-// more of it at once runs on goroutines of its own.
-const backgroundWorkers = 64
+// backgroundWork runs the background work of every Service of the process (settlements,
+// abandoned reservations, late task records) on kept goroutines: a settlement's call
+// goes deep, and a new goroutine for each grew its stack every time. More of it at once
+// runs on goroutines of its own.
+var backgroundWork = workers.New(64)
 
 func randomID() string {
 	var b [16]byte
