@@ -7,6 +7,12 @@
 //
 //	make loadtest                                  # the README's rates
 //	go run ./e2e/cmd/loadtest -rates 100,1000 -duration 20s
+//	go run ./e2e/cmd/loadtest -runs 3 -baseline ../other-checkout
+//
+// With -runs N every rate is measured N times, each time on a fresh stack, and a summary
+// gives each figure's median (and the ranges of the added latency and the CPU). With
+// -baseline DIR the code in DIR (another checkout) is measured too, alternated with this
+// one run by run ("before" and "after"), so that both see the same machine.
 package main
 
 import (
@@ -15,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
@@ -34,6 +41,8 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long each rate runs, per target")
 	keys := flag.Int("keys", 40, "paying keys (one enterprise account each) the requests rotate over")
 	root := flag.String("root", ".", "the repository root")
+	runs := flag.Int("runs", 1, "how many times each rate runs, each time on a fresh stack; more than one adds a summary of medians")
+	baseline := flag.String("baseline", "", "another checkout's root, measured alternately with -root (before / after)")
 	profile := flag.String("profile", "", "write CPU and allocation profiles (NAME.pprof, NAME.allocs.pprof) of extproc, accounting and the Envoy test front, taken during the last rate's gateway run, into this directory")
 	flag.Parse()
 	if *profile != "" {
@@ -42,13 +51,13 @@ func main() {
 		_ = os.Setenv("ACCOUNTING_PPROF", "1")
 		_ = os.Setenv("FRONT_PPROF", "1") // on the admin address; real Envoy ignores it
 	}
-	if err := run(*root, *rates, *duration, *keys, *profile); err != nil {
+	if err := run(*root, *baseline, *rates, *duration, *keys, *runs, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, rateList string, d time.Duration, nkeys int, profileDir string) error {
+func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, profileDir string) error {
 	var rates []int
 	for _, r := range strings.Split(rateList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(r))
@@ -57,18 +66,81 @@ func run(root, rateList string, d time.Duration, nkeys int, profileDir string) e
 		}
 		rates = append(rates, n)
 	}
+	if runs < 1 {
+		return fmt.Errorf("bad -runs %d", runs)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	type code struct{ label, root string }
+	codes := []code{{"", root}}
+	if baseline != "" {
+		codes = []code{{"before", baseline}, {"after", root}}
+	}
+	all := map[code]map[int][]row{}
+	var parts []string // the parts' names, once a stack has started
+	for i := range runs {
+		for _, c := range codes {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			prof := ""
+			if i == runs-1 && c.root == root {
+				prof = profileDir
+			}
+			rows, err := measure(ctx, c.root, c.label, rates, d, nkeys, prof, func(names []string, front string) {
+				if parts == nil {
+					parts = names
+					fmt.Printf("Front: %s; %d keys; %s per rate and target; non-streamed demo-chat, 8 output tokens.\n\n", front, nkeys, d)
+					fmt.Println(header(parts, baseline != ""))
+				}
+			})
+			if err != nil {
+				return err
+			}
+			if all[c] == nil {
+				all[c] = map[int][]row{}
+			}
+			for _, r := range rows {
+				all[c][r.rate] = append(all[c][r.rate], r)
+			}
+		}
+	}
+	if runs > 1 || baseline != "" {
+		fmt.Printf("\nMedians of %d runs:\n\n%s\n", runs, header(parts, baseline != ""))
+		var spans []string
+		for _, rate := range rates {
+			for _, c := range codes {
+				if rs := all[c][rate]; len(rs) > 0 {
+					fmt.Println(median(rs))
+					spans = append(spans, ranges(rs))
+				}
+			}
+		}
+		fmt.Println("\nRanges:")
+		for _, sp := range spans {
+			fmt.Println("- " + sp)
+		}
+	}
+	return nil
+}
+
+// measure starts a private stack of the code at root, creates the paying keys and runs
+// every rate through the gateway and then straight to the mock, printing each rate's row
+// as it comes (labelled code when not empty) after head (called once the stack is up,
+// with the parts' names and the front's). With profileDir, the last rate's gateway run
+// is profiled.
+func measure(ctx context.Context, root, code string, rates []int, d time.Duration, nkeys int, profileDir string,
+	head func(parts []string, front string)) ([]row, error) {
 	fmt.Fprintln(os.Stderr, "loadtest: building and starting a private stack…")
 	env, err := harness.Start(root)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer env.Close()
 	s := env.Stack
 	secrets, err := makeKeys(s, nkeys)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	client := &http.Client{Transport: &http.Transport{
 		MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute,
@@ -105,10 +177,8 @@ func run(root, rateList string, d time.Duration, nkeys int, profileDir string) e
 	if s.Front == "envoy" {
 		parts[0] = "envoy"
 	}
-	fmt.Printf("Front: %s; %d keys; %s per rate and target; non-streamed demo-chat, 8 output tokens.\n\n", s.Front, nkeys, d)
-	fmt.Println("| rate | gateway p50 / p90 / p99 / p99.9 | direct p50 / p99 | added p50 / p99 | success | CPU per request: " +
-		strings.Join(parts, " / ") + " / postgres | peak RSS: " + strings.Join(parts, " / ") + " | ledger operations per transaction |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	head(parts, s.Front)
+	var rows []row
 	for i, rate := range rates {
 		if ctx.Err() != nil {
 			break
@@ -136,32 +206,31 @@ func run(root, rateList string, d time.Duration, nkeys int, profileDir string) e
 		group1 := groupCommit(s.AccountingMetricsAdr)
 		profiled.Wait()
 		dr := loadtest.Run(ctx, client, direct, rate, d)
-		q := loadtest.Quantile
-		ms := func(x time.Duration) string { return fmt.Sprintf("%.2f", float64(x)/float64(time.Millisecond)) }
-		var cpu, rss []string
-		for _, p := range append(parts, "postgres") {
+		q := func(lat []time.Duration, p float64) float64 {
+			return float64(loadtest.Quantile(lat, p)) / float64(time.Millisecond)
+		}
+		r := row{code: code, rate: rate, ok: g.OK, sent: g.Sent, operationsPerTransact: math.NaN(),
+			p50: q(g.Latencies, .5), p90: q(g.Latencies, .9), p99: q(g.Latencies, .99), p999: q(g.Latencies, .999),
+			direct50: q(dr.Latencies, .5), direct99: q(dr.Latencies, .99)}
+		r.added50, r.added99 = r.p50-r.direct50, r.p99-r.direct99
+		for j, p := range append(parts, "postgres") {
 			per := loadtest.Used(before[p], after[p]) / time.Duration(max(g.Sent, 1))
-			cpu = append(cpu, ms(per))
+			r.cpu[j] = float64(per) / float64(time.Millisecond)
 		}
-		for _, p := range parts {
+		for j, p := range parts {
 			_, peak, _ := loadtest.Memory(s.Pid(p))
-			rss = append(rss, fmt.Sprintf("%d MB", peak>>20))
+			r.rss[j] = float64(peak >> 20)
 		}
-		batching := "n/a"
 		if tx := group1[0] - group0[0]; tx > 0 && group0[0] >= 0 {
-			batching = fmt.Sprintf("%.1f", (group1[1]-group0[1])/tx)
+			r.operationsPerTransact = (group1[1] - group0[1]) / tx
 		}
-		fmt.Printf("| %d rps | %s / %s / %s / %s ms | %s / %s ms | %s / %s ms | %.2f %% (%d of %d) | %s ms | %s | %s |\n",
-			rate, ms(q(g.Latencies, .5)), ms(q(g.Latencies, .9)), ms(q(g.Latencies, .99)), ms(q(g.Latencies, .999)),
-			ms(q(dr.Latencies, .5)), ms(q(dr.Latencies, .99)),
-			ms(q(g.Latencies, .5)-q(dr.Latencies, .5)), ms(q(g.Latencies, .99)-q(dr.Latencies, .99)),
-			100*float64(g.OK)/float64(max(g.Sent, 1)), g.OK, g.Sent,
-			strings.Join(cpu, " / "), strings.Join(rss, " / "), batching)
+		fmt.Println(r)
+		rows = append(rows, r)
 		if g.OK != g.Sent {
 			fmt.Fprintf(os.Stderr, "loadtest: %d rps: statuses %v\n", rate, g.Statuses)
 		}
 	}
-	return nil
+	return rows, nil
 }
 
 // saveProfile writes a profile of the process serving pprof at addr, taken over d: kind

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// row is what one rate measured in one run: latencies in milliseconds, CPU per request
+// in milliseconds by part (the front, extproc, accounting, PostgreSQL), peak RSS in MB by
+// process, and the ledger operations per transaction (NaN when unknown).
+type row struct {
+	code                  string // which checkout ran ("" when only one did)
+	rate                  int
+	p50, p90, p99, p999   float64
+	direct50, direct99    float64
+	added50, added99      float64
+	ok, sent              int
+	cpu                   [4]float64
+	rss                   [3]float64
+	operationsPerTransact float64
+}
+
+// header is the table's first two lines; parts names the front, extproc and accounting.
+func header(parts []string, withCode bool) string {
+	code, sep := "", ""
+	if withCode {
+		code, sep = "code | ", "---|"
+	}
+	return "| " + code + "rate | gateway p50 / p90 / p99 / p99.9 | direct p50 / p99 | added p50 / p99 | success | CPU per request: " +
+		strings.Join(parts, " / ") + " / postgres | peak RSS: " + strings.Join(parts, " / ") +
+		" | ledger operations per transaction |\n|" + sep + "---|---|---|---|---|---|---|---|"
+}
+
+func (r row) String() string {
+	code := ""
+	if r.code != "" {
+		code = r.code + " | "
+	}
+	f := func(x float64) string { return fmt.Sprintf("%.2f", x) }
+	var cpu, rss []string
+	for _, c := range r.cpu {
+		cpu = append(cpu, f(c))
+	}
+	for _, m := range r.rss {
+		rss = append(rss, fmt.Sprintf("%.0f MB", m))
+	}
+	batching := "n/a"
+	if !math.IsNaN(r.operationsPerTransact) {
+		batching = fmt.Sprintf("%.1f", r.operationsPerTransact)
+	}
+	return fmt.Sprintf("| %s%d rps | %s / %s / %s / %s ms | %s / %s ms | %s / %s ms | %.2f %% (%d of %d) | %s ms | %s | %s |",
+		code, r.rate, f(r.p50), f(r.p90), f(r.p99), f(r.p999), f(r.direct50), f(r.direct99),
+		f(r.added50), f(r.added99), 100*float64(r.ok)/float64(max(r.sent, 1)), r.ok, r.sent,
+		strings.Join(cpu, " / "), strings.Join(rss, " / "), batching)
+}
+
+// median is the rows of several runs of one code and rate in one row: the median of
+// every figure (the requests counted, summed).
+func median(runs []row) row {
+	med := func(get func(row) float64) float64 {
+		var v []float64
+		for _, r := range runs {
+			if x := get(r); !math.IsNaN(x) {
+				v = append(v, x)
+			}
+		}
+		if len(v) == 0 {
+			return math.NaN()
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	m := row{code: runs[0].code, rate: runs[0].rate}
+	m.p50, m.p90 = med(func(r row) float64 { return r.p50 }), med(func(r row) float64 { return r.p90 })
+	m.p99, m.p999 = med(func(r row) float64 { return r.p99 }), med(func(r row) float64 { return r.p999 })
+	m.direct50, m.direct99 = med(func(r row) float64 { return r.direct50 }), med(func(r row) float64 { return r.direct99 })
+	m.added50, m.added99 = med(func(r row) float64 { return r.added50 }), med(func(r row) float64 { return r.added99 })
+	for i := range m.cpu {
+		m.cpu[i] = med(func(r row) float64 { return r.cpu[i] })
+	}
+	for i := range m.rss {
+		m.rss[i] = med(func(r row) float64 { return r.rss[i] })
+	}
+	m.operationsPerTransact = med(func(r row) float64 { return r.operationsPerTransact })
+	for _, r := range runs {
+		m.ok, m.sent = m.ok+r.ok, m.sent+r.sent
+	}
+	return m
+}
+
+// ranges says how far apart the runs of one code and rate were: the added latency and
+// the CPU per request, lowest–highest.
+func ranges(runs []row) string {
+	span := func(get func(row) float64) string {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, r := range runs {
+			lo, hi = min(lo, get(r)), max(hi, get(r))
+		}
+		return fmt.Sprintf("%.2f–%.2f", lo, hi)
+	}
+	var cpu []string
+	for i := range runs[0].cpu {
+		cpu = append(cpu, span(func(r row) float64 { return r.cpu[i] }))
+	}
+	label := fmt.Sprintf("%d rps", runs[0].rate)
+	if runs[0].code != "" {
+		label = runs[0].code + ", " + label
+	}
+	return fmt.Sprintf("%s, %d runs: added p50 %s, p99 %s ms; CPU per request %s ms", label, len(runs),
+		span(func(r row) float64 { return r.added50 }), span(func(r row) float64 { return r.added99 }),
+		strings.Join(cpu, " / "))
+}
