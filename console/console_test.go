@@ -6,6 +6,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,6 +19,13 @@ import (
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/console"
 )
+
+// TestMain drops the template database the PostgreSQL tests made.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	storetest.Cleanup()
+	os.Exit(code)
+}
 
 // browser is a cookie-keeping client that does not follow redirects blindly.
 type browser struct {

@@ -2,10 +2,19 @@ package ledgerclient_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
+	"github.com/llmgw/gateway/accounting/store/storetest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
+
+// TestMain drops the template database the PostgreSQL tests made.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	storetest.Cleanup()
+	os.Exit(code)
+}
 
 // wideTier is a tier whose rate and in-flight limits no test reaches.
 const wideTier = "wide"
