@@ -11,9 +11,10 @@ import (
 // writeGroup applies a batch's decisions in one round trip of set-based statements: new
 // reservations, settled reservations, each changed account once, the charges (whose
 // trigger keeps the usage rollup), and the key spend windows (one row change per window).
-// Every row it changes is locked by the batch (new rows aside). Each UPDATE also names
-// its rows with = ANY, so the plan reads them by index whatever it guesses of unnest. Ids
-// are text[] cast to uuid[] (why: readGroup).
+// Every row it changes is locked by the batch (new rows aside). Each UPDATE and the MERGE
+// also names its rows with = ANY, so the plan reads them by index whatever it guesses of
+// unnest (in the MERGE's join condition that is safe: a window that matches has its key
+// among them). Ids are text[] cast to uuid[] (why: readGroup).
 func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*batchOp, outs []opOutcome) error {
 	b := &pgx.Batch{}
 
@@ -139,40 +140,40 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 			ch.acct, ch.amount, ch.res, ch.key, ch.model, ch.upstream, ch.channel, ch.in, ch.out, ch.units, ch.at)
 	}
 
-	// Windows: the new holds first (an upsert), then the settlements (which only ever
-	// follow a hold, so their rows exist).
-	added := map[spendWindow]int64{}
+	// Windows: one row change per window, the batch's new holds and its settlements
+	// together (held += holds - freed, committed += charged), in one statement. A window
+	// a settlement names exists already (a hold made it); one that does not exist is
+	// inserted with the new holds. Every key here is one of an account the batch locked,
+	// so no other transaction inserts the same window meanwhile.
+	windows := map[spendWindow][2]int64{} // held change, committed change
 	for _, r := range st.byRequest {
 		if r.fresh && r.amount > 0 {
 			c := r.created
-			added[spendWindow{r.key, "d", c.Format(time.DateOnly)}] += r.amount
-			added[spendWindow{r.key, "m", monthStart(c).Format(time.DateOnly)}] += r.amount
+			for _, w := range []spendWindow{{r.key, "d", c.Format(time.DateOnly)}, {r.key, "m", monthStart(c).Format(time.DateOnly)}} {
+				v := windows[w]
+				windows[w] = [2]int64{v[0] + r.amount, v[1]}
+			}
 		}
 	}
-	if len(added) > 0 {
-		var key, period, start []string
-		var amount []int64
-		for w, v := range added {
-			key, period, start, amount = append(key, w.key), append(period, w.period), append(start, w.start), append(amount, v)
-		}
-		b.Queue(`INSERT INTO key_spend AS s (key_id, period, period_start, held)
-			SELECT u.key_id, u.period, u.start::date, u.held
-			FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::bigint[]) AS u (key_id, period, start, held)
-			ON CONFLICT (key_id, period, period_start) DO UPDATE SET held = s.held + EXCLUDED.held`,
-			key, period, start, amount)
+	for w, v := range held {
+		u := windows[w]
+		windows[w] = [2]int64{u[0] - v[0], u[1] + v[1]}
 	}
-	if len(held) > 0 {
+	if len(windows) > 0 {
 		var key, period, start []string
-		var freed, charged []int64
-		for w, v := range held {
+		var dHeld, dCommitted []int64
+		for w, v := range windows {
 			key, period, start = append(key, w.key), append(period, w.period), append(start, w.start)
-			freed, charged = append(freed, v[0]), append(charged, v[1])
+			dHeld, dCommitted = append(dHeld, v[0]), append(dCommitted, v[1])
 		}
-		b.Queue(`UPDATE key_spend s SET held = s.held - u.freed, committed = s.committed + u.charged
-			FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u (key_id, period, start, freed, charged)
-			WHERE s.key_id = u.key_id AND s.period = u.period AND s.period_start = u.start::date
-				AND s.key_id = ANY ($1::text[]::uuid[])`,
-			key, period, start, freed, charged)
+		b.Queue(`MERGE INTO key_spend s
+			USING unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u (key_id, period, start, held, committed)
+			ON s.key_id = u.key_id AND s.period = u.period AND s.period_start = u.start::date
+				AND s.key_id = ANY ($1::text[]::uuid[])
+			WHEN MATCHED THEN UPDATE SET held = s.held + u.held, committed = s.committed + u.committed
+			WHEN NOT MATCHED THEN INSERT (key_id, period, period_start, held, committed)
+				VALUES (u.key_id, u.period, u.start::date, u.held, u.committed)`,
+			key, period, start, dHeld, dCommitted)
 	}
 	// The transaction ends in this round trip (no COMMIT of its own), also when the batch
 	// changed nothing (refusals and replays only): its BEGIN went with the reads.
