@@ -63,8 +63,7 @@ func (st *groupState) reserve(op *batchOp) opOutcome {
 	}
 	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	month := monthStart(now)
-	dayW := spendWindow{r.KeyID, "d", day.Format(time.DateOnly)}
-	monthW := spendWindow{r.KeyID, "m", month.Format(time.DateOnly)}
+	dayW, monthW := windowsOf(r.KeyID, now)
 	if r.Amount > 0 {
 		for _, w := range []struct {
 			limit *int64
@@ -169,10 +168,9 @@ func (st *groupState) settleWindows(res *gRes, charged int64) {
 	if res.amount <= 0 {
 		return
 	}
-	created := res.created.UTC()
-	day := time.Date(created.Year(), created.Month(), created.Day(), 0, 0, 0, 0, time.UTC)
-	st.used[spendWindow{res.key, "d", day.Format(time.DateOnly)}] += charged - res.amount
-	st.used[spendWindow{res.key, "m", monthStart(created).Format(time.DateOnly)}] += charged - res.amount
+	day, month := windowsOf(res.key, res.created)
+	st.used[day] += charged - res.amount
+	st.used[month] += charged - res.amount
 }
 
 // release frees what res held on a.

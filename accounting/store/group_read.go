@@ -50,6 +50,12 @@ type spendWindow struct {
 	start  string // the window's first day, YYYY-MM-DD
 }
 
+// windowsOf is key's spend windows at t: its UTC day's and its UTC month's.
+func windowsOf(key string, t time.Time) (day, month spendWindow) {
+	t = t.UTC()
+	return spendWindow{key, "d", t.Format(time.DateOnly)}, spendWindow{key, "m", monthStart(t).Format(time.DateOnly)}
+}
+
 // groupState is everything a batch decides on.
 type groupState struct {
 	now       time.Time // the transaction's now(), for operations without a clock

@@ -47,21 +47,26 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 		settled   []time.Time
 		reason    []*string
 	}
-	held := map[spendWindow][2]int64{} // released hold, added charge
+	// The key spend windows' changes, held and committed, from the new holds and the
+	// settlements (each at its reservation's creation time).
+	windows := map[spendWindow][2]int64{}
+	change := func(r *gRes, held, committed int64) {
+		if r.amount <= 0 {
+			return
+		}
+		day, month := windowsOf(r.key, r.created)
+		for _, w := range []spendWindow{day, month} {
+			v := windows[w]
+			windows[w] = [2]int64{v[0] + held, v[1] + committed}
+		}
+	}
 	for _, r := range st.locked {
 		if !r.settled {
 			continue
 		}
 		set.id, set.state, set.actual = append(set.id, r.id), append(set.state, r.state), append(set.actual, r.actual)
 		set.charged, set.settled, set.reason = append(set.charged, r.charged), append(set.settled, r.settledAt), append(set.reason, r.reason)
-		if r.amount > 0 {
-			c := r.created.UTC()
-			for _, w := range []spendWindow{
-				{r.key, "d", c.Format(time.DateOnly)}, {r.key, "m", monthStart(c).Format(time.DateOnly)}} {
-				v := held[w]
-				held[w] = [2]int64{v[0] + r.amount, v[1] + r.charged}
-			}
-		}
+		change(r, -r.amount, r.charged)
 	}
 	if len(set.id) > 0 {
 		b.Queue(`UPDATE reservations r SET state = u.state, actual = u.actual, charged = u.charged,
@@ -141,23 +146,14 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 	}
 
 	// Windows: one row change per window, the batch's new holds and its settlements
-	// together (held += holds - freed, committed += charged), in one statement. A window
-	// a settlement names exists already (a hold made it); one that does not exist is
-	// inserted with the new holds. Every key here is one of an account the batch locked,
-	// so no other transaction inserts the same window meanwhile.
-	windows := map[spendWindow][2]int64{} // held change, committed change
+	// together, in one statement. A window a settlement names exists already (a hold made
+	// it); one that does not exist is inserted with the new holds. Every key here is one
+	// of an account the batch locked, so no other transaction inserts the same window
+	// meanwhile.
 	for _, r := range st.byRequest {
-		if r.fresh && r.amount > 0 {
-			c := r.created
-			for _, w := range []spendWindow{{r.key, "d", c.Format(time.DateOnly)}, {r.key, "m", monthStart(c).Format(time.DateOnly)}} {
-				v := windows[w]
-				windows[w] = [2]int64{v[0] + r.amount, v[1]}
-			}
+		if r.fresh {
+			change(r, r.amount, 0)
 		}
-	}
-	for w, v := range held {
-		u := windows[w]
-		windows[w] = [2]int64{u[0] - v[0], u[1] + v[1]}
 	}
 	if len(windows) > 0 {
 		var key, period, start []string
