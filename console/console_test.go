@@ -6,7 +6,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,11 +20,7 @@ import (
 )
 
 // TestMain drops the template database the PostgreSQL tests made.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	storetest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // browser is a cookie-keeping client that does not follow redirects blindly.
 type browser struct {

@@ -25,11 +25,7 @@ import (
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	storetest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 const (
 	serviceToken = "svc-token-for-app-tests-0123456789"

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,11 +18,7 @@ import (
 	"github.com/llmgw/gateway/accounting/store/storetest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	storetest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // t0 is the tests' usual "now": mid-minute, mid-day, mid-month.
 var t0 = time.Date(2026, 3, 14, 12, 0, 30, 500_000_000, time.UTC)

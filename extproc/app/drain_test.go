@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,11 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	storetest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // drainFixture is extproc's Main against the real accounting service (gRPC server over
 // the PostgreSQL store on a fresh database), with one funded account and key.

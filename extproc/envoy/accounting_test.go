@@ -2,7 +2,6 @@ package envoy_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -18,11 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	storetest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // realStack is extproc's replay harness wired to the real accounting service (gRPC
 // server, PostgreSQL store on a fresh database), with the key cache following the

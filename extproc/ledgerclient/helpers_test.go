@@ -2,7 +2,6 @@ package ledgerclient_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/llmgw/gateway/accounting/store/storetest"
@@ -10,11 +9,7 @@ import (
 )
 
 // TestMain drops the template database the PostgreSQL tests made.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	storetest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // wideTier is a tier whose rate and in-flight limits no test reaches.
 const wideTier = "wide"

@@ -4,8 +4,8 @@
 //
 // The first database of a test binary is migrated into a template; every later one
 // is a copy of it (CREATE DATABASE … TEMPLATE), which is much faster than migrating.
-// Each database is dropped when its test ends; call Cleanup from TestMain to drop the
-// template too.
+// Each database is dropped when its test ends, and the template when the package's tests
+// end: run them through Main.
 package storetest
 
 import (
@@ -128,8 +128,15 @@ func NewStore(t testing.TB, maxConns int32, opts store.Options) (*store.Store, *
 	return store.New(pool, opts), pool
 }
 
-// Cleanup drops the template database; call it from TestMain after m.Run.
-func Cleanup() {
+// Main runs a package's tests and then drops the template database: a test package
+// that uses PostgreSQL has func TestMain(m *testing.M) { storetest.Main(m) }.
+func Main(m *testing.M) {
+	code := m.Run()
+	dropTemplate()
+	os.Exit(code)
+}
+
+func dropTemplate() {
 	if templateName == "" {
 		return
 	}
