@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 
@@ -70,8 +69,7 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 			}
 			var seq, worker atomic.Int64
 			b.SetParallelism(16) // × GOMAXPROCS goroutines
-			self, _ := loadtest.CPU(os.Getpid())
-			pg := loadtest.CPUByPid(loadtest.PidsNamed("postgres"))
+			cpu := loadtest.StartCPU()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				led := clients[int(worker.Add(1))%conns]
@@ -91,11 +89,8 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			selfAfter, _ := loadtest.CPU(os.Getpid())
-			pgUsed := loadtest.Used(pg, loadtest.CPUByPid(loadtest.PidsNamed("postgres")))
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
-			b.ReportMetric(float64((selfAfter-self).Microseconds())/float64(b.N), "go-µs/pair")
-			b.ReportMetric(float64(pgUsed.Microseconds())/float64(b.N), "pg-µs/pair")
+			cpu.Report(b.ReportMetric, b.N, "pair")
 			pool := storetest.NewPool(b, url, 2)
 			if err := storetest.CheckInvariants(ctx, pool); err != nil {
 				b.Fatal(err)

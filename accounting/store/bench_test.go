@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -63,8 +62,7 @@ func BenchmarkReserveCommit(b *testing.B) {
 			}
 			var seq atomic.Int64
 			b.SetParallelism(max(1, bc.callers/runtime.GOMAXPROCS(0))) // × GOMAXPROCS goroutines
-			self, _ := loadtest.CPU(os.Getpid())
-			pg := loadtest.CPUByPid(loadtest.PidsNamed("postgres"))
+			cpu := loadtest.StartCPU()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -83,11 +81,8 @@ func BenchmarkReserveCommit(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			selfAfter, _ := loadtest.CPU(os.Getpid())
-			pgUsed := loadtest.Used(pg, loadtest.CPUByPid(loadtest.PidsNamed("postgres")))
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
-			b.ReportMetric(float64((selfAfter-self).Microseconds())/float64(b.N), "go-µs/pair")
-			b.ReportMetric(float64(pgUsed.Microseconds())/float64(b.N), "pg-µs/pair")
+			cpu.Report(b.ReportMetric, b.N, "pair")
 			if err := storetest.CheckInvariants(ctx, pool); err != nil {
 				b.Fatal(err)
 			}

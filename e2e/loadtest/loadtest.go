@@ -205,3 +205,25 @@ func Used(before, after map[int]time.Duration) time.Duration {
 	}
 	return sum
 }
+
+// CPUMeter is the CPU time of this process and of every PostgreSQL process of the
+// machine at one moment, for a benchmark's CPU per operation (StartCPU, then Report).
+type CPUMeter struct {
+	self time.Duration
+	pg   map[int]time.Duration
+}
+
+// StartCPU reads the CPU time of this process and of PostgreSQL now.
+func StartCPU() CPUMeter {
+	self, _ := CPU(os.Getpid())
+	return CPUMeter{self: self, pg: CPUByPid(PidsNamed("postgres"))}
+}
+
+// Report reports, through report (a benchmark's ReportMetric), the CPU time this process
+// and PostgreSQL used since m per operation, n of them: "go-µs/UNIT" and "pg-µs/UNIT".
+func (m CPUMeter) Report(report func(float64, string), n int, unit string) {
+	self, _ := CPU(os.Getpid())
+	pg := Used(m.pg, CPUByPid(PidsNamed("postgres")))
+	report(float64((self-m.self).Microseconds())/float64(n), "go-µs/"+unit)
+	report(float64(pg.Microseconds())/float64(n), "pg-µs/"+unit)
+}

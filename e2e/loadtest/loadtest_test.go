@@ -88,3 +88,20 @@ func TestProcReadings(t *testing.T) {
 		t.Error("a process that started in between must count from zero")
 	}
 }
+
+// A CPU meter reports this process's and PostgreSQL's CPU per operation under the
+// benchmark's unit; the process's own share grows with work done since the start.
+func TestCPUMeterReports(t *testing.T) {
+	m := StartCPU()
+	// Work until the process's CPU time (counted in ticks) has moved.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if now, _ := CPU(os.Getpid()); now > m.self {
+			break
+		}
+	}
+	got := map[string]float64{}
+	m.Report(func(v float64, unit string) { got[unit] = v }, 1, "pair")
+	if len(got) != 2 || got["go-µs/pair"] <= 0 || got["pg-µs/pair"] < 0 {
+		t.Errorf("reported %v, want go-µs/pair > 0 and pg-µs/pair ≥ 0", got)
+	}
+}

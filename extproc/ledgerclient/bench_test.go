@@ -3,7 +3,6 @@ package ledgerclient_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 
@@ -44,8 +43,7 @@ func BenchmarkLedgerPairs(b *testing.B) {
 
 			var seq atomic.Int64
 			b.SetParallelism(16) // × GOMAXPROCS callers
-			self, _ := loadtest.CPU(os.Getpid())
-			pg := loadtest.CPUByPid(loadtest.PidsNamed("postgres"))
+			cpu := loadtest.StartCPU()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -64,11 +62,8 @@ func BenchmarkLedgerPairs(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			selfAfter, _ := loadtest.CPU(os.Getpid())
-			pgUsed := loadtest.Used(pg, loadtest.CPUByPid(loadtest.PidsNamed("postgres")))
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
-			b.ReportMetric(float64((selfAfter-self).Microseconds())/float64(b.N), "go-µs/pair")
-			b.ReportMetric(float64(pgUsed.Microseconds())/float64(b.N), "pg-µs/pair")
+			cpu.Report(b.ReportMetric, b.N, "pair")
 			if err := storetest.CheckInvariants(ctx, pool); err != nil {
 				b.Fatal(err)
 			}
