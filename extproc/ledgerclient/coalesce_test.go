@@ -102,6 +102,15 @@ func (g *gatedAccounting) callLog() []string {
 	return append([]string(nil), g.calls...)
 }
 
+// wantCalls checks the calls accounting received so far, in order, written as
+// "[Reserve Apply(2) ...]".
+func (g *gatedAccounting) wantCalls(t *testing.T, want string) {
+	t.Helper()
+	if got := fmt.Sprint(g.callLog()); got != want {
+		t.Errorf("calls = %s, want %s", got, want)
+	}
+}
+
 // never is a StaleAfter no test reaches: the held call keeps its slot until the test
 // opens the gate.
 const never = time.Hour
@@ -152,17 +161,13 @@ func TestCallsBehindOneInFlightGoAsOneApply(t *testing.T) {
 			t.Errorf("queued reserve %d: %+v, %v", i, a.res, a.err)
 		}
 	}
-	if got, want := fmt.Sprint(g.callLog()), "[Reserve Apply(4)]"; got != want {
-		t.Errorf("calls = %s, want %s", got, want)
-	}
+	g.wantCalls(t, "[Reserve Apply(4)]")
 
 	// With nothing in flight, the next operation is a call of its own again.
 	if _, err := g.led.Commit(ctx, ledger.CommitRequest{ReservationID: answers[0].res.ID, Actual: 50}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := fmt.Sprint(g.callLog()), "[Reserve Apply(4) Commit]"; got != want {
-		t.Errorf("calls = %s, want %s", got, want)
-	}
+	g.wantCalls(t, "[Reserve Apply(4) Commit]")
 }
 
 // A caller that gives up while its operation is queued takes it back: no Apply carries
@@ -188,9 +193,7 @@ func TestAbandonedQueuedCallIsNeverSent(t *testing.T) {
 	if err := <-kept; err != nil {
 		t.Fatal(err)
 	}
-	if got, want := fmt.Sprint(g.callLog()), "[Reserve Apply(1)]"; got != want {
-		t.Errorf("calls = %s, want %s", got, want)
-	}
+	g.wantCalls(t, "[Reserve Apply(1)]")
 }
 
 // An operation whose context carries a trace is always its own call (its span and
@@ -206,9 +209,7 @@ func TestTracedCallIsNeverCoalesced(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(g.gate)
-	if got, want := fmt.Sprint(g.callLog()), "[Reserve Reserve]"; got != want {
-		t.Errorf("calls = %s, want %s", got, want)
-	}
+	g.wantCalls(t, "[Reserve Reserve]")
 }
 
 // An accounting that predates Apply answers it with Unimplemented: the operations it
@@ -240,11 +241,7 @@ func TestAccountingWithoutApply(t *testing.T) {
 		})
 	}
 	later.Wait()
-	log := g.callLog()
-	want := []string{"Reserve", "Apply(2)", "Reserve", "Reserve", "Reserve", "Reserve", "Reserve"}
-	if fmt.Sprint(log) != fmt.Sprint(want) {
-		t.Errorf("calls = %v, want %v", log, want)
-	}
+	g.wantCalls(t, "[Reserve Apply(2) Reserve Reserve Reserve Reserve Reserve]")
 }
 
 // MaxInFlight negative: every operation is a call of its own.
@@ -257,9 +254,7 @@ func TestCoalescingOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(g.gate)
-	if got, want := fmt.Sprint(g.callLog()), "[Reserve Reserve]"; got != want {
-		t.Errorf("calls = %s, want %s", got, want)
-	}
+	g.wantCalls(t, "[Reserve Reserve]")
 }
 
 // A call held longer than StaleAfter no longer holds its slot: the operations queued
