@@ -3,6 +3,7 @@ package stack
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -108,4 +109,39 @@ func TestChildEnvHoldsOnlyItsSecrets(t *testing.T) {
 	if !strings.Contains(env, "GATEWAY_SERVICE_TOKEN=service-token-0123456789") || !strings.Contains(env, "DEMO_OPENAI_KEY=sk-mock-openai") {
 		t.Errorf("extproc env lacks the stack's own values:\n%s", env)
 	}
+}
+
+// TestChildEnvOneP: every part runs with one P unless the caller's environment chose a
+// GOMAXPROCS, which then reaches every part unchanged.
+func TestChildEnvOneP(t *testing.T) {
+	s := &Stack{Config: Config{}.FromEnv()}
+	gomaxprocs := func(part string) []string {
+		var got []string
+		for _, kv := range s.childEnv(part) {
+			if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+				got = append(got, v)
+			}
+		}
+		return got
+	}
+	parts := []string{"mock", "accounting", "console", "extproc", "front"}
+	t.Run("default", func(t *testing.T) {
+		if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
+			t.Cleanup(func() { os.Setenv("GOMAXPROCS", v) })
+			os.Unsetenv("GOMAXPROCS")
+		}
+		for _, p := range parts {
+			if got := gomaxprocs(p); !slices.Equal(got, []string{"1"}) {
+				t.Errorf("%s: GOMAXPROCS %q, want [1]", p, got)
+			}
+		}
+	})
+	t.Run("caller's", func(t *testing.T) {
+		t.Setenv("GOMAXPROCS", "3")
+		for _, p := range parts {
+			if got := gomaxprocs(p); !slices.Equal(got, []string{"3"}) {
+				t.Errorf("%s: GOMAXPROCS %q, want [3]", p, got)
+			}
+		}
+	})
 }
