@@ -13,6 +13,7 @@ package response
 func (r *streamRewriter) chat(data []byte) bool {
 	var usageKey, usageStart, usageEnd, usagePrev int
 	hasUsage, choicesEmpty, choicesSeen := false, true, false
+	var usage chatUsageRead
 	prevEnd := -1
 	var i int
 	var more, ok, resumed bool
@@ -42,7 +43,13 @@ func (r *streamRewriter) chat(data []byte) bool {
 			ve, ok = r.chatChoices(data, vs)
 			choicesEmpty = ok && isEmptyArray(data[vs:ve])
 		case "usage":
-			ve, ok = valueEnd(data, vs)
+			usage.walked = false
+			if data[vs] == '{' {
+				ve, usage.u, usage.ok, usage.walked = usageWalk(data, vs)
+			}
+			if !usage.walked {
+				ve, ok = valueEnd(data, vs)
+			}
 			usageKey, usageStart, usageEnd, usagePrev, hasUsage = ks, vs, ve, prevEnd, true
 		case "error":
 			if ve, ok = valueEnd(data, vs); ok {
@@ -61,20 +68,29 @@ func (r *streamRewriter) chat(data []byte) bool {
 		return false
 	}
 	if hasUsage {
-		r.chatUsage(data, usageKey, usageStart, usageEnd, usagePrev, choicesEmpty)
+		r.chatUsage(data, usageKey, usageStart, usageEnd, usagePrev, choicesEmpty, usage)
 	}
 	return true
 }
 
+// chatUsageRead is what usageWalk read of the last top-level usage member, when walked.
+type chatUsageRead struct {
+	u          Usage
+	ok, walked bool
+}
+
 // chatUsage reads the top-level usage member of a well-formed chunk and removes it, or
 // drops the whole chunk, when the gateway asked for it and the client did not.
-func (r *streamRewriter) chatUsage(data []byte, key, start, end, prev int, choicesEmpty bool) {
+func (r *streamRewriter) chatUsage(data []byte, key, start, end, prev int, choicesEmpty bool, read chatUsageRead) {
 	v := data[start:end]
 	remove := false
 	if isNull(v) {
 		remove = !r.opts.ClientWantsUsage
 	} else {
-		if u, ok := readOpenAIUsage(v); ok {
+		if !read.walked {
+			read.u, read.ok = readOpenAIUsage(v)
+		}
+		if u, ok := read.u, read.ok; ok {
 			r.usage, r.usageOK = u, true
 		}
 		if !r.opts.ClientWantsUsage {

@@ -227,6 +227,7 @@ func FuzzChatWalk(f *testing.F) {
 		{`{"a":[{"b":"\\"},"\u00e9"],"model":"u","choices":null}`, `x`, 40},
 		{base, `   `, 67},
 		{`{"model":"u","choices":[],"choices":[{"delta":{"content":"x"}}]}`, `"choices":[{}]}`, 24},
+		{`{"model":"u","choices":[],"usage":{"prompt_tokens":1"x","y":"}"}}`, `"usage":{"prompt_tokens":2,"prompt_tokens_details":{"cached_tokens":1}},"usage":{"prompt_tokens":3}}`, 28},
 	} {
 		f.Add([]byte(tt.a), []byte(tt.b), tt.k)
 	}
