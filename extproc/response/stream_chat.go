@@ -17,11 +17,25 @@ func (r *streamRewriter) chat(data []byte) bool {
 	prevEnd := -1
 	var i int
 	var more, ok, resumed bool
-	if p := &r.prefix; p.matches(data) {
-		i, more, ok, resumed = len(p.bytes)-1, true, true, true
-		prevEnd = p.prevEnd
+	p := &r.prefix
+	p.armed = false
+	switch p.match(data) {
+	case atDelta:
+		// The choices value is walked from its first delta's first key on; what precedes
+		// that key made no edit and counted nothing, and the choices value is not empty.
 		r.edits = append(r.edits, p.edits[:p.nEdits]...)
-	} else {
+		var ve int
+		if ve, ok = r.chatResume(data, len(p.bytes)-1); !ok {
+			return false
+		}
+		choicesSeen, choicesEmpty, resumed = true, false, true
+		prevEnd = ve
+		i, more, ok = nextMember(data, ve, '}')
+	case atChoices:
+		i, more, ok, resumed = int(p.short)-1, true, true, true
+		prevEnd = int(p.prevEnd)
+		r.edits = append(r.edits, p.edits[:p.nEdits]...)
+	default:
 		i, more, ok = openContainer(data, skipSpace(data, 0), '{', '}')
 	}
 	for ok && more {
@@ -36,11 +50,14 @@ func (r *streamRewriter) chat(data []byte) bool {
 				r.replace(data, vs, ve)
 			}
 		case "choices":
-			if !choicesSeen && !hasUsage && !resumed {
-				r.prefix.record(data, ks, prevEnd, r.edits)
+			if !choicesSeen && !hasUsage {
+				// Resumed here (at the recorded key) or recorded now: the walk may record
+				// the longer prefix, through its first delta's first key.
+				p.armed = resumed || p.record(data, ks, prevEnd, r.edits)
 			}
 			choicesSeen = true
 			ve, ok = r.chatChoices(data, vs)
+			p.armed = false
 			choicesEmpty = ok && isEmptyArray(data[vs:ve])
 		case "usage":
 			usage.walked = false
@@ -111,6 +128,12 @@ func (r *streamRewriter) chatChoices(data []byte, i int) (int, bool) {
 		return valueEnd(data, i)
 	}
 	i, more, ok := openContainer(data, i, '[', ']')
+	return r.chatChoicesFrom(data, i, more, ok)
+}
+
+// chatChoicesFrom walks the elements of a choices array from the one at data[i] (more),
+// or from its end, and returns the array's end.
+func (r *streamRewriter) chatChoicesFrom(data []byte, i int, more, ok bool) (int, bool) {
 	for ok && more {
 		var ve int
 		if data[i] == '{' {
@@ -118,6 +141,7 @@ func (r *streamRewriter) chatChoices(data []byte, i int) (int, bool) {
 		} else {
 			ve, ok = valueEnd(data, i)
 		}
+		r.prefix.armed = false // only the first element's first delta is recorded
 		if !ok {
 			return 0, false
 		}
@@ -129,6 +153,12 @@ func (r *streamRewriter) chatChoices(data []byte, i int) (int, bool) {
 // chatChoice walks the choice object at data[i] and returns its end.
 func (r *streamRewriter) chatChoice(data []byte, i int) (int, bool) {
 	i, more, ok := openContainer(data, i, '{', '}')
+	return r.chatChoiceFrom(data, i, more, ok)
+}
+
+// chatChoiceFrom walks the members of a choice object from the one at data[i] (more), or
+// from its end, and returns the object's end.
+func (r *streamRewriter) chatChoiceFrom(data []byte, i int, more, ok bool) (int, bool) {
 	for ok && more {
 		var key []byte
 		var vs, ve int
@@ -152,6 +182,18 @@ func (r *streamRewriter) chatChoice(data []byte, i int) (int, bool) {
 // end.
 func (r *streamRewriter) chatDelta(data []byte, i int) (int, bool) {
 	i, more, ok := openContainer(data, i, '{', '}')
+	if p := &r.prefix; p.armed {
+		p.armed = false
+		if ok && more {
+			p.recordDelta(data, i)
+		}
+	}
+	return r.chatDeltaFrom(data, i, more, ok)
+}
+
+// chatDeltaFrom walks the members of a delta object from the one at data[i] (more), or
+// from its end, and returns the object's end.
+func (r *streamRewriter) chatDeltaFrom(data []byte, i int, more, ok bool) (int, bool) {
 	for ok && more {
 		var key []byte
 		var vs, ve int
@@ -170,4 +212,19 @@ func (r *streamRewriter) chatDelta(data []byte, i int) (int, bool) {
 		i, more, ok = nextMember(data, ve, '}')
 	}
 	return i, ok
+}
+
+// chatResume walks a choices value from the first key of its first choice's first delta,
+// at data[k], as chatChoices would from there, and returns the value's end.
+func (r *streamRewriter) chatResume(data []byte, k int) (int, bool) {
+	ve, ok := r.chatDeltaFrom(data, k, true, true)
+	if !ok {
+		return 0, false
+	}
+	i, more, ok := nextMember(data, ve, '}')
+	if ve, ok = r.chatChoiceFrom(data, i, more, ok); !ok {
+		return 0, false
+	}
+	i, more, ok = nextMember(data, ve, ']')
+	return r.chatChoicesFrom(data, i, more, ok)
 }

@@ -13,8 +13,16 @@ import "bytes"
 // model again would change nothing, the first one seen is kept). The rest of every chunk
 // is walked, and a chunk that starts otherwise is walked whole, and recorded.
 
+// The same holds one level further for the usual chunk, one choice whose delta has
+// members: its bytes through the opening quote of that delta's first key (`"choices":
+// [{"index":0,"delta":{"`) repeat too, and no member before that key makes an edit or
+// counts text. So a chunk that starts with the longer recorded bytes resumes there,
+// inside the delta (see chatResume); a chunk that matches only the shorter ones resumes
+// at "choices" and records the longer ones anew when it has them.
+
 // maxChatPrefix bounds the bytes a stream holds for the comparison; a head of up to
-// chatPrefixInline bytes (a usual one: about 200) is held in the rewriter itself.
+// chatPrefixInline bytes (a usual one: about 200, 30 more through the delta) is held in
+// the rewriter itself.
 const (
 	maxChatPrefix    = 1 << 10
 	chatPrefixInline = 256
@@ -22,36 +30,64 @@ const (
 
 // chatPrefix is the walk of a chunk up to its first top-level "choices" member.
 type chatPrefix struct {
-	// bytes are the chunk's bytes through the opening quote of the "choices" key (empty:
-	// nothing recorded).
+	// bytes are the chunk's bytes through the opening quote of the "choices" key (the
+	// first short of them), then, when the longer prefix is recorded, on through the
+	// opening quote of the first delta's first key (empty: nothing recorded).
 	bytes []byte
+	short int32 // int32s and a uint8: the rewriter stays in its allocation size class
 	// prevEnd is the end of the member before "choices" (-1 when it is the first).
-	prevEnd int
+	prevEnd int32
 	// edits are the edits made before "choices" (the model's replacement).
 	edits  [2]edit
-	nEdits int
+	nEdits uint8
+	// armed: the current walk resumed at, or recorded, the "choices" key and has not yet
+	// walked past its first choice's first delta; that delta records the longer prefix.
+	armed bool
 
 	inline [chatPrefixInline]byte // bytes' first array
 }
 
-// matches reports whether data starts with the recorded bytes; its walk may then resume at
-// the "choices" key (offset len(p.bytes)-1) with p's state.
-func (p *chatPrefix) matches(data []byte) bool {
-	n := len(p.bytes)
-	return n > 0 && len(data) >= n && bytes.Equal(data[:n], p.bytes)
+// Where a chunk's walk may resume (see match).
+const (
+	atStart   = iota // nothing recorded matches: the walk starts at the beginning
+	atChoices        // at the "choices" key, offset short-1
+	atDelta          // at the first delta's first key, offset len(bytes)-1
+)
+
+// match reports how much of the recorded bytes data starts with.
+func (p *chatPrefix) match(data []byte) int {
+	n := int(p.short)
+	if n == 0 || len(data) < n || !bytes.Equal(data[:n], p.bytes[:n]) {
+		return atStart
+	}
+	if m := len(p.bytes); m > n && len(data) >= m && bytes.Equal(data[n:m], p.bytes[n:]) {
+		return atDelta
+	}
+	return atChoices
 }
 
 // record keeps the walk of data up to the "choices" key at keyStart, reached with no
-// "usage" or "choices" member before it.
-func (p *chatPrefix) record(data []byte, keyStart, prevEnd int, edits []edit) {
+// "usage" or "choices" member before it; it reports whether it did.
+func (p *chatPrefix) record(data []byte, keyStart, prevEnd int, edits []edit) bool {
 	if p.bytes == nil {
 		p.bytes = p.inline[:0]
 	}
-	p.bytes = p.bytes[:0]
+	p.bytes, p.short = p.bytes[:0], 0
 	if keyStart >= maxChatPrefix || len(edits) > len(p.edits) {
-		return
+		return false
 	}
 	p.bytes = append(p.bytes, data[:keyStart+1]...)
-	p.prevEnd = prevEnd
-	p.nEdits = copy(p.edits[:], edits)
+	p.short = int32(len(p.bytes))
+	p.prevEnd = int32(prevEnd)
+	p.nEdits = uint8(copy(p.edits[:], edits))
+	return true
+}
+
+// recordDelta extends the recorded bytes through data[k], the opening quote of the first
+// key of the first delta (data starts with the shorter recorded bytes).
+func (p *chatPrefix) recordDelta(data []byte, k int) {
+	p.bytes = p.bytes[:p.short]
+	if k < maxChatPrefix && data[k] == '"' {
+		p.bytes = append(p.bytes, data[p.short:k+1]...)
+	}
 }

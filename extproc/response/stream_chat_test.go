@@ -146,6 +146,32 @@ func TestChatPrefixReuse(t *testing.T) {
 			want:  []string{pubThree + `"choices":[]}`, pubThree + `"choices":[]}`},
 		},
 		{
+			name: "same head through the delta's first key, then other deltas",
+			datas: []string{
+				head + `"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
+				head + `"choices":[{"index":0,"delta":{"content":"a"},"logprobs":null}],"usage":null,"obfuscation":"q"}`,
+				head + `"choices":[{"index":0,"delta":{"content":"b","content":"c"},"x":{"content":"d"}},{"delta":{"refusal":"e"}}],"usage":null}`,
+				head + `"choices":[{"index":0,"delta":{}}],"usage":{"prompt_tokens":1}}`,
+				head + `"choices":[{"index":0,"delta":{"refusal":"f"}}]}`,
+				head + `"choices":[{"index":0,"delta":{"refusal":"g"}}],"model":"up","choices":[{"delta":{"content":"h"}}]}`,
+			},
+			want: []string{
+				pubHead + `"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"a"},"logprobs":null}],"obfuscation":"q"}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"b","content":"c"},"x":{"content":"d"}},{"delta":{"refusal":"e"}}]}`,
+				pubHead + `"choices":[{"index":0,"delta":{}}]}`,
+				pubHead + `"choices":[{"index":0,"delta":{"refusal":"f"}}]}`,
+				pubHead + `"choices":[{"index":0,"delta":{"refusal":"g"}}],"model":"p","choices":[{"delta":{"content":"h"}}]}`,
+			},
+			text: "abcefgh",
+		},
+		{
+			name:  "same head through the delta's first key, broken after it",
+			datas: []string{head + `"choices":[{"delta":{"content":"a"}}]}`, head + `"choices":[{"delta":{"content":"b"}]}`, head + `"choices":[{"delta":{"`, head + `"choices":[{"delta":{"content":"c"}}]}`},
+			want:  []string{pubHead + `"choices":[{"delta":{"content":"a"}}]}`, head + `"choices":[{"delta":{"content":"b"}]}`, head + `"choices":[{"delta":{"`, pubHead + `"choices":[{"delta":{"content":"c"}}]}`},
+			text:  "abc", // text is counted as the walk passes it, also in a chunk found broken later
+		},
+		{
 			name:  "usage before choices is not recorded",
 			datas: []string{`{"usage":null,"model":"up","choices":[]}`, `{"usage":null,"model":"up","choices":[{"delta":{"content":"y"}}]}`},
 			want:  []string{`{"model":"p","choices":[]}`, `{"model":"p","choices":[{"delta":{"content":"y"}}]}`},
@@ -227,6 +253,10 @@ func FuzzChatWalk(f *testing.F) {
 		{`{"a":[{"b":"\\"},"\u00e9"],"model":"u","choices":null}`, `x`, 40},
 		{base, `   `, 67},
 		{`{"model":"u","choices":[],"choices":[{"delta":{"content":"x"}}]}`, `"choices":[{}]}`, 24},
+		{base, `"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":null}],"usage":null,"obfuscation":"x"}`, 67},
+		{base, `"content":"c","refusal":"d"}},{"delta":{"content":"e"}}],"usage":null}`, 91},
+		{base, `"refusal":7}}],"choices":[{"delta":{"content":"f"}}]}`, 91},
+		{`{"model":"u","choices":[{"delta":{"content":"a"},"delta":{"content":"b"}}]}`, `"content":"c"}}]}`, 36},
 		{`{"model":"u","choices":[],"usage":{"prompt_tokens":1"x","y":"}"}}`, `"usage":{"prompt_tokens":2,"prompt_tokens_details":{"cached_tokens":1}},"usage":{"prompt_tokens":3}}`, 28},
 	} {
 		f.Add([]byte(tt.a), []byte(tt.b), tt.k)
