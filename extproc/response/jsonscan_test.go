@@ -80,3 +80,21 @@ func FuzzScanObject(f *testing.F) {
 		}
 	})
 }
+
+// TestSetSlice: the slice set is the appended one whether or not the append moved it.
+func TestSetSlice(t *testing.T) {
+	buf := make([]byte, 0, 4)
+	setSlice(&buf, append(buf, "abc"...))
+	if string(buf) != "abc" || cap(buf) != 4 {
+		t.Fatalf("in place: %q cap %d", buf, cap(buf))
+	}
+	setSlice(&buf, append(buf, "defg"...))
+	if string(buf) != "abcdefg" {
+		t.Fatalf("moved: %q", buf)
+	}
+	var none []byte
+	setSlice(&none, append(none, none...))
+	if none != nil {
+		t.Fatalf("nil: %q", none)
+	}
+}

@@ -245,8 +245,9 @@ type counter struct {
 }
 
 func (c *counter) add(quoted []byte) {
-	var ok bool
-	if c.text, ok = appendUnquoted(c.text, quoted); !ok {
+	t, ok := appendUnquoted(c.text, quoted)
+	setSlice(&c.text, t)
+	if !ok {
 		return
 	}
 	if len(c.text) >= textFlushSize {
@@ -315,6 +316,18 @@ func appendEdited(dst, data []byte, edits []edit, model []byte) []byte {
 		at = e.end
 	}
 	return append(dst, data[at:]...)
+}
+
+// setSlice sets *dst to s, which was appended to *dst: when the append did not move the
+// bytes, only the length is stored. Storing the pointer too would cost a write barrier
+// whenever the collector is marking, and a stream does this in nearly every chunk into
+// its rewriter, which lives on the heap.
+func setSlice[E any](dst *[]E, s []E) {
+	if cap(s) == cap(*dst) {
+		*dst = (*dst)[:len(s)]
+	} else {
+		*dst = s
+	}
 }
 
 // addEdit inserts e keeping edits sorted by start.

@@ -219,14 +219,14 @@ var streamErrorMessage = []byte(`"The upstream provider failed while streaming."
 // replaceMessage replaces the "message" of the error object at data[start:end].
 func (r *streamRewriter) replaceMessage(data []byte, start, end int) {
 	if s, e, ok := lookup(data[start:end], "message"); ok {
-		r.edits = addEdit(r.edits, edit{start + s, start + e, streamErrorWords})
+		setSlice(&r.edits, addEdit(r.edits, edit{start + s, start + e, streamErrorWords}))
 	}
 }
 
 func (r *streamRewriter) replace(data []byte, start, end int) {
 	upstreamModel(&r.upstream, data[start:end])
 	r.grow = max(len(r.model)-(end-start), 0)
-	r.edits = addEdit(r.edits, edit{start, end, publicModel})
+	setSlice(&r.edits, addEdit(r.edits, edit{start, end, publicModel}))
 }
 
 func (r *streamRewriter) UpstreamModel() string { return r.upstream }

@@ -23,7 +23,7 @@ func (r *streamRewriter) chat(data []byte) bool {
 	case atDelta:
 		// The choices value is walked from its first delta's first key on; what precedes
 		// that key made no edit and counted nothing, and the choices value is not empty.
-		r.edits = append(r.edits, p.edits[:p.nEdits]...)
+		setSlice(&r.edits, append(r.edits, p.edits[:p.nEdits]...))
 		var ve int
 		if ve, ok = r.chatResume(data, len(p.bytes)-1); !ok {
 			return false
@@ -34,7 +34,7 @@ func (r *streamRewriter) chat(data []byte) bool {
 	case atChoices:
 		i, more, ok, resumed = int(p.short)-1, true, true, true
 		prevEnd = int(p.prevEnd)
-		r.edits = append(r.edits, p.edits[:p.nEdits]...)
+		setSlice(&r.edits, append(r.edits, p.edits[:p.nEdits]...))
 	default:
 		i, more, ok = openContainer(data, skipSpace(data, 0), '{', '}')
 	}
@@ -117,7 +117,7 @@ func (r *streamRewriter) chatUsage(data []byte, key, start, end, prev int, choic
 	}
 	if remove {
 		s, e := removalAt(data, key, end, prev)
-		r.edits = addEdit(r.edits, edit{s, e, removeBytes})
+		setSlice(&r.edits, addEdit(r.edits, edit{s, e, removeBytes}))
 	}
 }
 
