@@ -3,6 +3,7 @@ package response
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -96,5 +97,24 @@ func TestSetSlice(t *testing.T) {
 	setSlice(&none, append(none, none...))
 	if none != nil {
 		t.Fatalf("nil: %q", none)
+	}
+}
+
+// TestHex4: four hex digits read by hand as strconv reads them, any byte in any place.
+func TestHex4(t *testing.T) {
+	var b [4]byte
+	for c := 0; c < 256; c++ {
+		for pos := range b {
+			copy(b[:], "aF09")
+			b[pos] = byte(c)
+			r, n, ok := hex4(b[:], 0)
+			v, err := strconv.ParseUint(string(b[:]), 16, 32)
+			if ok != (err == nil) || ok && (r != rune(v) || n != 4) {
+				t.Fatalf("%q: got %x %d %v, want %x %v", b, r, n, ok, v, err)
+			}
+		}
+	}
+	if _, _, ok := hex4([]byte("abc"), 0); ok {
+		t.Fatal("three digits read")
 	}
 }
