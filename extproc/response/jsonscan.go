@@ -209,6 +209,31 @@ func nextMember(b []byte, ve int, close byte) (next int, more, ok bool) {
 // raw key (between the quotes, escapes not decoded) and the offset of the value, which is
 // inside b.
 func memberHead(b []byte, i int) (key []byte, keyStart, valStart int, ok bool) {
+	// The usual member, a key of up to fifteen plain bytes then the colon then the value,
+	// is read here from one or two words; calls per word and per space would cost more
+	// than the reading (every live value is spilled around a call).
+	if i+9 <= len(b) && b[i] == '"' {
+		w := binary.LittleEndian.Uint64(b[i+1:])
+		q, bs := zeroBytes(w^(ones*'"')), zeroBytes(w^(ones*'\\'))
+		j := i + 1
+		if q|bs == 0 && i+17 <= len(b) {
+			j += 8
+			w = binary.LittleEndian.Uint64(b[j:])
+			q, bs = zeroBytes(w^(ones*'"')), zeroBytes(w^(ones*'\\'))
+		}
+		// The first quote, with no backslash before it (see shortStringEnd).
+		if q != 0 && bs&(q&-q-1) == 0 {
+			ke := j + 1 + bits.TrailingZeros64(q)>>3
+			if ke+1 < len(b) && b[ke] == ':' && !isSpace(b[ke+1]) {
+				return b[i+1 : ke-1], i, ke + 1, true
+			}
+		}
+	}
+	return memberHeadAny(b, i)
+}
+
+// memberHeadAny is memberHead for any member.
+func memberHeadAny(b []byte, i int) (key []byte, keyStart, valStart int, ok bool) {
 	if i >= len(b) || b[i] != '"' {
 		return nil, 0, 0, false
 	}

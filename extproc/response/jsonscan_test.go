@@ -118,3 +118,20 @@ func TestHex4(t *testing.T) {
 		t.Fatal("three digits read")
 	}
 }
+
+// FuzzMemberHead: the member head read from two words is the one read the general way,
+// at every offset.
+func FuzzMemberHead(f *testing.F) {
+	f.Add([]byte(`{"index":0,"finish_reason":null,"0123456789abcde":1,"0123456789abcdef":2,"a\"b":3,"k" : 4,"k":` + "\t5}"))
+	f.Add([]byte(`"finish_reason":n`))
+	f.Add([]byte(`"0123456789abcd":x`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for i := range b {
+			k1, ks1, vs1, ok1 := memberHead(b, i)
+			k2, ks2, vs2, ok2 := memberHeadAny(b, i)
+			if string(k1) != string(k2) || ks1 != ks2 || vs1 != vs2 || ok1 != ok2 {
+				t.Fatalf("%q at %d: got %q %d %d %v, want %q %d %d %v", b, i, k1, ks1, vs1, ok1, k2, ks2, vs2, ok2)
+			}
+		}
+	})
+}
