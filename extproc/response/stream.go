@@ -21,6 +21,7 @@ type streamRewriter struct {
 	edits   []edit   // scratch: edits of the current event
 	scratch []byte   // scratch: edited data of a multi-line event
 	drop    bool     // the current event is not sent on
+	deltas  uint8    // chat: delta objects walked, modulo 256 (see chatTail)
 	prefix  chatPrefix
 
 	usage   Usage

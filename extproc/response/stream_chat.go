@@ -19,16 +19,33 @@ func (r *streamRewriter) chat(data []byte) bool {
 	var more, ok, resumed bool
 	p := &r.prefix
 	p.armed = false
+	var tw chatTailWalk
 	switch p.match(data) {
 	case atDelta:
 		// The choices value is walked from its first delta's first key on; what precedes
 		// that key made no edit and counted nothing, and the choices value is not empty.
 		setSlice(&r.edits, append(r.edits, p.edits[:p.nEdits]...))
-		var ve int
-		if ve, ok = r.chatResume(data, len(p.bytes)-1); !ok {
+		var d int
+		if d, ok = r.chatDeltaFrom(data, len(p.bytes)-1, true, true); !ok {
 			return false
 		}
 		choicesSeen, choicesEmpty, resumed = true, false, true
+		if t := p.tail; p.tailMatches(data, d) {
+			i, more = d+int(t.n)-1, true
+			prevEnd = d + int(t.prevEnd)
+			if t.hasUsage {
+				hasUsage = true
+				usageKey, usageStart = d+int(t.usageKey), d+int(t.usageStart)
+				usageEnd, usagePrev = d+int(t.usageEnd), d+int(t.usagePrev)
+			}
+			break
+		}
+		deltas := r.deltas
+		var ve int
+		if ve, ok = r.chatAfterDelta(data, d); !ok {
+			return false
+		}
+		tw.d, tw.on = d, r.deltas == deltas
 		prevEnd = ve
 		i, more, ok = nextMember(data, ve, '}')
 	case atChoices:
@@ -39,6 +56,9 @@ func (r *streamRewriter) chat(data []byte) bool {
 		i, more, ok = openContainer(data, skipSpace(data, 0), '{', '}')
 	}
 	for ok && more {
+		if tw.on {
+			tw.note(i, prevEnd, hasUsage, usageKey, usageStart, usageEnd, usagePrev)
+		}
 		var key []byte
 		var ks, vs, ve int
 		if key, ks, vs, ok = memberHead(data, i); !ok {
@@ -46,10 +66,12 @@ func (r *streamRewriter) chat(data []byte) bool {
 		}
 		switch string(key) {
 		case "model":
+			tw.on = false
 			if ve, ok = valueEnd(data, vs); ok {
 				r.replace(data, vs, ve)
 			}
 		case "choices":
+			tw.on = false
 			if !choicesSeen && !hasUsage {
 				// Resumed here (at the recorded key) or recorded now: the walk may record
 				// the longer prefix, through its first delta's first key.
@@ -68,7 +90,9 @@ func (r *streamRewriter) chat(data []byte) bool {
 				ve, ok = valueEnd(data, vs)
 			}
 			usageKey, usageStart, usageEnd, usagePrev, hasUsage = ks, vs, ve, prevEnd, true
+			tw.on = tw.on && ok && isNull(data[vs:ve])
 		case "error":
+			tw.on = false
 			if ve, ok = valueEnd(data, vs); ok {
 				r.replaceMessage(data, vs, ve)
 			}
@@ -83,6 +107,9 @@ func (r *streamRewriter) chat(data []byte) bool {
 	}
 	if !ok || skipSpace(data, i) != len(data) {
 		return false
+	}
+	if tw.last.n > 0 {
+		p.recordTail(data, &tw)
 	}
 	if hasUsage {
 		r.chatUsage(data, usageKey, usageStart, usageEnd, usagePrev, choicesEmpty, usage)
@@ -181,6 +208,7 @@ func (r *streamRewriter) chatChoiceFrom(data []byte, i int, more, ok bool) (int,
 // chatDelta walks the delta object at data[i], counting its output text, and returns its
 // end.
 func (r *streamRewriter) chatDelta(data []byte, i int) (int, bool) {
+	r.deltas++
 	i, more, ok := openContainer(data, i, '{', '}')
 	if p := &r.prefix; p.armed {
 		p.armed = false
@@ -214,15 +242,12 @@ func (r *streamRewriter) chatDeltaFrom(data []byte, i int, more, ok bool) (int, 
 	return i, ok
 }
 
-// chatResume walks a choices value from the first key of its first choice's first delta,
-// at data[k], as chatChoices would from there, and returns the value's end.
-func (r *streamRewriter) chatResume(data []byte, k int) (int, bool) {
-	ve, ok := r.chatDeltaFrom(data, k, true, true)
+// chatAfterDelta walks the rest of a choices value after the end of its first choice's
+// first delta, at data[d], as chatChoices would from there, and returns the value's end.
+func (r *streamRewriter) chatAfterDelta(data []byte, d int) (int, bool) {
+	i, more, ok := nextMember(data, d, '}')
+	ve, ok := r.chatChoiceFrom(data, i, more, ok)
 	if !ok {
-		return 0, false
-	}
-	i, more, ok := nextMember(data, ve, '}')
-	if ve, ok = r.chatChoiceFrom(data, i, more, ok); !ok {
 		return 0, false
 	}
 	i, more, ok = nextMember(data, ve, ']')

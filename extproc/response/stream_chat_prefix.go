@@ -20,12 +20,13 @@ import "bytes"
 // inside the delta (see chatResume); a chunk that matches only the shorter ones resumes
 // at "choices" and records the longer ones anew when it has them.
 
-// maxChatPrefix bounds the bytes a stream holds for the comparison; a head of up to
-// chatPrefixInline bytes (a usual one: about 200, 30 more through the delta) is held in
-// the rewriter itself.
+// maxChatPrefix bounds the bytes a stream holds for the comparison; a head and a tail
+// (see chatTail) of up to chatPrefixInline bytes together (usual ones: about 230 through
+// the delta, and 40 to 60) are held in the rewriter itself, which then fills its
+// allocation size class (1 KB with the allocator's 8-byte header; a test holds it there).
 const (
 	maxChatPrefix    = 1 << 10
-	chatPrefixInline = 256
+	chatPrefixInline = 376
 )
 
 // chatPrefix is the walk of a chunk up to its first top-level "choices" member.
@@ -43,6 +44,8 @@ type chatPrefix struct {
 	// armed: the current walk resumed at, or recorded, the "choices" key and has not yet
 	// walked past its first choice's first delta; that delta records the longer prefix.
 	armed bool
+	// tail is the walk after the first delta (see chatTail), its bytes after bytes.
+	tail chatTail
 
 	inline [chatPrefixInline]byte // bytes' first array
 }
@@ -72,7 +75,7 @@ func (p *chatPrefix) record(data []byte, keyStart, prevEnd int, edits []edit) bo
 	if p.bytes == nil {
 		p.bytes = p.inline[:0]
 	}
-	p.bytes, p.short = p.bytes[:0], 0
+	p.bytes, p.short, p.tail.n = p.bytes[:0], 0, 0
 	if keyStart >= maxChatPrefix || len(edits) > len(p.edits) {
 		return false
 	}
@@ -86,7 +89,7 @@ func (p *chatPrefix) record(data []byte, keyStart, prevEnd int, edits []edit) bo
 // recordDelta extends the recorded bytes through data[k], the opening quote of the first
 // key of the first delta (data starts with the shorter recorded bytes).
 func (p *chatPrefix) recordDelta(data []byte, k int) {
-	p.bytes = p.bytes[:p.short]
+	p.bytes, p.tail.n = p.bytes[:p.short], 0
 	if k < maxChatPrefix && data[k] == '"' {
 		p.bytes = append(p.bytes, data[p.short:k+1]...)
 	}

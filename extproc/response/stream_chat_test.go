@@ -3,6 +3,7 @@ package response
 import (
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -172,6 +173,54 @@ func TestChatPrefixReuse(t *testing.T) {
 			text:  "abc", // text is counted as the walk passes it, also in a chunk found broken later
 		},
 		{
+			name: "same tail after the first delta, up to a member that differs",
+			datas: []string{
+				head + `"choices":[{"index":0,"delta":{"content":""},"logprobs":null}],"usage":null,"obfuscation":"a"}`,
+				head + `"choices":[{"index":0,"delta":{"content":"bc"},"logprobs":null}],"usage":null,"obfuscation":"de"}`,
+				head + `"choices":[{"index":0,"delta":{"content":"f"},"logprobs":null}],"usage":null,"obfuscation":"g"}`,
+				head + `"choices":[{"index":0,"delta":{"content":"hij"},"logprobs":null}],"usage":null,"model":"up","x":1}`,
+				head + `"choices":[{"index":0,"delta":{"content":"k"},"logprobs":null}],"usage":null,"model":"up","x":2}`,
+				head + `"choices":[{"index":0,"delta":{"content":"l"},"logprobs":null}],"usage":{"prompt_tokens":1},"x":3}`,
+				head + `"choices":[{"index":0,"delta":{"content":"m"},"logprobs":null}],"usage":{"prompt_tokens":1},"x":4}`,
+				head + `"choices":[{"index":0,"delta":{"content":"n"},"logprobs":null},{"delta":{"content":"o"}}],"usage":null,"x":5}`,
+				head + `"choices":[{"index":0,"delta":{"content":"p"},"logprobs":null},{"delta":{"content":"q"}}],"usage":null,"x":6}`,
+				head + `"choices":[{"index":0,"delta":{"content":"r"},"logprobs":null}],"usage":null,"choices":[{"delta":{"content":"s"}}]}`,
+				head + `"choices":[{"index":0,"delta":{"content":"t"},"logprobs":null}],"usage":null,"choices":[{"delta":{"content":"u"}}]}`,
+				head + `"choices":[{"index":0,"delta":{"content":"v"},"logprobs":null}],"usage":null,"obfuscation":"w"`,
+				head + `"choices":[{"index":0,"delta":{"content":"x"},"logprobs":null}],"usage":null,"obfuscation":"y"}`,
+			},
+			want: []string{
+				pubHead + `"choices":[{"index":0,"delta":{"content":""},"logprobs":null}],"obfuscation":"a"}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"bc"},"logprobs":null}],"obfuscation":"de"}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"f"},"logprobs":null}],"obfuscation":"g"}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"hij"},"logprobs":null}],"model":"p","x":1}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"k"},"logprobs":null}],"model":"p","x":2}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"l"},"logprobs":null}],"x":3}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"m"},"logprobs":null}],"x":4}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"n"},"logprobs":null},{"delta":{"content":"o"}}],"x":5}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"p"},"logprobs":null},{"delta":{"content":"q"}}],"x":6}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"r"},"logprobs":null}],"choices":[{"delta":{"content":"s"}}]}`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"t"},"logprobs":null}],"choices":[{"delta":{"content":"u"}}]}`,
+				head + `"choices":[{"index":0,"delta":{"content":"v"},"logprobs":null}],"usage":null,"obfuscation":"w"`,
+				pubHead + `"choices":[{"index":0,"delta":{"content":"x"},"logprobs":null}],"obfuscation":"y"}`,
+			},
+			text: "bcfhijklmnopqrstuvx",
+		},
+		{
+			name: "a tail over the limit is recorded up to the last key within it",
+			datas: []string{
+				head + `"choices":[{"delta":{"content":"a"}}],"usage":null,"x":"` + strings.Repeat("x", maxChatTail) + `","usage":null,"o":"1"}`,
+				head + `"choices":[{"delta":{"content":"b"}}],"usage":null,"x":"` + strings.Repeat("x", maxChatTail) + `","usage":null,"o":"2"}`,
+				head + `"choices":[{"delta":{"content":"c"}}],"usage":null,"x":"` + strings.Repeat("x", maxChatTail) + `","usage":null,"o":"3"}`,
+			},
+			want: []string{
+				pubHead + `"choices":[{"delta":{"content":"a"}}],"usage":null,"x":"` + strings.Repeat("x", maxChatTail) + `","o":"1"}`,
+				pubHead + `"choices":[{"delta":{"content":"b"}}],"usage":null,"x":"` + strings.Repeat("x", maxChatTail) + `","o":"2"}`,
+				pubHead + `"choices":[{"delta":{"content":"c"}}],"usage":null,"x":"` + strings.Repeat("x", maxChatTail) + `","o":"3"}`,
+			},
+			text: "abc",
+		},
+		{
 			name:  "usage before choices is not recorded",
 			datas: []string{`{"usage":null,"model":"up","choices":[]}`, `{"usage":null,"model":"up","choices":[{"delta":{"content":"y"}}]}`},
 			want:  []string{`{"model":"p","choices":[]}`, `{"model":"p","choices":[{"delta":{"content":"y"}}]}`},
@@ -257,6 +306,8 @@ func FuzzChatWalk(f *testing.F) {
 		{base, `"content":"c","refusal":"d"}},{"delta":{"content":"e"}}],"usage":null}`, 91},
 		{base, `"refusal":7}}],"choices":[{"delta":{"content":"f"}}]}`, 91},
 		{`{"model":"u","choices":[{"delta":{"content":"a"},"delta":{"content":"b"}}]}`, `"content":"c"}}]}`, 36},
+		{`{"model":"u","choices":[{"delta":{"content":"a"},"x":null}],"usage":null,"o":"1"}`, `"b"},"x":null}],"usage":null,"o":"22"}`, 44},
+		{`{"model":"u","choices":[{"delta":{"content":"a"},"x":null}],"usage":null,"o":"1"}`, `"b"},"x":null},{"delta":{"content":"c"}}],"usage":null,"model":"u"}`, 44},
 		{`{"model":"u","choices":[],"usage":{"prompt_tokens":1"x","y":"}"}}`, `"usage":{"prompt_tokens":2,"prompt_tokens_details":{"cached_tokens":1}},"usage":{"prompt_tokens":3}}`, 28},
 	} {
 		f.Add([]byte(tt.a), []byte(tt.b), tt.k)
@@ -323,4 +374,12 @@ func FuzzUsageRead(f *testing.F) {
 			t.Fatalf("anthropic %q: got %+v, want %+v", v, a1, a2)
 		}
 	})
+}
+
+// TestStreamRewriterSize: a stream's rewriter, its one allocation, fills the 1 KB size
+// class with the allocator's 8-byte header and no more (a byte over costs 128 more).
+func TestStreamRewriterSize(t *testing.T) {
+	if n := unsafe.Sizeof(streamRewriter{}); n > 1024-8 {
+		t.Fatalf("streamRewriter is %d bytes, over 1016", n)
+	}
 }
