@@ -61,7 +61,7 @@ func zeroBytes(w uint64) uint64 { return (w - ones) &^ w & highs }
 // len(b) when there is none.
 func quoteOrBackslash(b []byte, j int) int {
 	for ; j+8 <= len(b); j += 8 {
-		w := binary.LittleEndian.Uint64(b[j:])
+		w := binary.LittleEndian.Uint64(b[j : j+8])
 		if m := zeroBytes(w^(ones*'"')) | zeroBytes(w^(ones*'\\')); m != 0 {
 			return j + bits.TrailingZeros64(m)>>3
 		}
@@ -90,7 +90,7 @@ func shortStringEnd(b []byte, i int) int {
 	if i+9 > len(b) {
 		return 0
 	}
-	w := binary.LittleEndian.Uint64(b[i+1:])
+	w := binary.LittleEndian.Uint64(b[i+1 : i+9])
 	q, bs := zeroBytes(w^(ones*'"')), zeroBytes(w^(ones*'\\'))
 	// The first quote, with no backslash before it (marks below a true one are exact).
 	if q == 0 || bs&(q&-q-1) != 0 {
@@ -213,12 +213,12 @@ func memberHead(b []byte, i int) (key []byte, keyStart, valStart int, ok bool) {
 	// is read here from one or two words; calls per word and per space would cost more
 	// than the reading (every live value is spilled around a call).
 	if i+9 <= len(b) && b[i] == '"' {
-		w := binary.LittleEndian.Uint64(b[i+1:])
+		w := binary.LittleEndian.Uint64(b[i+1 : i+9])
 		q, bs := zeroBytes(w^(ones*'"')), zeroBytes(w^(ones*'\\'))
 		j := i + 1
 		if q|bs == 0 && i+17 <= len(b) {
 			j += 8
-			w = binary.LittleEndian.Uint64(b[j:])
+			w = binary.LittleEndian.Uint64(b[j : j+8])
 			q, bs = zeroBytes(w^(ones*'"')), zeroBytes(w^(ones*'\\'))
 		}
 		// The first quote, with no backslash before it (see shortStringEnd).
