@@ -60,13 +60,17 @@ const (
 // match reports how much of the recorded bytes data starts with.
 func (p *chatPrefix) match(data []byte) int {
 	n := int(p.short)
-	if n == 0 || len(data) < n || !bytes.Equal(data[:n], p.bytes[:n]) {
+	if n == 0 || len(data) < n {
 		return atStart
 	}
-	if m := len(p.bytes); m > n && len(data) >= m && bytes.Equal(data[n:m], p.bytes[n:]) {
+	// The longer bytes first, in one comparison: the usual chunk matches them.
+	if m := len(p.bytes); m > n && len(data) >= m && bytes.Equal(data[:m], p.bytes) {
 		return atDelta
 	}
-	return atChoices
+	if bytes.Equal(data[:n], p.bytes[:n]) {
+		return atChoices
+	}
+	return atStart
 }
 
 // record keeps the walk of data up to the "choices" key at keyStart, reached with no
