@@ -309,13 +309,22 @@ func (k replacement) bytes(model []byte) []byte {
 // appendEdited appends data with the edits (sorted, not overlapping) applied; model is
 // the public model id (JSON).
 func appendEdited(dst, data []byte, edits []edit, model []byte) []byte {
+	return appendEditedAt(dst, data, 0, edits, model)
+}
+
+// appendEditedAt appends raw with the edits applied, whose offsets are relative to
+// raw[off:]: an event's data edited with the bytes around it in as few copies as there
+// are stretches between edits (each copy is a call), a removal adding none.
+func appendEditedAt(dst, raw []byte, off int, edits []edit, model []byte) []byte {
 	at := 0
 	for _, e := range edits {
-		dst = append(dst, data[at:e.start]...)
-		dst = append(dst, e.repl.bytes(model)...)
-		at = e.end
+		dst = append(dst, raw[at:off+e.start]...)
+		if b := e.repl.bytes(model); len(b) > 0 {
+			dst = append(dst, b...)
+		}
+		at = off + e.end
 	}
-	return append(dst, data[at:]...)
+	return append(dst, raw[at:]...)
 }
 
 // setSlice sets *dst to s, which was appended to *dst: when the append did not move the

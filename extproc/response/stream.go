@@ -192,9 +192,7 @@ func (r *streamRewriter) appendEvent(out, raw []byte, ds, de int, incomplete boo
 	case len(r.edits) == 0:
 		return append(out, raw...)
 	}
-	out = append(out, raw[:ds]...)
-	out = appendEdited(out, data, r.edits, r.model)
-	return append(out, raw[de:]...)
+	return appendEditedAt(out, raw, ds, r.edits, r.model)
 }
 
 // event reads the data of one event in the stream's format, recording its edits; ok is
