@@ -209,14 +209,14 @@ func nextMember(b []byte, ve int, close byte) (next int, more, ok bool) {
 // raw key (between the quotes, escapes not decoded) and the offset of the value, which is
 // inside b.
 func memberHead(b []byte, i int) (key []byte, keyStart, valStart int, ok bool) {
-	// The usual member, a key of up to fifteen plain bytes then the colon then the value,
-	// is read here from one or two words; calls per word and per space would cost more
-	// than the reading (every live value is spilled around a call).
+	// The usual member, a key of up to 31 plain bytes then the colon then the value, is
+	// read here a word at a time; calls per word and per space would cost more than the
+	// reading (every live value is spilled around a call).
 	if i+9 <= len(b) && b[i] == '"' {
-		w := binary.LittleEndian.Uint64(b[i+1 : i+9])
-		q, bs := zeroBytes(w^(ones*'"')), zeroBytes(w^(ones*'\\'))
 		j := i + 1
-		if q|bs == 0 && i+17 <= len(b) {
+		w := binary.LittleEndian.Uint64(b[j : j+8])
+		q, bs := zeroBytes(w^(ones*'"')), zeroBytes(w^(ones*'\\'))
+		for q|bs == 0 && j+16 <= len(b) && j < i+25 {
 			j += 8
 			w = binary.LittleEndian.Uint64(b[j : j+8])
 			q, bs = zeroBytes(w^(ones*'"')), zeroBytes(w^(ones*'\\'))

@@ -119,12 +119,13 @@ func TestHex4(t *testing.T) {
 	}
 }
 
-// FuzzMemberHead: the member head read from two words is the one read the general way,
+// FuzzMemberHead: the member head read a word at a time is the one read the general way,
 // at every offset.
 func FuzzMemberHead(f *testing.F) {
 	f.Add([]byte(`{"index":0,"finish_reason":null,"0123456789abcde":1,"0123456789abcdef":2,"a\"b":3,"k" : 4,"k":` + "\t5}"))
 	f.Add([]byte(`"finish_reason":n`))
 	f.Add([]byte(`"0123456789abcd":x`))
+	f.Add([]byte(`{"completion_tokens_details":{"accepted_prediction_tokens_":0,"0123456789abcdef0123456789abcdef":1}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for i := range b {
 			k1, ks1, vs1, ok1 := memberHead(b, i)
