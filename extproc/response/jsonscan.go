@@ -121,10 +121,21 @@ func valueEnd(b []byte, i int) (int, bool) {
 	}
 	switch c := b[i]; {
 	case c == '"':
-		if e := shortStringEnd(b, i); e > 0 {
-			return e, true
+		// Plain words are crossed here, as in memberHead (no call per word); from a
+		// backslash, or near the end of b, the string goes the long way.
+		j := i + 1
+		for j+8 <= len(b) {
+			w := binary.LittleEndian.Uint64(b[j : j+8])
+			q, bs := zeroBytes(w^(ones*'"')), zeroBytes(w^(ones*'\\'))
+			if q|bs != 0 {
+				if q != 0 && bs&(q&-q-1) == 0 {
+					return j + 1 + bits.TrailingZeros64(q)>>3, true
+				}
+				break
+			}
+			j += 8
 		}
-		return longStringEnd(b, i)
+		return longStringEnd(b, j-1) // from b[j] on: the bytes before it are plain
 	case c == '{' || c == '[':
 		return containerEnd(b, i)
 	case valueStop[c] || c == ':':
