@@ -40,6 +40,7 @@ package response
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -162,9 +163,37 @@ func upstreamModel(seen *string, raw []byte) {
 	if *seen != "" || len(raw) < 2 || raw[0] != '"' {
 		return
 	}
+	if s, ok := plainUnquote(raw); ok {
+		*seen = s
+		return
+	}
 	if s, err := strconv.Unquote(string(raw)); err == nil {
 		*seen = s
 	}
+}
+
+// plainUnquote is strconv.Unquote of the usual model id, a quoted run of ASCII bytes
+// with no quote, backslash or newline inside (Unquote returns those bytes unchanged),
+// without its copy of the whole value and UTF-8 check; ok is false for anything else.
+func plainUnquote(raw []byte) (string, bool) {
+	n := len(raw)
+	if n < 2 || raw[0] != '"' || raw[n-1] != '"' {
+		return "", false
+	}
+	b := raw[1 : n-1]
+	i := 0
+	for ; i+8 <= len(b); i += 8 { // a word at a time (see zeroBytes)
+		w := binary.LittleEndian.Uint64(b[i : i+8])
+		if (zeroBytes(w^(ones*'"'))|zeroBytes(w^(ones*'\\'))|zeroBytes(w^(ones*'\n'))|w)&highs != 0 {
+			return "", false
+		}
+	}
+	for _, c := range b[i:] {
+		if c == '"' || c == '\\' || c == '\n' || c >= 0x80 {
+			return "", false
+		}
+	}
+	return string(b), true
 }
 
 // Errors returned by Write. Map them with errors.Is.
