@@ -228,13 +228,13 @@ func New(opts Options) (Rewriter, error) {
 	if opts.MaxBodySize <= 0 {
 		opts.MaxBodySize = MaxBodySize
 	}
+	c := counter{count: opts.CountTokens}
+	if opts.Stream {
+		return newStream(opts, c)
+	}
 	model, err := quote(opts.PublicModel)
 	if err != nil {
 		return nil, err
-	}
-	c := counter{count: opts.CountTokens}
-	if opts.Stream {
-		return newStream(opts, model, c), nil
 	}
 	if opts.Incremental || opts.Format == OpenAIEmbeddings || opts.Format == OpenAIImages {
 		return newIncremental(opts, model), nil
@@ -244,6 +244,11 @@ func New(opts Options) (Rewriter, error) {
 
 // quote returns s as a JSON string.
 func quote(s string) ([]byte, error) {
+	return appendQuote(make([]byte, 0, len(s)+2), s)
+}
+
+// appendQuote appends s as a JSON string to dst.
+func appendQuote(dst []byte, s string) ([]byte, error) {
 	plain := true
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
@@ -252,10 +257,9 @@ func quote(s string) ([]byte, error) {
 		}
 	}
 	if plain {
-		b := make([]byte, 0, len(s)+2)
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"'), nil
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"'), nil
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -263,7 +267,7 @@ func quote(s string) ([]byte, error) {
 	if err := enc.Encode(s); err != nil {
 		return nil, fmt.Errorf("response: public model: %w", err)
 	}
-	return bytes.TrimSpace(buf.Bytes()), nil
+	return append(dst, bytes.TrimSpace(buf.Bytes())...), nil
 }
 
 // counter counts delivered output text in batches, holding at most textFlushSize bytes.

@@ -39,16 +39,28 @@ type streamRewriter struct {
 }
 
 // newStream returns a stream rewriter in one allocation (with its first edits, first
-// text and chat head): a short stream allocates little more than its output.
-func newStream(opts Options, model []byte, c counter) *streamRewriter {
+// text, chat head and, when it leaves most of textBuf to text, the public model's JSON at
+// textBuf's end): a short stream allocates little more than its output.
+func newStream(opts Options, c counter) (*streamRewriter, error) {
 	if opts.MaxEventSize <= 0 {
 		opts.MaxEventSize = MaxEventSize
 	}
-	r := &streamRewriter{opts: opts, model: model, counter: c}
+	r := &streamRewriter{opts: opts, counter: c}
 	r.edits = r.editBuf[:0]
+	// The text is capped below the model's bytes, so that appending to it never
+	// overwrites them (it moves to the heap instead).
+	keep := len(r.textBuf)
+	if n := len(opts.PublicModel) + 2; n <= len(r.textBuf)/2 {
+		keep -= n
+	}
+	model, err := appendQuote(r.textBuf[keep:keep], opts.PublicModel)
+	if err != nil {
+		return nil, err
+	}
+	r.model = model
 	r.grow = len(model)
-	r.text = r.textBuf[:0]
-	return r
+	r.text = r.textBuf[:0:keep]
+	return r, nil
 }
 
 func (r *streamRewriter) Write(chunk []byte, endOfStream bool) ([]byte, error) {

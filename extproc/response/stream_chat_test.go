@@ -268,7 +268,11 @@ type chatWalker struct {
 
 func newChatWalker(wantsUsage, reference bool) *chatWalker {
 	opts := Options{Format: OpenAIChat, PublicModel: "p", Stream: true, ClientWantsUsage: wantsUsage}
-	return &chatWalker{r: newStream(opts, []byte(`"p"`), counter{}), reference: reference}
+	r, err := newStream(opts, counter{})
+	if err != nil {
+		panic(err)
+	}
+	return &chatWalker{r: r, reference: reference}
 }
 
 func (w *chatWalker) walk(data []byte) chatOutcome {
