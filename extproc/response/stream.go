@@ -64,6 +64,25 @@ func newStream(opts Options, c counter) (*streamRewriter, error) {
 }
 
 func (r *streamRewriter) Write(chunk []byte, endOfStream bool) ([]byte, error) {
+	if r.err != nil || r.closed || r.dec != nil || !frameDataEvents {
+		return r.write(chunk, endOfStream)
+	}
+	// The usual chunk, whole data events with no decoder made yet: write without the
+	// general path's steps for held bytes (a call per chunk costs as much as they do).
+	n := len(chunk)
+	if n > 0 {
+		n += r.grow
+	}
+	out, k := r.dataEvents(make([]byte, 0, n), chunk) // no allocation at an empty end of stream
+	if k < len(chunk) {
+		return r.decode(out, chunk[k:], endOfStream)
+	}
+	r.closed = endOfStream
+	return out, nil
+}
+
+// write is Write for any chunk in any state.
+func (r *streamRewriter) write(chunk []byte, endOfStream bool) ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -81,19 +100,25 @@ func (r *streamRewriter) Write(chunk []byte, endOfStream bool) ([]byte, error) {
 		out, k = r.dataEvents(out, chunk)
 		chunk = chunk[k:]
 	}
-	var err error
 	if len(chunk) > 0 || held > 0 {
-		if r.dec == nil {
-			r.dec = sse.NewDecoder(r.opts.MaxEventSize)
-		}
-		r.out = out
-		err = r.dec.Feed(chunk, r.emit) // the decoder keeps no emit: no allocation
-		if err == nil && endOfStream {
-			err = r.dec.Finish(r.emit)
-		}
-		out = r.out
-		r.out = nil
+		return r.decode(out, chunk, endOfStream)
 	}
+	r.closed = endOfStream
+	return out, nil
+}
+
+// decode hands chunk to the decoder, appending what it completes to out.
+func (r *streamRewriter) decode(out, chunk []byte, endOfStream bool) ([]byte, error) {
+	if r.dec == nil {
+		r.dec = sse.NewDecoder(r.opts.MaxEventSize)
+	}
+	r.out = out
+	err := r.dec.Feed(chunk, r.emit) // the decoder keeps no emit: no allocation
+	if err == nil && endOfStream {
+		err = r.dec.Finish(r.emit)
+	}
+	out = r.out
+	r.out = nil
 	r.closed = endOfStream
 	if err != nil {
 		if errors.Is(err, sse.ErrEventTooLarge) {
