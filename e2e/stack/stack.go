@@ -460,7 +460,7 @@ func (s *Stack) childEnv(part string) []string {
 	// Ps than it keeps busy, a Go process wakes another thread whenever it readies a
 	// goroutine (gRPC hands every message from goroutine to goroutine), and each wake is
 	// a context switch: at 100 requests/s extproc made ≈50 per request with two Ps and
-	// ≈25 with one, and a third less CPU (README, Performance). The stack runs five
+	// ≈25 with one, and used less CPU (README, Performance). The stack runs five
 	// Go processes and PostgreSQL on one machine; none needs a second core. Real Envoy
 	// ignores the variable.
 	if _, ok := os.LookupEnv("GOMAXPROCS"); !ok {
