@@ -13,7 +13,6 @@ package response
 func (r *streamRewriter) chat(data []byte) bool {
 	var usageKey, usageStart, usageEnd, usagePrev int
 	hasUsage, choicesEmpty, choicesSeen := false, true, false
-	var usage chatUsageRead
 	prevEnd := -1
 	var i int
 	var more, ok, resumed bool
@@ -82,13 +81,7 @@ func (r *streamRewriter) chat(data []byte) bool {
 			p.armed = false
 			choicesEmpty = ok && isEmptyArray(data[vs:ve])
 		case "usage":
-			usage.walked = false
-			if data[vs] == '{' {
-				ve, usage.u, usage.ok, usage.walked = usageWalk(data, vs)
-			}
-			if !usage.walked {
-				ve, ok = valueEnd(data, vs)
-			}
+			ve, ok = valueEnd(data, vs)
 			usageKey, usageStart, usageEnd, usagePrev, hasUsage = ks, vs, ve, prevEnd, true
 			tw.on = tw.on && ok && isNull(data[vs:ve])
 		case "error":
@@ -112,29 +105,20 @@ func (r *streamRewriter) chat(data []byte) bool {
 		p.recordTail(data, &tw)
 	}
 	if hasUsage {
-		r.chatUsage(data, usageKey, usageStart, usageEnd, usagePrev, choicesEmpty, usage)
+		r.chatUsage(data, usageKey, usageStart, usageEnd, usagePrev, choicesEmpty)
 	}
 	return true
 }
 
-// chatUsageRead is what usageWalk read of the last top-level usage member, when walked.
-type chatUsageRead struct {
-	u          Usage
-	ok, walked bool
-}
-
 // chatUsage reads the top-level usage member of a well-formed chunk and removes it, or
 // drops the whole chunk, when the gateway asked for it and the client did not.
-func (r *streamRewriter) chatUsage(data []byte, key, start, end, prev int, choicesEmpty bool, read chatUsageRead) {
+func (r *streamRewriter) chatUsage(data []byte, key, start, end, prev int, choicesEmpty bool) {
 	v := data[start:end]
 	remove := false
 	if isNull(v) {
 		remove = !r.opts.ClientWantsUsage
 	} else {
-		if !read.walked {
-			read.u, read.ok = readOpenAIUsage(v)
-		}
-		if u, ok := read.u, read.ok; ok {
+		if u, ok := readOpenAIUsage(v); ok {
 			r.usage, r.usageOK = u, true
 		}
 		if !r.opts.ClientWantsUsage {
