@@ -21,8 +21,10 @@ type streamRewriter struct {
 	edits   []edit   // scratch: edits of the current event
 	scratch []byte   // scratch: edited data of a multi-line event
 	drop    bool     // the current event is not sent on
-	deltas  uint8    // chat: delta objects walked, modulo 256 (see chatTail)
-	prefix  chatPrefix
+	// chat: a delta object was walked since the walk after a chunk's first delta began
+	// (that stretch then counted text: no tail is recorded; see chatTail)
+	otherDelta bool
+	prefix     chatPrefix
 
 	usage   Usage
 	usageOK bool

@@ -39,12 +39,12 @@ func (r *streamRewriter) chat(data []byte) bool {
 			}
 			break
 		}
-		deltas := r.deltas
+		r.otherDelta = false
 		var ve int
 		if ve, ok = r.chatAfterDelta(data, d); !ok {
 			return false
 		}
-		tw.d, tw.on = d, r.deltas == deltas
+		tw.d, tw.on = d, !r.otherDelta
 		prevEnd = ve
 		i, more, ok = nextMember(data, ve, '}')
 	case atChoices:
@@ -192,7 +192,7 @@ func (r *streamRewriter) chatChoiceFrom(data []byte, i int, more, ok bool) (int,
 // chatDelta walks the delta object at data[i], counting its output text, and returns its
 // end.
 func (r *streamRewriter) chatDelta(data []byte, i int) (int, bool) {
-	r.deltas++
+	r.otherDelta = true
 	i, more, ok := openContainer(data, i, '{', '}')
 	if p := &r.prefix; p.armed {
 		p.armed = false
