@@ -1,55 +1,26 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/e2e/internal/harness"
 	"github.com/openai/openai-go/v3"
 )
 
-// scrape reads a Prometheus text endpoint into series → value, the series spelled as
-// the client library prints it (labels sorted by name).
+// scrape reads a Prometheus text endpoint into series → value (harness.Scrape).
 func scrape(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	m, err := harness.Scrape(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("%s/metrics = %d %s", addr, resp.StatusCode, b)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return m
 }
 
 // series spells a series name with its labels (pairs), sorted as the client prints them.

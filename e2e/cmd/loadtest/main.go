@@ -268,26 +268,13 @@ func saveProfile(addr, kind, path string, d time.Duration) error {
 // accounting's metrics at addr; -1s when they cannot be read.
 func groupCommit(addr string) [2]float64 {
 	out := [2]float64{-1, -1}
-	resp, err := http.Get("http://" + addr + "/metrics")
+	m, err := harness.Scrape(addr)
 	if err != nil {
 		return out
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return out
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		name, v, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		for i, want := range []string{"accounting_ledger_group_transactions_total", "accounting_ledger_group_operations_total"} {
-			if name == want {
-				if f, err := strconv.ParseFloat(v, 64); err == nil {
-					out[i] = f
-				}
-			}
+	for i, name := range []string{"accounting_ledger_group_transactions_total", "accounting_ledger_group_operations_total"} {
+		if v, ok := m[name]; ok {
+			out[i] = v
 		}
 	}
 	return out
