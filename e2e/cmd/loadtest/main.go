@@ -43,6 +43,7 @@ func main() {
 	root := flag.String("root", ".", "the repository root")
 	runs := flag.Int("runs", 1, "how many times each rate runs, each time on a fresh stack; more than one adds a summary of medians")
 	baseline := flag.String("baseline", "", "another checkout's root, measured alternately with -root (before / after)")
+	promptBytes := flag.Int("prompt", 0, "bytes of English prose before the user message's one line (what the tokenizer counts grows with it)")
 	profile := flag.String("profile", "", "write CPU and allocation profiles (NAME.pprof, NAME.allocs.pprof) of extproc, accounting and the Envoy test front, taken during the last rate's gateway run, into this directory")
 	flag.Parse()
 	if *profile != "" {
@@ -51,13 +52,13 @@ func main() {
 		_ = os.Setenv("ACCOUNTING_PPROF", "1")
 		_ = os.Setenv("FRONT_PPROF", "1") // on the admin address; real Envoy ignores it
 	}
-	if err := run(*root, *baseline, *rates, *duration, *keys, *runs, *profile); err != nil {
+	if err := run(*root, *baseline, *rates, *duration, *keys, *runs, *promptBytes, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, profileDir string) error {
+func run(root, baseline, rateList string, d time.Duration, nkeys, runs, promptBytes int, profileDir string) error {
 	var rates []int
 	for _, r := range strings.Split(rateList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(r))
@@ -87,10 +88,14 @@ func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, prof
 			if i == runs-1 && c.root == root {
 				prof = profileDir
 			}
-			rows, err := measure(ctx, c.root, c.label, rates, d, nkeys, prof, func(names []string, front string) {
+			rows, err := measure(ctx, c.root, c.label, rates, d, nkeys, promptBytes, prof, func(names []string, front string) {
 				if parts == nil {
 					parts = names
-					fmt.Printf("Front: %s; %d keys; %s per rate and target; non-streamed demo-chat, 8 output tokens.\n\n", front, nkeys, d)
+					prompt := "a one-line prompt"
+					if promptBytes > 0 {
+						prompt = fmt.Sprintf("a prompt of %d bytes", len(filler(promptBytes))+len("load test 0 [[mock:tokens=8]]"))
+					}
+					fmt.Printf("Front: %s; %d keys; %s per rate and target; non-streamed demo-chat, %s, 8 output tokens.\n\n", front, nkeys, d, prompt)
 					fmt.Println(header(parts, baseline != ""))
 				}
 			})
@@ -129,7 +134,7 @@ func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, prof
 // as it comes (labelled code when not empty) after head (called once the stack is up,
 // with the parts' names and the front's). With profileDir, the last rate's gateway run
 // is profiled.
-func measure(ctx context.Context, root, code string, rates []int, d time.Duration, nkeys int, profileDir string,
+func measure(ctx context.Context, root, code string, rates []int, d time.Duration, nkeys, promptBytes int, profileDir string,
 	head func(parts []string, front string)) ([]row, error) {
 	fmt.Fprintln(os.Stderr, "loadtest: building and starting a private stack…")
 	env, err := harness.Start(root)
@@ -151,11 +156,12 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 		MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute,
 		DisableCompression: true,
 	}}
+	prose := filler(promptBytes)
 	prompt := func(i int) []byte {
 		b, _ := json.Marshal(map[string]any{
 			"model":      "demo-chat",
 			"max_tokens": 16,
-			"messages":   []map[string]string{{"role": "user", "content": fmt.Sprintf("load test %d [[mock:tokens=8]]", i)}},
+			"messages":   []map[string]string{{"role": "user", "content": prose + fmt.Sprintf("load test %d [[mock:tokens=8]]", i)}},
 		})
 		return b
 	}
@@ -318,4 +324,13 @@ func makeKeys(s *stack.Stack, n int) ([]string, error) {
 		secrets = append(secrets, fmt.Sprint(k["key"]))
 	}
 	return secrets, nil
+}
+
+// filler is about n bytes of English prose (whole sentences), "" for n ≤ 0.
+func filler(n int) string {
+	const sentence = "The gateway counts every token of the prompt before it reserves the request's cost, so a longer prompt costs it more work. "
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat(sentence, (n+len(sentence)-1)/len(sentence))
 }
