@@ -12,8 +12,8 @@ help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Build every binary into bin/
-	$(GO) build -o bin/ ./accounting/cmd/... ./extproc/cmd/... ./console/cmd/... ./e2e/cmd/...
+build: ## Build every binary into bin/ (the vtprotobuf tag: internal/vtcodec)
+	$(GO) build -tags vtprotobuf -o bin/ ./accounting/cmd/... ./extproc/cmd/... ./console/cmd/... ./e2e/cmd/...
 
 .PHONY: run
 run: build ## Start the whole stack on loopback (Ctrl-C stops it)
@@ -28,6 +28,7 @@ browser: ## Install Debian's chromium for the web console's browser tests, when 
 test: lint browser ## Lint, then run every test: unit, PostgreSQL-backed, gRPC replay, end-to-end (the web console in headless Chromium), manifests
 	$(GO) test -count=1 -timeout 30m ./...
 	LEDGER_TEST_ALONE=1 $(GO) test -count=1 ./accounting/store/
+	$(GO) test -count=1 -tags vtprotobuf ./internal/vtcodec/ ./extproc/envoy/
 	cd deploy && $(GO) test -count=1 ./...
 
 .PHONY: bench

@@ -11,7 +11,7 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    go build -trimpath -ldflags="-s -w" -o /out/extproc ./extproc/cmd/extproc
+    go build -tags vtprotobuf -trimpath -ldflags="-s -w" -o /out/extproc ./extproc/cmd/extproc
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/extproc /extproc

@@ -44,6 +44,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/llmgw/gateway/envoy"
+	"github.com/llmgw/gateway/internal/vtcodec"
 )
 
 // EmulatedEnvoyVersion is the Envoy release whose behaviour the front emulates: the
@@ -137,12 +138,14 @@ func New(cfg *Config, logger *log.Logger) (*Front, error) {
 const envoyHTTP2Window = 256 << 20
 
 // grpcDialOptions are the options of the gRPC connections the front opens to a
-// cluster: plaintext, and Envoy's static windows (grpc-go's default instead starts at
+// cluster: plaintext, Envoy's static windows (grpc-go's default instead starts at
 // 64 KiB and measures the bandwidth-delay product with a PING after every round of
-// data received, which Envoy never sends).
+// data received, which Envoy never sends), and generated marshalling for Envoy's
+// messages (internal/vtcodec: the front's own cost, nothing on the wire changes).
 func grpcDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		vtcodec.DialOption(),
 		grpc.WithInitialWindowSize(envoyHTTP2Window),
 		grpc.WithInitialConnWindowSize(envoyHTTP2Window),
 	}

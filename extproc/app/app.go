@@ -50,6 +50,7 @@ import (
 	"github.com/llmgw/gateway/internal/logging"
 	"github.com/llmgw/gateway/internal/pprof"
 	"github.com/llmgw/gateway/internal/tracing"
+	"github.com/llmgw/gateway/internal/vtcodec"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -423,6 +424,7 @@ const StreamWorkers = 64
 func serverOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.WaitForHandlers(true),
+		vtcodec.ServerOption(),
 		grpc.NumStreamWorkers(StreamWorkers),
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.InitialWindowSize(StreamWindow),

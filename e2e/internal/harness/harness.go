@@ -47,7 +47,10 @@ func Start(root string) (*Env, error) {
 	}
 	e := &Env{tmp: tmp, dropDB: func() {}}
 	bin := filepath.Join(tmp, "bin")
-	build := exec.Command("go", "build", "-o", bin+"/", "./accounting/cmd/...", "./extproc/cmd/...", "./console/cmd/...", "./e2e/cmd/...")
+	// The vtprotobuf tag compiles go-control-plane's generated marshalling, which
+	// extproc's server and the front's client use (internal/vtcodec), as the Makefile
+	// and the Dockerfile build them.
+	build := exec.Command("go", "build", "-tags", "vtprotobuf", "-o", bin+"/", "./accounting/cmd/...", "./extproc/cmd/...", "./console/cmd/...", "./e2e/cmd/...")
 	build.Dir = root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
