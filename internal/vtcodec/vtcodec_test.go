@@ -121,4 +121,3 @@ func BenchmarkMarshal(b *testing.B) {
 		})
 	}
 }
-
