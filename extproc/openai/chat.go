@@ -91,7 +91,7 @@ func clientTool(typ string) bool { return typ == "function" || typ == "custom" }
 
 // typed checks the types of the optional fields the spec types, and of the legacy
 // functions and the prediction the estimate counts.
-func typed(root gjson.Result) *apierr.Error {
+func typed(root wire.Object) *apierr.Error {
 	if s := root.Get("stop"); s.Exists() && s.Type != gjson.Null && s.Type != gjson.String &&
 		!wire.ArrayOf(s, wire.IsString) {
 		return apierr.Param(apierr.InvalidRequest, "stop", "The 'stop' field must be a string or an array of strings.")
@@ -125,13 +125,14 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 	}
 	var err *apierr.Error
 	i := 0
-	msgs.ForEach(func(_, m gjson.Result) bool {
+	msgs.ForEach(func(_, v gjson.Result) bool {
 		at := "messages[" + strconv.Itoa(i) + "]"
 		i++
-		if !m.IsObject() {
+		if !v.IsObject() {
 			err = apierr.Param(apierr.InvalidRequest, at, "Each message must be an object.")
 			return false
 		}
+		m := wire.Members(v) // its fields found without walking its content again
 		role := m.Get("role")
 		if role.Type != gjson.String || !chatRoles[role.Str] {
 			err = apierr.Param(apierr.InvalidRequest, at+".role",
@@ -148,9 +149,10 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 			pr.Texts = append(pr.Texts, c.Str)
 		case c.IsArray():
 			j := 0
-			c.ForEach(func(_, part gjson.Result) bool {
+			c.ForEach(func(_, v gjson.Result) bool {
 				pat := at + ".content[" + strconv.Itoa(j) + "]"
 				j++
+				part := wire.Members(v)
 				var typ string
 				if typ, err = wire.ContentPart(part, pat); err != nil {
 					return false
@@ -204,7 +206,7 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 // chatPart adds one validated content part at param to pr by its kind: text and refusal
 // as text; images; input audio by its decoded size; a file by its bytes as a document, by
 // file id unbounded; any other part as an image and its JSON (an upper bound of both).
-func chatPart(pr *wire.Prompt, typ string, part gjson.Result, param string) {
+func chatPart(pr *wire.Prompt, typ string, part wire.Object, param string) {
 	switch typ {
 	case "text", "refusal":
 		pr.Texts = append(pr.Texts, part.Get("text").Str, part.Get("refusal").Str)
@@ -213,7 +215,7 @@ func chatPart(pr *wire.Prompt, typ string, part gjson.Result, param string) {
 	case "input_audio":
 		pr.AudioBytes += wire.Base64Size(part.Get("input_audio.data").Str)
 	case "file":
-		fileData(pr, part.Get("file"), "file_data", param+".file")
+		fileData(pr, wire.Members(part.Get("file")), "file_data", param+".file")
 	default:
 		pr.Images++
 		pr.JSON = append(pr.JSON, part.Raw)
@@ -222,7 +224,7 @@ func chatPart(pr *wire.Prompt, typ string, part gjson.Result, param string) {
 
 // fileData adds a file object f (at param) to pr: by its bytes (the field named data)
 // a document; otherwise (file_id, file_url) it cannot be sized, and is unbounded.
-func fileData(pr *wire.Prompt, f gjson.Result, data, param string) {
+func fileData(pr *wire.Prompt, f wire.Object, data, param string) {
 	if d := f.Get(data); d.Type == gjson.String && d.Str != "" {
 		pr.Documents++
 		return

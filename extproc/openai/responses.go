@@ -102,9 +102,10 @@ func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 			pr.Texts = append(pr.Texts, c.Str)
 		case c.IsArray():
 			j := 0
-			c.ForEach(func(_, part gjson.Result) bool {
+			c.ForEach(func(_, v gjson.Result) bool {
 				pat := at + ".content[" + strconv.Itoa(j) + "]"
 				j++
+				part := wire.Members(v)
 				typ, e := wire.ContentPart(part, pat)
 				if e != nil {
 					err = e
@@ -154,7 +155,7 @@ func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 // bill for context the request does not carry, so the hold (estimated from the request)
 // would not bound the charge. Clients send the full input instead. A false or null value
 // is accepted: it asks for nothing.
-func unbillable(root gjson.Result) *apierr.Error {
+func unbillable(root wire.Object) *apierr.Error {
 	if b := root.Get("background"); b.Exists() && b.Type != gjson.Null && b.Type != gjson.False {
 		return apierr.Param(apierr.InvalidRequest, "background",
 			"Background responses are not supported by this gateway: their usage cannot be settled. Omit 'background'.")

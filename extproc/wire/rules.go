@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/llmgw/gateway/extproc/apierr"
@@ -16,7 +17,7 @@ import (
 // Begin applies the rules every JSON endpoint starts with: the body is one JSON object
 // (Root) and its "model" is a valid model id (Model). It returns the root and a Parsed
 // with Model set.
-func Begin(body []byte) (gjson.Result, Parsed, *apierr.Error) {
+func Begin(body []byte) (Object, Parsed, *apierr.Error) {
 	var p Parsed
 	root, err := Root(body)
 	if err != nil {
@@ -27,14 +28,14 @@ func Begin(body []byte) (gjson.Result, Parsed, *apierr.Error) {
 }
 
 // present returns the field named param when it is present and not null.
-func present(root gjson.Result, param string) (gjson.Result, bool) {
+func present(root Object, param string) (gjson.Result, bool) {
 	v := root.Get(param)
 	return v, v.Exists() && v.Type != gjson.Null
 }
 
 // OptionalString checks that the field named param, when present, is a string, and
 // returns it ("" when absent).
-func OptionalString(root gjson.Result, param string) (string, *apierr.Error) {
+func OptionalString(root Object, param string) (string, *apierr.Error) {
 	v, ok := present(root, param)
 	if !ok {
 		return "", nil
@@ -46,7 +47,7 @@ func OptionalString(root gjson.Result, param string) (string, *apierr.Error) {
 }
 
 // OptionalObject checks that the field named param, when present, is a JSON object.
-func OptionalObject(root gjson.Result, param string) *apierr.Error {
+func OptionalObject(root Object, param string) *apierr.Error {
 	if v, ok := present(root, param); ok && !v.IsObject() {
 		return apierr.Param(apierr.InvalidRequest, param, "The '"+param+"' field must be an object.")
 	}
@@ -55,7 +56,7 @@ func OptionalObject(root gjson.Result, param string) *apierr.Error {
 
 // OptionalStringOrObject checks that the field named param (tool_choice), when present,
 // is a string or a JSON object.
-func OptionalStringOrObject(root gjson.Result, param string) *apierr.Error {
+func OptionalStringOrObject(root Object, param string) *apierr.Error {
 	if v, ok := present(root, param); ok && v.Type != gjson.String && !v.IsObject() {
 		return apierr.Param(apierr.InvalidRequest, param, "The '"+param+"' field must be a string or an object.")
 	}
@@ -65,7 +66,7 @@ func OptionalStringOrObject(root gjson.Result, param string) *apierr.Error {
 // OptionalObjectArray checks that the field named param (tools), when present, is an
 // array of JSON objects, and returns its raw JSON ("" when absent): the token estimate
 // counts tool definitions as text.
-func OptionalObjectArray(root gjson.Result, param string) (string, *apierr.Error) {
+func OptionalObjectArray(root Object, param string) (string, *apierr.Error) {
 	v, ok := present(root, param)
 	if !ok {
 		return "", nil
@@ -89,7 +90,7 @@ func ArrayOf(v gjson.Result, ok func(gjson.Result) bool) bool {
 // OnlyOne checks the optional "n" field: when present it must be a JSON number equal to
 // 1 (so 1.0 passes), else invalid_n with msg, which says why the endpoint serves one
 // result per request.
-func OnlyOne(root gjson.Result, msg string) *apierr.Error {
+func OnlyOne(root Object, msg string) *apierr.Error {
 	if n, ok := present(root, "n"); ok && (n.Type != gjson.Number || n.Num != 1) {
 		return apierr.Param(apierr.InvalidN, "n", msg)
 	}
@@ -98,7 +99,7 @@ func OnlyOne(root gjson.Result, msg string) *apierr.Error {
 
 // RequiredText reads the required field named param, which must be a non-empty string
 // (a speech input, an image prompt, a voice).
-func RequiredText(root gjson.Result, param string) (string, *apierr.Error) {
+func RequiredText(root Object, param string) (string, *apierr.Error) {
 	v := root.Get(param)
 	if v.Type != gjson.String || v.Str == "" {
 		return "", apierr.Param(apierr.InvalidRequest, param, "The '"+param+"' field is required and must be a non-empty string.")
@@ -111,7 +112,7 @@ func RequiredText(root gjson.Result, param string) (string, *apierr.Error) {
 // "messages[0].content[1]"): an object with a string "type", whose "text", when present,
 // is a string. It returns the part's type. What each type then means differs between the
 // formats and stays with them.
-func ContentPart(part gjson.Result, param string) (string, *apierr.Error) {
+func ContentPart(part Object, param string) (string, *apierr.Error) {
 	typ := part.Get("type")
 	if !part.IsObject() || typ.Type != gjson.String {
 		return "", apierr.Param(apierr.InvalidRequest, param+".type", "Each content part must be an object with a string 'type'.")
@@ -138,20 +139,13 @@ var control = map[string]bool{
 // tools, functions, response_format and text.format schemas, tool_choice, and any field
 // the gateway does not know. A provider may bill any of them by a rendering of its JSON,
 // so the estimate counts them all as JSON rather than trusting a list of billed fields.
-func Extras(root gjson.Result, walked ...string) []string {
+func Extras(root Object, walked ...string) []string {
 	var out []string
-	root.ForEach(func(k, v gjson.Result) bool {
-		if control[k.Str] {
-			return true
+	for _, m := range root.members {
+		if !control[m.name] && !slices.Contains(walked, m.name) {
+			out = append(out, m.key+":"+m.value.Raw)
 		}
-		for _, w := range walked {
-			if k.Str == w {
-				return true
-			}
-		}
-		out = append(out, k.Raw+":"+v.Raw)
-		return true
-	})
+	}
 	return out
 }
 

@@ -9,6 +9,7 @@ package wire
 
 import (
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -105,7 +106,7 @@ type Parsed struct {
 // ServerTools returns "tools" when the tools array holds a tool whose type the caller's
 // clientTool does not accept — a tool the provider runs and bills itself — else "". A
 // tool without a type is a client tool.
-func ServerTools(root gjson.Result, clientTool func(typ string) bool) string {
+func ServerTools(root Object, clientTool func(typ string) bool) string {
 	found := ""
 	root.Get("tools").ForEach(func(_, t gjson.Result) bool {
 		if typ := t.Get("type"); typ.Exists() && typ.Type == gjson.String && !clientTool(typ.Str) {
@@ -130,56 +131,96 @@ type Video struct {
 	WebhookURL string
 }
 
-// Root parses body as a JSON object, or returns invalid_request.
-func Root(body []byte) (gjson.Result, *apierr.Error) {
-	if len(body) == 0 {
-		return gjson.Result{}, apierr.New(apierr.InvalidRequest, "The request body is empty; a JSON object is required.")
+// Object is a request body's top-level JSON object with its members read once (by
+// Root): Get finds a top-level field without walking the body again. gjson's own Get
+// walks the object from its start for every name, past every member before it, and for
+// an absent name (most optional fields) past all of them, the conversation's long
+// strings included: a 33 KB chat request took ≈0.45 ms to parse, most of it those walks.
+type Object struct {
+	gjson.Result
+	members []member
+	indexed bool // Result is an object and members are its members
+}
+
+type member struct {
+	name, key string // key: the name as the body writes it, quoted
+	value     gjson.Result
+}
+
+// Get is what o.Result.Get(path) is, the members found by name: a top-level field's
+// name, or a name, a dot and a path inside that field. Other gjson path syntax (wildcards,
+// queries, escapes, modifiers) goes to gjson.
+func (o Object) Get(path string) gjson.Result {
+	name, rest, nested := strings.Cut(path, ".")
+	if !o.indexed || strings.ContainsAny(name, `*?|#@\!=<>%`) {
+		return o.Result.Get(path)
 	}
-	if !gjson.ValidBytes(body) {
-		return gjson.Result{}, apierr.New(apierr.InvalidRequest, "The request body is not valid JSON.")
+	for i := range o.members {
+		if o.members[i].name == name {
+			if nested {
+				return o.members[i].value.Get(rest)
+			}
+			return o.members[i].value
+		}
 	}
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
-		return gjson.Result{}, apierr.New(apierr.InvalidRequest, "The request body must be a JSON object.")
+	return gjson.Result{}
+}
+
+// Members indexes the members of v when it is a JSON object (Get of any other value is
+// gjson's). When a name repeats, Get finds the first, as gjson does.
+func Members(v gjson.Result) Object {
+	o := Object{Result: v, indexed: v.IsObject()}
+	if !o.indexed {
+		return o
 	}
-	// A repeated top-level key is refused: JSON parsers disagree on which copy wins, so a
-	// body with two "model" fields could be billed as one model and served as another.
-	var seen [32]string
-	keys := seen[:0]
-	var many map[string]struct{}
-	var dup string
-	root.ForEach(func(k, _ gjson.Result) bool {
-		if many != nil {
-			if _, ok := many[k.Str]; ok {
-				dup = k.Str
-				return false
-			}
-			many[k.Str] = struct{}{}
-			return true
-		}
-		for _, s := range keys {
-			if s == k.Str {
-				dup = k.Str
-				return false
-			}
-		}
-		keys = append(keys, k.Str)
-		if len(keys) == cap(seen) {
-			many = make(map[string]struct{}, 2*len(keys))
-			for _, s := range keys {
-				many[s] = struct{}{}
-			}
-		}
+	v.ForEach(func(k, v gjson.Result) bool {
+		o.members = append(o.members, member{k.Str, k.Raw, v})
 		return true
 	})
-	if dup != "" {
-		return gjson.Result{}, apierr.Param(apierr.InvalidRequest, dup, "The field '"+dup+"' appears more than once.")
+	return o
+}
+
+// Root parses body as a JSON object, or returns invalid_request.
+func Root(body []byte) (Object, *apierr.Error) {
+	if len(body) == 0 {
+		return Object{}, apierr.New(apierr.InvalidRequest, "The request body is empty; a JSON object is required.")
+	}
+	if !gjson.ValidBytes(body) {
+		return Object{}, apierr.New(apierr.InvalidRequest, "The request body is not valid JSON.")
+	}
+	v := gjson.ParseBytes(body)
+	if !v.IsObject() {
+		return Object{}, apierr.New(apierr.InvalidRequest, "The request body must be a JSON object.")
+	}
+	root := Members(v)
+	// A repeated top-level key is refused: JSON parsers disagree on which copy wins, so a
+	// body with two "model" fields could be billed as one model and served as another.
+	if len(root.members) <= 32 {
+		for i, m := range root.members {
+			for _, earlier := range root.members[:i] {
+				if earlier.name == m.name {
+					return Object{}, repeated(m.name)
+				}
+			}
+		}
+		return root, nil
+	}
+	seen := make(map[string]struct{}, len(root.members))
+	for _, m := range root.members {
+		if _, ok := seen[m.name]; ok {
+			return Object{}, repeated(m.name)
+		}
+		seen[m.name] = struct{}{}
 	}
 	return root, nil
 }
 
+func repeated(name string) *apierr.Error {
+	return apierr.Param(apierr.InvalidRequest, name, "The field '"+name+"' appears more than once.")
+}
+
 // Model reads and checks the required "model" field.
-func Model(root gjson.Result) (string, *apierr.Error) {
+func Model(root Object) (string, *apierr.Error) {
 	m := root.Get("model")
 	if !m.Exists() {
 		return "", apierr.Param(apierr.InvalidModel, "model", "The 'model' field is required.")
@@ -194,7 +235,7 @@ func Model(root gjson.Result) (string, *apierr.Error) {
 // Stream reads the optional "stream" field of an endpoint that can stream: absent is
 // false; anything but the JSON boolean true or false is invalid_stream, null included
 // (the spec's rule: "must be a JSON boolean").
-func Stream(root gjson.Result) (bool, *apierr.Error) {
+func Stream(root Object) (bool, *apierr.Error) {
 	s := root.Get("stream")
 	switch {
 	case !s.Exists():
@@ -211,7 +252,7 @@ func Stream(root gjson.Result) (bool, *apierr.Error) {
 // written as an integer (digits only: no fraction, no exponent, so 1.0 and 1e3 are
 // refused) with a value in 1..2^53; null counts as absent. required makes absence an
 // error too. It returns 0 when absent.
-func PositiveInt(root gjson.Result, param string, required bool) (int64, *apierr.Error) {
+func PositiveInt(root Object, param string, required bool) (int64, *apierr.Error) {
 	v := root.Get(param)
 	if !v.Exists() || (v.Type == gjson.Null && !required) {
 		if required {
@@ -249,7 +290,7 @@ func isIntegerLiteral(raw string) bool {
 
 // Range checks an optional number field named param against [lo, hi]; null counts as
 // absent. A non-number or an out-of-range value is invalid_request naming the field.
-func Range(root gjson.Result, param string, lo, hi float64) *apierr.Error {
+func Range(root Object, param string, lo, hi float64) *apierr.Error {
 	v := root.Get(param)
 	if !v.Exists() || v.Type == gjson.Null {
 		return nil
@@ -273,7 +314,7 @@ func IsIntegerLiteral(raw string) bool { return isIntegerLiteral(raw) }
 // NoStream reads an optional "stream" field on an endpoint that cannot stream (the spec
 // gives these endpoints no such field): absent, null and false pass, another non-boolean
 // is invalid_stream, true is invalid_request naming what cannot stream.
-func NoStream(root gjson.Result, what string) *apierr.Error {
+func NoStream(root Object, what string) *apierr.Error {
 	if root.Get("stream").Type == gjson.Null {
 		return nil
 	}

@@ -143,7 +143,7 @@ func TestStream(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := Stream(gjson.Parse(tt.body))
+			s, err := Stream(object(t, tt.body))
 			check(t, err, tt.want)
 			if s != tt.stream {
 				t.Fatalf("stream %v", s)
@@ -166,7 +166,7 @@ func TestNoStream(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			check(t, NoStream(gjson.Parse(tt.body), "Embeddings"), tt.want)
+			check(t, NoStream(object(t, tt.body), "Embeddings"), tt.want)
 		})
 	}
 }
@@ -201,7 +201,7 @@ func TestPositiveInt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, err := PositiveInt(gjson.Parse(tt.body), "max_tokens", tt.required)
+			n, err := PositiveInt(object(t, tt.body), "max_tokens", tt.required)
 			check(t, err, tt.want)
 			if n != tt.n {
 				t.Fatalf("n = %d, want %d", n, tt.n)
@@ -229,7 +229,7 @@ func TestRange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			check(t, Range(gjson.Parse(tt.body), "temperature", 0, 2), tt.want)
+			check(t, Range(object(t, tt.body), "temperature", 0, 2), tt.want)
 		})
 	}
 }
@@ -260,7 +260,7 @@ func TestIsIntegerLiteral(t *testing.T) {
 func TestOptionalRules(t *testing.T) {
 	tests := []struct {
 		name string
-		rule func(gjson.Result) *apierr.Error
+		rule func(Object) *apierr.Error
 		body string
 		want want
 	}{
@@ -287,27 +287,27 @@ func TestOptionalRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			check(t, tt.rule(gjson.Parse(tt.body)), tt.want)
+			check(t, tt.rule(object(t, tt.body)), tt.want)
 		})
 	}
 }
 
-func str(f string) func(gjson.Result) *apierr.Error {
-	return func(r gjson.Result) *apierr.Error { _, e := OptionalString(r, f); return e }
+func str(f string) func(Object) *apierr.Error {
+	return func(r Object) *apierr.Error { _, e := OptionalString(r, f); return e }
 }
-func obj(f string) func(gjson.Result) *apierr.Error {
-	return func(r gjson.Result) *apierr.Error { return OptionalObject(r, f) }
+func obj(f string) func(Object) *apierr.Error {
+	return func(r Object) *apierr.Error { return OptionalObject(r, f) }
 }
-func strObj(f string) func(gjson.Result) *apierr.Error {
-	return func(r gjson.Result) *apierr.Error { return OptionalStringOrObject(r, f) }
+func strObj(f string) func(Object) *apierr.Error {
+	return func(r Object) *apierr.Error { return OptionalStringOrObject(r, f) }
 }
-func objArr(f string) func(gjson.Result) *apierr.Error {
-	return func(r gjson.Result) *apierr.Error { _, e := OptionalObjectArray(r, f); return e }
+func objArr(f string) func(Object) *apierr.Error {
+	return func(r Object) *apierr.Error { _, e := OptionalObjectArray(r, f); return e }
 }
-func text(f string) func(gjson.Result) *apierr.Error {
-	return func(r gjson.Result) *apierr.Error { _, e := RequiredText(r, f); return e }
+func text(f string) func(Object) *apierr.Error {
+	return func(r Object) *apierr.Error { _, e := RequiredText(r, f); return e }
 }
-func onlyOne(r gjson.Result) *apierr.Error { return OnlyOne(r, "only 1") }
+func onlyOne(r Object) *apierr.Error { return OnlyOne(r, "only 1") }
 
 func TestContentPart(t *testing.T) {
 	tests := []struct {
@@ -326,7 +326,7 @@ func TestContentPart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			typ, err := ContentPart(gjson.Parse(tt.part), "p")
+			typ, err := ContentPart(Members(gjson.Parse(tt.part)), "p")
 			check(t, err, tt.want)
 			if typ != tt.typ {
 				t.Fatalf("type %q", typ)
@@ -345,5 +345,45 @@ func TestBegin(t *testing.T) {
 	}
 	if _, _, err := Begin([]byte(`{"model":" "}`)); err == nil || err.Code != apierr.InvalidModel {
 		t.Fatalf("bad model: %v", err)
+	}
+}
+
+// object is body's Root, which must succeed.
+func object(t *testing.T, body string) Object {
+	t.Helper()
+	o, err := Root([]byte(body))
+	if err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	return o
+}
+
+// TestObjectGet: a member found through the index is what gjson finds walking the body,
+// for top-level names, absent names, dotted paths and other path syntax.
+func TestObjectGet(t *testing.T) {
+	body := `{"model":"m","messages":[{"role":"user","content":"a \"quoted\" \u00e9"}],"text":{"format":{"type":"json"}},` +
+		`"metadata":{"user_id":"u"},"choices":[1,2],"na\u006de":true,"n":null,"stream":false,"empty":{}}`
+	o := object(t, body)
+	for _, path := range []string{"model", "messages", "text", "text.format", "text.format.type", "metadata.user_id",
+		"choices.0", "choices.1", "choices.#", "name", "n", "stream", "empty", "absent", "absent.x", "messages.0.content",
+		"messages.#.role", "text.absent", "model.x", `na\me`, "*", "m*"} {
+		got, want := o.Get(path), gjson.Get(body, path)
+		if got.Type != want.Type || got.Raw != want.Raw || got.Str != want.Str || got.Num != want.Num {
+			t.Errorf("Get(%q) = %v %q, gjson %v %q", path, got.Type, got.Raw, want.Type, want.Raw)
+		}
+	}
+}
+
+// TestMembersGet: Get on Members of any JSON value is gjson's Get, repeated names and
+// values that are not objects included.
+func TestMembersGet(t *testing.T) {
+	for _, v := range []string{`{"a":1,"a":2,"b":{"c":[3]}}`, `[{"a":1},2]`, `"text"`, `12`, `null`, `{}`, ``} {
+		o := Members(gjson.Parse(v))
+		for _, path := range []string{"a", "b", "b.c", "b.c.0", "0", "0.a", "1", "#", "x", ""} {
+			got, want := o.Get(path), gjson.Get(v, path)
+			if got.Type != want.Type || got.Raw != want.Raw {
+				t.Errorf("%s: Get(%q) = %v %q, gjson %v %q", v, path, got.Type, got.Raw, want.Type, want.Raw)
+			}
+		}
 	}
 }
