@@ -63,23 +63,35 @@ func classOf(r rune) uint8 {
 	return c
 }
 
-// prefix is [^\r\n\p{L}\p{N}]; symbol is [^\s\p{L}\p{N}].
-func prefix(r rune, c uint8) bool { return r != '\r' && r != '\n' && c&(cLetter|cNumber) == 0 }
+// prefix is [^\r\n\p{L}\p{N}] for a rune whose first byte is b; symbol is
+// [^\s\p{L}\p{N}].
+func prefix(b byte, c uint8) bool { return b != '\r' && b != '\n' && c&(cLetter|cNumber) == 0 }
 func symbol(c uint8) bool         { return c&(cSpace|cLetter|cNumber) == 0 }
 
-// at is the rune at s[i] and its size and classes. s must be valid UTF-8.
-func at(s string, i int) (rune, int, uint8) {
+// at is the size and the classes of the rune at s[i]. s must be valid UTF-8.
+func at(s string, i int) (int, uint8) {
 	if b := s[i]; b < utf8.RuneSelf {
-		return rune(b), 1, asciiClass[b]
+		return 1, asciiClass[b]
 	}
+	return wide(s, i)
+}
+
+func wide(s string, i int) (int, uint8) {
 	r, n := utf8.DecodeRuneInString(s[i:])
-	return r, n, classOf(r)
+	return n, classOf(r)
 }
 
 // run is the end of the run of runes from i that have any of the classes in want.
 func run(s string, i int, want uint8) int {
 	for i < len(s) {
-		_, n, c := at(s, i)
+		if b := s[i]; b < utf8.RuneSelf { // at, by hand: it is not inlined
+			if asciiClass[b]&want == 0 {
+				break
+			}
+			i++
+			continue
+		}
+		n, c := wide(s, i)
 		if c&want == 0 {
 			break
 		}
@@ -90,8 +102,8 @@ func run(s string, i int, want uint8) int {
 
 // pieceEnd is the end of the pre-token that starts at s[p] (p < len(s)).
 func pieceEnd(s string, p int) int {
-	r, n, c := at(s, p)
-	pre := prefix(r, c)
+	n, c := at(s, p)
+	pre := prefix(s[p], c)
 	// 1: an optional prefix, upper*, lower+, a contraction. upper* takes its whole run;
 	// when no lower follows, it gives runes back until one it gave back is also lower
 	// (the last such in the run), and lower+ is that rune alone (what follows it in the
@@ -102,7 +114,7 @@ func pieceEnd(s string, p int) int {
 		}
 		i, lastLower := q, -1
 		for i < len(s) {
-			_, m, ci := at(s, i)
+			m, ci := at(s, i)
 			if ci&cUpper == 0 {
 				break
 			}
@@ -112,7 +124,7 @@ func pieceEnd(s string, p int) int {
 			i += m
 		}
 		if i < len(s) {
-			if _, _, ci := at(s, i); ci&cLower != 0 {
+			if _, ci := at(s, i); ci&cLower != 0 {
 				return contraction(s, run(s, i, cLower))
 			}
 		}
@@ -133,7 +145,7 @@ func pieceEnd(s string, p int) int {
 	if c&cNumber != 0 {
 		i := p + n
 		for k := 1; k < 3 && i < len(s); k++ {
-			_, m, ci := at(s, i)
+			m, ci := at(s, i)
 			if ci&cNumber == 0 {
 				break
 			}
@@ -145,15 +157,15 @@ func pieceEnd(s string, p int) int {
 	q := -1
 	if symbol(c) {
 		q = p
-	} else if r == ' ' && p+1 < len(s) {
-		if _, _, c1 := at(s, p+1); symbol(c1) {
+	} else if s[p] == ' ' && p+1 < len(s) {
+		if _, c1 := at(s, p+1); symbol(c1) {
 			q = p + 1
 		}
 	}
 	if q >= 0 {
 		i := q
 		for i < len(s) {
-			_, m, ci := at(s, i)
+			m, ci := at(s, i)
 			if !symbol(ci) {
 				break
 			}
@@ -170,7 +182,7 @@ func pieceEnd(s string, p int) int {
 	// 5: spaces through the last \r or \n among them (\s* gives back down to it).
 	end, last, lastNewline := p, p, -1
 	for end < len(s) {
-		_, m, ci := at(s, end)
+		m, ci := at(s, end)
 		if ci&cSpace == 0 {
 			break
 		}
