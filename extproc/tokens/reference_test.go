@@ -3,6 +3,7 @@ package tokens
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -156,7 +157,8 @@ func BenchmarkText(b *testing.B) {
 		name string
 		text func(string) int
 	}{
-		{"ours", c.Text},
+		{"ours", c.text},
+		{"ours, counted before", c.Text}, // the count remembered (countCache)
 		{"tiktoken-go", func(s string) int { return len(reference(b).EncodeOrdinary(s)) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -240,4 +242,40 @@ func randomRuns() int {
 		return 2000
 	}
 	return 20000
+}
+
+// TestCachedCounts: a long text counts the same from the cache as counted afresh, from
+// many goroutines at once and after its shard was emptied.
+func TestCachedCounts(t *testing.T) {
+	c, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := make([]string, 3*cacheShards*shardEntries/2) // enough to fill and empty shards
+	for i := range texts {
+		texts[i] = strconv.Itoa(i) + " " + strings.Repeat("Earlier turns come back with every request. ", CachedBytes/40)
+	}
+	want := func(s string) int { return c.text(s) }
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := g; i < len(texts); i += 3 {
+				for range 2 {
+					if got, w := c.Text(texts[i]), want(texts[i]); got != w {
+						t.Errorf("text %d: %d tokens from the cache, %d counted", i, got, w)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range c.cache.shards {
+		if n := len(c.cache.shards[i].counts); n > shardEntries {
+			t.Errorf("shard %d holds %d counts, more than %d", i, n, shardEntries)
+		}
+	}
+	if got, w := c.Text(texts[0]+"x"), want(texts[0]+"x"); got != w {
+		t.Errorf("a changed text: %d tokens, %d counted", got, w)
+	}
 }

@@ -95,6 +95,7 @@ var (
 // Counter counts tokens with one vocabulary. Safe for concurrent use.
 type Counter struct {
 	vocab *vocab
+	cache *countCache // texts of CachedBytes or more
 }
 
 // New loads the o200k_base vocabulary from the embedded offline loader.
@@ -103,7 +104,7 @@ func New() (*Counter, error) {
 	if o200kErr != nil {
 		return nil, fmt.Errorf("tokens: load o200k_base: %w", o200kErr)
 	}
-	return &Counter{vocab: o200k}, nil
+	return &Counter{vocab: o200k, cache: newCountCache()}, nil
 }
 
 // MaxRun is the longest run of non-space bytes encoded in one piece, and the longest
@@ -116,8 +117,16 @@ func New() (*Counter, error) {
 const MaxRun = 256
 
 // Text counts the tokens of s. Special-token text is counted as ordinary text. Its cost
-// is linear in len(s) (see MaxRun).
+// is linear in len(s) (see MaxRun); a text of CachedBytes or more counted recently costs
+// two hashes of it.
 func (c *Counter) Text(s string) int {
+	if len(s) >= CachedBytes {
+		return c.cache.count(s, c.text)
+	}
+	return c.text(s)
+}
+
+func (c *Counter) text(s string) int {
 	n, done, run := 0, 0, -1 // done: s[:done] is counted; run: start of the current word
 	for i := 0; i <= len(s); i++ {
 		if i < len(s) && !isSpace(s[i]) {

@@ -44,6 +44,7 @@ func main() {
 	runs := flag.Int("runs", 1, "how many times each rate runs, each time on a fresh stack; more than one adds a summary of medians")
 	baseline := flag.String("baseline", "", "another checkout's root, measured alternately with -root (before / after)")
 	promptBytes := flag.Int("prompt", 0, "bytes of English prose before the user message's one line (what the tokenizer counts grows with it)")
+	systemBytes := flag.Int("system", 0, "bytes of English prose in a system message, the same in every request (as an application's system prompt)")
 	profile := flag.String("profile", "", "write CPU and allocation profiles (NAME.pprof, NAME.allocs.pprof) of extproc, accounting and the Envoy test front, taken during the last rate's gateway run, into this directory")
 	flag.Parse()
 	if *profile != "" {
@@ -52,13 +53,17 @@ func main() {
 		_ = os.Setenv("ACCOUNTING_PPROF", "1")
 		_ = os.Setenv("FRONT_PPROF", "1") // on the admin address; real Envoy ignores it
 	}
-	if err := run(*root, *baseline, *rates, *duration, *keys, *runs, *promptBytes, *profile); err != nil {
+	if err := run(*root, *baseline, *rates, *duration, *keys, *runs, prompt{*promptBytes, *systemBytes}, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, baseline, rateList string, d time.Duration, nkeys, runs, promptBytes int, profileDir string) error {
+// prompt is the size of the prose each request carries: before the user message's line,
+// and in a system message.
+type prompt struct{ user, system int }
+
+func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, size prompt, profileDir string) error {
 	var rates []int
 	for _, r := range strings.Split(rateList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(r))
@@ -88,14 +93,17 @@ func run(root, baseline, rateList string, d time.Duration, nkeys, runs, promptBy
 			if i == runs-1 && c.root == root {
 				prof = profileDir
 			}
-			rows, err := measure(ctx, c.root, c.label, rates, d, nkeys, promptBytes, prof, func(names []string, front string) {
+			rows, err := measure(ctx, c.root, c.label, rates, d, nkeys, size, prof, func(names []string, front string) {
 				if parts == nil {
 					parts = names
-					prompt := "a one-line prompt"
-					if promptBytes > 0 {
-						prompt = fmt.Sprintf("a prompt of %d bytes", len(filler(promptBytes))+len("load test 0 [[mock:tokens=8]]"))
+					what := "a one-line prompt"
+					if size.user > 0 {
+						what = fmt.Sprintf("a prompt of %d bytes", len(filler(size.user))+len("load test 0 [[mock:tokens=8]]"))
 					}
-					fmt.Printf("Front: %s; %d keys; %s per rate and target; non-streamed demo-chat, %s, 8 output tokens.\n\n", front, nkeys, d, prompt)
+					if size.system > 0 {
+						what += fmt.Sprintf(" after the same system prompt of %d bytes", len(filler(size.system)))
+					}
+					fmt.Printf("Front: %s; %d keys; %s per rate and target; non-streamed demo-chat, %s, 8 output tokens.\n\n", front, nkeys, d, what)
 					fmt.Println(header(parts, baseline != ""))
 				}
 			})
@@ -134,7 +142,7 @@ func run(root, baseline, rateList string, d time.Duration, nkeys, runs, promptBy
 // as it comes (labelled code when not empty) after head (called once the stack is up,
 // with the parts' names and the front's). With profileDir, the last rate's gateway run
 // is profiled.
-func measure(ctx context.Context, root, code string, rates []int, d time.Duration, nkeys, promptBytes int, profileDir string,
+func measure(ctx context.Context, root, code string, rates []int, d time.Duration, nkeys int, size prompt, profileDir string,
 	head func(parts []string, front string)) ([]row, error) {
 	fmt.Fprintln(os.Stderr, "loadtest: building and starting a private stack…")
 	env, err := harness.Start(root)
@@ -156,12 +164,16 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 		MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute,
 		DisableCompression: true,
 	}}
-	prose := filler(promptBytes)
+	prose := filler(size.user)
+	var system []map[string]string
+	if size.system > 0 {
+		system = []map[string]string{{"role": "system", "content": filler(size.system)}}
+	}
 	prompt := func(i int) []byte {
 		b, _ := json.Marshal(map[string]any{
 			"model":      "demo-chat",
 			"max_tokens": 16,
-			"messages":   []map[string]string{{"role": "user", "content": prose + fmt.Sprintf("load test %d [[mock:tokens=8]]", i)}},
+			"messages":   append(system, map[string]string{"role": "user", "content": prose + fmt.Sprintf("load test %d [[mock:tokens=8]]", i)}),
 		})
 		return b
 	}
