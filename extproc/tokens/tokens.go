@@ -7,7 +7,9 @@
 // backtracking regular-expression engine at ≈4.4 MB/s (a 10 KB prompt: ≈2.2 ms of CPU and
 // ≈1 MB of garbage) and keeps the vocabulary in maps the garbage collector marks on every
 // cycle. tiktoken-go stays the reference the tests compare every count with. The
-// vocabulary is loaded once by New; a Counter is then safe for concurrent use.
+// vocabulary is loaded once by New; a Counter is then safe for concurrent use, and
+// remembers the counts of long texts, which come back with every request (system prompts,
+// tool definitions, a conversation's earlier turns: cache.go).
 //
 // Estimates are upper bounds, not predictions: every part of a request a provider
 // bills is counted, each kind with its own bound (wire.Prompt lists the kinds):
