@@ -8,10 +8,9 @@ import (
 // CachedBytes is the shortest text whose count is remembered. Conversations come back
 // whole with every turn and an application sends the same system prompt with every
 // request, so most of a long prompt's text was counted before; a remembered count costs
-// two hashes of the text (≈10 GB/s) instead of the tokenizer (≈130 MB/s). An answer's
-// text, counted as it is delivered (in case no usage comes), is remembered too: it is
-// the next turn's assistant message. Shorter texts are counted each time: it costs about
-// as little as a lookup.
+// two hashes of the text (≈10 GB/s) instead of the tokenizer (≈130 MB/s). (An answer's
+// text is counted only when no usage came, or in 64 KB parts: it seldom reaches the
+// cache.) Shorter texts are counted each time: it costs about as little as a lookup.
 const CachedBytes = 512
 
 // cacheShards × shardEntries bound what the cache holds (≈1 MB of counts).
