@@ -141,11 +141,21 @@ var control = map[string]bool{
 // so the estimate counts them all as JSON rather than trusting a list of billed fields.
 func Extras(root Object, walked ...string) []string {
 	var out []string
-	for _, m := range root.members {
-		if !control[m.name] && !slices.Contains(walked, m.name) {
-			out = append(out, m.key+":"+m.value.Raw)
+	add := func(name, key string, v gjson.Result) {
+		if !control[name] && !slices.Contains(walked, name) {
+			out = append(out, key+":"+v.Raw)
 		}
 	}
+	if root.indexed {
+		for _, m := range root.members {
+			add(m.name, m.key, m.value)
+		}
+		return out
+	}
+	root.ForEach(func(k, v gjson.Result) bool {
+		add(k.Str, k.Raw, v)
+		return true
+	})
 	return out
 }
 

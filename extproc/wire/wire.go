@@ -166,13 +166,26 @@ func (o Object) Get(path string) gjson.Result {
 	return gjson.Result{}
 }
 
-// Members indexes the members of v when it is a JSON object (Get of any other value is
-// gjson's). When a name repeats, Get finds the first, as gjson does.
+// IndexBytes is the size from which Members indexes an object: below it, gjson's walks of
+// the object cost less than the index's allocation.
+const IndexBytes = 512
+
+// Members is v for field lookups: indexed when it is a JSON object of IndexBytes or more,
+// else answered by gjson's Get. When a name repeats, Get finds the first, as gjson does.
 func Members(v gjson.Result) Object {
+	if len(v.Raw) < IndexBytes {
+		return Object{Result: v}
+	}
+	return index(v)
+}
+
+// index is v with its members indexed when it is a JSON object.
+func index(v gjson.Result) Object {
 	o := Object{Result: v, indexed: v.IsObject()}
 	if !o.indexed {
 		return o
 	}
+	o.members = make([]member, 0, 8)
 	v.ForEach(func(k, v gjson.Result) bool {
 		o.members = append(o.members, member{k.Str, k.Raw, v})
 		return true
@@ -192,7 +205,7 @@ func Root(body []byte) (Object, *apierr.Error) {
 	if !v.IsObject() {
 		return Object{}, apierr.New(apierr.InvalidRequest, "The request body must be a JSON object.")
 	}
-	root := Members(v)
+	root := index(v)
 	// A repeated top-level key is refused: JSON parsers disagree on which copy wins, so a
 	// body with two "model" fields could be billed as one model and served as another.
 	if len(root.members) <= 32 {

@@ -377,13 +377,31 @@ func TestObjectGet(t *testing.T) {
 // TestMembersGet: Get on Members of any JSON value is gjson's Get, repeated names and
 // values that are not objects included.
 func TestMembersGet(t *testing.T) {
-	for _, v := range []string{`{"a":1,"a":2,"b":{"c":[3]}}`, `[{"a":1},2]`, `"text"`, `12`, `null`, `{}`, ``} {
+	long := strings.Repeat("x", IndexBytes)
+	for _, v := range []string{`{"a":1,"a":2,"b":{"c":[3]}}`, `[{"a":1},2]`, `"text"`, `12`, `null`, `{}`, ``,
+		`{"a":1,"pad":"` + long + `","a":2,"b":{"c":[3]}}`, `[{"a":1},"` + long + `"]`} { // indexed, and too long to be
 		o := Members(gjson.Parse(v))
+		if o.indexed != (len(v) >= IndexBytes && o.IsObject()) {
+			t.Errorf("%.30s…: indexed %v", v, o.indexed)
+		}
 		for _, path := range []string{"a", "b", "b.c", "b.c.0", "0", "0.a", "1", "#", "x", ""} {
 			got, want := o.Get(path), gjson.Get(v, path)
 			if got.Type != want.Type || got.Raw != want.Raw {
 				t.Errorf("%s: Get(%q) = %v %q, gjson %v %q", v, path, got.Type, got.Raw, want.Type, want.Raw)
 			}
 		}
+	}
+}
+
+// TestExtrasIndexedOrNot: an object's extras are the same whether its members are indexed.
+func TestExtrasIndexedOrNot(t *testing.T) {
+	v := gjson.Parse(`{"role":"user","content":"c","n\u0061me":"x","tool_calls":[{"id":"1"}],"temperature":1,"z":null}`)
+	small, whole := Members(v), index(v)
+	if small.indexed || !whole.indexed {
+		t.Fatalf("indexed: %v and %v", small.indexed, whole.indexed)
+	}
+	got, want := Extras(small, "role", "content"), Extras(whole, "role", "content")
+	if strings.Join(got, ",") != strings.Join(want, ",") || len(got) != 3 {
+		t.Errorf("extras %q, indexed %q", got, want)
 	}
 }
