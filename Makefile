@@ -33,7 +33,7 @@ test: lint browser ## Lint, then run every test: unit, PostgreSQL-backed, gRPC r
 
 .PHONY: bench
 bench: ## Run the benchmarks (see README for the figures)
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+	$(GO) test -tags vtprotobuf -run '^$$' -bench . -benchmem -count=1 ./...
 
 .PHONY: loadtest
 loadtest: ## Open-loop load through the gateway and straight to the mock (LOADTEST_ARGS: -rates, -duration, -keys, -prompt, -system, -runs, -baseline, -profile)
