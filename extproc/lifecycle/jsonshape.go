@@ -96,7 +96,8 @@ func checkJSONShape(body []byte) *apierr.Error {
 					}
 				}
 				top := &stack[len(stack)-1]
-				if repeated(top, &keys, k) {
+				var dup bool
+				if dup, keys = repeated(top, keys, k); dup {
 					top.key = k
 					p := shapePath(stack)
 					return apierr.Param(apierr.InvalidRequest, p, "The field '"+p+"' appears more than once.")
@@ -112,31 +113,32 @@ func checkJSONShape(body []byte) *apierr.Error {
 	return nil
 }
 
-// repeated records key k in the object top and reports whether it was already there.
-func repeated(top *shapeFrame, keys *[]string, k string) bool {
+// repeated records key k in the object top and reports whether it was already there,
+// with keys as it now is. (keys goes in and comes back rather than by pointer, so that
+// checkJSONShape's buffer for it stays on its stack.)
+func repeated(top *shapeFrame, keys []string, k string) (bool, []string) {
 	if top.seen != nil {
 		if _, ok := top.seen[k]; ok {
-			return true
+			return true, keys
 		}
 		top.seen[k] = struct{}{}
-		return false
+		return false, keys
 	}
-	own := (*keys)[top.keyStart:]
+	own := keys[top.keyStart:]
 	for _, s := range own {
 		if s == k {
-			return true
+			return true, keys
 		}
 	}
 	if len(own) < smallObject {
-		*keys = append(*keys, k)
-		return false
+		return false, append(keys, k)
 	}
 	top.seen = make(map[string]struct{}, 2*len(own))
 	for _, s := range own {
 		top.seen[s] = struct{}{}
 	}
 	top.seen[k] = struct{}{}
-	return false
+	return false, keys
 }
 
 // shapePath names the current position as the API errors do: "messages[0].content".
