@@ -61,7 +61,8 @@ func (r *bodyRewriter) Write(chunk []byte, endOfStream bool) ([]byte, error) {
 }
 
 func (r *bodyRewriter) finish(body []byte) ([]byte, error) {
-	ms, ok := scanObject(body, nil)
+	var top [16]member // an answer's top-level members, on the stack unless there are more
+	ms, ok := scanObject(body, top[:0])
 	if !ok {
 		return nil, ErrUnusable
 	}
