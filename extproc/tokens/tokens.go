@@ -109,13 +109,13 @@ func New() (*Counter, error) {
 	return &Counter{vocab: o200k, cache: newCountCache()}, nil
 }
 
-// MaxRun is the longest run of non-space bytes encoded in one piece, and the longest
-// pre-token merged whole. BPE merging is quadratic in the length of one pre-token, so a
-// client could make a single 2 MiB word (or run of spaces) cost minutes of CPU; longer
-// runs and pre-tokens are cut into MaxRun-byte parts (at rune boundaries) and counted
-// part by part. Text without such runs counts exactly as tiktoken does; a cut run counts
-// about as many tokens as whole (no merge crosses a cut: each part ends as the whole would
-// at the cut, give or take the tokens the cut splits), within the estimate's margin.
+// MaxRun is the longest pre-token merged whole. BPE merging is quadratic in the length of
+// one pre-token, so a client could make a single 2 MiB word (or run of spaces) cost
+// minutes of CPU; a longer pre-token is merged in MaxRun-byte parts (cut at rune
+// boundaries) and counted part by part. Text without such runs counts exactly as
+// tiktoken does; a cut run counts about as many tokens as whole (no merge crosses a cut:
+// each part ends as the whole would at the cut, give or take the tokens the cut splits),
+// within the estimate's margin.
 const MaxRun = 256
 
 // Text counts the tokens of s. Special-token text is counted as ordinary text. Its cost
@@ -128,30 +128,9 @@ func (c *Counter) Text(s string) int {
 	return c.text(s)
 }
 
+// text counts s's tokens: its pre-tokens (pieceEnd), each merged in parts of at most
+// MaxRun bytes.
 func (c *Counter) text(s string) int {
-	n, done, run := 0, 0, -1 // done: s[:done] is counted; run: start of the current word
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) && !isSpace(s[i]) {
-			if run < 0 {
-				run = i
-			}
-			continue
-		}
-		if run >= 0 && i-run > MaxRun {
-			n += c.encode(s[done:run])
-			for w := s[run:i]; w != ""; {
-				cut := cutAt(w)
-				n += c.encode(w[:cut])
-				w = w[cut:]
-			}
-			done = i
-		}
-		run = -1
-	}
-	return n + c.encode(s[done:])
-}
-
-func (c *Counter) encode(s string) int {
 	if s == "" {
 		return 0
 	}
@@ -162,8 +141,6 @@ func (c *Counter) encode(s string) int {
 	n := 0
 	for p := 0; p < len(s); {
 		e := pieceEnd(s, p)
-		// A pre-token longer than MaxRun (Text cuts long words, so only a run of spaces
-		// and line ends can be one) merges in MaxRun-byte parts, as Text counts words.
 		for p < e {
 			q := p + cutAt(s[p:e])
 			n += c.vocab.count(s[p:q])
@@ -189,8 +166,6 @@ func cutAt(w string) int {
 	}
 	return cut
 }
-
-func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
 
 // JSON is the bound of one JSON part: its o200k_base tokens, and at least one token per
 // JSONBytesPerToken bytes.

@@ -88,8 +88,8 @@ func TestOutput(t *testing.T) {
 	}
 }
 
-// TestTextLongRuns checks that runs of non-space bytes longer than MaxRun are counted
-// piece by piece: ordinary text counts as the tokenizer counts it, a cut run counts at
+// TestTextLongRuns checks that pre-tokens longer than MaxRun are merged in parts:
+// ordinary text counts as the tokenizer counts it, a cut run counts at
 // least as many tokens as whole, and a single 2 MiB word, run of spaces or run of line
 // ends (quadratic for BPE as one piece) is counted at all — this test would time out if
 // it were not.
