@@ -146,7 +146,7 @@ func Extras(root Object, walked ...string) []string {
 			out = append(out, key+":"+v.Raw)
 		}
 	}
-	if root.indexed {
+	if root.indexed() {
 		for _, m := range root.members {
 			add(m.name, m.key, m.value)
 		}

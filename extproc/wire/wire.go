@@ -138,9 +138,11 @@ type Video struct {
 // strings included: a 33 KB chat request took ≈0.45 ms to parse, most of it those walks.
 type Object struct {
 	gjson.Result
-	members []member
-	indexed bool // Result is an object and members are its members
+	members []member // nil: not indexed (Get is gjson's)
 }
+
+// indexed reports whether o's members are indexed.
+func (o Object) indexed() bool { return o.members != nil }
 
 type member struct {
 	name, key string // key: the name as the body writes it, quoted
@@ -152,7 +154,7 @@ type member struct {
 // queries, escapes, modifiers) goes to gjson.
 func (o Object) Get(path string) gjson.Result {
 	name, rest, nested := strings.Cut(path, ".")
-	if !o.indexed || strings.ContainsAny(name, `*?|#@\!=<>%`) {
+	if !o.indexed() || strings.ContainsAny(name, `*?|#@\!=<>%`) {
 		return o.Result.Get(path)
 	}
 	for i := range o.members {
@@ -181,8 +183,8 @@ func Members(v gjson.Result) Object {
 
 // index is v with its members indexed when it is a JSON object.
 func index(v gjson.Result) Object {
-	o := Object{Result: v, indexed: v.IsObject()}
-	if !o.indexed {
+	o := Object{Result: v}
+	if !v.IsObject() {
 		return o
 	}
 	o.members = make([]member, 0, 8)

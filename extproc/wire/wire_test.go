@@ -381,8 +381,8 @@ func TestMembersGet(t *testing.T) {
 	for _, v := range []string{`{"a":1,"a":2,"b":{"c":[3]}}`, `[{"a":1},2]`, `"text"`, `12`, `null`, `{}`, ``,
 		`{"a":1,"pad":"` + long + `","a":2,"b":{"c":[3]}}`, `[{"a":1},"` + long + `"]`} { // indexed, and too long to be
 		o := Members(gjson.Parse(v))
-		if o.indexed != (len(v) >= IndexBytes && o.IsObject()) {
-			t.Errorf("%.30s…: indexed %v", v, o.indexed)
+		if o.indexed() != (len(v) >= IndexBytes && o.IsObject()) {
+			t.Errorf("%.30s…: indexed %v", v, o.indexed())
 		}
 		for _, path := range []string{"a", "b", "b.c", "b.c.0", "0", "0.a", "1", "#", "x", ""} {
 			got, want := o.Get(path), gjson.Get(v, path)
@@ -397,8 +397,8 @@ func TestMembersGet(t *testing.T) {
 func TestExtrasIndexedOrNot(t *testing.T) {
 	v := gjson.Parse(`{"role":"user","content":"c","n\u0061me":"x","tool_calls":[{"id":"1"}],"temperature":1,"z":null}`)
 	small, whole := Members(v), index(v)
-	if small.indexed || !whole.indexed {
-		t.Fatalf("indexed: %v and %v", small.indexed, whole.indexed)
+	if small.indexed() || !whole.indexed() {
+		t.Fatalf("indexed: %v and %v", small.indexed(), whole.indexed())
 	}
 	got, want := Extras(small, "role", "content"), Extras(whole, "role", "content")
 	if strings.Join(got, ",") != strings.Join(want, ",") || len(got) != 3 {
