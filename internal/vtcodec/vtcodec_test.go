@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"testing"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -64,7 +67,8 @@ func messages(t testing.TB) []proto.Message {
 				Details: "rate_limit_exceeded",
 			},
 		}},
-		md, // no vtprotobuf code of its own here: the runtime's
+		discovery(t), // extproc serves the catalog's clusters over xDS on the same server
+		md,           // no vtprotobuf code of its own here: the runtime's
 	}
 }
 
@@ -107,7 +111,7 @@ func BenchmarkMarshal(b *testing.B) {
 			name = "runtime"
 		}
 		b.Run(name, func(b *testing.B) {
-			msgs := messages(b)[:5]
+			msgs := messages(b)[:5] // the ext_proc messages
 			b.ReportAllocs()
 			for b.Loop() {
 				for _, m := range msgs {
@@ -120,4 +124,14 @@ func BenchmarkMarshal(b *testing.B) {
 			}
 		})
 	}
+}
+
+// discovery is an xDS answer with one cluster, as extproc's ADS server sends.
+func discovery(t testing.TB) proto.Message {
+	c, err := anypb.New(&clusterv3.Cluster{Name: "mock", ConnectTimeout: durationpb.New(1e9),
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &discoveryv3.DiscoveryResponse{VersionInfo: "7", Resources: []*anypb.Any{c}, TypeUrl: c.TypeUrl, Nonce: "n"}
 }
