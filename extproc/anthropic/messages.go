@@ -108,7 +108,7 @@ func messages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 	}
 	var err *apierr.Error
 	i := 0
-	msgs.ForEach(func(_, m gjson.Result) bool {
+	wire.ForEach(msgs, func(m gjson.Result) bool {
 		at := "messages[" + strconv.Itoa(i) + "]"
 		i++
 		if !m.IsObject() {
@@ -157,7 +157,7 @@ func messages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 func blocks(arr gjson.Result, at string, pr *wire.Prompt) *apierr.Error {
 	var err *apierr.Error
 	j := 0
-	arr.ForEach(func(_, b gjson.Result) bool {
+	wire.ForEach(arr, func(b gjson.Result) bool {
 		bat := at + "[" + strconv.Itoa(j) + "]"
 		j++
 		typ := b.Get("type")

@@ -2,6 +2,9 @@ package lifecycle_test
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +64,51 @@ func BenchmarkRequestSide(b *testing.B) {
 		}
 		r.ResponseHeaders(ctx, 200, respHeaders, false)
 		r.ResponseBody(ctx, resp, true)
+		r.End(ctx, "done")
+	}
+}
+
+// BenchmarkRequestSideLong is the request side of a streamed chat request carrying a
+// conversation of ten 3.2 KB messages (≈33 KB): validation, parsing, the estimate and
+// the rewrite (model, stream_options). The token counts of its texts are remembered
+// after the first run (package tokens), so this measures what the body costs besides
+// counting them (BenchmarkText measures that).
+func BenchmarkRequestSideLong(b *testing.B) {
+	svc := replay.Service(b, nopLedger{grant: ledger.Grant{KeyID: "k", AccountID: "a", Tier: "default", AccountToppedUp: true}})
+	ctx := context.Background()
+	words := strings.Fields("the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing matches under the pale northern lights and everyone agrees")
+	var msgs []map[string]string
+	for m := range 10 {
+		var sb strings.Builder
+		for sb.Len() < 3200 {
+			sb.WriteString(words[(sb.Len()*7+m)%len(words)])
+			sb.WriteString(" ")
+		}
+		role := "user"
+		if m%2 == 1 {
+			role = "assistant"
+		}
+		msgs = append(msgs, map[string]string{"role": role, "content": sb.String()})
+	}
+	body, err := json.Marshal(map[string]any{"model": "demo-chat", "max_tokens": 256, "stream": true, "messages": msgs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	headers := []lifecycle.Header{
+		{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "gw"}, {":scheme", "http"},
+		{"content-type", "application/json"}, {"content-length", strconv.Itoa(len(body))},
+		{"authorization", "Bearer gw-bench00000000000000000000000000000000000000000"},
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := svc.NewRequest()
+		if a := r.RequestHeaders(ctx, headers, false); a.Immediate != nil {
+			b.Fatal(string(a.Immediate.Body))
+		}
+		if a := r.RequestBody(ctx, body, true); a.Immediate != nil || !a.ReplaceBody {
+			b.Fatal("not admitted")
+		}
 		r.End(ctx, "done")
 	}
 }

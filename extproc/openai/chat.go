@@ -125,7 +125,7 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 	}
 	var err *apierr.Error
 	i := 0
-	msgs.ForEach(func(_, v gjson.Result) bool {
+	wire.ForEach(msgs, func(v gjson.Result) bool {
 		at := "messages[" + strconv.Itoa(i) + "]"
 		i++
 		if !v.IsObject() {
@@ -149,7 +149,7 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 			pr.Texts = append(pr.Texts, c.Str)
 		case c.IsArray():
 			j := 0
-			c.ForEach(func(_, v gjson.Result) bool {
+			wire.ForEach(c, func(v gjson.Result) bool {
 				pat := at + ".content[" + strconv.Itoa(j) + "]"
 				j++
 				part := wire.Members(v)

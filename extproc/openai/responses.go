@@ -88,7 +88,7 @@ func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 	}
 	var err *apierr.Error
 	i := 0
-	in.ForEach(func(_, item gjson.Result) bool {
+	wire.ForEach(in, func(item gjson.Result) bool {
 		at := "input[" + strconv.Itoa(i) + "]"
 		i++
 		if !item.IsObject() {
@@ -102,7 +102,7 @@ func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 			pr.Texts = append(pr.Texts, c.Str)
 		case c.IsArray():
 			j := 0
-			c.ForEach(func(_, v gjson.Result) bool {
+			wire.ForEach(c, func(v gjson.Result) bool {
 				pat := at + ".content[" + strconv.Itoa(j) + "]"
 				j++
 				part := wire.Members(v)

@@ -3,8 +3,9 @@
 // the neutral description of a validated request (Parsed, Prompt) that the request
 // lifecycle consumes.
 //
-// Fields are read with gjson from the client's bytes; nothing here re-marshals a body.
-// It depends on apierr and gjson only.
+// A body is validated, and its objects and arrays walked, by the package's own scanner
+// (scan.go); fields are read as gjson values of the client's bytes; nothing here
+// re-marshals a body. It depends on apierr and gjson only.
 package wire
 
 import (
@@ -181,13 +182,71 @@ func Members(v gjson.Result) Object {
 	return index(v)
 }
 
-// index is v with its members indexed when it is a JSON object.
+// index is v with its members indexed when it is a JSON object (of a body Root
+// accepted: each member's value is found by skipping, not parsing, the ones before it;
+// should its bytes not scan, gjson's walk indexes it).
 func index(v gjson.Result) Object {
 	o := Object{Result: v}
 	if !v.IsObject() {
 		return o
 	}
 	o.members = make([]member, 0, 8)
+	raw := v.Raw
+	b := readOnlyBytes(raw)
+	for i := skipSpace(b, 1); i < len(b) && b[i] != '}'; {
+		k, ok := memberAt(b, i)
+		if !ok {
+			return gjsonIndex(v)
+		}
+		o.members = append(o.members, k.member(raw, v.Index))
+		i = skipSpace(b, k.ve)
+		switch {
+		case i < len(b) && b[i] == ',':
+			i = skipSpace(b, i+1)
+		case i < len(b) && b[i] == '}':
+			return o
+		default:
+			return gjsonIndex(v)
+		}
+	}
+	return o
+}
+
+// memberAt reads the member at b[i] of valid JSON (key, colon, value) and returns its
+// place.
+func memberAt(b []byte, i int) (span, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return span{}, false
+	}
+	ke, kEsc := StringEnd(b, i)
+	if ke < 0 {
+		return span{}, false
+	}
+	vs := skipSpace(b, ke)
+	if vs >= len(b) || b[vs] != ':' {
+		return span{}, false
+	}
+	vs = skipSpace(b, vs+1)
+	ve, vEsc := valueEnd(b, vs)
+	if ve < 0 {
+		return span{}, false
+	}
+	return span{ks: i, ke: ke, vs: vs, ve: ve, kEsc: kEsc, vEsc: vEsc}, true
+}
+
+// member is the member at k in raw (a JSON text at offset index of its body).
+func (k span) member(raw string, index int) member {
+	key := raw[k.ks:k.ke]
+	name := key[1 : len(key)-1]
+	if k.kEsc {
+		name = gjson.Parse(key).Str
+	}
+	return member{name: name, key: key, value: result(raw[k.vs:k.ve], k.vEsc, index+k.vs)}
+}
+
+// gjsonIndex is index by gjson's walk.
+func gjsonIndex(v gjson.Result) Object {
+	o := Object{Result: v, members: make([]member, 0, 8)}
 	v.ForEach(func(k, v gjson.Result) bool {
 		o.members = append(o.members, member{k.Str, k.Raw, v})
 		return true
@@ -195,19 +254,25 @@ func index(v gjson.Result) Object {
 	return o
 }
 
-// Root parses body as a JSON object, or returns invalid_request.
+// Root parses body as a JSON object, or returns invalid_request. It validates the body
+// and indexes its members in one pass (scanBody).
 func Root(body []byte) (Object, *apierr.Error) {
 	if len(body) == 0 {
 		return Object{}, apierr.New(apierr.InvalidRequest, "The request body is empty; a JSON object is required.")
 	}
-	if !gjson.ValidBytes(body) {
+	spans, ok := scanBody(body, make([]span, 0, 8))
+	if !ok {
 		return Object{}, apierr.New(apierr.InvalidRequest, "The request body is not valid JSON.")
 	}
-	v := gjson.ParseBytes(body)
+	s := string(body)
+	v := gjson.Parse(s)
 	if !v.IsObject() {
 		return Object{}, apierr.New(apierr.InvalidRequest, "The request body must be a JSON object.")
 	}
-	root := index(v)
+	root := Object{Result: v, members: make([]member, len(spans))}
+	for i, k := range spans {
+		root.members[i] = k.member(s, 0)
+	}
 	// A repeated top-level key is refused: JSON parsers disagree on which copy wins, so a
 	// body with two "model" fields could be billed as one model and served as another.
 	if len(root.members) <= 32 {

@@ -1,0 +1,227 @@
+package wire
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// The scanner is held to gjson, which it replaces for validation and walks, and to
+// encoding/json: the same bodies valid, the same members and elements found.
+
+var scanSamples = []string{
+	`{}`, `[]`, `{"a":1}`, ` {"a" : [ 1 , 2 ] } `, `{"a":{"b":{"c":[{}]}},"d":"e"}`,
+	`{"s":"a\"b\\c\/d\b\f\n\r\t\u00e9\uD83D\uDE00"}`, `{"\u006dodel":"x","m\"":1}`,
+	`{"n":[0,-0,1.5,-2e10,3E+2,4e-3,123456789012345678901234567890]}`,
+	`{"t":true,"f":false,"z":null}`, `"str"`, `12`, `null`, `[1,"2",{"3":[4]}]`,
+	`{"long":"` + strings.Repeat("prose with words ", 40) + `"}`,
+	// invalid
+	``, ` `, `{`, `}`, `{"a"}`, `{"a":}`, `{"a":1,}`, `[1,]`, `[,1]`, `{"a":1 "b":2}`, `{a:1}`,
+	`{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":-}`, `{"a":1e}`, `{"a":+1}`, `{"a":tru}`,
+	`{"a":nul}`, `{"a":"\x"}`, `{"a":"\u12"}`, `{"a":"\u12g4"}`, "{\"a\":\"\x01\"}",
+	"{\"a\":\"tab\there\"}", `{"a":"unterminated}`, `{"a":1}}`, `{"a":1} x`, `[1] [2]`,
+	`{"a":[1,2}`, `{"a":{"b":1]}`, `"\`, `"abc`, `{"a":"\`, `[`, `{"a":`, `{"a"`, `{"a":1,"b"`,
+}
+
+// randJSON writes a random JSON value of at most depth levels.
+func randJSON(r *rand.Rand, sb *strings.Builder, depth int) {
+	ws := func() {
+		if r.IntN(4) == 0 {
+			sb.WriteString([]string{" ", "\n", "\t", "\r\n  "}[r.IntN(4)])
+		}
+	}
+	ws()
+	switch k := r.IntN(10); {
+	case depth > 0 && k < 3:
+		sb.WriteByte('{')
+		for i, n := 0, r.IntN(5); i < n; i++ {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			ws()
+			randString(r, sb)
+			ws()
+			sb.WriteByte(':')
+			randJSON(r, sb, depth-1)
+		}
+		ws()
+		sb.WriteByte('}')
+	case depth > 0 && k < 5:
+		sb.WriteByte('[')
+		for i, n := 0, r.IntN(5); i < n; i++ {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			randJSON(r, sb, depth-1)
+		}
+		ws()
+		sb.WriteByte(']')
+	case k < 7:
+		randString(r, sb)
+	case k < 8:
+		sb.WriteString([]string{"true", "false", "null"}[r.IntN(3)])
+	default:
+		sb.WriteString([]string{"0", "-1", "12.5", "3e7", "-0.25E-3", "1234567"}[r.IntN(6)])
+	}
+	ws()
+}
+
+func randString(r *rand.Rand, sb *strings.Builder) {
+	sb.WriteByte('"')
+	for i, n := 0, r.IntN(40); i < n; i++ {
+		switch k := r.IntN(20); {
+		case k == 0:
+			sb.WriteString([]string{`\"`, `\\`, `\n`, `\u00e9`, `\/`, `\t`}[r.IntN(6)])
+		case k == 1:
+			sb.WriteString("é😀")
+		case k < 4:
+			sb.WriteByte(' ')
+		default:
+			sb.WriteByte(byte('a' + r.IntN(26)))
+		}
+	}
+	sb.WriteByte('"')
+}
+
+// mutate damages s in one random place (which may leave it valid).
+func mutate(r *rand.Rand, s string) string {
+	if s == "" {
+		return s
+	}
+	i := r.IntN(len(s))
+	switch r.IntN(3) {
+	case 0:
+		return s[:i] + s[i+1:]
+	case 1:
+		const junk = `{}[]",:\ 0a-e.`
+		return s[:i] + string(junk[r.IntN(len(junk))]) + s[i:]
+	}
+	return s[:i]
+}
+
+func corpus() []string {
+	r := rand.New(rand.NewPCG(1, 2))
+	out := append([]string(nil), scanSamples...)
+	for range 3000 {
+		var sb strings.Builder
+		randJSON(r, &sb, 4)
+		out = append(out, sb.String(), mutate(r, sb.String()))
+	}
+	return out
+}
+
+// checkScan holds Root, Members and ForEach on body to gjson and encoding/json.
+func checkScan(t *testing.T, body string) {
+	t.Helper()
+	_, ok := scanBody([]byte(body), nil)
+	if want := gjson.Valid(body); ok != want || ok != json.Valid([]byte(body)) {
+		t.Fatalf("%q: valid %v, gjson %v, encoding/json %v", body, ok, want, json.Valid([]byte(body)))
+	}
+	if !ok {
+		return
+	}
+	v := gjson.Parse(body)
+	if v.IsObject() {
+		want := gjsonIndex(v).members
+		names := map[string]bool{}
+		repeats := false
+		for _, m := range want {
+			repeats = repeats || names[m.name]
+			names[m.name] = true
+		}
+		root, err := Root([]byte(body))
+		if (err != nil) != repeats {
+			t.Fatalf("%q: Root's error %v, a key repeated: %v", body, err, repeats)
+		}
+		if err == nil {
+			sameMembers(t, body, root.members, want)
+		}
+	}
+	// Every object and array inside, indexed and walked.
+	var walk func(v gjson.Result)
+	walk = func(v gjson.Result) {
+		switch {
+		case v.IsObject():
+			sameMembers(t, v.Raw, index(v).members, gjsonIndex(v).members)
+			v.ForEach(func(_, e gjson.Result) bool { walk(e); return true })
+		case v.IsArray():
+			var got, want []gjson.Result
+			ForEach(v, func(e gjson.Result) bool { got = append(got, e); return true })
+			v.ForEach(func(_, e gjson.Result) bool { want = append(want, e); return true })
+			if len(got) != len(want) {
+				t.Fatalf("%q: %d elements, gjson %d", v.Raw, len(got), len(want))
+			}
+			for i := range got {
+				sameValue(t, v.Raw, got[i], want[i])
+				walk(want[i])
+			}
+		}
+	}
+	walk(v)
+}
+
+func sameMembers(t *testing.T, in string, got, want []member) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%q: %d members, gjson %d", in, len(got), len(want))
+	}
+	for i := range got {
+		if got[i].name != want[i].name || got[i].key != want[i].key {
+			t.Fatalf("%q: member %d is %q (%s), gjson %q (%s)", in, i, got[i].name, got[i].key, want[i].name, want[i].key)
+		}
+		sameValue(t, in, got[i].value, want[i].value)
+	}
+}
+
+func sameValue(t *testing.T, in string, got, want gjson.Result) {
+	t.Helper()
+	if got.Type != want.Type || got.Raw != want.Raw || got.Str != want.Str || got.Num != want.Num {
+		t.Fatalf("%q: value %#v, gjson %#v", in, got, want)
+	}
+}
+
+func TestScanAgreesWithGjson(t *testing.T) {
+	for _, body := range corpus() {
+		checkScan(t, body)
+	}
+}
+
+func FuzzScan(f *testing.F) {
+	for _, s := range corpus()[:200] {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) { checkScan(t, body) })
+}
+
+func TestStringEnd(t *testing.T) {
+	// The reference: a byte at a time, an escaped byte skipped.
+	ref := func(b []byte, i int) (int, bool) {
+		esc := false
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				esc = true
+				j++
+			case '"':
+				return j + 1, esc
+			}
+		}
+		return -1, esc
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		b := make([]byte, 1+r.IntN(40))
+		b[0] = '"'
+		for j := 1; j < len(b); j++ {
+			b[j] = `ab"\ x`[r.IntN(6)]
+		}
+		e1, x1 := StringEnd(b, 0)
+		e2, x2 := ref(b, 0)
+		if e1 != e2 || (e1 >= 0 && x1 != x2) {
+			t.Fatalf("%q: StringEnd %d %v, reference %d %v", b, e1, x1, e2, x2)
+		}
+	}
+}
