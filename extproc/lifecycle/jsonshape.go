@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/llmgw/gateway/extproc/apierr"
+	"github.com/llmgw/gateway/extproc/wire"
 )
 
 // MaxJSONDepth is the deepest nesting of objects and arrays a request body may have. No
@@ -77,17 +78,11 @@ func checkJSONShape(body []byte) *apierr.Error {
 			}
 			i++
 		case '"':
-			j, escaped := i+1, false
-			for j < len(body) && body[j] != '"' {
-				if body[j] == '\\' {
-					escaped = true
-					j++
-				}
-				j++
-			}
-			if j >= len(body) {
+			end, escaped := wire.StringEnd(body, i) // its bytes are read a word at a time
+			if end < 0 {
 				return nil
 			}
+			j := end - 1 // the closing quote
 			if expectKey && len(stack) > 0 && stack[len(stack)-1].object {
 				k := string(body[i+1 : j])
 				if escaped {
