@@ -14,7 +14,6 @@ import (
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/wire"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // ParseMessages validates a Messages request body: model, max_tokens (required, a JSON
@@ -220,12 +219,6 @@ func document(b gjson.Result, param string, pr *wire.Prompt) *apierr.Error {
 		pr.Unbound(param + ".source")
 	}
 	return nil
-}
-
-// SetModel rewrites the top-level "model" string of body in place: every other byte is
-// kept.
-func SetModel(body []byte, model string) ([]byte, error) {
-	return sjson.SetBytes(body, "model", model)
 }
 
 // clientTool reports whether an Anthropic tool type is executed by the client (custom

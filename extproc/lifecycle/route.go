@@ -8,13 +8,13 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/llmgw/gateway/extproc/anthropic"
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/openai"
 	"github.com/llmgw/gateway/extproc/response"
 	"github.com/llmgw/gateway/extproc/translate"
+	"github.com/llmgw/gateway/extproc/wire"
 	"go.uber.org/zap"
 )
 
@@ -70,14 +70,9 @@ func (r *Request) rewriteFor(ch *catalog.Channel, body []byte) (Action, *transla
 		return Action{}, nil, err
 	}
 	if xlate == nil {
-		switch ch.Format {
-		case catalog.FormatAnthropic:
-			body, err = anthropic.SetModel(body, ch.UpstreamModel)
-		default:
-			body, err = openai.SetModel(body, ch.UpstreamModel)
-			if err == nil && r.endpoint == EndpointChat && r.parsed.Stream && !r.parsed.IncludeUsage {
-				body, err = openai.ForceIncludeUsage(body)
-			}
+		body, err = wire.SetModel(body, ch.UpstreamModel)
+		if err == nil && ch.Format != catalog.FormatAnthropic && r.endpoint == EndpointChat && r.parsed.Stream && !r.parsed.IncludeUsage {
+			body, err = openai.ForceIncludeUsage(body)
 		}
 		if err != nil {
 			return Action{}, nil, err

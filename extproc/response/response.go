@@ -39,12 +39,12 @@
 package response
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/llmgw/gateway/extproc/wire"
 )
 
 // Format is the wire format of an upstream response.
@@ -249,25 +249,11 @@ func quote(s string) ([]byte, error) {
 
 // appendQuote appends s as a JSON string to dst.
 func appendQuote(dst []byte, s string) ([]byte, error) {
-	plain := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		dst = append(dst, '"')
-		dst = append(dst, s...)
-		return append(dst, '"'), nil
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
+	q, err := wire.AppendQuote(dst, s)
+	if err != nil {
 		return nil, fmt.Errorf("response: public model: %w", err)
 	}
-	return append(dst, bytes.TrimSpace(buf.Bytes())...), nil
+	return q, nil
 }
 
 // counter counts delivered output text in batches, holding at most textFlushSize bytes.

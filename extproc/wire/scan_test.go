@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // The scanner is held to gjson, which it replaces for validation and walks, and to
@@ -223,5 +224,63 @@ func TestStringEnd(t *testing.T) {
 		if e1 != e2 || (e1 >= 0 && x1 != x2) {
 			t.Fatalf("%q: StringEnd %d %v, reference %d %v", b, e1, x1, e2, x2)
 		}
+	}
+}
+
+// SetMember is held to sjson's SetRawBytes, which it replaces: the same bytes for every
+// top-level member of every object of the corpus and for an absent one (but for the
+// whitespace around the object, which sjson drops when it adds a member and SetMember
+// keeps).
+func TestSetMemberAgreesWithSjson(t *testing.T) {
+	raws := []string{`true`, `"v"`, `{"include_usage":true}`, `[1,2]`}
+	n := 0
+	for _, body := range corpus() {
+		v := gjson.Parse(body)
+		if !gjson.Valid(body) || !v.IsObject() {
+			continue
+		}
+		names := []string{"absent"}
+		v.ForEach(func(k, _ gjson.Result) bool {
+			if !strings.ContainsAny(k.Str, `.*?#@|\:!=<>%{}[]()"`+"`") && k.Str != "" {
+				names = append(names, k.Str)
+			}
+			return true
+		})
+		for i, name := range names {
+			raw := raws[(n+i)%len(raws)]
+			got, ok := SetMember([]byte(body), name, []byte(raw))
+			want, err := sjson.SetRawBytes([]byte(body), name, []byte(raw))
+			if !ok || err != nil || strings.TrimSpace(string(got)) != strings.TrimSpace(string(want)) {
+				t.Fatalf("%q: set %q to %s: %q (%v), sjson %q (%v)", body, name, raw, got, ok, want, err)
+			}
+			if val, found, ok := Member([]byte(body), name); !ok || found != (i > 0) ||
+				found && string(val) != v.Get(name).Raw {
+				t.Fatalf("%q: member %q: %q %v %v", body, name, val, found, ok)
+			}
+		}
+		n++
+	}
+	if n < 500 {
+		t.Fatalf("only %d objects", n)
+	}
+	for _, notObject := range []string{`[1]`, `"s"`, `{"b":1`, `{"b":1,`, ``} {
+		if _, ok := SetMember([]byte(notObject), "a", []byte("1")); ok {
+			t.Fatalf("%q: set", notObject)
+		}
+	}
+}
+
+func TestSetModel(t *testing.T) {
+	for _, model := range []string{"gpt-4o", `a"b\c<é>&` + "\x01", "claude-sonnet-4-5"} {
+		for _, body := range []string{`{"model":"demo","messages":[]}`, `{"messages":[],"model" : "demo" }`, `{"messages":[]}`} {
+			got, err := SetModel([]byte(body), model)
+			if err != nil || gjson.GetBytes(got, "model").Str != model || !gjson.ValidBytes(got) ||
+				gjson.GetBytes(got, "messages").Raw != "[]" {
+				t.Fatalf("%s with %q: %s (%v)", body, model, got, err)
+			}
+		}
+	}
+	if _, err := SetModel([]byte(`[]`), "m"); err == nil {
+		t.Fatal("an array was rewritten")
 	}
 }
