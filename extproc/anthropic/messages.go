@@ -107,7 +107,7 @@ func messages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 	}
 	var err *apierr.Error
 	i := 0
-	wire.ForEach(msgs, func(m gjson.Result) bool {
+	wire.ForEach(msgs, func(m wire.Object) bool {
 		at := "messages[" + strconv.Itoa(i) + "]"
 		i++
 		if !m.IsObject() {
@@ -156,7 +156,7 @@ func messages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 func blocks(arr gjson.Result, at string, pr *wire.Prompt) *apierr.Error {
 	var err *apierr.Error
 	j := 0
-	wire.ForEach(arr, func(b gjson.Result) bool {
+	wire.ForEach(arr, func(b wire.Object) bool {
 		bat := at + "[" + strconv.Itoa(j) + "]"
 		j++
 		typ := b.Get("type")
@@ -202,7 +202,7 @@ func blocks(arr gjson.Result, at string, pr *wire.Prompt) *apierr.Error {
 // document adds a document block at param to pr by its source: a PDF by its bytes
 // ("base64") is a document; plain text ("text") is text; "content" holds blocks; a URL
 // or a file id cannot be sized before Anthropic fetches it and is unbounded.
-func document(b gjson.Result, param string, pr *wire.Prompt) *apierr.Error {
+func document(b wire.Object, param string, pr *wire.Prompt) *apierr.Error {
 	src := b.Get("source")
 	switch src.Get("type").Str {
 	case "base64":

@@ -125,14 +125,13 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 	}
 	var err *apierr.Error
 	i := 0
-	wire.ForEach(msgs, func(v gjson.Result) bool {
+	wire.ForEach(msgs, func(m wire.Object) bool { // its fields found without walking its content again
 		at := "messages[" + strconv.Itoa(i) + "]"
 		i++
-		if !v.IsObject() {
+		if !m.IsObject() {
 			err = apierr.Param(apierr.InvalidRequest, at, "Each message must be an object.")
 			return false
 		}
-		m := wire.Members(v) // its fields found without walking its content again
 		role := m.Get("role")
 		if role.Type != gjson.String || !chatRoles[role.Str] {
 			err = apierr.Param(apierr.InvalidRequest, at+".role",
@@ -149,10 +148,9 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 			pr.Texts = append(pr.Texts, c.Str)
 		case c.IsArray():
 			j := 0
-			wire.ForEach(c, func(v gjson.Result) bool {
+			wire.ForEach(c, func(part wire.Object) bool {
 				pat := at + ".content[" + strconv.Itoa(j) + "]"
 				j++
-				part := wire.Members(v)
 				var typ string
 				if typ, err = wire.ContentPart(part, pat); err != nil {
 					return false

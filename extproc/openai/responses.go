@@ -88,7 +88,7 @@ func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 	}
 	var err *apierr.Error
 	i := 0
-	wire.ForEach(in, func(item gjson.Result) bool {
+	wire.ForEach(in, func(item wire.Object) bool {
 		at := "input[" + strconv.Itoa(i) + "]"
 		i++
 		if !item.IsObject() {
@@ -102,10 +102,9 @@ func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 			pr.Texts = append(pr.Texts, c.Str)
 		case c.IsArray():
 			j := 0
-			wire.ForEach(c, func(v gjson.Result) bool {
+			wire.ForEach(c, func(part wire.Object) bool {
 				pat := at + ".content[" + strconv.Itoa(j) + "]"
 				j++
-				part := wire.Members(v)
 				typ, e := wire.ContentPart(part, pat)
 				if e != nil {
 					err = e

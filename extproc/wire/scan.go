@@ -350,14 +350,16 @@ func result(raw string, escaped bool, index int) gjson.Result {
 	return r
 }
 
-// ForEach is v.ForEach(fn) with the keys left out: for an array, fn is called with each
-// element in order until it returns false, each element found by skipping, not parsing,
-// the ones before it. v is of a body Root accepted; should its bytes not scan, gjson's
-// walk delivers the elements not yet delivered. Any other value is gjson's.
-func ForEach(v gjson.Result, fn func(e gjson.Result) bool) {
+// ForEach is v.ForEach(fn) with each element as Members makes it and the keys left
+// out: for an array, fn is called with each element in order until it returns false.
+// Each element is found by skipping, not parsing, the ones before it, and an object's
+// members are indexed (when it has IndexBytes or more) in the same walk that finds its
+// end. v is of a body Root accepted; should its bytes not scan, gjson's walk delivers
+// the elements not yet delivered. Any other value is gjson's.
+func ForEach(v gjson.Result, fn func(e Object) bool) {
 	raw := v.Raw
 	if !v.IsArray() || len(raw) == 0 || raw[0] != '[' {
-		v.ForEach(func(_, e gjson.Result) bool { return fn(e) })
+		v.ForEach(func(_, e gjson.Result) bool { return fn(Members(e)) })
 		return
 	}
 	b := readOnlyBytes(raw)
@@ -367,21 +369,38 @@ func ForEach(v gjson.Result, fn func(e gjson.Result) bool) {
 		n := 0
 		v.ForEach(func(_, e gjson.Result) bool {
 			n++
-			return n <= delivered || fn(e)
+			return n <= delivered || fn(Members(e))
 		})
 	}
+	var scratch [16]member // an object's members while its size is not known
 	i := skipSpace(b, 1)
 	if i < len(b) && b[i] == ']' {
 		return
 	}
 	for {
-		end, esc := valueEnd(b, i)
-		if end < 0 {
-			rest()
-			return
+		var e Object
+		var end int
+		if i < len(b) && b[i] == '{' {
+			var ms []member
+			var ok bool
+			if ms, end, ok = objectAt(raw, b, i, v.Index, scratch[:0]); !ok {
+				rest()
+				return
+			}
+			e.Result = gjson.Result{Type: gjson.JSON, Raw: raw[i:end], Index: v.Index + i}
+			if end-i >= IndexBytes {
+				e.members = append(make([]member, 0, len(ms)), ms...)
+			}
+		} else {
+			var esc bool
+			if end, esc = valueEnd(b, i); end < 0 {
+				rest()
+				return
+			}
+			e.Result = result(raw[i:end], esc, v.Index+i)
 		}
 		delivered++
-		if !fn(result(raw[i:end], esc, v.Index+i)) {
+		if !fn(e) {
 			return
 		}
 		i = skipSpace(b, end)

@@ -19,6 +19,8 @@ var scanSamples = []string{
 	`{"n":[0,-0,1.5,-2e10,3E+2,4e-3,123456789012345678901234567890]}`,
 	`{"t":true,"f":false,"z":null}`, `"str"`, `12`, `null`, `[1,"2",{"3":[4]}]`,
 	`{"long":"` + strings.Repeat("prose with words ", 40) + `"}`,
+	`{"messages":[{"role":"user","content":"` + strings.Repeat(`a word\n \"q\" é `, 60) + `","name":"n"},` +
+		`{"role":"assistant","content":[{"type":"text","text":"` + strings.Repeat("x", 600) + `"}]},{"role":"user"}]}`,
 	// invalid
 	``, ` `, `{`, `}`, `{"a"}`, `{"a":}`, `{"a":1,}`, `[1,]`, `[,1]`, `{"a":1 "b":2}`, `{a:1}`,
 	`{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":-}`, `{"a":1e}`, `{"a":+1}`, `{"a":tru}`,
@@ -149,14 +151,21 @@ func checkScan(t *testing.T, body string) {
 			sameMembers(t, v.Raw, index(v).members, gjsonIndex(v).members)
 			v.ForEach(func(_, e gjson.Result) bool { walk(e); return true })
 		case v.IsArray():
-			var got, want []gjson.Result
-			ForEach(v, func(e gjson.Result) bool { got = append(got, e); return true })
+			var got []Object
+			var want []gjson.Result
+			ForEach(v, func(e Object) bool { got = append(got, e); return true })
 			v.ForEach(func(_, e gjson.Result) bool { want = append(want, e); return true })
 			if len(got) != len(want) {
 				t.Fatalf("%q: %d elements, gjson %d", v.Raw, len(got), len(want))
 			}
 			for i := range got {
-				sameValue(t, v.Raw, got[i], want[i])
+				sameValue(t, v.Raw, got[i].Result, want[i])
+				// Indexed as Members indexes it, in the walk that found its end.
+				if m := Members(want[i]); got[i].indexed() != m.indexed() {
+					t.Fatalf("%q: element %d indexed %v, Members %v", v.Raw, i, got[i].indexed(), m.indexed())
+				} else if m.indexed() {
+					sameMembers(t, want[i].Raw, got[i].members, gjsonIndex(want[i]).members)
+				}
 				walk(want[i])
 			}
 		}

@@ -190,26 +190,38 @@ func index(v gjson.Result) Object {
 	if !v.IsObject() {
 		return o
 	}
-	o.members = make([]member, 0, 8)
-	raw := v.Raw
-	b := readOnlyBytes(raw)
-	for i := skipSpace(b, 1); i < len(b) && b[i] != '}'; {
+	ms, _, ok := objectAt(v.Raw, readOnlyBytes(v.Raw), 0, v.Index, make([]member, 0, 8))
+	if !ok {
+		return gjsonIndex(v)
+	}
+	o.members = ms
+	return o
+}
+
+// objectAt appends the members of the object at b[i] (b is raw's bytes, raw a JSON text
+// at offset base of its body) to ms, and returns the offset past its closing brace; ok
+// is false when its bytes do not scan.
+func objectAt(raw string, b []byte, i, base int, ms []member) (_ []member, end int, ok bool) {
+	for i = skipSpace(b, i+1); i < len(b) && b[i] != '}'; {
 		k, ok := memberAt(b, i)
 		if !ok {
-			return gjsonIndex(v)
+			return ms, 0, false
 		}
-		o.members = append(o.members, k.member(raw, v.Index))
+		ms = append(ms, k.member(raw, base))
 		i = skipSpace(b, k.ve)
 		switch {
 		case i < len(b) && b[i] == ',':
 			i = skipSpace(b, i+1)
 		case i < len(b) && b[i] == '}':
-			return o
+			return ms, i + 1, true
 		default:
-			return gjsonIndex(v)
+			return ms, 0, false
 		}
 	}
-	return o
+	if i >= len(b) {
+		return ms, 0, false
+	}
+	return ms, i + 1, true
 }
 
 // memberAt reads the member at b[i] of valid JSON (key, colon, value) and returns its
