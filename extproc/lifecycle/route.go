@@ -70,12 +70,19 @@ func (r *Request) rewriteFor(ch *catalog.Channel, body []byte) (Action, *transla
 		return Action{}, nil, err
 	}
 	if xlate == nil {
-		body, err = wire.SetModel(body, ch.UpstreamModel)
-		if err == nil && ch.Format != catalog.FormatAnthropic && r.endpoint == EndpointChat && r.parsed.Stream && !r.parsed.IncludeUsage {
-			body, err = openai.ForceIncludeUsage(body)
-		}
+		// The upstream model, and for a streamed OpenAI chat request a usage chunk asked
+		// for, set in one walk of the body's members and one copy.
+		model, err := wire.SetModel(ch.UpstreamModel)
 		if err != nil {
 			return Action{}, nil, err
+		}
+		sets := []wire.Set{model}
+		if ch.Format != catalog.FormatAnthropic && r.endpoint == EndpointChat && r.parsed.Stream && !r.parsed.IncludeUsage {
+			sets = append(sets, openai.IncludeUsage)
+		}
+		var ok bool
+		if body, ok = wire.SetMembers(body, sets...); !ok {
+			return Action{}, nil, errors.New("lifecycle: the request body is not a JSON object")
 		}
 	}
 	a := Action{

@@ -1,25 +1,13 @@
 package openai
 
-import (
-	"errors"
+import "github.com/llmgw/gateway/extproc/wire"
 
-	"github.com/llmgw/gateway/extproc/wire"
-)
-
-// ForceIncludeUsage sets stream_options.include_usage to true, so that a streamed
-// response ends with a usage chunk the gateway can bill from. A stream_options that is
-// not an object (null) is replaced by one. Other bytes are kept.
-func ForceIncludeUsage(body []byte) ([]byte, error) {
-	so, found, ok := wire.Member(body, "stream_options")
-	if ok && found && len(so) > 0 && so[0] == '{' {
-		if so, ok = wire.SetMember(so, "include_usage", []byte("true")); ok {
-			body, ok = wire.SetMember(body, "stream_options", so)
-		}
-	} else if ok {
-		body, ok = wire.SetMember(body, "stream_options", []byte(`{"include_usage":true}`))
+// IncludeUsage sets stream_options.include_usage to true, so that a streamed response
+// ends with a usage chunk the gateway can bill from. A stream_options that is not an
+// object (null) is replaced by one; in one that is, only include_usage is set.
+var IncludeUsage = wire.Set{Name: "stream_options", Value: func(old []byte) ([]byte, bool) {
+	if len(old) > 0 && old[0] == '{' {
+		return wire.SetMember(old, "include_usage", []byte("true"))
 	}
-	if !ok {
-		return nil, errors.New("openai: the body is not a JSON object")
-	}
-	return body, nil
-}
+	return []byte(`{"include_usage":true}`), true
+}}

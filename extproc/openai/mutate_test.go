@@ -3,6 +3,8 @@ package openai
 import (
 	"testing"
 
+	"github.com/llmgw/gateway/extproc/wire"
+
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -15,7 +17,7 @@ func sjsonIncludeUsage(body []byte) ([]byte, error) {
 	return sjson.SetBytes(body, "stream_options.include_usage", true)
 }
 
-func TestForceIncludeUsage(t *testing.T) {
+func TestIncludeUsage(t *testing.T) {
 	for _, body := range []string{
 		`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"m","stream_options":null,"messages":[]}`,
@@ -29,16 +31,16 @@ func TestForceIncludeUsage(t *testing.T) {
 		`{}`,
 		`{"model":"m","messages":[{"content":"a \"stream_options\": null"}]}`,
 	} {
-		got, err := ForceIncludeUsage([]byte(body))
+		got, ok := wire.SetMembers([]byte(body), IncludeUsage)
 		want, werr := sjsonIncludeUsage([]byte(body))
-		if err != nil || werr != nil || string(got) != string(want) {
-			t.Errorf("%s:\n got %s (%v)\nwant %s (%v)", body, got, err, want, werr)
+		if !ok || werr != nil || string(got) != string(want) {
+			t.Errorf("%s:\n got %s (%v)\nwant %s (%v)", body, got, ok, want, werr)
 		}
 		if !gjson.GetBytes(got, "stream_options.include_usage").Bool() {
 			t.Errorf("%s: include_usage not set: %s", body, got)
 		}
 	}
-	if _, err := ForceIncludeUsage([]byte(`["not an object"]`)); err == nil {
+	if _, ok := wire.SetMembers([]byte(`["not an object"]`), IncludeUsage); ok {
 		t.Error("an array was rewritten")
 	}
 }

@@ -9,94 +9,127 @@ import (
 )
 
 // Edits of a request body's top-level members, made by splicing its bytes: every byte
-// but the edited value is kept. sjson did the same after walking the body a byte at a
-// time to find the member (twice for a streamed chat request: the model, then
-// stream_options, absent from most, so past every byte of the conversation).
+// but the edited values is kept. sjson did the same after walking the body a byte at a
+// time to find each member (twice for a streamed chat request: the model, then
+// stream_options, absent from most, so past every byte of the conversation), and made a
+// copy of the body for each.
 
-// findMember finds the top-level member name of the JSON object b (the first, should it
-// repeat): its value at b[vs:ve] when found, else the offset of the object's closing
-// brace in close and whether the object has members. ok is false when b does not scan
-// as an object up to the member (b is a body Root accepted, or one the gateway wrote:
-// what follows a member found is not read).
-func findMember(b []byte, name string) (vs, ve int, found bool, close int, members, ok bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return 0, 0, false, 0, false, false
+// Set is one top-level member to set: its value becomes Value(old), old being its
+// current value (nil when the body has none; it is then added before the closing
+// brace). Value's ok false fails the edit.
+type Set struct {
+	Name  string
+	Value func(old []byte) (value []byte, ok bool)
+}
+
+// To is a Set of name to the JSON value raw, whatever it was.
+func To(name string, raw []byte) Set {
+	return Set{name, func([]byte) ([]byte, bool) { return raw, true }}
+}
+
+// SetMembers returns the JSON object body with each of sets applied (to the first member
+// of its name, should it repeat), in one walk of its top-level members and one copy; a
+// member added goes before the closing brace, as sjson's SetRawBytes puts it. ok is
+// false, and body is returned as it is, when body does not scan as an object or a
+// Value fails. body is one Root accepted, or one the gateway wrote.
+func SetMembers(body []byte, sets ...Set) (out []byte, ok bool) {
+	type edit struct {
+		s, e int
+		v    []byte
 	}
-	for i = skipSpace(b, i+1); i < len(b) && b[i] != '}'; {
-		k, ok := memberAt(b, i)
+	var editBuf [4]edit
+	edits := editBuf[:0]
+	var doneBuf [4]bool
+	done := doneBuf[:0]
+	for range sets {
+		done = append(done, false)
+	}
+	left := len(sets)
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return body, false
+	}
+	members := false
+	for i = skipSpace(body, i+1); i < len(body) && body[i] != '}'; {
+		k, ok := memberAt(body, i)
 		if !ok {
-			return 0, 0, false, 0, false, false
+			return body, false
 		}
 		members = true
-		key := b[k.ks+1 : k.ke-1]
-		if k.kEsc && gjson.ParseBytes(b[k.ks:k.ke]).Str == name || !k.kEsc && string(key) == name {
-			return k.vs, k.ve, true, 0, true, true
+		if left > 0 {
+			name := body[k.ks+1 : k.ke-1]
+			if k.kEsc {
+				name = []byte(gjson.ParseBytes(body[k.ks:k.ke]).Str)
+			}
+			for n, set := range sets {
+				if !done[n] && set.Name == string(name) {
+					v, ok := set.Value(body[k.vs:k.ve])
+					if !ok {
+						return body, false
+					}
+					edits = append(edits, edit{k.vs, k.ve, v})
+					done[n] = true
+					left--
+				}
+			}
 		}
-		i = skipSpace(b, k.ve)
-		if i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
-		} else if i >= len(b) || b[i] != '}' {
-			return 0, 0, false, 0, false, false
+		i = skipSpace(body, k.ve)
+		if i < len(body) && body[i] == ',' {
+			i = skipSpace(body, i+1)
+		} else if i >= len(body) || body[i] != '}' {
+			return body, false
 		}
 	}
-	if i >= len(b) {
-		return 0, 0, false, 0, false, false
-	}
-	return 0, 0, false, i, members, true
-}
-
-// Member returns the value of the top-level member name of the JSON object body (the
-// first, should it repeat); ok is false when body does not scan as an object.
-func Member(body []byte, name string) (value []byte, found, ok bool) {
-	vs, ve, found, _, _, ok := findMember(body, name)
-	if !found {
-		return nil, false, ok
-	}
-	return body[vs:ve], true, true
-}
-
-// SetMember returns the JSON object body with its top-level member name's value replaced
-// by raw (one JSON value), or, when it has no such member, with the member added before
-// its closing brace, as sjson's SetRawBytes does. ok is false, and body is returned as
-// it is, when body does not scan as an object.
-func SetMember(body []byte, name string, raw []byte) (out []byte, ok bool) {
-	vs, ve, found, closing, members, ok := findMember(body, name)
-	if !ok {
+	if i >= len(body) {
 		return body, false
 	}
-	if found {
-		return splice(body, vs, ve, raw), true
+	// The members not found, added in the order of sets before the closing brace.
+	var added []byte
+	for n, set := range sets {
+		if done[n] {
+			continue
+		}
+		v, ok := set.Value(nil)
+		if !ok {
+			return body, false
+		}
+		if members || len(added) > 0 {
+			added = append(added, ',')
+		}
+		q, err := AppendQuote(added, set.Name)
+		if err != nil {
+			return body, false
+		}
+		added = append(append(q, ':'), v...)
 	}
-	key, err := AppendQuote(make([]byte, 0, len(name)+len(raw)+4), name)
-	if err != nil {
-		return body, false
+	if len(added) > 0 {
+		edits = append(edits, edit{i, i, added})
 	}
-	key = append(append(key, ':'), raw...)
-	if members {
-		key = append([]byte{','}, key...)
+	size := len(body)
+	for _, e := range edits {
+		size += len(e.v) - (e.e - e.s)
 	}
-	return splice(body, closing, closing, key), true
+	out = make([]byte, 0, size)
+	at := 0
+	for _, e := range edits { // in body order: found members in walk order, then the brace
+		out = append(append(out, body[at:e.s]...), e.v...)
+		at = e.e
+	}
+	return append(out, body[at:]...), true
 }
 
-// splice is b with b[s:e] replaced by v, in a new slice.
-func splice(b []byte, s, e int, v []byte) []byte {
-	out := make([]byte, 0, len(b)-(e-s)+len(v))
-	return append(append(append(out, b[:s]...), v...), b[e:]...)
+// SetMember is SetMembers(body, To(name, raw)).
+func SetMember(body []byte, name string, raw []byte) ([]byte, bool) {
+	return SetMembers(body, To(name, raw))
 }
 
-// SetModel returns body with its top-level "model" set to the string model: every other
-// byte is kept.
-func SetModel(body []byte, model string) ([]byte, error) {
+// SetModel is the Set of the top-level "model" to the string model.
+func SetModel(model string) (Set, error) {
 	q, err := AppendQuote(nil, model)
 	if err != nil {
-		return nil, err
+		return Set{}, err
 	}
-	out, ok := SetMember(body, "model", q)
-	if !ok {
-		return nil, fmt.Errorf("wire: the body is not a JSON object")
-	}
-	return out, nil
+	return To("model", q), nil
 }
 
 // AppendQuote appends s as a JSON string to dst (no HTML escaping: '<', '>' and '&'

@@ -262,9 +262,11 @@ func TestSetMemberAgreesWithSjson(t *testing.T) {
 			if !ok || err != nil || strings.TrimSpace(string(got)) != strings.TrimSpace(string(want)) {
 				t.Fatalf("%q: set %q to %s: %q (%v), sjson %q (%v)", body, name, raw, got, ok, want, err)
 			}
-			if val, found, ok := Member([]byte(body), name); !ok || found != (i > 0) ||
-				found && string(val) != v.Get(name).Raw {
-				t.Fatalf("%q: member %q: %q %v %v", body, name, val, found, ok)
+			var old []byte
+			seen := Set{name, func(o []byte) ([]byte, bool) { old = o; return []byte(raw), true }}
+			if _, ok := SetMembers([]byte(body), seen); !ok || (old != nil) != (i > 0) ||
+				old != nil && string(old) != v.Get(name).Raw {
+				t.Fatalf("%q: member %q: %q %v", body, name, old, ok)
 			}
 		}
 		n++
@@ -281,15 +283,33 @@ func TestSetMemberAgreesWithSjson(t *testing.T) {
 
 func TestSetModel(t *testing.T) {
 	for _, model := range []string{"gpt-4o", `a"b\c<é>&` + "\x01", "claude-sonnet-4-5"} {
+		set, err := SetModel(model)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, body := range []string{`{"model":"demo","messages":[]}`, `{"messages":[],"model" : "demo" }`, `{"messages":[]}`} {
-			got, err := SetModel([]byte(body), model)
-			if err != nil || gjson.GetBytes(got, "model").Str != model || !gjson.ValidBytes(got) ||
+			got, ok := SetMembers([]byte(body), set)
+			if !ok || gjson.GetBytes(got, "model").Str != model || !gjson.ValidBytes(got) ||
 				gjson.GetBytes(got, "messages").Raw != "[]" {
-				t.Fatalf("%s with %q: %s (%v)", body, model, got, err)
+				t.Fatalf("%s with %q: %s (%v)", body, model, got, ok)
 			}
 		}
 	}
-	if _, err := SetModel([]byte(`[]`), "m"); err == nil {
-		t.Fatal("an array was rewritten")
+}
+
+// Several sets in one walk: each applied once, at its first member or added in order.
+func TestSetMembers(t *testing.T) {
+	body := `{"a":1,"b":{"x":2},"a":3}`
+	got, ok := SetMembers([]byte(body), To("c", []byte(`"new"`)), To("a", []byte("9")), To("d", []byte("[]")),
+		Set{"b", func(old []byte) ([]byte, bool) { return SetMember(old, "y", []byte("true")) }})
+	if want := `{"a":9,"b":{"x":2,"y":true},"a":3,"c":"new","d":[]}`; !ok || string(got) != want {
+		t.Fatalf("got %s (%v), want %s", got, ok, want)
+	}
+	if out, ok := SetMembers([]byte(`{"a":1}`), Set{"a", func([]byte) ([]byte, bool) { return nil, false }}); ok ||
+		string(out) != `{"a":1}` {
+		t.Fatalf("a failed Value gave %s (%v)", out, ok)
+	}
+	if got, ok := SetMembers([]byte(` {} `), To("k", []byte("1"))); !ok || string(got) != ` {"k":1} ` {
+		t.Fatalf("empty object: %s (%v)", got, ok)
 	}
 }
