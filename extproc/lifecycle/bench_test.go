@@ -68,29 +68,47 @@ func BenchmarkRequestSide(b *testing.B) {
 	}
 }
 
-// BenchmarkRequestSideLong is the request side of a streamed chat request carrying a
-// conversation of ten 3.2 KB messages (≈33 KB): validation, parsing, the estimate and
-// the rewrite (model, stream_options). The token counts of its texts are remembered
-// after the first run (package tokens), so this measures what the body costs besides
-// counting them (BenchmarkText measures that).
+// BenchmarkRequestSideLong is the request side of a chat request with a long prompt:
+// validation, parsing, the estimate and the rewrite (model, and stream_options when
+// streamed). "conversation" carries ten messages of 3.2 KB (≈33 KB) and streams;
+// "prompt" is what the load tool's -prompt 16000 sends: one 16 KB message, not
+// streamed, its "model" after "messages" (encoding/json orders a map's keys). The token
+// counts of the texts are remembered after the first run (package tokens), so this
+// measures what the body costs besides counting them (BenchmarkText measures that).
 func BenchmarkRequestSideLong(b *testing.B) {
-	svc := replay.Service(b, nopLedger{grant: ledger.Grant{KeyID: "k", AccountID: "a", Tier: "default", AccountToppedUp: true}})
-	ctx := context.Background()
 	words := strings.Fields("the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing matches under the pale northern lights and everyone agrees")
-	var msgs []map[string]string
-	for m := range 10 {
+	prose := func(n, seed int) string {
 		var sb strings.Builder
-		for sb.Len() < 3200 {
-			sb.WriteString(words[(sb.Len()*7+m)%len(words)])
+		for sb.Len() < n {
+			sb.WriteString(words[(sb.Len()*7+seed)%len(words)])
 			sb.WriteString(" ")
 		}
+		return sb.String()
+	}
+	var msgs []map[string]string
+	for m := range 10 {
 		role := "user"
 		if m%2 == 1 {
 			role = "assistant"
 		}
-		msgs = append(msgs, map[string]string{"role": role, "content": sb.String()})
+		msgs = append(msgs, map[string]string{"role": role, "content": prose(3200, m)})
 	}
-	body, err := json.Marshal(map[string]any{"model": "demo-chat", "max_tokens": 256, "stream": true, "messages": msgs})
+	for _, bc := range []struct {
+		name string
+		body map[string]any
+	}{
+		{"conversation", map[string]any{"model": "demo-chat", "max_tokens": 256, "stream": true, "messages": msgs}},
+		{"prompt", map[string]any{"model": "demo-chat", "max_tokens": 16,
+			"messages": []map[string]string{{"role": "user", "content": prose(16000, 0) + "load test 1"}}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchRequestSide(b, bc.body) })
+	}
+}
+
+func benchRequestSide(b *testing.B, v map[string]any) {
+	svc := replay.Service(b, nopLedger{grant: ledger.Grant{KeyID: "k", AccountID: "a", Tier: "default", AccountToppedUp: true}})
+	ctx := context.Background()
+	body, err := json.Marshal(v)
 	if err != nil {
 		b.Fatal(err)
 	}
