@@ -143,7 +143,7 @@ func (c *Counter) text(s string) int {
 		e := pieceEnd(s, p)
 		for p < e {
 			q := p + cutAt(s[p:e])
-			n += c.vocab.count(s[p:q])
+			n += c.vocab.countWord(s[p:q], wordAt(s, p, q))
 			p = q
 		}
 	}

@@ -144,3 +144,14 @@ func TestKnown(t *testing.T) {
 		t.Errorf("Known %d above Count %d", c.Tally(floor).Known, c.Count(floor))
 	}
 }
+
+func TestWordAt(t *testing.T) {
+	s := "ab\x00cdéfgh ijklmnop"
+	for p := 0; p <= len(s); p++ {
+		for q := p; q <= len(s) && q <= p+8; q++ {
+			if got, want := wordAt(s, p, q), wordOf(s[p:q]); got != want {
+				t.Fatalf("wordAt(%d, %d) = %#x, wordOf %#x", p, q, got, want)
+			}
+		}
+	}
+}

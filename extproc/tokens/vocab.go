@@ -80,8 +80,8 @@ func (v *vocab) add(tok string, rank uint32) error {
 	if _, ok := v.rank(tok); ok {
 		return errors.New("token listed twice")
 	}
-	h := v.hash(tok)
 	w := wordOf(tok)
+	h := v.hash(tok, w)
 	if len(tok) > 8 {
 		w = uint64(len(v.blob))
 		v.blob = append(v.blob, tok...)
@@ -96,15 +96,14 @@ func (v *vocab) add(tok string, rank uint32) error {
 }
 
 // rank is tok's rank, ok false when tok is not a token.
-func (v *vocab) rank(tok string) (rank int, ok bool) {
-	h := v.hash(tok)
+func (v *vocab) rank(tok string) (rank int, ok bool) { return v.rankWord(tok, wordOf(tok)) }
+
+// rankWord is rank(tok) for w == wordOf(tok), which the caller may have at hand.
+func (v *vocab) rankWord(tok string, w uint64) (rank int, ok bool) {
+	h := v.hash(tok, w)
 	mask := uint64(len(v.slots) - 1)
 	tag := uint16(h >> 48)
 	short := len(tok) <= 8
-	var w uint64
-	if short {
-		w = wordOf(tok)
-	}
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := &v.slots[i]
 		if s.n == 0 {
@@ -119,14 +118,14 @@ func (v *vocab) rank(tok string) (rank int, ok bool) {
 	}
 }
 
-// hash is tok's hash: for up to 8 bytes a multiply-xorshift mix of its word, its length
-// and a random key (cheaper than maphash's call for the short pieces most text is made
-// of), else maphash's.
-func (v *vocab) hash(tok string) uint64 {
+// hash is tok's hash, w being wordOf(tok): for up to 8 bytes a multiply-xorshift mix of
+// w, its length and a random key (cheaper than maphash's call for the short pieces most
+// text is made of), else maphash's.
+func (v *vocab) hash(tok string, w uint64) uint64 {
 	if len(tok) > 8 {
 		return maphash.String(v.seed, tok)
 	}
-	x := wordOf(tok) ^ v.key ^ uint64(len(tok))<<59
+	x := w ^ v.key ^ uint64(len(tok))<<59
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33
@@ -143,11 +142,25 @@ func wordOf(s string) uint64 {
 	return w
 }
 
-// count is how many tokens byte-pair encoding makes of piece (one pre-token): tiktoken's
-// merge, lowest rank first, counted rather than listed. It is quadratic in len(piece),
-// as tiktoken's is (Text bounds the pieces it passes).
-func (v *vocab) count(piece string) int {
-	if _, ok := v.rank(piece); ok || len(piece) <= 1 {
+// wordAt is wordOf(s[p:q]), read as one 8-byte load when s has 8 bytes from p.
+func wordAt(s string, p, q int) uint64 {
+	if p+8 > len(s) {
+		return wordOf(s[p:q])
+	}
+	b := s[p : p+8]
+	w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	if n := q - p; n < 8 {
+		w &= 1<<(8*n) - 1
+	}
+	return w
+}
+
+// countWord is how many tokens byte-pair encoding makes of piece (one pre-token), w
+// being wordOf(piece): tiktoken's merge, lowest rank first, counted rather than listed.
+// It is quadratic in len(piece), as tiktoken's is (Text bounds the pieces it passes).
+func (v *vocab) countWord(piece string, w uint64) int {
+	if _, ok := v.rankWord(piece, w); ok || len(piece) <= 1 {
 		return min(len(piece), 1)
 	}
 	const none = int(^uint(0) >> 1)
