@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 
+	"github.com/llmgw/gateway/extproc/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -10,7 +11,8 @@ import (
 // validated by extproc/openai before; only its meaning is read here.
 
 func (chatCodec) decodeRequest(body []byte) (*Request, error) {
-	root := gjson.ParseBytes(body)
+	// Its fields found without walking the conversation again for each (wire.Object).
+	root := wire.Members(gjson.ParseBytes(body))
 	if err := checkFields(Chat, root); err != nil {
 		return nil, err
 	}
@@ -49,7 +51,7 @@ func chatMessagesIn(msgs gjson.Result) ([]Message, []string, error) {
 	var system []string
 	var err error
 	i := -1
-	msgs.ForEach(func(_, m gjson.Result) bool {
+	wire.ForEach(msgs, func(m wire.Object) bool {
 		i++
 		p := at("messages", i)
 		c := m.Get("content")
@@ -119,7 +121,7 @@ func chatUserParts(c gjson.Result, param string) ([]Part, error) {
 	var parts []Part
 	var err error
 	j := -1
-	c.ForEach(func(_, p gjson.Result) bool {
+	wire.ForEach(c, func(p wire.Object) bool {
 		j++
 		switch p.Get("type").Str {
 		case "text":

@@ -43,5 +43,7 @@
 // # Imports
 //
 // This package is bytes and values only: it must not import protobuf, gRPC, Envoy, the
-// lifecycle, the catalog or accounting. It may import extproc/sse and JSON libraries.
+// lifecycle, the catalog or accounting. It may import extproc/sse, JSON libraries and
+// extproc/wire, whose Object and ForEach read a request body's members without walking
+// the conversation again for each.
 package translate

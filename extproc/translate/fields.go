@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/llmgw/gateway/extproc/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -120,25 +121,25 @@ var requestFields = map[API]map[string]field{
 
 // checkFields refuses a translated request's top-level fields whose fate is Refused or
 // that the table does not know. A null value counts as absent.
-func checkFields(api API, root gjson.Result) error {
+func checkFields(api API, root wire.Object) error {
 	var err error
 	table := requestFields[api]
-	root.ForEach(func(k, v gjson.Result) bool {
+	root.Each(func(name, _ string, v gjson.Result) bool {
 		if v.Type == gjson.Null {
 			return true
 		}
-		f, ok := table[k.Str]
+		f, ok := table[name]
 		switch {
 		case !ok:
-			err = unsupported(k.Str, "The field '%s' cannot be translated for this model's upstream API.", k.Str)
+			err = unsupported(name, "The field '%s' cannot be translated for this model's upstream API.", name)
 		case f.fate == Refused:
-			if k.Str == "n" && v.Type == gjson.Number && v.Num == 1 {
+			if name == "n" && v.Type == gjson.Number && v.Num == 1 {
 				return true
 			}
-			if k.Str == "truncation" && v.Str == "disabled" {
+			if name == "truncation" && v.Str == "disabled" {
 				return true
 			}
-			err = unsupported(k.Str, "The field '%s' has no counterpart in this model's upstream API (%s).", k.Str, f.note)
+			err = unsupported(name, "The field '%s' has no counterpart in this model's upstream API (%s).", name, f.note)
 		}
 		return err == nil
 	})

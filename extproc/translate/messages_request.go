@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 
+	"github.com/llmgw/gateway/extproc/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -10,7 +11,8 @@ import (
 // validated by extproc/anthropic before; only its meaning is read here.
 
 func (messagesCodec) decodeRequest(body []byte) (*Request, error) {
-	root := gjson.ParseBytes(body)
+	// Its fields found without walking the conversation again for each (wire.Object).
+	root := wire.Members(gjson.ParseBytes(body))
 	if err := checkFields(Messages, root); err != nil {
 		return nil, err
 	}
@@ -35,7 +37,7 @@ func (messagesCodec) decodeRequest(body []byte) (*Request, error) {
 	}
 	var err error
 	i := -1
-	root.Get("messages").ForEach(func(_, m gjson.Result) bool {
+	wire.ForEach(root.Get("messages"), func(m wire.Object) bool {
 		i++
 		msg := Message{Role: RoleUser}
 		if m.Get("role").Str == "assistant" {
@@ -93,7 +95,7 @@ func messagesBlocks(c gjson.Result, param string) ([]Part, error) {
 	var parts []Part
 	var err error
 	j := -1
-	c.ForEach(func(_, b gjson.Result) bool {
+	wire.ForEach(c, func(b wire.Object) bool {
 		j++
 		p := at(param, j)
 		switch b.Get("type").Str {

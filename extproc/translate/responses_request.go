@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 
+	"github.com/llmgw/gateway/extproc/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -11,7 +12,8 @@ import (
 // extproc/openai before; only its meaning is read here.
 
 func (responsesCodec) decodeRequest(body []byte) (*Request, error) {
-	root := gjson.ParseBytes(body)
+	// Its fields found without walking the conversation again for each (wire.Object).
+	root := wire.Members(gjson.ParseBytes(body))
 	if err := checkFields(Responses, root); err != nil {
 		return nil, err
 	}
@@ -59,7 +61,7 @@ func responsesInput(r *Request, in gjson.Result) error {
 		r.Messages = append(r.Messages, Message{Role: role, Parts: []Part{p}})
 	}
 	i := -1
-	in.ForEach(func(_, it gjson.Result) bool {
+	wire.ForEach(in, func(it wire.Object) bool {
 		i++
 		p := at("input", i)
 		typ := it.Get("type").Str
@@ -114,7 +116,7 @@ func responsesContent(c gjson.Result, param string) ([]Part, error) {
 	var parts []Part
 	var err error
 	j := -1
-	c.ForEach(func(_, p gjson.Result) bool {
+	wire.ForEach(c, func(p wire.Object) bool {
 		j++
 		switch p.Get("type").Str {
 		case "input_text", "output_text":

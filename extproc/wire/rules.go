@@ -141,19 +141,10 @@ var control = map[string]bool{
 // so the estimate counts them all as JSON rather than trusting a list of billed fields.
 func Extras(root Object, walked ...string) []string {
 	var out []string
-	add := func(name, key string, v gjson.Result) {
+	root.Each(func(name, key string, v gjson.Result) bool {
 		if !control[name] && !slices.Contains(walked, name) {
 			out = append(out, key+":"+v.Raw)
 		}
-	}
-	if root.indexed() {
-		for _, m := range root.members {
-			add(m.name, m.key, m.value)
-		}
-		return out
-	}
-	root.ForEach(func(k, v gjson.Result) bool {
-		add(k.Str, k.Raw, v)
 		return true
 	})
 	return out

@@ -169,6 +169,21 @@ func (o Object) Get(path string) gjson.Result {
 	return gjson.Result{}
 }
 
+// Each calls fn with each member of o in order (its name, its key as the body writes
+// it, quoted, and its value) until fn returns false: from the index when o is indexed,
+// else by gjson's walk.
+func (o Object) Each(fn func(name, key string, v gjson.Result) bool) {
+	if o.indexed() {
+		for _, m := range o.members {
+			if !fn(m.name, m.key, m.value) {
+				return
+			}
+		}
+		return
+	}
+	o.ForEach(func(k, v gjson.Result) bool { return fn(k.Str, k.Raw, v) })
+}
+
 // IndexBytes is the size from which Members indexes an object: below it, gjson's walks of
 // the object cost less than the index's allocation.
 const IndexBytes = 512
