@@ -102,6 +102,13 @@ func run(s string, i int, want uint8) int {
 
 // pieceEnd is the end of the pre-token that starts at s[p] (p < len(s)).
 func pieceEnd(s string, p int) int {
+	// Most of prose: a lowercase ASCII word, after a space or not. Alternative 1 takes
+	// it (the space as its prefix; upper* is empty, as a lowercase letter is not upper).
+	if b := s[p]; b-'a' < 26 {
+		return contraction(s, run(s, p+1, cLower))
+	} else if b == ' ' && p+1 < len(s) && s[p+1]-'a' < 26 {
+		return contraction(s, run(s, p+2, cLower))
+	}
 	n, c := at(s, p)
 	pre := prefix(s[p], c)
 	// 1: an optional prefix, upper*, lower+, a contraction. upper* takes its whole run;
