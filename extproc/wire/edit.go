@@ -30,9 +30,18 @@ func To(name string, raw []byte) Set {
 // SetMembers returns the JSON object body with each of sets applied (to the first member
 // of its name, should it repeat), in one walk of its top-level members and one copy; a
 // member added goes before the closing brace, as sjson's SetRawBytes puts it. ok is
-// false, and body is returned as it is, when body does not scan as an object or a
-// Value fails. body is one Root accepted, or one the gateway wrote.
+// false, and body is returned as it is, when body does not scan as an object (up to the
+// last member set, when every set finds its member: the rest is copied unread), a Value
+// fails or two sets name the same member. body is one Root accepted, or one the gateway
+// wrote.
 func SetMembers(body []byte, sets ...Set) (out []byte, ok bool) {
+	for n := range sets {
+		for _, earlier := range sets[:n] {
+			if earlier.Name == sets[n].Name {
+				return body, false
+			}
+		}
+	}
 	type edit struct {
 		s, e int
 		v    []byte
@@ -72,6 +81,9 @@ func SetMembers(body []byte, sets ...Set) (out []byte, ok bool) {
 					left--
 				}
 			}
+			if left == 0 {
+				break // every set found: nothing is added, the rest is copied as it is
+			}
 		}
 		i = skipSpace(body, k.ve)
 		if i < len(body) && body[i] == ',' {
@@ -80,7 +92,7 @@ func SetMembers(body []byte, sets ...Set) (out []byte, ok bool) {
 			return body, false
 		}
 	}
-	if i >= len(body) {
+	if left > 0 && i >= len(body) {
 		return body, false
 	}
 	// The members not found, added in the order of sets before the closing brace.

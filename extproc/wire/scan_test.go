@@ -309,6 +309,9 @@ func TestSetMembers(t *testing.T) {
 		string(out) != `{"a":1}` {
 		t.Fatalf("a failed Value gave %s (%v)", out, ok)
 	}
+	if _, ok := SetMembers([]byte(`{"a":1}`), To("a", []byte("2")), To("a", []byte("3"))); ok {
+		t.Fatal("two sets of one member were applied")
+	}
 	if got, ok := SetMembers([]byte(` {} `), To("k", []byte("1"))); !ok || string(got) != ` {"k":1} ` {
 		t.Fatalf("empty object: %s (%v)", got, ok)
 	}
