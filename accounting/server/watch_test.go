@@ -175,9 +175,13 @@ func TestWatchChangesSlowSubscriberDoesNotBlockOthers(t *testing.T) {
 		if m.GetAccountId() == "after-reset" {
 			break
 		}
-		switch m.GetKind() {
-		case accountingv1.ChangeKind_CHANGE_KIND_KEY:
-		case accountingv1.ChangeKind_CHANGE_KIND_RESET:
+		switch {
+		case m.GetKind() == accountingv1.ChangeKind_CHANGE_KIND_KEY:
+		case m.GetAccountId() == "marker":
+			// Its RESET came before the marker was published (the stream's server side
+			// drained its lag while the client's transport still took data in), so the
+			// marker follows it as a change of its own: also harmless.
+		case m.GetKind() == accountingv1.ChangeKind_CHANGE_KIND_RESET:
 			// It lagged again, and this RESET may stand for the new change itself: a
 			// watcher reloads on it. Publish the change once more: a stream that reads
 			// as fast as changes come gets it.
