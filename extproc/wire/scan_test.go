@@ -316,3 +316,37 @@ func TestSetMembers(t *testing.T) {
 		t.Fatalf("empty object: %s (%v)", got, ok)
 	}
 }
+
+// Bytes that do not scan (never from a body Root accepted) are left to gjson's walk, from
+// the element where the scan stopped: the same elements and members as gjson's.
+func TestScanFallsBackToGjson(t *testing.T) {
+	for _, raw := range []string{
+		`[1,"two",{"a":},4]`,
+		`[{"a":1},{"b":[1,2},{"c":3}]`,
+		`[1 2 3]`,
+		`["unterminated]`,
+		`[{"` + strings.Repeat("k", 600) + `":1,"x"}, 5]`,
+	} {
+		v := gjson.Parse(raw)
+		var got, want []string
+		ForEach(v, func(e Object) bool { got = append(got, e.Raw); return true })
+		v.ForEach(func(_, e gjson.Result) bool { want = append(want, e.Raw); return true })
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("%s: elements %q, gjson %q", raw, got, want)
+		}
+	}
+	for _, raw := range []string{`{"a":1,"b":}`, `{"a" 1}`, `{"a":[1,2}`, `{"a":"x` + strings.Repeat(" ", 600)} {
+		v := gjson.Parse(raw)
+		o := index(v)
+		if !o.indexed() {
+			continue // gjson's answers then
+		}
+		var names []string
+		o.Each(func(name, _ string, _ gjson.Result) bool { names = append(names, name); return true })
+		var want []string
+		v.ForEach(func(k, _ gjson.Result) bool { want = append(want, k.Str); return true })
+		if strings.Join(names, "|") != strings.Join(want, "|") {
+			t.Errorf("%s: members %q, gjson %q", raw, names, want)
+		}
+	}
+}
