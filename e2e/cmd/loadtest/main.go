@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/llmgw/gateway/e2e/internal/harness"
@@ -155,6 +156,13 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 	if err != nil {
 		return nil, err
 	}
+	// The stack's database was just created (its files copied, its schema and keys
+	// written): the kernel writes those dirty pages back once they are 30 s old
+	// (vm.dirty_expire_centisecs), in the middle of the second rate's run, and PostgreSQL's
+	// WAL flushes wait behind that writeback (COMMITs of 47–64 ms in its log, ≈30 ms of
+	// added p99 at 250 rps). A deployment does not create its database just before its
+	// traffic: write them back now, before anything is measured.
+	syscall.Sync()
 	// No accept-encoding on either target (Go's transport would add gzip): the gateway
 	// asks its upstream for identity whatever the client allows, so a direct request
 	// that allowed gzip would make the baseline pay the mock's compression and the
