@@ -109,6 +109,20 @@ func pieceEnd(s string, p int) int {
 	} else if b == ' ' && p+1 < len(s) && s[p+1]-'a' < 26 {
 		return contraction(s, run(s, p+2, cLower))
 	}
+	// A capitalized ASCII word, after a space or not: upper* takes the one capital (the
+	// lowercase letter after it is not upper), lower+ the rest.
+	if b := s[p]; b == ' ' && p+2 < len(s) && s[p+1]-'A' < 26 && s[p+2]-'a' < 26 {
+		return contraction(s, run(s, p+3, cLower))
+	} else if b-'A' < 26 && p+1 < len(s) && s[p+1]-'a' < 26 {
+		return contraction(s, run(s, p+2, cLower))
+	}
+	// ASCII punctuation that cannot prefix a word: alternative 4 takes it. A space before it
+	// is the alternative's optional space; a symbol followed by a letter prefixes the word.
+	if b := s[p]; b == ' ' && p+1 < len(s) && asciiSymbol(s[p+1]) {
+		return symbolsFrom(s, p+1)
+	} else if asciiSymbol(b) && (p+1 == len(s) || s[p+1] < utf8.RuneSelf && asciiClass[s[p+1]]&cLetter == 0) {
+		return symbolsFrom(s, p)
+	}
 	n, c := at(s, p)
 	pre := prefix(s[p], c)
 	// 1: an optional prefix, upper*, lower+, a contraction. upper* takes its whole run;
@@ -170,18 +184,7 @@ func pieceEnd(s string, p int) int {
 		}
 	}
 	if q >= 0 {
-		i := q
-		for i < len(s) {
-			m, ci := at(s, i)
-			if !symbol(ci) {
-				break
-			}
-			i += m
-		}
-		for i < len(s) && (s[i] == '\r' || s[i] == '\n' || s[i] == '/') {
-			i++
-		}
-		return i
+		return symbolsFrom(s, q)
 	}
 	if c&cSpace == 0 { // unreachable: every rune is a letter, a number, a symbol or a space
 		return p + n
@@ -209,6 +212,26 @@ func pieceEnd(s string, p int) int {
 	}
 	return last
 }
+
+// symbolsFrom is the end of alternative 4's match whose symbols start at s[q]: the run of
+// symbols, then any \r, \n and /.
+func symbolsFrom(s string, q int) int {
+	i := q
+	for i < len(s) {
+		m, ci := at(s, i)
+		if !symbol(ci) {
+			break
+		}
+		i += m
+	}
+	for i < len(s) && (s[i] == '\r' || s[i] == '\n' || s[i] == '/') {
+		i++
+	}
+	return i
+}
+
+// asciiSymbol reports whether b is an ASCII symbol ([^\s\p{L}\p{N}]).
+func asciiSymbol(b byte) bool { return b < utf8.RuneSelf && symbol(asciiClass[b]) }
 
 // contraction is i past an English contraction suffix that starts at s[i], if any
 // (?i:'s|'t|'re|'ve|'m|'ll|'d).

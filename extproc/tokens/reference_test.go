@@ -1,7 +1,10 @@
 package tokens
 
 import (
+	"go/build"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,6 +171,25 @@ func BenchmarkText(b *testing.B) {
 				tc.text(prose)
 			}
 		})
+	}
+}
+
+// BenchmarkTextSpec counts 100 KB of real English with markup and code (the Go language
+// specification in the local Go installation, skipped without one): BenchmarkText's
+// repeated sentence flatters whatever remembers or favours its few words.
+func BenchmarkTextSpec(b *testing.B) {
+	data, err := os.ReadFile(filepath.Join(build.Default.GOROOT, "doc", "go_spec.html"))
+	if err != nil || len(data) < 120000 {
+		b.Skip("no Go specification to read:", err)
+	}
+	c, err := New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := string(data[20000:120000])
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		c.text(text)
 	}
 }
 
