@@ -149,21 +149,30 @@ func (r *Request) traceEnd(cause string) {
 	}
 	if up := r.tr.upstream; up != nil {
 		r.tr.upstream = nil
-		if st := r.resp; st != nil && st.rw != nil {
-			if m := st.rw.UpstreamModel(); m != "" {
-				up.SetAttributes(semconv.GenAIResponseModel(m))
-				r.tr.root.SetAttributes(semconv.GenAIResponseModel(m))
-			}
-			if u, ok := st.rw.Usage(); ok {
-				up.SetAttributes(semconv.GenAIUsageInputTokens(int(u.InputTokens)), semconv.GenAIUsageOutputTokens(int(u.OutputTokens)))
-				r.tr.root.SetAttributes(semconv.GenAIUsageInputTokens(int(u.InputTokens)), semconv.GenAIUsageOutputTokens(int(u.OutputTokens)))
-			}
-		}
+		r.traceResponse(up, r.tr.root)
 		up.End()
 	}
 	if !r.tr.settling {
 		r.tr.root.SetAttributes(AttrOutcome.String(cause))
 		r.tr.root.End()
+	}
+}
+
+// traceResponse records on spans what the provider reported: its model id and its usage.
+func (r *Request) traceResponse(spans ...trace.Span) {
+	st := r.resp
+	if st == nil || st.rw == nil {
+		return
+	}
+	var attrs []attribute.KeyValue
+	if m := st.rw.UpstreamModel(); m != "" {
+		attrs = append(attrs, semconv.GenAIResponseModel(m))
+	}
+	if u, ok := st.rw.Usage(); ok {
+		attrs = append(attrs, semconv.GenAIUsageInputTokens(int(u.InputTokens)), semconv.GenAIUsageOutputTokens(int(u.OutputTokens)))
+	}
+	for _, sp := range spans {
+		sp.SetAttributes(attrs...)
 	}
 }
 
@@ -179,6 +188,9 @@ func (r *Request) traceSettlement(op string) *settlementSpan {
 		return nil
 	}
 	r.tr.settling = true
+	// The settlement ends the root when it lands, which may be before the request's end
+	// (traceEnd): the provider's report goes on the root now, while it is open.
+	r.traceResponse(r.tr.root)
 	_, s := otel.GetTracerProvider().Tracer(TracerName).Start(r.tr.ctx, "gateway.settlement", trace.WithAttributes(attribute.String("gateway.settlement", op)))
 	return &settlementSpan{span: s, root: r.tr.root}
 }
