@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-
-	"github.com/tidwall/gjson"
 )
 
 // Edits of a request body's top-level members, made by splicing its bytes: every byte
@@ -58,43 +56,29 @@ func SetMembers(body []byte, sets ...Set) (out []byte, ok bool) {
 	if i >= len(body) || body[i] != '{' {
 		return body, false
 	}
-	members := false
-	for i = skipSpace(body, i+1); i < len(body) && body[i] != '}'; {
-		k, ok := memberAt(body, i)
-		if !ok {
-			return body, false
-		}
+	raw := readOnlyString(body)
+	members, failed := false, false
+	end, ok := walkMembers(body, i, func(k span) bool {
 		members = true
-		if left > 0 {
-			name := body[k.ks+1 : k.ke-1]
-			if k.kEsc {
-				name = []byte(gjson.ParseBytes(body[k.ks:k.ke]).Str)
-			}
-			for n, set := range sets {
-				if !done[n] && set.Name == string(name) {
-					v, ok := set.Value(body[k.vs:k.ve])
-					if !ok {
-						return body, false
-					}
-					edits = append(edits, edit{k.vs, k.ve, v})
-					done[n] = true
-					left--
+		name := k.name(raw)
+		for n, set := range sets {
+			if !done[n] && set.Name == name {
+				v, ok := set.Value(body[k.vs:k.ve])
+				if !ok {
+					failed = true
+					return false
 				}
-			}
-			if left == 0 {
-				break // every set found: nothing is added, the rest is copied as it is
+				edits = append(edits, edit{k.vs, k.ve, v})
+				done[n] = true
+				left--
 			}
 		}
-		i = skipSpace(body, k.ve)
-		if i < len(body) && body[i] == ',' {
-			i = skipSpace(body, i+1)
-		} else if i >= len(body) || body[i] != '}' {
-			return body, false
-		}
-	}
-	if left > 0 && i >= len(body) {
+		return left > 0 // every set found: nothing is added, the rest is copied as it is
+	})
+	if !ok || failed {
 		return body, false
 	}
+	i = end - 1 // the closing brace, when a member is to be added
 	// The members not found, added in the order of sets before the closing brace.
 	var added []byte
 	for n, set := range sets {

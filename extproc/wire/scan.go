@@ -418,3 +418,6 @@ func ForEach(v gjson.Result, fn func(e Object) bool) {
 
 // readOnlyBytes is s's bytes without a copy, for the scanner, which only reads them.
 func readOnlyBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// readOnlyString is b as a string without a copy, for reading b while nothing writes it.
+func readOnlyString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

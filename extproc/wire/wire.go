@@ -217,26 +217,40 @@ func index(v gjson.Result) Object {
 // at offset base of its body) to ms, and returns the offset past its closing brace; ok
 // is false when its bytes do not scan.
 func objectAt(raw string, b []byte, i, base int, ms []member) (_ []member, end int, ok bool) {
+	end, ok = walkMembers(b, i, func(k span) bool {
+		ms = append(ms, k.member(raw, base))
+		return true
+	})
+	return ms, end, ok
+}
+
+// walkMembers calls fn with the place of each member of the object whose '{' is at b[i]
+// (valid JSON: each value is skipped, not parsed), in order, until fn returns false. end
+// is the offset past the closing brace, or 0 when fn stopped the walk; ok is false when
+// the bytes walked do not scan.
+func walkMembers(b []byte, i int, fn func(k span) bool) (end int, ok bool) {
 	for i = skipSpace(b, i+1); i < len(b) && b[i] != '}'; {
 		k, ok := memberAt(b, i)
 		if !ok {
-			return ms, 0, false
+			return 0, false
 		}
-		ms = append(ms, k.member(raw, base))
+		if !fn(k) {
+			return 0, true
+		}
 		i = skipSpace(b, k.ve)
 		switch {
 		case i < len(b) && b[i] == ',':
 			i = skipSpace(b, i+1)
 		case i < len(b) && b[i] == '}':
-			return ms, i + 1, true
+			return i + 1, true
 		default:
-			return ms, 0, false
+			return 0, false
 		}
 	}
 	if i >= len(b) {
-		return ms, 0, false
+		return 0, false
 	}
-	return ms, i + 1, true
+	return i + 1, true
 }
 
 // memberAt reads the member at b[i] of valid JSON (key, colon, value) and returns its
@@ -263,12 +277,15 @@ func memberAt(b []byte, i int) (span, bool) {
 
 // member is the member at k in raw (a JSON text at offset index of its body).
 func (k span) member(raw string, index int) member {
-	key := raw[k.ks:k.ke]
-	name := key[1 : len(key)-1]
+	return member{name: k.name(raw), key: raw[k.ks:k.ke], value: result(raw[k.vs:k.ve], k.vEsc, index+k.vs)}
+}
+
+// name is the name of the member at k in raw: its key unquoted, escapes decoded.
+func (k span) name(raw string) string {
 	if k.kEsc {
-		name = gjson.Parse(key).Str
+		return gjson.Parse(raw[k.ks:k.ke]).Str
 	}
-	return member{name: name, key: key, value: result(raw[k.vs:k.ve], k.vEsc, index+k.vs)}
+	return raw[k.ks+1 : k.ke-1]
 }
 
 // gjsonIndex is index by gjson's walk.
