@@ -38,18 +38,28 @@ func (nopLedger) GetVideoTask(context.Context, string) (lifecycle.VideoTask, err
 	return lifecycle.VideoTask{}, ledger.ErrNotFound
 }
 
+// nopService is a lifecycle service whose ledger admits everything at no cost.
+func nopService(tb testing.TB) *lifecycle.Service {
+	return replay.Service(tb, nopLedger{grant: ledger.Grant{KeyID: "k", AccountID: "a", Tier: "default", AccountToppedUp: true}})
+}
+
+// chatHeaders are the request headers Envoy sends with a chat request whose body is body.
+func chatHeaders(body []byte) []lifecycle.Header {
+	return []lifecycle.Header{
+		{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "gw"}, {":scheme", "http"},
+		{"content-type", "application/json"}, {"content-length", strconv.Itoa(len(body))},
+		{"authorization", "Bearer gw-bench00000000000000000000000000000000000000000"},
+	}
+}
+
 // BenchmarkRequestSide is one admitted chat request through the lifecycle: headers,
 // body (validation, token estimate, reservation, mutation), a JSON response with usage
 // and the commit, with a ledger that costs nothing.
 func BenchmarkRequestSide(b *testing.B) {
-	svc := replay.Service(b, nopLedger{grant: ledger.Grant{KeyID: "k", AccountID: "a", Tier: "default", AccountToppedUp: true}})
+	svc := nopService(b)
 	ctx := context.Background()
-	headers := []lifecycle.Header{
-		{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "gw"}, {":scheme", "http"},
-		{"content-type", "application/json"}, {"content-length", "300"},
-		{"authorization", "Bearer gw-bench00000000000000000000000000000000000000000"},
-	}
 	body := []byte(`{"model":"demo-chat","max_tokens":256,"temperature":0.7,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a short poem about the sea, in four lines, with a rhyme."}]}`)
+	headers := chatHeaders(body)
 	resp := []byte(`{"id":"c","object":"chat.completion","created":1,"model":"mock-gpt","choices":[{"index":0,"message":{"role":"assistant","content":"The sea..."},"finish_reason":"stop"}],"usage":{"prompt_tokens":30,"completion_tokens":40,"total_tokens":70}}`)
 	respHeaders := []lifecycle.Header{{":status", "200"}, {"content-type", "application/json"}}
 	b.ReportAllocs()
@@ -106,17 +116,13 @@ func BenchmarkRequestSideLong(b *testing.B) {
 }
 
 func benchRequestSide(b *testing.B, v map[string]any) {
-	svc := replay.Service(b, nopLedger{grant: ledger.Grant{KeyID: "k", AccountID: "a", Tier: "default", AccountToppedUp: true}})
+	svc := nopService(b)
 	ctx := context.Background()
 	body, err := json.Marshal(v)
 	if err != nil {
 		b.Fatal(err)
 	}
-	headers := []lifecycle.Header{
-		{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "gw"}, {":scheme", "http"},
-		{"content-type", "application/json"}, {"content-length", strconv.Itoa(len(body))},
-		{"authorization", "Bearer gw-bench00000000000000000000000000000000000000000"},
-	}
+	headers := chatHeaders(body)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -23,18 +21,13 @@ func TestRequestSpanHasTheResponseWhenTheSettlementEndsIt(t *testing.T) {
 	otel.SetTracerProvider(tp)
 	defer otel.SetTracerProvider(prev)
 
-	svc := replay.Service(t, nopLedger{grant: ledger.Grant{KeyID: "k", AccountID: "a", Tier: "default", AccountToppedUp: true}})
+	svc := nopService(t)
 	ctx := context.Background()
 	r := svc.NewRequest()
-	headers := []lifecycle.Header{
-		{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "gw"}, {":scheme", "http"},
-		{"content-type", "application/json"},
-		{"authorization", "Bearer gw-bench00000000000000000000000000000000000000000"},
-	}
-	if a := r.RequestHeaders(ctx, headers, false); a.Immediate != nil {
+	body := []byte(`{"model":"demo-chat","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`)
+	if a := r.RequestHeaders(ctx, chatHeaders(body), false); a.Immediate != nil {
 		t.Fatal(string(a.Immediate.Body))
 	}
-	body := []byte(`{"model":"demo-chat","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`)
 	if a := r.RequestBody(ctx, body, true); a.Immediate != nil {
 		t.Fatal(string(a.Immediate.Body))
 	}
