@@ -148,7 +148,12 @@ func run(ctx context.Context, c config) (err error) {
 	if err != nil {
 		return err
 	}
-	rep := &reporter{conn: statsConn, start: time.Now(), prev: base, base: base, maxDead: map[string]int64{}}
+	baseWAL, err := walNow(ctx, statsConn)
+	if err != nil {
+		return err
+	}
+	rep := &reporter{conn: statsConn, start: time.Now(), prev: base, base: base, maxDead: map[string]int64{},
+		prevWAL: baseWAL, baseWAL: baseWAL}
 	rep.prevAt = rep.start
 
 	var (
@@ -321,12 +326,34 @@ func snapshot(ctx context.Context, conn *pgx.Conn) (map[string]tableStats, error
 	return out, err
 }
 
+// walStats is the server's write-ahead log so far (pg_stat_wal): bytes written and
+// full-page images (a page's first change after a checkpoint logs the whole page, so
+// changes scattered over many pages cost more log than the same changes at one edge).
+type walStats struct{ bytes, fpi int64 }
+
+func walNow(ctx context.Context, conn *pgx.Conn) (walStats, error) {
+	var w walStats
+	err := conn.QueryRow(ctx, "SELECT wal_bytes::bigint, wal_fpi FROM pg_stat_wal").Scan(&w.bytes, &w.fpi)
+	return w, err
+}
+
+// perPair prints the log written between from and to over n pairs.
+func (w walStats) perPair(from walStats, n int64) string {
+	if n <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f bytes and %.3f full-page images per pair", float64(w.bytes-from.bytes)/float64(n),
+		float64(w.fpi-from.fpi)/float64(n))
+}
+
 type reporter struct {
 	conn         *pgx.Conn
 	start        time.Time
 	prevAt       time.Time
 	prevN        int64
 	base, prev   map[string]tableStats
+	prevWAL      walStats
+	baseWAL      walStats
 	firstRate    float64
 	lastRate     float64
 	maxDead      map[string]int64
@@ -344,10 +371,15 @@ func (r *reporter) report(ctx context.Context, n int64, at time.Time, failed int
 	}
 	r.lastRate = rate
 	r.reportsTaken++
+	wal, err := walNow(ctx, r.conn)
+	if err != nil {
+		return err
+	}
 	fmt.Printf("== %d pairs, %s: %.0f pairs/s since the last report, %.0f overall; %d failed\n",
 		n, at.Sub(r.start).Round(time.Second), rate, float64(n)/at.Sub(r.start).Seconds(), failed)
+	fmt.Printf("write-ahead log since the last report (the whole server's): %s\n", wal.perPair(r.prevWAL, n-r.prevN))
 	r.table(now, r.prev)
-	r.prev, r.prevAt, r.prevN = now, at, n
+	r.prev, r.prevAt, r.prevN, r.prevWAL = now, at, n, wal
 	return nil
 }
 
@@ -359,6 +391,11 @@ func (r *reporter) final(ctx context.Context, n int64, end time.Time, failed int
 	el := end.Sub(r.start)
 	fmt.Printf("== done: %d pairs in %s, %.0f pairs/s overall (first report %.0f, last %.0f); %d failed\n",
 		n, el.Round(time.Second), float64(n)/el.Seconds(), r.firstRate, r.lastRate, failed)
+	wal, err := walNow(ctx, r.conn)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("write-ahead log over the run (the whole server's): %s\n", wal.perPair(r.baseWAL, n))
 	fmt.Println("whole run (HOT % over every update of the run; peak dead = the most seen at a report):")
 	r.table(now, r.base)
 
