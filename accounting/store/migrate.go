@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,24 +30,56 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 // MigrateTo is Migrate up to and including migration number version (0: every one). A
 // database already at or past version is left as it is: migrations are never undone. It
 // lets a measurement compare the schema before and after a migration.
+//
+// The migrations run on a connection of their own, made with the pool's settings but
+// without its lock and statement timeouts (ConfigurePool): a migration may wait for a
+// lock and run for as long as it needs. (On a connection of the pool, lifting them with
+// SET would not last: tern resets the session after each migration, RESET ALL, which
+// brings back the values the connection was opened with.)
 func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int) error {
-	conn, err := pool.Acquire(ctx)
+	cfg := pool.Config().ConnConfig.Copy()
+	delete(cfg.RuntimeParams, "lock_timeout")
+	delete(cfg.RuntimeParams, "statement_timeout")
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return dbError("migrate", err)
 	}
-	defer conn.Release()
-	// Migrations may take longer than the pool's per-connection statement and lock
-	// timeouts (ConfigurePool); lift them on this connection and restore the pool's
-	// settings before it goes back.
-	if _, err := conn.Exec(ctx, "SET lock_timeout = 0; SET statement_timeout = 0"); err != nil {
-		return dbError("migrate", err)
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	if err := lockMigrations(ctx, conn); err != nil {
+		return err
 	}
-	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), "RESET lock_timeout; RESET statement_timeout"); err != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+	// Closing the connection would release the lock too; unlocking first lets the next
+	// migrator in without waiting for the close.
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLock) }()
+	return migrateConn(ctx, conn, version)
+}
+
+// migrationLock is the advisory lock that lets one process at a time migrate (an
+// arbitrary number of our own).
+const migrationLock = int64(0x6c65646765720001)
+
+// lockMigrations takes migrationLock, trying again every 50 ms while another process
+// holds it. tern takes a lock of its own too, but waits for it inside a statement, and a
+// session waiting in a statement holds a snapshot: CREATE INDEX CONCURRENTLY (0007) waits
+// for every transaction with an older snapshot to end, so the migrator building the index
+// and one waiting for its lock would wait for each other until PostgreSQL's deadlock
+// check failed one of them. Between tries a waiting session holds nothing, and once it
+// has this lock, tern's is free.
+func lockMigrations(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLock).Scan(&ok); err != nil {
+			return dbError("migrate: lock", err)
 		}
-	}()
-	return migrateConn(ctx, conn.Conn(), version)
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ledger store: migrate: waiting for another process's migration: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func migrateConn(ctx context.Context, conn *pgx.Conn, version int) error {

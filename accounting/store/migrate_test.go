@@ -77,6 +77,16 @@ func TestEnsureDatabaseAndMigrateConcurrently(t *testing.T) {
 	}
 }
 
+// createdEmptyDB returns the URL of a new database with no schema (EmptyDB, created).
+func createdEmptyDB(t *testing.T) string {
+	t.Helper()
+	url := storetest.EmptyDB(t)
+	if err := store.EnsureDatabase(context.Background(), url); err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
 func countMigrations(t *testing.T) int {
 	t.Helper()
 	entries, err := store.MigrationFiles()
@@ -111,10 +121,7 @@ func TestLedgerIsAppendOnly(t *testing.T) {
 func TestUsageRollupBackfill(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := storetest.EmptyDB(t)
-	if err := store.EnsureDatabase(ctx, url); err != nil {
-		t.Fatal(err)
-	}
+	url := createdEmptyDB(t)
 	pool := storetest.NewPool(t, url, 2)
 	first, err := os.ReadFile("migrations/0001_init.sql")
 	if err != nil {
@@ -176,10 +183,7 @@ func TestUsageRollupBackfill(t *testing.T) {
 func TestMigrateTo(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := storetest.EmptyDB(t)
-	if err := store.EnsureDatabase(ctx, url); err != nil {
-		t.Fatal(err)
-	}
+	url := createdEmptyDB(t)
 	pool := storetest.NewPool(t, url, 2)
 	version := func() int {
 		t.Helper()
@@ -237,5 +241,34 @@ func TestStorageSettings(t *testing.T) {
 				t.Errorf("%s: options %v, want %s among them", table, got, o)
 			}
 		}
+	}
+}
+
+// Migrations wait for the locks they need however short the pool's lock timeout: they
+// run on a connection without it, also after the first migration of a run (tern resets
+// the session after each one, which on a pool connection brought the pool's timeouts
+// back: 0004, the second of this run, then gave up on accounts' lock after 20 ms).
+func TestMigrationsWaitForLocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := createdEmptyDB(t)
+	pool := storetest.NewPoolWith(t, url, store.Options{MaxConns: 2, LockTimeout: 20 * time.Millisecond})
+	if err := store.MigrateTo(ctx, pool, 2); err != nil {
+		t.Fatal(err)
+	}
+	// Another session holds a lock that 0004's ALTER TABLE accounts waits for.
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, "LOCK TABLE accounts IN SHARE UPDATE EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(500*time.Millisecond, func() { _ = holder.Rollback(ctx) })
+	if err := store.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate while a lock is held for 500 ms: %v", err)
+	}
+	if v, err := store.SchemaVersion(ctx, pool); err != nil || v != countMigrations(t) {
+		t.Errorf("schema version %d, %v; want %d", v, err, countMigrations(t))
 	}
 }
