@@ -1,10 +1,10 @@
 package store
 
 import (
-	"crypto/rand"
-	"fmt"
 	"math"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // The decisions of a group-commit batch, made in Go on the rows readGroup locked and
@@ -102,7 +102,7 @@ func (st *groupState) reserve(op *batchOp) opOutcome {
 		return refused("rate_limit_exceeded", "rpm", retryAfter(now, minute.Add(time.Minute)))
 	}
 
-	res := &gRes{id: newUUID(), requestID: r.RequestID, account: k.account, key: r.KeyID, model: r.Model,
+	res := &gRes{id: newReservationID(), requestID: r.RequestID, account: k.account, key: r.KeyID, model: r.Model,
 		amount: r.Amount, pool: int16(r.Pool), state: "held", created: now,
 		expires: now.Add(r.TTL.Truncate(time.Microsecond)), fresh: true}
 	st.byRequest[r.RequestID] = res
@@ -200,11 +200,9 @@ func resOutcome(outcome string, r *gRes) opOutcome {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// newUUID is a random (version 4) UUID in its text form.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+// newReservationID is a new reservation's id in its text form: a version 7 UUID (the
+// time in milliseconds, then random bits), as the column's default, ledger_new_id(),
+// makes them for ledger_reserve; why ids in time order, migrations/0006.
+func newReservationID() string {
+	return uuid.Must(uuid.NewV7()).String()
 }
