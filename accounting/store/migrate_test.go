@@ -272,3 +272,66 @@ func TestMigrationsWaitForLocks(t *testing.T) {
 		t.Errorf("schema version %d, %v; want %d", v, err, countMigrations(t))
 	}
 }
+
+// Top-ups' idempotency keys are unique per account through a partial index of the
+// entries that have one (0007, 0008): the constraint that indexed every entry, charges
+// included, is gone, a key repeated after the migration adds nothing, and an index an
+// interrupted build left invalid is built again.
+func TestTopUpIdempotencyIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := createdEmptyDB(t)
+	pool := storetest.NewPool(t, url, 2)
+	if err := store.MigrateTo(ctx, pool, 6); err != nil {
+		t.Fatal(err)
+	}
+	s := store.New(pool, store.Options{})
+	a, err := s.CreateAccount(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"first", "second"} {
+		if _, err := s.TopUp(ctx, a.ID, 1_000, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What an interrupted CREATE INDEX CONCURRENTLY leaves: an invalid index of the name
+	// (here one that cannot be built: the account has two top-ups).
+	if _, err := pool.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY ledger_entries_top_up_idempotency
+		ON ledger_entries (account_id) WHERE kind = 'top_up'`); err == nil {
+		t.Fatal("the failing index build succeeded")
+	}
+	if err := store.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+
+	var def string
+	var valid bool
+	if err := pool.QueryRow(ctx, `SELECT pg_get_indexdef(i.indexrelid), i.indisvalid FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = 'ledger_entries_top_up_idempotency'`).Scan(&def, &valid); err != nil {
+		t.Fatal(err)
+	}
+	if want := "CREATE UNIQUE INDEX ledger_entries_top_up_idempotency ON public.ledger_entries USING btree (account_id, idempotency_key) WHERE (idempotency_key IS NOT NULL)"; def != want || !valid {
+		t.Errorf("index %q (valid %v), want %q, valid", def, valid, want)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE conname = 'ledger_entries_idempotency'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the old constraint: %d, %v; want gone", n, err)
+	}
+
+	for _, tt := range []struct {
+		key  string
+		want ledger.Micros
+	}{{"first", 2_000}, {"second", 2_000}, {"third", 3_000}, {"third", 3_000}, {"", 4_000}, {"", 5_000}} {
+		got, err := s.TopUp(ctx, a.ID, 1_000, tt.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Balance != tt.want {
+			t.Errorf("top-up with key %q: balance %d, want %d", tt.key, got.Balance, tt.want)
+		}
+	}
+	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+}
