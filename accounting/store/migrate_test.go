@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,7 +275,7 @@ func TestMigrationsWaitForLocks(t *testing.T) {
 }
 
 // Top-ups' idempotency keys are unique per account through a partial index of the
-// entries that have one (0007, 0008): the constraint that indexed every entry, charges
+// entries that have one (0007–0009): the constraint that indexed every entry, charges
 // included, is gone, a key repeated after the migration adds nothing, and an index an
 // interrupted build left invalid is built again.
 func TestTopUpIdempotencyIndex(t *testing.T) {
@@ -334,4 +335,107 @@ func TestTopUpIdempotencyIndex(t *testing.T) {
 	if err := storetest.CheckInvariants(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The top-up index is built and the constraint replaced (0007–0009) while charges and
+// top-ups go on: no call fails, a key repeated during the migration still adds once, the
+// index is valid and every invariant holds after.
+func TestTopUpIdempotencyMigrationUnderTraffic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := createdEmptyDB(t)
+	pool := storetest.NewPool(t, url, 8)
+	if err := store.MigrateTo(ctx, pool, 6); err != nil {
+		t.Fatal(err)
+	}
+	s := store.New(pool, store.Options{})
+	if _, err := s.PutTier(ctx, bulkTier); err != nil {
+		t.Fatal(err)
+	}
+	const accounts, workers, keysPerAccount = 4, 6, 5
+	type acct struct{ id, key string }
+	accts := make([]acct, accounts)
+	for i := range accts {
+		a, err := s.CreateAccount(ctx, bulkTier.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TopUp(ctx, a.ID, 1_000_000_000, "initial"); err != nil {
+			t.Fatal(err)
+		}
+		k, err := s.CreateKey(ctx, ledger.NewKey{AccountID: a.ID, Hash: []byte(fmt.Sprintf("%032d", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		accts[i] = acct{a.ID, k.ID}
+	}
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	var pairs atomic.Int64
+	for w := range workers {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := accts[(w+n)%accounts]
+				// Keys repeat across workers and rounds: each is added once per account.
+				if _, err := s.TopUp(ctx, a.id, 1_000, fmt.Sprint("k", n%keysPerAccount)); err != nil {
+					errs <- fmt.Errorf("top-up: %w", err)
+					return
+				}
+				r, err := s.Reserve(ctx, ledger.ReserveRequest{RequestID: reqID(), KeyID: a.key, Model: "m",
+					Amount: 2_000, Pool: ledger.PoolGeneral})
+				if err == nil {
+					_, err = s.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 1_500})
+				}
+				if err != nil {
+					errs <- fmt.Errorf("reserve and commit: %w", err)
+					return
+				}
+				pairs.Add(1)
+			}
+		})
+	}
+	for pairs.Load() < 50 { // traffic under way before the migration starts
+		time.Sleep(time.Millisecond)
+	}
+	migErr := store.Migrate(ctx, pool)
+	at := pairs.Load()
+	for pairs.Load() < at+50 { // and after it ends
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	if migErr != nil {
+		t.Fatalf("Migrate under traffic: %v", migErr)
+	}
+	for err := range errs {
+		t.Error(err)
+	}
+
+	var valid bool
+	if err := pool.QueryRow(ctx, `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE c.relname = 'ledger_entries_top_up_idempotency'`).Scan(&valid); err != nil || !valid {
+		t.Errorf("the index: valid %v, %v", valid, err)
+	}
+	for _, a := range accts {
+		var n, distinct int
+		if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT idempotency_key) FROM ledger_entries
+			WHERE account_id = $1 AND kind = 'top_up'`, a.id).Scan(&n, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		if n != distinct || n > keysPerAccount+1 {
+			t.Errorf("account %s: %d top-ups of %d distinct keys", a.id, n, distinct)
+		}
+	}
+	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d pairs, %d of them after the migration", pairs.Load(), pairs.Load()-at)
 }

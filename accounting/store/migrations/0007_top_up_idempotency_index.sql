@@ -1,6 +1,6 @@
 ---- tern: disable-tx ----
 -- 0007_top_up_idempotency_index: a unique index of the top-ups' idempotency keys only,
--- to replace the constraint ledger_entries_idempotency (0008).
+-- to replace the constraint ledger_entries_idempotency (0008, 0009).
 --
 -- That constraint's index held every ledger entry, and only top-ups have a key: every
 -- charge (one per request) paid an insert of an entry (account, NULL) that no lookup

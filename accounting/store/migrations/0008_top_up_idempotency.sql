@@ -1,13 +1,13 @@
--- 0008_top_up_idempotency: top-ups find a repeated idempotency key by the
--- partial index of 0007, and the constraint that indexed every entry goes.
+-- 0008_top_up_idempotency: top-ups find a repeated idempotency key by the partial index
+-- of 0007 instead of naming the constraint ledger_entries_idempotency, which 0009 drops.
 --
 -- A top-up with a key conflicts with an earlier entry of the same account and key
 -- exactly as before: the partial index holds every entry with a key, and an entry
 -- without one never conflicted (NULLs are distinct). Charges never have a key.
 --
--- In one transaction: the function is replaced before the constraint it named is
--- dropped. DROP CONSTRAINT takes an ACCESS EXCLUSIVE lock on ledger_entries for a
--- catalog update (milliseconds, once the transactions using the table have ended).
+-- Not in the same transaction as the drop: a call of the function that began before this
+-- migration committed runs the body it began with, and that body names the constraint.
+-- 0009 waits for such calls to end before it drops it.
 
 CREATE OR REPLACE FUNCTION ledger_top_up(p_account_id uuid, p_amount bigint, p_idempotency_key text, p_now timestamptz)
 RETURNS SETOF accounts LANGUAGE plpgsql AS $$
@@ -25,5 +25,3 @@ BEGIN
     RETURN QUERY SELECT * FROM accounts WHERE id = p_account_id;
 END
 $$;
-
-ALTER TABLE ledger_entries DROP CONSTRAINT ledger_entries_idempotency;
