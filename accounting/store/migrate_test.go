@@ -439,3 +439,28 @@ func TestTopUpIdempotencyMigrationUnderTraffic(t *testing.T) {
 	}
 	t.Logf("%d pairs, %d of them after the migration", pairs.Load(), pairs.Load()-at)
 }
+
+// 0009 waits for the statements running since before it, not for a session idle in an
+// open transaction (it runs no call of the old function; a call it makes later runs the
+// new one).
+func TestTopUpConstraintDropIgnoresIdleTransactions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.NewPool(t, createdEmptyDB(t), 2)
+	if err := store.MigrateTo(ctx, pool, 8); err != nil {
+		t.Fatal(err)
+	}
+	idle, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = idle.Rollback(ctx) }()
+	if _, err := idle.Exec(ctx, "SELECT count(*) FROM accounts"); err != nil {
+		t.Fatal(err)
+	}
+	migrateCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := store.Migrate(migrateCtx, pool); err != nil {
+		t.Fatalf("Migrate beside a session idle in a transaction: %v", err)
+	}
+}
