@@ -350,15 +350,18 @@ func get(b []byte, key string) ([]byte, bool) {
 }
 
 // getAll finds the first member named each of keys in the object in b, in one walk: vals[k]
-// is what get(b, keys[k]) returns, nil when that finds nothing.
+// is what get(b, keys[k]) returns, nil when that finds nothing (vals start nil). Like get,
+// it stops where it has found them all: the members after are not read.
 func getAll(b []byte, keys []string, vals [][]byte) {
+	left := len(keys)
 	walkObject(b, func(m member) bool {
 		for k, key := range keys {
 			if vals[k] == nil && string(m.key) == key {
 				vals[k] = b[m.valStart:m.valEnd]
+				left--
 			}
 		}
-		return true
+		return left > 0
 	})
 }
 
