@@ -168,6 +168,36 @@ func Memory(pid int) (rss, peak int64, err error) {
 	return rss, peak, nil
 }
 
+// ContextSwitches returns how many times a process's threads have stopped running, by
+// waiting (voluntary) or by being preempted (involuntary), summed over the threads it has
+// now (/proc/PID/task/*/status): each is a trip through the kernel's scheduler, the cost
+// a message between processes pays besides its system calls. A thread that has exited is
+// no longer counted.
+func ContextSwitches(pid int) (int64, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*", pid))
+	if err != nil || len(tasks) == 0 {
+		return 0, fmt.Errorf("/proc/%d/task: no threads", pid)
+	}
+	var n int64
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(task, "status"))
+		if err != nil {
+			continue // the thread has exited
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("%s/status: %s: %w", task, k, err)
+				}
+				n += c
+			}
+		}
+	}
+	return n, nil
+}
+
 // PidsNamed returns the processes whose command name (/proc/PID/comm) is name, such as
 // every PostgreSQL backend.
 func PidsNamed(name string) []int {
@@ -196,10 +226,10 @@ func CPUByPid(pids []int) map[int]time.Duration {
 	return m
 }
 
-// Used is the CPU time spent between two readings of CPUByPid: a process that started
-// in between counts from zero.
-func Used(before, after map[int]time.Duration) time.Duration {
-	var sum time.Duration
+// Used is what the processes of two readings (of CPUByPid, or of ContextSwitches by pid)
+// added in between: a process that started in between counts from zero.
+func Used[V ~int64](before, after map[int]V) V {
+	var sum V
 	for pid, d := range after {
 		sum += d - before[pid]
 	}

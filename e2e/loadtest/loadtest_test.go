@@ -89,6 +89,25 @@ func TestProcReadings(t *testing.T) {
 	}
 }
 
+// A process's context switches grow with each time one of its threads waits: a thread
+// that sleeps a hundred times adds at least a hundred voluntary switches.
+func TestContextSwitches(t *testing.T) {
+	before, err := ContextSwitches(os.Getpid())
+	if err != nil || before <= 0 {
+		t.Fatalf("ContextSwitches: %d, %v", before, err)
+	}
+	for range 100 {
+		time.Sleep(time.Millisecond)
+	}
+	after, err := ContextSwitches(os.Getpid())
+	if err != nil || after-before < 100 {
+		t.Errorf("after 100 sleeps: %d → %d switches, %v", before, after, err)
+	}
+	if _, err := ContextSwitches(-1); err == nil {
+		t.Error("ContextSwitches of no process: no error")
+	}
+}
+
 // A CPU meter reports this process's and PostgreSQL's CPU per operation under the
 // benchmark's unit; the process's own share grows with work done since the start.
 func TestCPUMeterReports(t *testing.T) {

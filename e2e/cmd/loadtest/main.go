@@ -2,8 +2,8 @@
 // stack (like the e2e suite), creates paying keys, and at each rate sends the same
 // non-streamed chat request open loop through the gateway and then straight to the mock
 // provider, back to back. It prints latency percentiles, the latency the gateway adds,
-// the success rate, the CPU time each part spent per request (from /proc) and each
-// part's memory, as the README's performance table.
+// the success rate, the CPU time and the context switches each part spent per request
+// (from /proc) and each part's memory, as the README's performance table.
 //
 //	make loadtest                                  # the README's rates
 //	go run ./e2e/cmd/loadtest -rates 100,1000 -duration 20s
@@ -231,10 +231,10 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 				}
 			}
 		}
-		before := cpuNow(s, parts)
+		before, switched := cpuNow(s, parts), switchesNow(s, parts)
 		group0 := groupCommit(s.AccountingMetricsAdr)
 		g := loadtest.Run(ctx, client, gateway, rate, d)
-		after := cpuNow(s, parts)
+		after, switchedAfter := cpuNow(s, parts), switchesNow(s, parts)
 		group1 := groupCommit(s.AccountingMetricsAdr)
 		profiled.Wait()
 		dr := loadtest.Run(ctx, client, direct, rate, d)
@@ -248,6 +248,7 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 		for j, p := range append(parts, "postgres") {
 			per := loadtest.Used(before[p], after[p]) / time.Duration(max(g.Sent, 1))
 			r.cpu[j] = float64(per) / float64(time.Millisecond)
+			r.switches[j] = float64(loadtest.Used(switched[p], switchedAfter[p])) / float64(max(g.Sent, 1))
 		}
 		for j, p := range parts {
 			_, peak, _ := loadtest.Memory(s.Pid(p))
@@ -313,6 +314,26 @@ func cpuNow(s *stack.Stack, parts []string) map[string]map[int]time.Duration {
 		m[p] = loadtest.CPUByPid([]int{s.Pid(p)})
 	}
 	m["postgres"] = loadtest.CPUByPid(loadtest.PidsNamed("postgres"))
+	return m
+}
+
+// switchesNow reads the context switches of each part and of every PostgreSQL process
+// (one that has exited is left out; one that started in between counts from zero).
+func switchesNow(s *stack.Stack, parts []string) map[string]map[int]int64 {
+	read := func(pids []int) map[int]int64 {
+		m := map[int]int64{}
+		for _, pid := range pids {
+			if n, err := loadtest.ContextSwitches(pid); err == nil {
+				m[pid] = n
+			}
+		}
+		return m
+	}
+	m := map[string]map[int]int64{}
+	for _, p := range parts {
+		m[p] = read([]int{s.Pid(p)})
+	}
+	m["postgres"] = read(loadtest.PidsNamed("postgres"))
 	return m
 }
 

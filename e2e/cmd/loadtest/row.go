@@ -8,8 +8,9 @@ import (
 )
 
 // row is what one rate measured in one run: latencies in milliseconds, CPU per request
-// in milliseconds by part (the front, extproc, accounting, PostgreSQL), peak RSS in MB by
-// process, and the ledger operations per transaction (NaN when unknown).
+// in milliseconds and context switches per request by part (the front, extproc,
+// accounting, PostgreSQL), peak RSS in MB by process, and the ledger operations per
+// transaction (NaN when unknown).
 type row struct {
 	code                  string // which checkout ran ("" when only one did)
 	rate                  int
@@ -18,6 +19,7 @@ type row struct {
 	added50, added99      float64
 	ok, sent              int
 	cpu                   [4]float64
+	switches              [4]float64
 	rss                   [3]float64
 	operationsPerTransact float64
 }
@@ -29,8 +31,9 @@ func header(parts []string, withCode bool) string {
 		code, sep = "code | ", "---|"
 	}
 	return "| " + code + "rate | gateway p50 / p90 / p99 / p99.9 | direct p50 / p99 | added p50 / p99 | success | CPU per request: " +
-		strings.Join(parts, " / ") + " / postgres | peak RSS: " + strings.Join(parts, " / ") +
-		" | ledger operations per transaction |\n|" + sep + "---|---|---|---|---|---|---|---|"
+		strings.Join(parts, " / ") + " / postgres | context switches per request: " + strings.Join(parts, " / ") +
+		" / postgres | peak RSS: " + strings.Join(parts, " / ") +
+		" | ledger operations per transaction |\n|" + sep + "---|---|---|---|---|---|---|---|---|"
 }
 
 func (r row) String() string {
@@ -39,9 +42,12 @@ func (r row) String() string {
 		code = r.code + " | "
 	}
 	f := func(x float64) string { return fmt.Sprintf("%.2f", x) }
-	var cpu, rss []string
+	var cpu, switches, rss []string
 	for _, c := range r.cpu {
 		cpu = append(cpu, f(c))
+	}
+	for _, n := range r.switches {
+		switches = append(switches, fmt.Sprintf("%.1f", n))
 	}
 	for _, m := range r.rss {
 		rss = append(rss, fmt.Sprintf("%.0f MB", m))
@@ -50,10 +56,10 @@ func (r row) String() string {
 	if !math.IsNaN(r.operationsPerTransact) {
 		batching = fmt.Sprintf("%.1f", r.operationsPerTransact)
 	}
-	return fmt.Sprintf("| %s%d rps | %s / %s / %s / %s ms | %s / %s ms | %s / %s ms | %.2f %% (%d of %d) | %s ms | %s | %s |",
+	return fmt.Sprintf("| %s%d rps | %s / %s / %s / %s ms | %s / %s ms | %s / %s ms | %.2f %% (%d of %d) | %s ms | %s | %s | %s |",
 		code, r.rate, f(r.p50), f(r.p90), f(r.p99), f(r.p999), f(r.direct50), f(r.direct99),
 		f(r.added50), f(r.added99), 100*float64(r.ok)/float64(max(r.sent, 1)), r.ok, r.sent,
-		strings.Join(cpu, " / "), strings.Join(rss, " / "), batching)
+		strings.Join(cpu, " / "), strings.Join(switches, " / "), strings.Join(rss, " / "), batching)
 }
 
 // median is the rows of several runs of one code and rate in one row: the median of
@@ -82,6 +88,7 @@ func median(runs []row) row {
 	m.added50, m.added99 = med(func(r row) float64 { return r.added50 }), med(func(r row) float64 { return r.added99 })
 	for i := range m.cpu {
 		m.cpu[i] = med(func(r row) float64 { return r.cpu[i] })
+		m.switches[i] = med(func(r row) float64 { return r.switches[i] })
 	}
 	for i := range m.rss {
 		m.rss[i] = med(func(r row) float64 { return r.rss[i] })
