@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/store"
@@ -86,6 +87,17 @@ func createdEmptyDB(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return url
+}
+
+// poolAt returns a pool of maxConns connections to a new database migrated up to and
+// including migration version.
+func poolAt(t *testing.T, version int, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	pool := storetest.NewPool(t, createdEmptyDB(t), maxConns)
+	if err := store.MigrateTo(context.Background(), pool, version); err != nil {
+		t.Fatal(err)
+	}
+	return pool
 }
 
 func countMigrations(t *testing.T) int {
@@ -281,11 +293,7 @@ func TestMigrationsWaitForLocks(t *testing.T) {
 func TestTopUpIdempotencyIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := createdEmptyDB(t)
-	pool := storetest.NewPool(t, url, 2)
-	if err := store.MigrateTo(ctx, pool, 6); err != nil {
-		t.Fatal(err)
-	}
+	pool := poolAt(t, 6, 2)
 	s := store.New(pool, store.Options{})
 	a, err := s.CreateAccount(ctx, "default")
 	if err != nil {
@@ -306,15 +314,7 @@ func TestTopUpIdempotencyIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var def string
-	var valid bool
-	if err := pool.QueryRow(ctx, `SELECT pg_get_indexdef(i.indexrelid), i.indisvalid FROM pg_index i
-		JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = 'ledger_entries_top_up_idempotency'`).Scan(&def, &valid); err != nil {
-		t.Fatal(err)
-	}
-	if want := "CREATE UNIQUE INDEX ledger_entries_top_up_idempotency ON public.ledger_entries USING btree (account_id, idempotency_key) WHERE (idempotency_key IS NOT NULL)"; def != want || !valid {
-		t.Errorf("index %q (valid %v), want %q, valid", def, valid, want)
-	}
+	checkTopUpIndex(t, pool)
 	var n int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE conname = 'ledger_entries_idempotency'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("the old constraint: %d, %v; want gone", n, err)
@@ -337,17 +337,28 @@ func TestTopUpIdempotencyIndex(t *testing.T) {
 	}
 }
 
+// checkTopUpIndex fails unless the top-ups' partial unique index (0007) is there as
+// written and valid (a concurrent build that failed leaves it invalid).
+func checkTopUpIndex(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	var def string
+	var valid bool
+	if err := pool.QueryRow(context.Background(), `SELECT pg_get_indexdef(i.indexrelid), i.indisvalid FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = 'ledger_entries_top_up_idempotency'`).Scan(&def, &valid); err != nil {
+		t.Fatal(err)
+	}
+	if want := "CREATE UNIQUE INDEX ledger_entries_top_up_idempotency ON public.ledger_entries USING btree (account_id, idempotency_key) WHERE (idempotency_key IS NOT NULL)"; def != want || !valid {
+		t.Errorf("index %q (valid %v), want %q, valid", def, valid, want)
+	}
+}
+
 // The top-up index is built and the constraint replaced (0007–0009) while charges and
 // top-ups go on: no call fails, a key repeated during the migration still adds once, the
 // index is valid and every invariant holds after.
 func TestTopUpIdempotencyMigrationUnderTraffic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := createdEmptyDB(t)
-	pool := storetest.NewPool(t, url, 8)
-	if err := store.MigrateTo(ctx, pool, 6); err != nil {
-		t.Fatal(err)
-	}
+	pool := poolAt(t, 6, 8)
 	s := store.New(pool, store.Options{})
 	if _, err := s.PutTier(ctx, bulkTier); err != nil {
 		t.Fatal(err)
@@ -419,11 +430,7 @@ func TestTopUpIdempotencyMigrationUnderTraffic(t *testing.T) {
 		t.Error(err)
 	}
 
-	var valid bool
-	if err := pool.QueryRow(ctx, `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-		WHERE c.relname = 'ledger_entries_top_up_idempotency'`).Scan(&valid); err != nil || !valid {
-		t.Errorf("the index: valid %v, %v", valid, err)
-	}
+	checkTopUpIndex(t, pool)
 	for _, a := range accts {
 		var n, distinct int
 		if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT idempotency_key) FROM ledger_entries
@@ -446,10 +453,7 @@ func TestTopUpIdempotencyMigrationUnderTraffic(t *testing.T) {
 func TestTopUpConstraintDropIgnoresIdleTransactions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := storetest.NewPool(t, createdEmptyDB(t), 2)
-	if err := store.MigrateTo(ctx, pool, 8); err != nil {
-		t.Fatal(err)
-	}
+	pool := poolAt(t, 8, 2)
 	idle, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
