@@ -43,6 +43,24 @@ func nopService(tb testing.TB) *lifecycle.Service {
 	return replay.Service(tb, nopLedger{grant: ledger.Grant{KeyID: "k", AccountID: "a", Tier: "default", AccountToppedUp: true}})
 }
 
+// admitChat starts a request on svc and sends it the headers and the chat body, which it
+// must admit (no immediate reply) and rewrite (the upstream model).
+func admitChat(tb testing.TB, svc *lifecycle.Service, headers []lifecycle.Header, body []byte) *lifecycle.Request {
+	tb.Helper()
+	ctx := context.Background()
+	r := svc.NewRequest()
+	if a := r.RequestHeaders(ctx, headers, false); a.Immediate != nil {
+		tb.Fatal(string(a.Immediate.Body))
+	}
+	switch a := r.RequestBody(ctx, body, true); {
+	case a.Immediate != nil:
+		tb.Fatal(string(a.Immediate.Body))
+	case !a.ReplaceBody:
+		tb.Fatal("admitted without its body rewritten")
+	}
+	return r
+}
+
 // chatHeaders are the request headers Envoy sends with a chat request whose body is body.
 func chatHeaders(body []byte) []lifecycle.Header {
 	return []lifecycle.Header{
@@ -65,13 +83,7 @@ func BenchmarkRequestSide(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		r := svc.NewRequest()
-		if a := r.RequestHeaders(ctx, headers, false); a.Immediate != nil {
-			b.Fatal(string(a.Immediate.Body))
-		}
-		if a := r.RequestBody(ctx, body, true); a.Immediate != nil || !a.ReplaceBody {
-			b.Fatal(string(a.Immediate.Body))
-		}
+		r := admitChat(b, svc, headers, body)
 		r.ResponseHeaders(ctx, 200, respHeaders, false)
 		r.ResponseBody(ctx, resp, true)
 		r.End(ctx, "done")
@@ -126,13 +138,6 @@ func benchRequestSide(b *testing.B, v map[string]any) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r := svc.NewRequest()
-		if a := r.RequestHeaders(ctx, headers, false); a.Immediate != nil {
-			b.Fatal(string(a.Immediate.Body))
-		}
-		if a := r.RequestBody(ctx, body, true); a.Immediate != nil || !a.ReplaceBody {
-			b.Fatal("not admitted")
-		}
-		r.End(ctx, "done")
+		admitChat(b, svc, headers, body).End(ctx, "done")
 	}
 }

@@ -23,14 +23,8 @@ func TestRequestSpanHasTheResponseWhenTheSettlementEndsIt(t *testing.T) {
 
 	svc := nopService(t)
 	ctx := context.Background()
-	r := svc.NewRequest()
 	body := []byte(`{"model":"demo-chat","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`)
-	if a := r.RequestHeaders(ctx, chatHeaders(body), false); a.Immediate != nil {
-		t.Fatal(string(a.Immediate.Body))
-	}
-	if a := r.RequestBody(ctx, body, true); a.Immediate != nil {
-		t.Fatal(string(a.Immediate.Body))
-	}
+	r := admitChat(t, svc, chatHeaders(body), body)
 	r.ResponseHeaders(ctx, 200, []lifecycle.Header{{":status", "200"}, {"content-type", "application/json"}}, false)
 	r.ResponseBody(ctx, []byte(`{"id":"c","object":"chat.completion","created":1,"model":"mock-gpt-0613","choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}}`), true)
 
