@@ -215,16 +215,20 @@ func PidsNamed(name string) []int {
 	return pids
 }
 
-// CPUByPid reads the CPU time of each of pids (a process that has exited is left out).
-func CPUByPid(pids []int) map[int]time.Duration {
-	m := make(map[int]time.Duration, len(pids))
+// ByPid reads each of pids with read, such as CPU or ContextSwitches (a process that has
+// exited is left out).
+func ByPid[V any](pids []int, read func(pid int) (V, error)) map[int]V {
+	m := make(map[int]V, len(pids))
 	for _, pid := range pids {
-		if d, err := CPU(pid); err == nil {
-			m[pid] = d
+		if v, err := read(pid); err == nil {
+			m[pid] = v
 		}
 	}
 	return m
 }
+
+// CPUByPid reads the CPU time of each of pids (a process that has exited is left out).
+func CPUByPid(pids []int) map[int]time.Duration { return ByPid(pids, CPU) }
 
 // Used is what the processes of two readings (of CPUByPid, or of ContextSwitches by pid)
 // added in between: a process that started in between counts from zero.

@@ -231,10 +231,10 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 				}
 			}
 		}
-		before, switched := cpuNow(s, parts), switchesNow(s, parts)
+		before, switched := partsNow(s, parts, loadtest.CPU), partsNow(s, parts, loadtest.ContextSwitches)
 		group0 := groupCommit(s.AccountingMetricsAdr)
 		g := loadtest.Run(ctx, client, gateway, rate, d)
-		after, switchedAfter := cpuNow(s, parts), switchesNow(s, parts)
+		after, switchedAfter := partsNow(s, parts, loadtest.CPU), partsNow(s, parts, loadtest.ContextSwitches)
 		group1 := groupCommit(s.AccountingMetricsAdr)
 		profiled.Wait()
 		dr := loadtest.Run(ctx, client, direct, rate, d)
@@ -307,33 +307,14 @@ func groupCommit(addr string) [2]float64 {
 	return out
 }
 
-// cpuNow reads the CPU time of each part and of every PostgreSQL process.
-func cpuNow(s *stack.Stack, parts []string) map[string]map[int]time.Duration {
-	m := map[string]map[int]time.Duration{}
+// partsNow reads each part's process, and every PostgreSQL process, with read (CPU time,
+// context switches).
+func partsNow[V any](s *stack.Stack, parts []string, read func(pid int) (V, error)) map[string]map[int]V {
+	m := map[string]map[int]V{}
 	for _, p := range parts {
-		m[p] = loadtest.CPUByPid([]int{s.Pid(p)})
+		m[p] = loadtest.ByPid([]int{s.Pid(p)}, read)
 	}
-	m["postgres"] = loadtest.CPUByPid(loadtest.PidsNamed("postgres"))
-	return m
-}
-
-// switchesNow reads the context switches of each part and of every PostgreSQL process
-// (one that has exited is left out; one that started in between counts from zero).
-func switchesNow(s *stack.Stack, parts []string) map[string]map[int]int64 {
-	read := func(pids []int) map[int]int64 {
-		m := map[int]int64{}
-		for _, pid := range pids {
-			if n, err := loadtest.ContextSwitches(pid); err == nil {
-				m[pid] = n
-			}
-		}
-		return m
-	}
-	m := map[string]map[int]int64{}
-	for _, p := range parts {
-		m[p] = read([]int{s.Pid(p)})
-	}
-	m["postgres"] = read(loadtest.PidsNamed("postgres"))
+	m["postgres"] = loadtest.ByPid(loadtest.PidsNamed("postgres"), read)
 	return m
 }
 
