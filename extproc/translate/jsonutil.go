@@ -3,11 +3,11 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
-	gojson "github.com/goccy/go-json"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/tidwall/gjson"
 )
 
