@@ -145,27 +145,34 @@ func CPU(pid int) (time.Duration, error) {
 
 // Memory returns a process's resident set and its peak, from /proc/PID/status.
 func Memory(pid int) (rss, peak int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	err = statusNumbers(fmt.Sprintf("/proc/%d/status", pid), func(k string, n int64) {
+		switch k {
+		case "VmRSS":
+			rss = n << 10 // in kB
+		case "VmHWM":
+			peak = n << 10
+		}
+	})
+	return rss, peak, err
+}
+
+// statusNumbers calls fn with each numeric field of a /proc status file ("Name:  value",
+// a value in kB without its unit).
+func statusNumbers(path string, fn func(key string, n int64)) error {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
 		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			continue
-		}
-		switch k {
-		case "VmRSS":
-			rss = kb << 10
-		case "VmHWM":
-			peak = kb << 10
+		if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64); err == nil {
+			fn(k, n)
 		}
 	}
-	return rss, peak, nil
+	return nil
 }
 
 // ContextSwitches returns how many times a process's threads have stopped running, by
@@ -180,20 +187,12 @@ func ContextSwitches(pid int) (int64, error) {
 	}
 	var n int64
 	for _, task := range tasks {
-		b, err := os.ReadFile(filepath.Join(task, "status"))
-		if err != nil {
-			continue // the thread has exited
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
-				c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("%s/status: %s: %w", task, k, err)
-				}
+		// An error: the thread has exited.
+		_ = statusNumbers(filepath.Join(task, "status"), func(k string, c int64) {
+			if k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches" {
 				n += c
 			}
-		}
+		})
 	}
 	return n, nil
 }
