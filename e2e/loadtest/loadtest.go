@@ -8,21 +8,16 @@
 package loadtest
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
-// Target is where and what to send.
+// Target is where and what to send (see Sender).
 type Target struct {
 	URL    string
 	Header http.Header
@@ -40,73 +35,6 @@ type Result struct {
 	Statuses  map[int]int // 0: no answer (transport error)
 	Latencies []time.Duration
 	Elapsed   time.Duration
-}
-
-// Run sends rate requests per second to t for d, open loop, and waits for every answer.
-func Run(ctx context.Context, client *http.Client, t Target, rate int, d time.Duration) Result {
-	res := Result{Rate: rate, Statuses: map[int]int{}}
-	period := time.Second / time.Duration(rate)
-	n := int(d / period)
-	lat := make([]time.Duration, n)
-	status := make([]int, n)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		due := start.Add(time.Duration(i) * period)
-		if wait := time.Until(due); wait > 0 {
-			select {
-			case <-ctx.Done():
-				n = i
-			case <-time.After(wait):
-			}
-		}
-		if ctx.Err() != nil {
-			n = i
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			status[i] = send(ctx, client, t, i)
-			lat[i] = time.Since(due)
-		}()
-	}
-	wg.Wait()
-	res.Elapsed = time.Since(start)
-	res.Sent = n
-	res.Latencies = lat[:n]
-	for _, s := range status[:n] {
-		res.Statuses[s]++
-		if s == http.StatusOK {
-			res.OK++
-		}
-	}
-	slices.Sort(res.Latencies)
-	return res
-}
-
-func send(ctx context.Context, client *http.Client, t Target, i int) int {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(t.Body(i)))
-	if err != nil {
-		return 0
-	}
-	for k, vs := range t.Header {
-		req.Header[k] = vs
-	}
-	if t.Header2 != nil {
-		for k, vs := range t.Header2(i) {
-			req.Header[k] = vs
-		}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return 0
-	}
-	return resp.StatusCode
 }
 
 // Quantile returns the q-quantile (0 ≤ q ≤ 1) of sorted latencies, nearest rank.

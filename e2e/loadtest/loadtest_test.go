@@ -67,13 +67,65 @@ func TestRunOpenLoop(t *testing.T) {
 		}
 		close(release)
 	}()
-	res := Run(context.Background(), srv.Client(), target, 100, 100*time.Millisecond)
+	s, err := NewSender(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res := s.Run(context.Background(), 100, 100*time.Millisecond)
 	if res.Sent != 10 || res.OK != 9 || res.Statuses[http.StatusTooManyRequests] != 1 {
 		t.Errorf("sent %d, ok %d, statuses %v; want 10 sent, 9 ok, one 429", res.Sent, res.OK, res.Statuses)
 	}
 	if len(res.Latencies) != 10 {
 		t.Errorf("%d latencies, want 10", len(res.Latencies))
 	}
+}
+
+// Every request is answered when the server closes each connection after its answer,
+// and when it closes the kept connections while they idle between requests (the kept
+// connection found closed is replaced and the request written again); a server that
+// is not there gives every request status 0, and the run still ends.
+func TestSenderConnections(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup func(*httptest.Server)
+	}{
+		{"connection: close", func(srv *httptest.Server) {
+			srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Connection", "close")
+			})
+		}},
+		{"idle connections closed", func(srv *httptest.Server) { srv.Config.IdleTimeout = time.Millisecond }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			c.setup(srv)
+			srv.Start()
+			defer srv.Close()
+			s, err := NewSender(Target{URL: srv.URL, Body: func(int) []byte { return []byte("{}") }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for range 2 {
+				if res := s.Run(context.Background(), 200, 100*time.Millisecond); res.Sent != 20 || res.OK != 20 {
+					t.Errorf("sent %d, ok %d, statuses %v; want 20 answered", res.Sent, res.OK, res.Statuses)
+				}
+			}
+		})
+	}
+	t.Run("nothing listening", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		srv.Close()
+		s, err := NewSender(Target{URL: srv.URL, Body: func(int) []byte { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if res := s.Run(context.Background(), 100, 50*time.Millisecond); res.Sent != 5 || res.Statuses[0] != 5 {
+			t.Errorf("sent %d, statuses %v; want 5 unanswered", res.Sent, res.Statuses)
+		}
+	})
 }
 
 func TestProcReadings(t *testing.T) {

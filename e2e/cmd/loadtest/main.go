@@ -163,15 +163,11 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 	// added p99 at 250 rps). A deployment does not create its database just before its
 	// traffic: write them back now, before anything is measured.
 	syscall.Sync()
-	// No accept-encoding on either target (Go's transport would add gzip): the gateway
+	// No accept-encoding on either target: the gateway
 	// asks its upstream for identity whatever the client allows, so a direct request
 	// that allowed gzip would make the baseline pay the mock's compression and the
 	// client's decompression, work the gateway's path never does (≈0.4 ms of the mock's
 	// CPU per request at 1,000 rps), and understate the added latency.
-	client := &http.Client{Transport: &http.Transport{
-		MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute,
-		DisableCompression: true,
-	}}
 	prose := filler(size.user)
 	var system []map[string]string
 	if size.system > 0 {
@@ -201,9 +197,19 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 			return []byte(strings.Replace(string(b), `"demo-chat"`, `"mock-gpt"`, 1))
 		},
 	}
+	toGateway, err := loadtest.NewSender(gateway)
+	if err != nil {
+		return nil, err
+	}
+	defer toGateway.Close()
+	toDirect, err := loadtest.NewSender(direct)
+	if err != nil {
+		return nil, err
+	}
+	defer toDirect.Close()
 	// Warm both paths (connections, caches) before measuring.
-	loadtest.Run(ctx, client, gateway, 50, 2*time.Second)
-	loadtest.Run(ctx, client, direct, 50, time.Second)
+	toGateway.Run(ctx, 50, 2*time.Second)
+	toDirect.Run(ctx, 50, time.Second)
 
 	parts := []string{"front", "extproc", "accounting"}
 	if s.Front == "envoy" {
@@ -233,11 +239,11 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 		}
 		before, switched := partsNow(s, parts, loadtest.CPU), partsNow(s, parts, loadtest.ContextSwitches)
 		group0 := groupCommit(s.AccountingMetricsAdr)
-		g := loadtest.Run(ctx, client, gateway, rate, d)
+		g := toGateway.Run(ctx, rate, d)
 		after, switchedAfter := partsNow(s, parts, loadtest.CPU), partsNow(s, parts, loadtest.ContextSwitches)
 		group1 := groupCommit(s.AccountingMetricsAdr)
 		profiled.Wait()
-		dr := loadtest.Run(ctx, client, direct, rate, d)
+		dr := toDirect.Run(ctx, rate, d)
 		q := func(lat []time.Duration, p float64) float64 {
 			return float64(loadtest.Quantile(lat, p)) / float64(time.Millisecond)
 		}
@@ -245,7 +251,7 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 			p50: q(g.Latencies, .5), p90: q(g.Latencies, .9), p99: q(g.Latencies, .99), p999: q(g.Latencies, .999),
 			direct50: q(dr.Latencies, .5), direct99: q(dr.Latencies, .99)}
 		r.added50, r.added99 = r.p50-r.direct50, r.p99-r.direct99
-		for j, p := range append(parts, "postgres") {
+		for j, p := range append(parts, "postgres", generator) {
 			per := loadtest.Used(before[p], after[p]) / time.Duration(max(g.Sent, 1))
 			r.cpu[j] = float64(per) / float64(time.Millisecond)
 			r.switches[j] = float64(loadtest.Used(switched[p], switchedAfter[p])) / float64(max(g.Sent, 1))
@@ -307,16 +313,21 @@ func groupCommit(addr string) [2]float64 {
 	return out
 }
 
-// partsNow reads each part's process, and every PostgreSQL process, with read (CPU time,
-// context switches).
+// partsNow reads each part's process, every PostgreSQL process and this one (the load
+// generator) with read (CPU time, context switches).
 func partsNow[V any](s *stack.Stack, parts []string, read func(pid int) (V, error)) map[string]map[int]V {
 	m := map[string]map[int]V{}
 	for _, p := range parts {
 		m[p] = loadtest.ByPid([]int{s.Pid(p)}, read)
 	}
 	m["postgres"] = loadtest.ByPid(loadtest.PidsNamed("postgres"), read)
+	m[generator] = loadtest.ByPid([]int{os.Getpid()}, read)
 	return m
 }
+
+// generator names this process in the readings: it sends the load (and reads the
+// stack's log lines), on the same cores as the parts it measures.
+const generator = "load generator"
 
 // makeKeys creates n enterprise accounts, each topped up and with one key, and returns
 // the keys' secrets.

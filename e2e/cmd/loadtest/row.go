@@ -9,7 +9,7 @@ import (
 
 // row is what one rate measured in one run: latencies in milliseconds, CPU per request
 // in milliseconds and context switches per request by part (the front, extproc,
-// accounting, PostgreSQL), peak RSS in MB by process, and the ledger operations per
+// accounting, PostgreSQL, the load generator), peak RSS in MB by process, and the ledger operations per
 // transaction (NaN when unknown).
 type row struct {
 	code                  string // which checkout ran ("" when only one did)
@@ -18,8 +18,8 @@ type row struct {
 	direct50, direct99    float64
 	added50, added99      float64
 	ok, sent              int
-	cpu                   [4]float64
-	switches              [4]float64
+	cpu                   [5]float64
+	switches              [5]float64
 	rss                   [3]float64
 	operationsPerTransact float64
 }
@@ -31,8 +31,8 @@ func header(parts []string, withCode bool) string {
 		code, sep = "code | ", "---|"
 	}
 	return "| " + code + "rate | gateway p50 / p90 / p99 / p99.9 | direct p50 / p99 | added p50 / p99 | success | CPU per request: " +
-		strings.Join(parts, " / ") + " / postgres | context switches per request: " + strings.Join(parts, " / ") +
-		" / postgres | peak RSS: " + strings.Join(parts, " / ") +
+		strings.Join(parts, " / ") + " / postgres / " + generator + " | context switches per request: " +
+		strings.Join(parts, " / ") + " / postgres / " + generator + " | peak RSS: " + strings.Join(parts, " / ") +
 		" | ledger operations per transaction |\n|" + sep + "---|---|---|---|---|---|---|---|---|"
 }
 

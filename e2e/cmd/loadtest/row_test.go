@@ -11,8 +11,8 @@ import (
 // spread of the added latency and CPU.
 func TestMedianAndRanges(t *testing.T) {
 	mk := func(added50, cpu0, ops float64, ok int) row {
-		return row{code: "after", rate: 1000, added50: added50, cpu: [4]float64{cpu0, 0.3, 0.2, 0.4},
-			switches: [4]float64{10 * cpu0, 9, 8, 7}, operationsPerTransact: ops, ok: ok, sent: 100}
+		return row{code: "after", rate: 1000, added50: added50, cpu: [5]float64{cpu0, 0.3, 0.2, 0.4, 0.1},
+			switches: [5]float64{10 * cpu0, 9, 8, 7, 6}, operationsPerTransact: ops, ok: ok, sent: 100}
 	}
 	runs := []row{mk(5, 0.30, 4, 100), mk(7, 0.34, math.NaN(), 99), mk(6, 0.32, 5, 100)}
 	m := median(runs)
@@ -32,7 +32,7 @@ func TestMedianAndRanges(t *testing.T) {
 		}
 	}
 	if s := m.String(); !strings.Contains(s, "| after | 1000 rps |") || !strings.Contains(s, "99.67 % (299 of 300)") ||
-		!strings.Contains(s, "| 3.2 / 9.0 / 8.0 / 7.0 |") || !strings.HasSuffix(s, "| 4.5 |") {
+		!strings.Contains(s, "| 0.32 / 0.30 / 0.20 / 0.40 / 0.10 ms | 3.2 / 9.0 / 8.0 / 7.0 / 6.0 |") || !strings.HasSuffix(s, "| 4.5 |") {
 		t.Errorf("row = %q", s)
 	}
 }
