@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,13 @@ func main() {
 	systemBytes := flag.Int("system", 0, "bytes of English prose in a system message, the same in every request (as an application's system prompt)")
 	profile := flag.String("profile", "", "write CPU and allocation profiles (NAME.pprof, NAME.allocs.pprof) of extproc, accounting and the Envoy test front, taken during the last rate's gateway run, into this directory")
 	flag.Parse()
+	// One P, as each part of the stack gets (e2e/stack), unless GOMAXPROCS is set (it
+	// then reaches the parts too): at 100 rps the generator's CPU per request 0.38 → 0.31
+	// ms and its context switches 23.7 → 19.2 (two alternated runs); at 1,000 rps one P
+	// is enough, 0.12 → 0.11 ms.
+	if _, ok := os.LookupEnv("GOMAXPROCS"); !ok {
+		runtime.GOMAXPROCS(1)
+	}
 	if *profile != "" {
 		// The parts serve their runtime profiles only when asked (they inherit this).
 		_ = os.Setenv("EXTPROC_PPROF", "1")
