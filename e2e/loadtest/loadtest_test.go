@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,14 +43,19 @@ func TestQuantile(t *testing.T) {
 	}
 }
 
-// Every scheduled request is sent, each answer is counted by status, and one stalled
-// answer does not hold back the requests scheduled after it (open loop).
+// Every scheduled request is sent with its body and headers, each answer is counted by
+// status, and one stalled answer does not hold back the requests scheduled after it
+// (open loop).
 func TestRunOpenLoop(t *testing.T) {
 	var n atomic.Int64
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) == 1 {
 			<-release // the first request stalls until every other one was sent
+		}
+		if b, err := io.ReadAll(r.Body); err != nil || string(b) != "{}" || r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusBadRequest)
+			return
 		}
 		if r.Header.Get("X-I") == "3" {
 			w.WriteHeader(http.StatusTooManyRequests)
@@ -114,6 +120,30 @@ func TestSenderConnections(t *testing.T) {
 			}
 		})
 	}
+	t.Run("run cut short", func(t *testing.T) {
+		// Every answer stalls until the server closes: the cut run closes its connections
+		// and ends, its requests in flight unanswered.
+		stall, arrived := make(chan struct{}), make(chan struct{}, 1000)
+		srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+			arrived <- struct{}{}
+			<-stall
+		}))
+		defer srv.Close()
+		defer close(stall)
+		s, err := NewSender(Target{URL: srv.URL, Body: func(int) []byte { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-arrived // the run is under way: cut it
+			cancel()
+		}()
+		if res := s.Run(ctx, 100, 10*time.Second); res.Sent == 0 || res.Sent >= 1000 || res.Statuses[0] != res.Sent {
+			t.Errorf("sent %d, statuses %v; want every request sent unanswered", res.Sent, res.Statuses)
+		}
+	})
 	t.Run("nothing listening", func(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 		srv.Close()

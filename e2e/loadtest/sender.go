@@ -67,6 +67,9 @@ func (s *Sender) Run(ctx context.Context, rate int, d time.Duration) Result {
 	n := int(d / period)
 	wires := make([][]byte, n)
 	for i := range wires {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return res // cut before it started: nothing sent
+		}
 		wires[i] = s.t.wire(i)
 	}
 	lat := make([]time.Duration, n)

@@ -171,11 +171,11 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 	// added p99 at 250 rps). A deployment does not create its database just before its
 	// traffic: write them back now, before anything is measured.
 	syscall.Sync()
-	// No accept-encoding on either target: the gateway
-	// asks its upstream for identity whatever the client allows, so a direct request
-	// that allowed gzip would make the baseline pay the mock's compression and the
-	// client's decompression, work the gateway's path never does (≈0.4 ms of the mock's
-	// CPU per request at 1,000 rps), and understate the added latency.
+	// No accept-encoding on either target: the gateway asks its upstream for identity
+	// whatever the client allows, so a direct request that allowed gzip would make the
+	// baseline pay the mock's compression and the client's decompression, work the
+	// gateway's path never does (≈0.4 ms of the mock's CPU per request at 1,000 rps), and
+	// understate the added latency.
 	prose := filler(size.user)
 	var system []map[string]string
 	if size.system > 0 {
