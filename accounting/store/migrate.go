@@ -21,8 +21,8 @@ var migrationFiles embed.FS
 const versionTable = "public.ledger_schema_version"
 
 // Migrate applies the embedded migrations (migrations/NNNN_*.sql, in order) that the
-// database does not have yet. tern serializes concurrent runs with a PostgreSQL
-// advisory lock, so several processes may start at once.
+// database does not have yet. Concurrent runs take turns on an advisory lock
+// (lockMigrations), so several processes may start at once.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return MigrateTo(ctx, pool, 0)
 }
