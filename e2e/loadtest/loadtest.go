@@ -154,11 +154,8 @@ func ByPid[V any](pids []int, read func(pid int) (V, error)) map[int]V {
 	return m
 }
 
-// CPUByPid reads the CPU time of each of pids (a process that has exited is left out).
-func CPUByPid(pids []int) map[int]time.Duration { return ByPid(pids, CPU) }
-
-// Used is what the processes of two readings (of CPUByPid, or of ContextSwitches by pid)
-// added in between: a process that started in between counts from zero.
+// Used is what the processes of two readings of ByPid (CPU, ContextSwitches) added in
+// between: a process that started in between counts from zero.
 func Used[V ~int64](before, after map[int]V) V {
 	var sum V
 	for pid, d := range after {
@@ -177,14 +174,14 @@ type CPUMeter struct {
 // StartCPU reads the CPU time of this process and of PostgreSQL now.
 func StartCPU() CPUMeter {
 	self, _ := CPU(os.Getpid())
-	return CPUMeter{self: self, pg: CPUByPid(PidsNamed("postgres"))}
+	return CPUMeter{self: self, pg: ByPid(PidsNamed("postgres"), CPU)}
 }
 
 // Report reports, through report (a benchmark's ReportMetric), the CPU time this process
 // and PostgreSQL used since m per operation, n of them: "go-µs/UNIT" and "pg-µs/UNIT".
 func (m CPUMeter) Report(report func(float64, string), n int, unit string) {
 	self, _ := CPU(os.Getpid())
-	pg := Used(m.pg, CPUByPid(PidsNamed("postgres")))
+	pg := Used(m.pg, ByPid(PidsNamed("postgres"), CPU))
 	report(float64((self-m.self).Microseconds())/float64(n), "go-µs/"+unit)
 	report(float64(pg.Microseconds())/float64(n), "pg-µs/"+unit)
 }

@@ -183,12 +183,13 @@ func (s *Sender) send(c *senderConn, j job) (*senderConn, int) {
 		}
 		_, err = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
-		if err != nil || resp.Close {
+		if err != nil {
+			s.drop(c)
+			return nil, 0
+		}
+		if resp.Close { // the server ends the connection after this answer
 			s.drop(c)
 			c = nil
-		}
-		if err != nil {
-			return nil, 0
 		}
 		return c, resp.StatusCode
 	}

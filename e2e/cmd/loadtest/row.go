@@ -9,8 +9,8 @@ import (
 
 // row is what one rate measured in one run: latencies in milliseconds, CPU per request
 // in milliseconds and context switches per request by part (the front, extproc,
-// accounting, PostgreSQL, the load generator), peak RSS in MB by process, and the ledger operations per
-// transaction (NaN when unknown).
+// accounting, PostgreSQL, the load generator), peak RSS in MB by process, and the ledger
+// operations per transaction (NaN when unknown).
 type row struct {
 	code                  string // which checkout ran ("" when only one did)
 	rate                  int
