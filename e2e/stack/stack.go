@@ -27,6 +27,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/llmgw/gateway/internal/goenv"
 )
 
 // Config says where the stack's parts listen and where its files are. Zero fields take
@@ -456,16 +458,10 @@ func (s *Stack) childEnv(part string) []string {
 		"GATEWAY_CATALOG="+s.Catalog,
 		"MOCK_ADDR="+s.MockAddr,
 	)
-	// One P per part unless the caller chose (GOMAXPROCS in its environment). With more
-	// Ps than it keeps busy, a Go process wakes another thread whenever it readies a
-	// goroutine (gRPC hands every message from goroutine to goroutine), and each wake is
-	// a context switch: at 100 requests/s extproc made ≈50 per request with two Ps and
-	// ≈25 with one, and used less CPU (README, Performance). The stack runs five
-	// Go processes and PostgreSQL on one machine; none needs a second core. Real Envoy
-	// ignores the variable.
-	if _, ok := os.LookupEnv("GOMAXPROCS"); !ok {
-		env = append(env, "GOMAXPROCS=1")
-	}
+	// The Go runtime's settings (internal/goenv): one P and no deep sleep of its system
+	// monitor, unless the caller's environment chose (GOMAXPROCS, GODEBUG's schedtrace),
+	// which then reaches every part unchanged. Real Envoy ignores both.
+	env = goenv.Apply(env)
 	switch part {
 	case "accounting":
 		env = append(env,

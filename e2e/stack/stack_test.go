@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmgw/gateway/internal/goenv"
 )
 
 // TestWriteTokenPermissions: a token file is readable by its owner only, also when an
@@ -111,36 +113,48 @@ func TestChildEnvHoldsOnlyItsSecrets(t *testing.T) {
 	}
 }
 
-// TestChildEnvOneP: every part runs with one P unless the caller's environment chose a
-// GOMAXPROCS, which then reaches every part unchanged.
-func TestChildEnvOneP(t *testing.T) {
+// TestChildEnvGoRuntime: every part runs with one P and without the runtime's deep sleep
+// of its system monitor (internal/goenv) unless the caller's environment chose a
+// GOMAXPROCS or a schedtrace, which then reaches every part unchanged.
+func TestChildEnvGoRuntime(t *testing.T) {
 	s := &Stack{Config: Config{}.FromEnv()}
-	gomaxprocs := func(part string) []string {
+	values := func(part, name string) []string {
 		var got []string
 		for _, kv := range s.childEnv(part) {
-			if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			if v, ok := strings.CutPrefix(kv, name+"="); ok {
 				got = append(got, v)
 			}
 		}
 		return got
 	}
+	unset := func(t *testing.T, name string) {
+		if v, ok := os.LookupEnv(name); ok {
+			t.Cleanup(func() { os.Setenv(name, v) })
+			os.Unsetenv(name)
+		}
+	}
 	parts := []string{"mock", "accounting", "console", "extproc", "front"}
 	t.Run("default", func(t *testing.T) {
-		if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
-			t.Cleanup(func() { os.Setenv("GOMAXPROCS", v) })
-			os.Unsetenv("GOMAXPROCS")
-		}
+		unset(t, "GOMAXPROCS")
+		unset(t, "GODEBUG")
 		for _, p := range parts {
-			if got := gomaxprocs(p); !slices.Equal(got, []string{"1"}) {
+			if got := values(p, "GOMAXPROCS"); !slices.Equal(got, []string{"1"}) {
 				t.Errorf("%s: GOMAXPROCS %q, want [1]", p, got)
+			}
+			if got := values(p, "GODEBUG"); !slices.Equal(got, []string{goenv.NoDeepSleep}) {
+				t.Errorf("%s: GODEBUG %q, want [%s]", p, got, goenv.NoDeepSleep)
 			}
 		}
 	})
 	t.Run("caller's", func(t *testing.T) {
 		t.Setenv("GOMAXPROCS", "3")
+		t.Setenv("GODEBUG", "schedtrace=0")
 		for _, p := range parts {
-			if got := gomaxprocs(p); !slices.Equal(got, []string{"3"}) {
+			if got := values(p, "GOMAXPROCS"); !slices.Equal(got, []string{"3"}) {
 				t.Errorf("%s: GOMAXPROCS %q, want [3]", p, got)
+			}
+			if got := values(p, "GODEBUG"); !slices.Equal(got, []string{"schedtrace=0"}) {
+				t.Errorf("%s: GODEBUG %q, want [schedtrace=0]", p, got)
 			}
 		}
 	})

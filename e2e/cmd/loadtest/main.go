@@ -26,7 +26,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +35,7 @@ import (
 	"github.com/llmgw/gateway/e2e/internal/harness"
 	"github.com/llmgw/gateway/e2e/loadtest"
 	"github.com/llmgw/gateway/e2e/stack"
+	"github.com/llmgw/gateway/internal/goenv"
 )
 
 func main() {
@@ -49,12 +49,14 @@ func main() {
 	systemBytes := flag.Int("system", 0, "bytes of English prose in a system message, the same in every request (as an application's system prompt)")
 	profile := flag.String("profile", "", "write CPU and allocation profiles (NAME.pprof, NAME.allocs.pprof) of extproc, accounting and the Envoy test front, taken during the last rate's gateway run, into this directory")
 	flag.Parse()
-	// One P, as each part of the stack gets (e2e/stack), unless GOMAXPROCS is set (it
-	// then reaches the parts too): at 100 rps the generator's CPU per request 0.38 → 0.31
-	// ms and its context switches 23.7 → 19.2 (two alternated runs); at 1,000 rps one P
-	// is enough, 0.12 → 0.11 ms.
-	if _, ok := os.LookupEnv("GOMAXPROCS"); !ok {
-		runtime.GOMAXPROCS(1)
+	// The generator runs with the Go runtime settings each part of the stack gets
+	// (internal/goenv; the runtime reads them only at start, so the tool starts itself
+	// again with them), unless the caller's environment chose them, which then reach the
+	// parts too. One P: at 100 rps the generator's CPU per request 0.38 → 0.31 ms and its
+	// context switches 23.7 → 19.2 (two alternated runs); at 1,000 rps one P is enough,
+	// 0.12 → 0.11 ms.
+	if !goenv.Applied(os.Environ()) {
+		reexec()
 	}
 	if *profile != "" {
 		// The parts serve their runtime profiles only when asked (they inherit this).
@@ -374,4 +376,15 @@ func filler(n int) string {
 		return ""
 	}
 	return strings.Repeat(sentence, (n+len(sentence)-1)/len(sentence))
+}
+
+// reexec replaces the process with the same program and arguments under the
+// environment goenv.Apply gives. It returns only when that fails, and then the tool runs
+// on with the runtime's defaults (said on standard error).
+func reexec() {
+	self, err := os.Executable()
+	if err == nil {
+		err = syscall.Exec(self, os.Args, goenv.Apply(os.Environ()))
+	}
+	fmt.Fprintf(os.Stderr, "loadtest: runs with the Go runtime's defaults: %v\n", err)
 }
