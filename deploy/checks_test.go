@@ -954,6 +954,25 @@ func checkListen(b *bundle, c *corev1.Container, env, portName string) []error {
 	return errs
 }
 
+// checkNoDeepSleep checks that a Go container keeps the runtime's system monitor out of
+// its deep sleep: GODEBUG sets schedtrace to a period of at least a day, so that it never
+// prints in practice (the repository's internal/goenv says why and what it costs).
+func checkNoDeepSleep(b *bundle, c *corev1.Container) []error {
+	v, ok := b.envValue(c, "GODEBUG")
+	if !ok {
+		return []error{fmt.Errorf("container %s: GODEBUG is not set (schedtrace keeps sysmon out of its deep sleep)", c.Name)}
+	}
+	for _, field := range strings.Split(v, ",") {
+		if p, ok := strings.CutPrefix(field, "schedtrace="); ok {
+			if n, err := strconv.ParseInt(p, 10, 32); err != nil || n < 24*3600*1000 {
+				return []error{fmt.Errorf("container %s: GODEBUG schedtrace=%s, want a period of at least a day in milliseconds that fits an int32", c.Name, p)}
+			}
+			return nil
+		}
+	}
+	return []error{fmt.Errorf("container %s: GODEBUG=%q has no schedtrace", c.Name, v)}
+}
+
 func checkExtproc(b *bundle) []error {
 	gw, ok := b.Deployments["gateway"]
 	if !ok {
@@ -962,6 +981,7 @@ func checkExtproc(b *bundle) []error {
 	t := &gw.Spec.Template
 	c := findContainer(t, "extproc")
 	errs := checkListen(b, c, "EXTPROC_METRICS_ADDR", "metrics")
+	errs = append(errs, checkNoDeepSleep(b, c)...)
 	// The service token file is the gateway-tokens Secret's service-token; extproc never
 	// holds the admin token.
 	if f, ok := flagValue(c.Args, "service-token-file"); !ok {
@@ -1029,6 +1049,7 @@ func checkAccounting(b *bundle) []error {
 	c := findContainer(t, "accounting")
 	errs := checkListen(b, c, "ACCOUNTING_METRICS_ADDR", "metrics")
 	errs = append(errs, checkListen(b, c, "ACCOUNTING_ADDR", "grpc")...)
+	errs = append(errs, checkNoDeepSleep(b, c)...)
 	for flag, key := range map[string]string{"service-token-file": "service-token", "admin-token-file": "admin-token"} {
 		f, ok := flagValue(c.Args, flag)
 		if !ok {

@@ -214,6 +214,21 @@ func TestChecksCatchBreakage(t *testing.T) {
 			want: "but extproc listens on 127.0.0.1:50061",
 		},
 		{
+			name: "accounting without the runtime setting", overlay: "overlays/production",
+			breakIt: func(t *testing.T, b *bundle) {
+				c := findContainer(&b.Deployments["accounting"].Spec.Template, "accounting")
+				c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GODEBUG" })
+			},
+			want: "container accounting: GODEBUG is not set",
+		},
+		{
+			name: "extproc's schedtrace too short", overlay: "overlays/dev",
+			breakIt: func(t *testing.T, b *bundle) {
+				envRef(findContainer(&b.Deployments["gateway"].Spec.Template, "extproc"), "GODEBUG").Value = "http2client=0,schedtrace=1000"
+			},
+			want: "container extproc: GODEBUG schedtrace=1000, want a period of at least a day",
+		},
+		{
 			name: "probe on a port the container does not declare", overlay: "overlays/dev",
 			breakIt: func(t *testing.T, b *bundle) {
 				findContainer(&b.Deployments["accounting"].Spec.Template, "accounting").ReadinessProbe.HTTPGet.Port = intstr.FromInt32(9999)
