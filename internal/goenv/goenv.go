@@ -1,9 +1,9 @@
 // Package goenv holds the Go runtime settings the gateway's own Go processes start with
 // when their environment leaves them unset: one P (GOMAXPROCS=1) and a system monitor
 // that never sleeps deeply (NoDeepSleep). The local stack gives them to every part it
-// starts and the load tool to itself; the deployment's manifests set the same
-// variables (deploy README, Scaling). The runtime reads both only at a process's start,
-// so they travel in the environment.
+// starts and the load tool to itself; the deployment's manifests set GODEBUG the same
+// way and leave GOMAXPROCS to the container's CPU limit (deploy README, Scaling). The
+// runtime reads both only at a process's start, so they travel in the environment.
 //
 // It imports nothing of the gateway.
 package goenv
