@@ -25,7 +25,9 @@ import (
 // is the longest one (2³¹−1 ms, ≈24.8 days): the runtime prints one scheduler line to
 // standard error when that much has passed since the machine's boot (its monotonic
 // clock), so a process on a machine up for longer prints one line at its start, then one
-// every ≈24.8 days, and nothing otherwise.
+// every ≈24.8 days. And a process that dies of an unrecovered panic or a fatal runtime
+// error prints the scheduler's state, one line per thread, P and goroutine, before the
+// usual message (runtime/panic.go, startpanic_m). Nothing else changes.
 const NoDeepSleep = "schedtrace=2147483647"
 
 // Apply returns environ with GOMAXPROCS=1 when it has no GOMAXPROCS, and NoDeepSleep
