@@ -29,12 +29,10 @@ type Target struct {
 
 // Result is one run at one rate.
 type Result struct {
-	Rate      int
 	Sent      int
 	OK        int
 	Statuses  map[int]int // 0: no answer (transport error)
 	Latencies []time.Duration
-	Elapsed   time.Duration
 }
 
 // Quantile returns the q-quantile (0 ≤ q ≤ 1) of sorted latencies, nearest rank.

@@ -62,7 +62,7 @@ func NewSender(t Target) (*Sender, error) {
 // Run sends rate requests per second for d, open loop, and waits for every answer. Each
 // latency is measured from the request's due time to the end of its answer's body.
 func (s *Sender) Run(ctx context.Context, rate int, d time.Duration) Result {
-	res := Result{Rate: rate, Statuses: map[int]int{}}
+	res := Result{Statuses: map[int]int{}}
 	period := time.Second / time.Duration(rate)
 	n := int(d / period)
 	wires := make([][]byte, n)
@@ -107,7 +107,6 @@ func (s *Sender) Run(ctx context.Context, rate int, d time.Duration) Result {
 		}
 	}
 	wg.Wait()
-	res.Elapsed = time.Since(start)
 	res.Sent = n
 	res.Latencies = lat[:n]
 	for _, st := range status[:n] {
