@@ -34,9 +34,10 @@ type twin struct {
 	res      []string
 }
 
-func newTwin(t *testing.T, alone bool) *twin {
+func newTwin(t *testing.T, opts store.Options) *twin {
 	clk := &clock{t: t0}
-	s, pool := storetest.NewStore(t, 8, store.Options{Now: clk.Now, NoGroupCommit: alone})
+	opts.Now = clk.Now
+	s, pool := storetest.NewStore(t, 8, opts)
 	w := &twin{f: &fixture{s: s, pool: pool, clk: clk}}
 	w.f.tier(t, tightTier)
 	for i, balance := range []ledger.Micros{500_000, 9_000, 0} {
@@ -154,8 +155,12 @@ func describe(err error) outcome {
 func TestGroupCommitDecidesAsAlone(t *testing.T) {
 	skipWhenAlone(t)
 	t.Parallel()
+	forEachBatchPath(t, testDecidesAsAlone)
+}
+
+func testDecidesAsAlone(t *testing.T, opts store.Options) {
 	ctx := context.Background()
-	group, alone := newTwin(t, false), newTwin(t, true)
+	group, alone := newTwin(t, opts), newTwin(t, store.Options{NoGroupCommit: true})
 	rng := rand.New(rand.NewPCG(14, 3))
 	requests := 0
 	// settled picks a reservation of an earlier round (its id is known before the

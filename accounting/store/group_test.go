@@ -11,10 +11,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 )
+
+// forEachBatchPath runs test as a parallel subtest for each way the writer decides a
+// batch of several operations: every such batch decided in Go and written set-based, and
+// every one run as its operations' lone functions in one transaction (the writer picks
+// by the batch's size, Options.LoneBatch).
+func forEachBatchPath(t *testing.T, test func(t *testing.T, opts store.Options)) {
+	for _, p := range []struct {
+		name string
+		lone int
+	}{{"set-based", 1}, {"lone functions", store.DefaultMaxBatch}} {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, store.Options{LoneBatch: p.lone})
+		})
+	}
+}
 
 // batchOf submits each call in order from its own goroutine while the writer is held,
 // so that all of them are decided in one group-commit transaction, and waits for them.
@@ -37,7 +55,10 @@ func batchOf(t *testing.T, s *store.Store, calls ...func()) {
 func TestGroupCommitRefusalFailsNoOther(t *testing.T) {
 	skipWhenAlone(t)
 	t.Parallel()
-	f := newFixture(t, 4)
+	forEachBatchPath(t, func(t *testing.T, opts store.Options) { testRefusalFailsNoOther(t, newFixtureWith(t, 4, opts)) })
+}
+
+func testRefusalFailsNoOther(t *testing.T, f *fixture) {
 	ctx := context.Background()
 	f.tier(t, bulkTier)
 	a := f.account(t, bulkTier.Name, 5_000)
@@ -108,7 +129,10 @@ func TestGroupCommitRefusalFailsNoOther(t *testing.T) {
 func TestGroupCommitOneAccountExact(t *testing.T) {
 	skipWhenAlone(t)
 	t.Parallel()
-	f := newFixture(t, 8)
+	forEachBatchPath(t, func(t *testing.T, opts store.Options) { testOneAccountExact(t, newFixtureWith(t, 8, opts)) })
+}
+
+func testOneAccountExact(t *testing.T, f *fixture) {
 	ctx := context.Background()
 	f.tier(t, bulkTier)
 	const topUp = 500_000
@@ -171,7 +195,10 @@ func TestGroupCommitOneAccountExact(t *testing.T) {
 func TestGroupCommitBatchOfRefusalsCommits(t *testing.T) {
 	skipWhenAlone(t)
 	t.Parallel()
-	f := newFixture(t, 4)
+	forEachBatchPath(t, func(t *testing.T, opts store.Options) { testBatchOfRefusalsCommits(t, newFixtureWith(t, 4, opts)) })
+}
+
+func testBatchOfRefusalsCommits(t *testing.T, f *fixture) {
 	ctx := context.Background()
 	f.tier(t, bulkTier)
 	a := f.account(t, bulkTier.Name, 1_000)
@@ -241,19 +268,72 @@ func TestGroupCommitWriterNotStalledByALock(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { _, err := f.reserve(t, kf.ID, 1_000, ledger.PoolGeneral); done <- err }()
+	awaitPastLock(t, tx, done, blocked, "the writer stalled behind another transaction's row lock")
+	f.checkInvariants(t)
+}
+
+// A small batch (its operations' lone functions in one transaction) with an operation on
+// an account whose row another transaction holds gives up within the writer's short
+// wait, whole: its other operations are decided alone meanwhile, and the blocked one
+// once the lock goes. Nothing is applied twice.
+func TestGroupCommitSmallBatchMeetsALock(t *testing.T) {
+	skipWhenAlone(t)
+	t.Parallel()
+	f := newFixtureWith(t, 8, store.Options{LockTimeout: time.Minute, StatementTimeout: time.Minute})
+	ctx := context.Background()
+	f.tier(t, bulkTier)
+	locked, free := f.account(t, bulkTier.Name, 100_000), f.account(t, bulkTier.Name, 100_000)
+	kl, _ := f.key(t, locked.ID, nil)
+	kf, _ := f.key(t, free.ID, nil)
+
+	tx, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // also when the test fails
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`, locked.ID); err != nil {
+		t.Fatal(err)
+	}
+	queued, release := store.HoldGroupCommit(f.s)
+	blocked, done := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := f.reserve(t, kf.ID, 1_000, ledger.PoolGeneral); done <- err }()
+	for queued() < 1 {
+		runtime.Gosched()
+	}
+	go func() { _, err := f.reserve(t, kl.ID, 1_000, ledger.PoolGeneral); blocked <- err }()
+	for queued() < 2 {
+		runtime.Gosched()
+	}
+	release()
+	awaitPastLock(t, tx, done, blocked, "the small batch waited out another transaction's row lock")
+	if st := f.s.GroupStats(); st.Transactions != 1 || st.Operations != 2 || st.Alone != 2 {
+		t.Errorf("group stats = %+v, want one transaction of 2 operations, both sent alone", st)
+	}
+	for _, a := range []string{locked.ID, free.ID} {
+		if got := f.getAccount(t, a); got.Reserved != 1_000 || got.InFlight != 1 {
+			t.Errorf("account %s = %+v, want one hold of 1000", a, got)
+		}
+	}
+	f.checkInvariants(t)
+}
+
+// awaitPastLock waits for done, the free account's reserve, which must not wait for
+// tx's row lock (stalled says what it did if it does), then ends tx and waits for
+// blocked, the locked account's reserve.
+func awaitPastLock(t *testing.T, tx pgx.Tx, done, blocked <-chan error, stalled string) {
+	t.Helper()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("the free account's reserve: %v", err)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("the writer stalled behind another transaction's row lock")
+		t.Fatal(stalled)
 	}
-	if err := tx.Rollback(ctx); err != nil {
+	if err := tx.Rollback(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-blocked; err != nil {
 		t.Fatalf("the locked account's reserve after the lock went: %v", err)
 	}
-	f.checkInvariants(t)
 }

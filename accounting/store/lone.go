@@ -9,10 +9,11 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 )
 
-// The lone decisions: one operation, one statement, one transaction — the PL/pgSQL
-// functions of migrations/0001_init.sql. An operation group commit does not decide runs
-// here (through the account gate, reservations.go), and so does a batch of one in the
-// writer (batch.go): one round trip where a batch takes two.
+// The lone decisions: one operation, one statement — the PL/pgSQL functions of
+// migrations/0001_init.sql. An operation group commit does not decide runs here in a
+// transaction of its own (through the account gate, reservations.go), and a small
+// batch in the writer (batch.go) runs its operations here one after another in one
+// transaction: one round trip where a large batch takes two.
 
 // loneCall is one operation's statement and how its row is read into an opOutcome.
 type loneCall struct {
@@ -59,41 +60,46 @@ func releaseCall(id, reason string, now *time.Time, o *opOutcome) loneCall {
 	}
 }
 
-// writerLockWait bounds how long a batch of one waits for a row lock in the writer: the
+// writerLockWait bounds how long a small batch waits for a row lock in the writer: the
 // writer serves every caller, so a row another transaction holds (a lone operation, the
-// other replica) must not stall it; past the wait the caller runs the operation alone,
-// through the account gate, with the full lock timeout.
+// other replica) must not stall it; past the wait every caller of the batch runs its
+// operation alone, through the account gate, with the full lock timeout.
 const writerLockWait = "10ms"
 
-// decideOne runs op as its lone function in the writer, in one round trip: BEGIN, the
-// short lock wait, the statement and COMMIT travel together. On an error the
+// decideLone runs batch's operations as their lone functions, in queue order, in one
+// transaction and one round trip: BEGIN, the short lock wait, the statements and COMMIT
+// travel together. Any error fails the whole batch (it changed nothing), and the
 // transaction is rolled back before the connection goes back to the pool.
-func (s *Store) decideOne(op *batchOp) (o opOutcome, err error) {
+func (s *Store) decideLone(batch []*batchOp) (outs []opOutcome, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StatementTimeout+s.opts.LockTimeout)
 	defer cancel()
-	var c loneCall
-	switch op.kind {
-	case opReserve:
-		c = reserveCall(op.reserve, op.now, &o)
-	case opCommit:
-		c = commitCall(op.commit, op.now, &o)
-	default:
-		c = releaseCall(op.resID, op.reason, op.now, &o)
-	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return o, err
-	}
-	defer conn.Release()
+	outs = make([]opOutcome, len(batch))
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`SET LOCAL lock_timeout = '` + writerLockWait + `'`)
-	b.Queue(c.sql, c.args...).QueryRow(c.scan)
+	for i, op := range batch {
+		var c loneCall
+		switch op.kind {
+		case opReserve:
+			c = reserveCall(op.reserve, op.now, &outs[i])
+		case opCommit:
+			c = commitCall(op.commit, op.now, &outs[i])
+		default:
+			c = releaseCall(op.resID, op.reason, op.now, &outs[i])
+		}
+		b.Queue(c.sql, c.args...).QueryRow(c.scan)
+	}
 	b.Queue(`COMMIT`)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, dbError("group commit", err)
+	}
+	defer conn.Release()
 	if err = conn.SendBatch(ctx, b).Close(); err != nil {
 		rctx, rcancel := context.WithTimeout(context.Background(), s.opts.LockTimeout)
 		defer rcancel()
 		_, _ = conn.Exec(rctx, "ROLLBACK")
+		return nil, dbError("group commit", err)
 	}
-	return o, err
+	return outs, nil
 }

@@ -77,6 +77,11 @@ type Options struct {
 	// MaxBatch caps how many Reserve, Commit and Release operations one group-commit
 	// transaction decides (default DefaultMaxBatch; see batch.go).
 	MaxBatch int
+	// LoneBatch is the largest batch the writer runs as its operations' PL/pgSQL
+	// functions, one after another in one transaction and one round trip (default
+	// DefaultLoneBatch); a larger batch is decided in Go and written set-based. 1: only a
+	// batch of one.
+	LoneBatch int
 	// NoGroupCommit runs every Reserve, Commit and Release in a transaction of its own.
 	NoGroupCommit bool
 }
@@ -117,6 +122,9 @@ func (o *Options) defaults() {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch
 	}
+	if o.LoneBatch <= 0 {
+		o.LoneBatch = DefaultLoneBatch
+	}
 }
 
 // ConfigurePool applies opts' pool size and per-connection lock_timeout and
@@ -152,7 +160,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	opts.defaults()
 	s := &Store{pool: pool, opts: opts, gate: newAccountGate(opts.AccountConcurrency, opts.LockTimeout)}
 	if !opts.NoGroupCommit {
-		s.batch = &batcher{s: s, max: opts.MaxBatch}
+		s.batch = &batcher{s: s, max: opts.MaxBatch, lone: opts.LoneBatch}
 	}
 	return s
 }
