@@ -163,10 +163,10 @@ func (b *batcher) write() {
 // (at most Options.LoneBatch operations) runs its operations' PL/pgSQL functions in one
 // round trip (decideLone); a larger one is decided in Go and written set-based in two
 // (decide). Each statement costs PostgreSQL about the same for one operation as for
-// many, so the set-based path pays only once a batch is large enough to share them:
-// BenchmarkReserveCommit's spread/few (batches of 2–4) cost the same in PostgreSQL
-// either way and less in accounting through the functions, its 8 callers (batches of
-// 4–8) ≈20 % more PostgreSQL through them, its 32 callers twice as much.
+// many, so the set-based path pays only once a batch is large enough to share them. In
+// BenchmarkReserveCommit, spread/few (4 callers: batches of 2–4) costs PostgreSQL about
+// the same either way and accounting less through the functions; with 8 callers
+// (batches of 4–8) the functions cost PostgreSQL ≈20 % more, with 32 twice as much.
 func (b *batcher) run(batch []*batchOp) {
 	b.stats.transactions.Add(1)
 	b.stats.operations.Add(int64(len(batch)))
