@@ -279,7 +279,7 @@ func TestGroupCommitWriterNotStalledByALock(t *testing.T) {
 func TestGroupCommitSmallBatchMeetsALock(t *testing.T) {
 	skipWhenAlone(t)
 	t.Parallel()
-	f := newFixtureWith(t, 8, store.Options{LockTimeout: time.Minute, StatementTimeout: time.Minute})
+	f := newFixtureWith(t, 8, store.Options{LoneBatch: 2, LockTimeout: time.Minute, StatementTimeout: time.Minute})
 	ctx := context.Background()
 	f.tier(t, bulkTier)
 	locked, free := f.account(t, bulkTier.Name, 100_000), f.account(t, bulkTier.Name, 100_000)
