@@ -40,26 +40,7 @@ func BenchmarkReserveCommit(b *testing.B) {
 			url := storetest.NewDB(b)
 			pool := storetest.NewPool(b, url, int32(bc.callers))
 			s := store.New(pool, store.Options{NoGroupCommit: bc.alone})
-			if _, err := s.PutTier(ctx, bulkTier); err != nil {
-				b.Fatal(err)
-			}
-			keys := make([]string, bc.accounts)
-			for i := range keys {
-				a, err := s.CreateAccount(ctx, bulkTier.Name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := s.TopUp(ctx, a.ID, 1<<50, ""); err != nil {
-					b.Fatal(err)
-				}
-				h := sha256.Sum256(fmt.Appendf(nil, "bench-%d", i))
-				k, err := s.CreateKey(ctx, ledger.NewKey{AccountID: a.ID, Hash: h[:],
-					DailyLimit: ptr[ledger.Micros](1 << 50), MonthlyLimit: ptr[ledger.Micros](1 << 50)})
-				if err != nil {
-					b.Fatal(err)
-				}
-				keys[i] = k.ID
-			}
+			keys := benchKeys(b, s, bc.accounts, ptr[ledger.Micros](1<<50))
 			var seq atomic.Int64
 			b.SetParallelism(max(1, bc.callers/runtime.GOMAXPROCS(0))) // × GOMAXPROCS goroutines
 			cpu := loadtest.StartCPU()
@@ -83,6 +64,88 @@ func BenchmarkReserveCommit(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 			cpu.Report(b.ReportMetric, b.N, "pair")
+			if err := storetest.CheckInvariants(ctx, pool); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// benchKeys makes n accounts on bulkTier (made first) with ample credits and one key
+// each, whose daily and monthly limits are limit (nil: none), and returns the keys.
+func benchKeys(b *testing.B, s *store.Store, n int, limit *ledger.Micros) []string {
+	b.Helper()
+	ctx := context.Background()
+	if _, err := s.PutTier(ctx, bulkTier); err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		a, err := s.CreateAccount(ctx, bulkTier.Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.TopUp(ctx, a.ID, 1<<50, ""); err != nil {
+			b.Fatal(err)
+		}
+		h := sha256.Sum256(fmt.Appendf(nil, "bench-%d", i))
+		k, err := s.CreateKey(ctx, ledger.NewKey{AccountID: a.ID, Hash: h[:], DailyLimit: limit, MonthlyLimit: limit})
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys[i] = k.ID
+	}
+	return keys
+}
+
+// BenchmarkReplicas measures reserve+commit pairs per second on two busy accounts from 12
+// callers, through one Store ("one") or spread over two Stores on the same database
+// ("two"), as accounting replicas behind extproc's round robin are: their writers lock
+// the same two account rows. alone/pair counts the operations a failed or deferred batch
+// sent back to run alone.
+func BenchmarkReplicas(b *testing.B) {
+	for _, replicas := range []int{1, 2} {
+		b.Run(map[int]string{1: "one", 2: "two"}[replicas], func(b *testing.B) {
+			ctx := context.Background()
+			url := storetest.NewDB(b)
+			var stores []*store.Store
+			pool := storetest.NewPool(b, url, 8)
+			for i := range replicas {
+				if i > 0 {
+					pool = storetest.NewPool(b, url, 8)
+				}
+				stores = append(stores, store.New(pool, store.Options{}))
+			}
+			keys := benchKeys(b, stores[0], 2, nil)
+			var seq atomic.Int64
+			b.SetParallelism(max(1, 12/runtime.GOMAXPROCS(0)))
+			cpu := loadtest.StartCPU()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := seq.Add(1)
+					st := stores[int(i)%len(stores)]
+					r, err := st.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprintf("replicas-%d", i),
+						KeyID: keys[int(i/2)%len(keys)], Model: "demo-chat", Amount: 2_000, Pool: ledger.PoolGeneral})
+					if err != nil {
+						b.Errorf("Reserve: %v", err)
+						return
+					}
+					if _, err := st.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 1_500,
+						Usage: ledger.Usage{InputTokens: 100, OutputTokens: 200}}); err != nil {
+						b.Errorf("Commit: %v", err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+			cpu.Report(b.ReportMetric, b.N, "pair")
+			var alone int64
+			for _, st := range stores {
+				alone += st.GroupStats().Alone
+			}
+			b.ReportMetric(float64(alone)/float64(b.N), "alone/pair")
 			if err := storetest.CheckInvariants(ctx, pool); err != nil {
 				b.Fatal(err)
 			}

@@ -241,31 +241,16 @@ func TestGroupCommitWriterNotStalledByALock(t *testing.T) {
 	clk := &clock{t: t0}
 	s, pool := storetest.NewStore(t, 8, store.Options{Now: clk.Now, LockTimeout: time.Minute, StatementTimeout: time.Minute})
 	f := &fixture{s: s, pool: pool, clk: clk}
-	ctx := context.Background()
 	f.tier(t, bulkTier)
 	locked, free := f.account(t, bulkTier.Name, 100_000), f.account(t, bulkTier.Name, 100_000)
 	kl, _ := f.key(t, locked.ID, nil)
 	kf, _ := f.key(t, free.ID, nil)
 
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // also when the test fails
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`, locked.ID); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockAccount(t, f, locked.ID)
 	blocked := make(chan error, 1)
 	go func() { _, err := f.reserve(t, kl.ID, 1_000, ledger.PoolGeneral); blocked <- err }()
 	// Wait until the locked account's reserve waits on the row lock, then ask for the other.
-	waitLock := func() bool {
-		var n int
-		_ = pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
-		return n > 0
-	}
-	for !waitLock() {
-		runtime.Gosched()
-	}
+	awaitLockWait(t, f)
 	done := make(chan error, 1)
 	go func() { _, err := f.reserve(t, kf.ID, 1_000, ledger.PoolGeneral); done <- err }()
 	awaitPastLock(t, tx, done, blocked, "the writer stalled behind another transaction's row lock")
@@ -280,31 +265,13 @@ func TestGroupCommitSmallBatchMeetsALock(t *testing.T) {
 	skipWhenAlone(t)
 	t.Parallel()
 	f := newFixtureWith(t, 8, store.Options{LoneBatch: 2, LockTimeout: time.Minute, StatementTimeout: time.Minute})
-	ctx := context.Background()
 	f.tier(t, bulkTier)
 	locked, free := f.account(t, bulkTier.Name, 100_000), f.account(t, bulkTier.Name, 100_000)
 	kl, _ := f.key(t, locked.ID, nil)
 	kf, _ := f.key(t, free.ID, nil)
 
-	tx, err := f.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // also when the test fails
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`, locked.ID); err != nil {
-		t.Fatal(err)
-	}
-	queued, release := store.HoldGroupCommit(f.s)
-	blocked, done := make(chan error, 1), make(chan error, 1)
-	go func() { _, err := f.reserve(t, kf.ID, 1_000, ledger.PoolGeneral); done <- err }()
-	for queued() < 1 {
-		runtime.Gosched()
-	}
-	go func() { _, err := f.reserve(t, kl.ID, 1_000, ledger.PoolGeneral); blocked <- err }()
-	for queued() < 2 {
-		runtime.Gosched()
-	}
-	release()
+	tx := lockAccount(t, f, locked.ID)
+	done, blocked := f.reserveTwoInOneBatch(t, kf.ID, kl.ID)
 	awaitPastLock(t, tx, done, blocked, "the small batch waited out another transaction's row lock")
 	if st := f.s.GroupStats(); st.Transactions != 1 || st.Operations != 2 || st.Alone != 2 {
 		t.Errorf("group stats = %+v, want one transaction of 2 operations, both sent alone", st)
@@ -315,6 +282,50 @@ func TestGroupCommitSmallBatchMeetsALock(t *testing.T) {
 		}
 	}
 	f.checkInvariants(t)
+}
+
+// lockAccount locks account's row in a transaction of its own, rolled back at the end of
+// the test if not before.
+func lockAccount(t *testing.T, f *fixture, account string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // also when the test fails
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`, account); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// awaitLockWait returns once a statement of f's database waits for a lock.
+func awaitLockWait(t *testing.T, f *fixture) {
+	t.Helper()
+	for waiting := 0; waiting == 0; runtime.Gosched() {
+		if err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// reserveTwoInOneBatch queues a reserve of 1,000 on key first, then one on key second,
+// and lets the writer decide them together; each one's error comes on its channel.
+func (f *fixture) reserveTwoInOneBatch(t *testing.T, first, second string) (firstDone, secondDone <-chan error) {
+	t.Helper()
+	queued, release := store.HoldGroupCommit(f.s)
+	var chans [2]chan error
+	for i, key := range []string{first, second} {
+		chans[i] = make(chan error, 1)
+		go func() { _, err := f.reserve(t, key, 1_000, ledger.PoolGeneral); chans[i] <- err }()
+		for queued() < i+1 {
+			runtime.Gosched()
+		}
+	}
+	release()
+	return chans[0], chans[1]
 }
 
 // awaitPastLock waits for done, the free account's reserve, which must not wait for
@@ -335,5 +346,62 @@ func awaitPastLock(t *testing.T, tx pgx.Tx, done, blocked <-chan error, stalled 
 	}
 	if err := <-blocked; err != nil {
 		t.Fatalf("the locked account's reserve after the lock went: %v", err)
+	}
+}
+
+// A small batch locks the accounts it will lock in id order before its functions run,
+// whatever its queue order, so that two replicas' batches over the same accounts wait
+// for each other's transaction, never in a cycle. Here the lower account is locked
+// elsewhere and the batch's first operation is on the higher one: while the batch waits
+// for the lower account, the higher one is still free. Both with the accounts read by
+// the locking statement (keys this store has not seen) and taken from its cache.
+func TestGroupCommitSmallBatchLocksAccountsInIDOrder(t *testing.T) {
+	skipWhenAlone(t)
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {
+			t.Parallel()
+			f := newFixtureWith(t, 8, store.Options{LoneBatch: 2, LockTimeout: time.Minute, StatementTimeout: time.Minute})
+			store.SetWriterLockWait(f.s, "1min")
+			ctx := context.Background()
+			f.tier(t, bulkTier)
+			lo, hi := f.account(t, bulkTier.Name, 100_000), f.account(t, bulkTier.Name, 100_000)
+			if lo.ID > hi.ID { // uuid text sorts as the uuids do
+				lo, hi = hi, lo
+			}
+			klo, _ := f.key(t, lo.ID, nil)
+			khi, _ := f.key(t, hi.ID, nil)
+			if cached { // a Reserve of each key teaches the store its account
+				for _, k := range []string{klo.ID, khi.ID} {
+					if _, err := f.reserve(t, k, 1_000, ledger.PoolGeneral); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+
+			tx := lockAccount(t, f, lo.ID)
+			hiDone, loDone := f.reserveTwoInOneBatch(t, khi.ID, klo.ID)
+			awaitLockWait(t, f)
+			probe, err := f.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := probe.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE NOWAIT`, hi.ID); err != nil {
+				t.Errorf("the higher account was locked while the batch waited for the lower one: %v", err)
+			}
+			if err := probe.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(<-hiDone, <-loDone); err != nil {
+				t.Fatal(err)
+			}
+			st := f.s.GroupStats()
+			if st.Alone != 0 {
+				t.Errorf("group stats = %+v, want the batch decided whole", st)
+			}
+			f.checkInvariants(t)
+		})
 	}
 }

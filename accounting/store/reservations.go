@@ -63,7 +63,7 @@ func (s *Store) reserveAlone(ctx context.Context, r ledger.ReserveRequest) (res 
 }
 
 // reservationOf turns ledger_reserve's outcome into Reserve's result, remembering a held
-// reservation's account.
+// reservation's account, and its key's.
 func (s *Store) reservationOf(o opOutcome) (ledger.Reservation, error) {
 	if o.outcome != "admitted" && o.outcome != "replayed" {
 		return ledger.Reservation{}, reserveRefusal(o.outcome, deref(o.limit), int(deref(o.retryAfter)))
@@ -75,6 +75,9 @@ func (s *Store) reservationOf(o opOutcome) (ledger.Reservation, error) {
 	}
 	if res.State == ledger.StateHeld {
 		s.resOwners.put(res.ID, res.AccountID)
+	}
+	if _, ok := s.keyOwners.get(res.KeyID); !ok {
+		s.keyOwners.put(res.KeyID, res.AccountID)
 	}
 	return res, nil
 }

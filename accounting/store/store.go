@@ -151,6 +151,7 @@ type Store struct {
 	gate                 *accountGate
 	keyOwners, resOwners owners
 	batch                *batcher // nil when Options.NoGroupCommit
+	writerLockWait       string   // a small batch's lock wait (lone.go)
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -158,7 +159,8 @@ var _ ledger.Store = (*Store)(nil)
 // New returns a Store on pool, whose database must already be migrated (see Migrate).
 func New(pool *pgxpool.Pool, opts Options) *Store {
 	opts.defaults()
-	s := &Store{pool: pool, opts: opts, gate: newAccountGate(opts.AccountConcurrency, opts.LockTimeout)}
+	s := &Store{pool: pool, opts: opts, gate: newAccountGate(opts.AccountConcurrency, opts.LockTimeout),
+		writerLockWait: writerLockWait}
 	if !opts.NoGroupCommit {
 		s.batch = &batcher{s: s, max: opts.MaxBatch, lone: opts.LoneBatch}
 	}
