@@ -22,10 +22,11 @@ import (
 // group_decide.go, group_write.go).
 //
 // Each operation decides exactly as its PL/pgSQL function would alone, refusals are
-// outcomes that change nothing, and an operation of a large batch whose rows another
-// transaction holds is answered "deferred": its caller then runs it alone, through the
-// account gate, as without group commit (a small batch waits for such a row for
-// writerLockWait at most, then fails whole). When the batch's transaction fails, it
+// outcomes that change nothing. A batch waits for an account row another transaction
+// holds for writerLockWait at most (taking its accounts in id order: lockorder.go), then
+// fails whole; an operation of a large batch whose reservation row another transaction
+// holds is answered "deferred": its caller then runs it alone, through the account
+// gate, as without group commit. When the batch's transaction fails, it
 // changed nothing and every caller runs its operation alone; when it fails after the
 // database committed it (connection lost), running alone replays it, since every
 // operation is idempotent (request id, reservation id).
@@ -225,7 +226,7 @@ func (s *Store) decide(batch []*batchOp) (outs []opOutcome, err error) {
 			_, _ = conn.Exec(rctx, "ROLLBACK")
 		}
 	}()
-	st, err := readGroup(ctx, conn, batch)
+	st, err := readGroup(ctx, conn, batch, s.writerLockWait)
 	if err != nil {
 		return nil, dbError("group commit", err)
 	}

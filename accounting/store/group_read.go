@@ -77,15 +77,19 @@ func scanRes(row pgx.Rows) (*gRes, error) {
 }
 
 // readGroup locks the batch's reservation rows, then its account rows (0001's order, each
-// in id order, SKIP LOCKED: a row another transaction holds is left out, and the
-// operations on it run alone), then reads the keys, the reservations of the request ids
-// and the keys' spend windows, in one round trip.
+// in id order), then reads the keys, the reservations of the request ids and the keys'
+// spend windows, in one round trip. A reservation row another transaction holds is left
+// out (SKIP LOCKED: the operations on it run alone); an account row another
+// transaction holds (most often the other replica's writer, on a busy account) is waited
+// for, as long as the writer's short lock wait (writerLockWait), past which the whole
+// batch fails and each operation runs alone. Skipping held accounts too made two
+// replicas on busy accounts send most operations alone (lockorder.go).
 //
 // Ids travel as text[] cast to uuid[] in the statements ($1::text[]::uuid[]), here and in
 // writeGroup: pgx sends a []string for a uuid[] parameter only after its binary encoding
 // failed (an error built and dropped for every array of every batch), while text[] it
 // encodes at once.
-func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupState, error) {
+func readGroup(ctx context.Context, tx batchSender, batch []*batchOp, lockWait string) (*groupState, error) {
 	var resIDs, keyIDs, requestIDs []string
 	var since *time.Time
 	for _, op := range batch {
@@ -118,8 +122,9 @@ func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupSta
 	// small batch's cost (a batch of one: ≈2.2 → ≈1.3 ms of PostgreSQL CPU per
 	// reserve+commit). Both for this transaction only (set_config's true: SET LOCAL),
 	// set in the statement that reads the clock.
-	b.Queue(`SELECT now(), set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)`).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&st.now, nil, nil)
+	b.Queue(`SELECT now(), set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
+		set_config('lock_timeout', $1, true)`, lockWait).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&st.now, nil, nil, nil)
 	})
 	// A statement whose ids are all missing finds nothing and is not sent: a batch of
 	// reserves locks no reservation by id, a batch of settlements reads no key.
@@ -143,7 +148,7 @@ func readGroup(ctx context.Context, tx batchSender, batch []*batchOp) (*groupSta
 		FROM accounts a JOIN tiers t ON t.name = a.tier
 		WHERE a.id IN (SELECT r.account_id FROM reservations r WHERE r.id = ANY ($1::text[]::uuid[])
 		               UNION SELECT k.account_id FROM api_keys k WHERE k.id = ANY ($2::text[]::uuid[]))
-		ORDER BY a.id FOR UPDATE OF a SKIP LOCKED`, resIDs, keyIDs).Query(func(rows pgx.Rows) error {
+		ORDER BY a.id FOR UPDATE OF a`, resIDs, keyIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
 			a := &gAccount{}

@@ -257,14 +257,19 @@ func TestGroupCommitWriterNotStalledByALock(t *testing.T) {
 	f.checkInvariants(t)
 }
 
-// A small batch (its operations' lone functions in one transaction) with an operation on
-// an account whose row another transaction holds gives up within the writer's short
-// wait, whole: its other operations are decided alone meanwhile, and the blocked one
-// once the lock goes. Nothing is applied twice.
-func TestGroupCommitSmallBatchMeetsALock(t *testing.T) {
+// A batch with an operation on an account whose row another transaction holds gives up
+// within the writer's short wait, whole: its other operations are decided alone
+// meanwhile, and the blocked one once the lock goes. Nothing is applied twice.
+func TestGroupCommitBatchMeetsALock(t *testing.T) {
 	skipWhenAlone(t)
-	t.Parallel()
-	f := newFixtureWith(t, 8, store.Options{LoneBatch: 2, LockTimeout: time.Minute, StatementTimeout: time.Minute})
+	forEachBatchPath(t, func(t *testing.T, opts store.Options) {
+		testBatchMeetsALock(t, opts)
+	})
+}
+
+func testBatchMeetsALock(t *testing.T, opts store.Options) {
+	opts.LockTimeout, opts.StatementTimeout = time.Minute, time.Minute
+	f := newFixtureWith(t, 8, opts)
 	f.tier(t, bulkTier)
 	locked, free := f.account(t, bulkTier.Name, 100_000), f.account(t, bulkTier.Name, 100_000)
 	kl, _ := f.key(t, locked.ID, nil)
@@ -303,7 +308,11 @@ func lockAccount(t *testing.T, f *fixture, account string) pgx.Tx {
 // awaitLockWait returns once a statement of f's database waits for a lock.
 func awaitLockWait(t *testing.T, f *fixture) {
 	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
 	for waiting := 0; waiting == 0; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("no statement waited for the lock")
+		}
 		if err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
@@ -349,59 +358,67 @@ func awaitPastLock(t *testing.T, tx pgx.Tx, done, blocked <-chan error, stalled 
 	}
 }
 
-// A small batch locks the accounts it will lock in id order before its functions run,
-// whatever its queue order, so that two replicas' batches over the same accounts wait
-// for each other's transaction, never in a cycle. Here the lower account is locked
-// elsewhere and the batch's first operation is on the higher one: while the batch waits
-// for the lower account, the higher one is still free. Both with the accounts read by
-// the locking statement (keys this store has not seen) and taken from its cache.
-func TestGroupCommitSmallBatchLocksAccountsInIDOrder(t *testing.T) {
+// A batch locks its accounts in id order, whatever its queue order (a small one before
+// its functions run), and waits for a row another transaction holds, so that two
+// replicas' batches over the same accounts wait for each other's transaction, never in
+// a cycle, and decide every operation. Here the lower account is locked elsewhere and
+// the batch's first operation is on the higher one: while the batch waits for the lower
+// account, the higher one is still free; once the lock goes, the batch decides both.
+// For a small batch, both with the accounts read by the locking statement (keys this
+// store has not seen) and taken from its cache.
+func TestGroupCommitBatchLocksAccountsInIDOrder(t *testing.T) {
 	skipWhenAlone(t)
-	for _, cached := range []bool{false, true} {
-		t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {
-			t.Parallel()
-			f := newFixtureWith(t, 8, store.Options{LoneBatch: 2, LockTimeout: time.Minute, StatementTimeout: time.Minute})
-			store.SetWriterLockWait(f.s, "1min")
-			ctx := context.Background()
-			f.tier(t, bulkTier)
-			lo, hi := f.account(t, bulkTier.Name, 100_000), f.account(t, bulkTier.Name, 100_000)
-			if lo.ID > hi.ID { // uuid text sorts as the uuids do
-				lo, hi = hi, lo
-			}
-			klo, _ := f.key(t, lo.ID, nil)
-			khi, _ := f.key(t, hi.ID, nil)
-			if cached { // a Reserve of each key teaches the store its account
-				for _, k := range []string{klo.ID, khi.ID} {
-					if _, err := f.reserve(t, k, 1_000, ledger.PoolGeneral); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+	forEachBatchPath(t, func(t *testing.T, opts store.Options) {
+		for _, cached := range []bool{false, true} {
+			t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {
+				testBatchLocksAccountsInIDOrder(t, opts, cached)
+			})
+		}
+	})
+}
 
-			tx := lockAccount(t, f, lo.ID)
-			hiDone, loDone := f.reserveTwoInOneBatch(t, khi.ID, klo.ID)
-			awaitLockWait(t, f)
-			probe, err := f.pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := probe.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE NOWAIT`, hi.ID); err != nil {
-				t.Errorf("the higher account was locked while the batch waited for the lower one: %v", err)
-			}
-			if err := probe.Rollback(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.Rollback(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := errors.Join(<-hiDone, <-loDone); err != nil {
-				t.Fatal(err)
-			}
-			st := f.s.GroupStats()
-			if st.Alone != 0 {
-				t.Errorf("group stats = %+v, want the batch decided whole", st)
-			}
-			f.checkInvariants(t)
-		})
+func testBatchLocksAccountsInIDOrder(t *testing.T, opts store.Options, cached bool) {
+	opts.LockTimeout, opts.StatementTimeout = time.Minute, time.Minute
+	f := newFixtureWith(t, 8, opts)
+	store.SetWriterLockWait(f.s, "1min")
+	ctx := context.Background()
+	f.tier(t, bulkTier)
+	lo, hi := f.account(t, bulkTier.Name, 100_000), f.account(t, bulkTier.Name, 100_000)
+	if lo.ID > hi.ID { // uuid text sorts as the uuids do
+		lo, hi = hi, lo
 	}
+	klo, _ := f.key(t, lo.ID, nil)
+	khi, _ := f.key(t, hi.ID, nil)
+	if cached { // a Reserve of each key teaches the store its account
+		for _, k := range []string{klo.ID, khi.ID} {
+			if _, err := f.reserve(t, k, 1_000, ledger.PoolGeneral); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	tx := lockAccount(t, f, lo.ID)
+	hiDone, loDone := f.reserveTwoInOneBatch(t, khi.ID, klo.ID)
+	awaitLockWait(t, f)
+	probe, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := probe.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE NOWAIT`, hi.ID); err != nil {
+		t.Errorf("the higher account was locked while the batch waited for the lower one: %v", err)
+	}
+	if err := probe.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(<-hiDone, <-loDone); err != nil {
+		t.Fatal(err)
+	}
+	st := f.s.GroupStats()
+	if st.Alone != 0 {
+		t.Errorf("group stats = %+v, want the batch decided whole", st)
+	}
+	f.checkInvariants(t)
 }

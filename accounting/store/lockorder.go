@@ -9,9 +9,9 @@ import "slices"
 // for the other's until the writer's short lock wait failed both, and every operation
 // of both batches ran again alone. Under two busy tenants that was most batches. So a
 // batch that will lock two accounts or more first locks them all in id order, in the
-// same round trip: every writer then takes account rows in one order and only waits
-// for the other's transaction, never for a cycle. (The set-based path never waits: it
-// skips locked rows, see readGroup.)
+// same round trip; a larger batch locks its accounts in id order too (readGroup). Every
+// writer then takes account rows in one order and only waits for another's
+// transaction, never for a cycle.
 //
 // A batch's accounts come from the owners caches (a key's account, and a held
 // reservation's account remembered from its Reserve in this process); an operation whose
@@ -19,12 +19,12 @@ import "slices"
 // read by the locking statement itself.
 
 const (
-	lockAccounts = `SELECT 1 FROM accounts WHERE id = ANY ($1::uuid[]) ORDER BY id FOR UPDATE`
+	lockAccounts = `SELECT 1 FROM accounts WHERE id = ANY ($1::text[]::uuid[]) ORDER BY id FOR UPDATE`
 	// lockAccountsOf also locks the accounts of the keys $2 and the reservations $3.
 	lockAccountsOf = `SELECT 1 FROM accounts
-		WHERE id = ANY ($1::uuid[]
-			|| ARRAY(SELECT account_id FROM api_keys WHERE id = ANY ($2::uuid[]))
-			|| ARRAY(SELECT account_id FROM reservations WHERE id = ANY ($3::uuid[])))
+		WHERE id = ANY ($1::text[]::uuid[]
+			|| ARRAY(SELECT account_id FROM api_keys WHERE id = ANY ($2::text[]::uuid[]))
+			|| ARRAY(SELECT account_id FROM reservations WHERE id = ANY ($3::text[]::uuid[])))
 		ORDER BY id FOR UPDATE`
 )
 
