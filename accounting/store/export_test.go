@@ -16,6 +16,6 @@ func HoldGroupCommit(s *Store) (queued func() int, release func()) {
 	return queued, func() { go b.write() }
 }
 
-// SetWriterLockWait changes how long s's small batches wait for a row lock (a
+// SetWriterLockWait changes how long s's group-commit batches wait for a row lock (a
 // PostgreSQL interval, "10ms" by default). Tests only; s must be idle when called.
 func SetWriterLockWait(s *Store, wait string) { s.writerLockWait = wait }

@@ -60,17 +60,18 @@ func releaseCall(id, reason string, now *time.Time, o *opOutcome) loneCall {
 	}
 }
 
-// writerLockWait bounds how long a small batch waits for a row lock in the writer (the
-// Store's writerLockWait, a test may change it): the writer serves every caller, so a
-// row another transaction holds (a lone operation, the other replica) must not stall it;
-// past the wait every caller of the batch runs its operation alone, through the account
-// gate, with the full lock timeout.
+// writerLockWait bounds how long a batch waits for a row lock in the writer (the Store's
+// writerLockWait, a test may change it): the writer serves every caller, so a row
+// another transaction holds (a lone operation, the other replica's writer) must not
+// stall it for long; past the wait every caller of the batch runs its operation alone,
+// through the account gate, with the full lock timeout.
 const writerLockWait = "10ms"
 
 // decideLone runs batch's operations as their lone functions, in queue order, in one
 // transaction and one round trip: BEGIN, the short lock wait, the lock of the batch's
-// accounts in id order (lockorder.go), the statements and COMMIT travel together. Any error fails the whole batch (it changed nothing), and the
-// transaction is rolled back before the connection goes back to the pool.
+// accounts in id order (lockorder.go), the statements and COMMIT travel together. Any
+// error fails the whole batch (it changed nothing), and the transaction is rolled back
+// before the connection goes back to the pool.
 func (s *Store) decideLone(batch []*batchOp) (outs []opOutcome, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StatementTimeout+s.opts.LockTimeout)
 	defer cancel()

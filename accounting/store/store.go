@@ -151,7 +151,7 @@ type Store struct {
 	gate                 *accountGate
 	keyOwners, resOwners owners
 	batch                *batcher // nil when Options.NoGroupCommit
-	writerLockWait       string   // a small batch's lock wait (lone.go)
+	writerLockWait       string   // a batch's lock wait in the writer (lone.go)
 }
 
 var _ ledger.Store = (*Store)(nil)
