@@ -8,8 +8,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"github.com/llmgw/gateway/accounting/client"
@@ -24,22 +27,46 @@ import (
 // Many callers reserving, committing and releasing at once on a few accounts, through
 // one client that coalesces them into Applies, against accounting on PostgreSQL: every
 // answer is what the ledger did (the charges the callers were told of are exactly the
-// accounts' spend, refusals changed nothing), and the ledger's invariants hold.
+// accounts' spend, refusals changed nothing), and the ledger's invariants hold. Also with
+// two accounting replicas on one database, the client's calls spread over both (round
+// robin, as over a headless Service): each busy account's rows are then taken by both
+// replicas' writers.
 func TestCoalescedOperationsAgainstTheLedger(t *testing.T) {
-	ctx := context.Background()
-	st, pool := storetest.NewStore(t, 8, store.Options{})
-	var applies atomic.Int64
-	count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if strings.HasSuffix(info.FullMethod, "/Apply") {
-			applies.Add(1)
-		}
-		return handler(ctx, req)
+	for _, replicas := range []int{1, 2} {
+		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) {
+			coalescedAgainstTheLedger(t, replicas)
+		})
 	}
-	f := servertest.Start(t, st, servertest.Options{ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(count)}})
+}
+
+func coalescedAgainstTheLedger(t *testing.T, replicas int) {
+	ctx := context.Background()
+	url := storetest.NewDB(t)
+	var applies atomic.Int64
+	served := make([]atomic.Int64, replicas) // ledger calls each replica served
+	var pool *pgxpool.Pool
+	addrs := make([]resolver.Address, replicas)
+	var f *servertest.Fixture
+	for i := range addrs {
+		count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			if strings.HasSuffix(info.FullMethod, "/Apply") {
+				applies.Add(1)
+			}
+			served[i].Add(1)
+			return handler(ctx, req)
+		}
+		opts := store.Options{MaxConns: 8}
+		pool = storetest.NewPoolWith(t, url, opts)
+		f = servertest.Start(t, store.New(pool, opts), servertest.Options{ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(count)}})
+		addrs[i] = resolver.Address{Addr: f.Addr}
+	}
 	admin := f.Admin(t, servertest.AdminToken)
 	const accounts, topUp = 4, 10_000
 	ids, keys := accountsWithKeys(t, admin, wideTier, accounts, topUp)
-	conn, err := client.Dial(ctx, f.Addr, servertest.ServiceToken)
+	r := manual.NewBuilderWithScheme("replicas")
+	r.InitialState(resolver.State{Addresses: addrs})
+	conn, err := client.Dial(ctx, "replicas:///accounting", servertest.ServiceToken,
+		append(ledgerclient.DialOptions(false), grpc.WithResolvers(r))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +125,11 @@ func TestCoalescedOperationsAgainstTheLedger(t *testing.T) {
 	}
 	if applies.Load() == 0 {
 		t.Error("no Apply was made: 48 callers never overlapped")
+	}
+	for i := range served {
+		if served[i].Load() == 0 {
+			t.Errorf("replica %d served no call: the calls were not spread", i)
+		}
 	}
 	t.Logf("%d Applies, %d refusals", applies.Load(), refusals.Load())
 }
