@@ -38,6 +38,13 @@ func forEachBatchPath(t *testing.T, test func(t *testing.T, opts store.Options))
 // so that all of them are decided in one group-commit transaction, and waits for them.
 func batchOf(t *testing.T, s *store.Store, calls ...func()) {
 	t.Helper()
+	startBatch(t, s, calls...).Wait()
+}
+
+// startBatch submits each call in order from its own goroutine while the writer is
+// held, then lets the writer decide them together; it does not wait for them.
+func startBatch(t *testing.T, s *store.Store, calls ...func()) *sync.WaitGroup {
+	t.Helper()
 	queued, release := store.HoldGroupCommit(s)
 	var wg sync.WaitGroup
 	for i, call := range calls {
@@ -47,7 +54,7 @@ func batchOf(t *testing.T, s *store.Store, calls ...func()) {
 		}
 	}
 	release()
-	wg.Wait()
+	return &wg
 }
 
 // One batch mixes admissions, refusals and replays: each operation is decided as if
@@ -277,7 +284,7 @@ func testBatchMeetsALock(t *testing.T, opts store.Options) {
 
 	tx := lockAccount(t, f, locked.ID)
 	done, blocked := f.reserveTwoInOneBatch(t, kf.ID, kl.ID)
-	awaitPastLock(t, tx, done, blocked, "the small batch waited out another transaction's row lock")
+	awaitPastLock(t, tx, done, blocked, "the batch waited out another transaction's row lock")
 	if st := f.s.GroupStats(); st.Transactions != 1 || st.Operations != 2 || st.Alone != 2 {
 		t.Errorf("group stats = %+v, want one transaction of 2 operations, both sent alone", st)
 	}
@@ -324,17 +331,12 @@ func awaitLockWait(t *testing.T, f *fixture) {
 // and lets the writer decide them together; each one's error comes on its channel.
 func (f *fixture) reserveTwoInOneBatch(t *testing.T, first, second string) (firstDone, secondDone <-chan error) {
 	t.Helper()
-	queued, release := store.HoldGroupCommit(f.s)
-	var chans [2]chan error
-	for i, key := range []string{first, second} {
-		chans[i] = make(chan error, 1)
-		go func() { _, err := f.reserve(t, key, 1_000, ledger.PoolGeneral); chans[i] <- err }()
-		for queued() < i+1 {
-			runtime.Gosched()
-		}
+	reserve := func(key string, done chan<- error) func() {
+		return func() { _, err := f.reserve(t, key, 1_000, ledger.PoolGeneral); done <- err }
 	}
-	release()
-	return chans[0], chans[1]
+	a, b := make(chan error, 1), make(chan error, 1)
+	startBatch(t, f.s, reserve(first, a), reserve(second, b))
+	return a, b
 }
 
 // awaitPastLock waits for done, the free account's reserve, which must not wait for
