@@ -25,11 +25,11 @@ import (
 // outcomes that change nothing. A batch waits for an account row another transaction
 // holds for writerLockWait at most (taking its accounts in id order: lockorder.go), then
 // fails whole; an operation of a large batch whose reservation row another transaction
-// holds is answered "deferred": its caller then runs it alone, through the account
-// gate, as without group commit. When the batch's transaction fails, it
-// changed nothing and every caller runs its operation alone; when it fails after the
-// database committed it (connection lost), running alone replays it, since every
-// operation is idempotent (request id, reservation id).
+// holds is answered "deferred": its caller then runs it alone, through the account gate,
+// as without group commit. When the batch's transaction fails, it changed nothing and
+// every caller runs its operation alone; when it fails after the database committed it
+// (connection lost), running alone replays it, since every operation is idempotent
+// (request id, reservation id).
 
 // DefaultMaxBatch is the most operations one group-commit transaction decides when
 // Options.MaxBatch is zero.

@@ -76,9 +76,7 @@ func (s *Store) reservationOf(o opOutcome) (ledger.Reservation, error) {
 	if res.State == ledger.StateHeld {
 		s.resOwners.put(res.ID, res.AccountID)
 	}
-	if _, ok := s.keyOwners.get(res.KeyID); !ok {
-		s.keyOwners.put(res.KeyID, res.AccountID)
-	}
+	s.keyOwners.put(res.KeyID, res.AccountID) // a key never changes account
 	return res, nil
 }
 
