@@ -192,8 +192,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "extproc: --ledger-in-flight must not be 0")
 		return 2
 	}
-	log := logging.New(stderr, "extproc")
-	defer func() { _ = log.Sync() }()
+	log, stopLog := logging.Buffered(stderr, "extproc")
+	defer stopLog()
 	if err := run(ctx, cfg, log); err != nil {
 		log.Error("extproc stopped", zap.Error(err))
 		var ce configError
