@@ -8,10 +8,15 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 )
 
 // Window and ConnWindow are the HTTP/2 receive windows of every connection to accounting,
@@ -45,10 +50,15 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 func (b bearer) RequireTransportSecurity() bool { return false }
 
 // Dial returns a client connection to the accounting service at addr that presents
-// token on every call. The connection is established lazily, on the first call; ctx is
-// only checked for cancellation. Without options the transport is plaintext, which
-// is meant for loopback; opts are applied after the defaults, so a
-// grpc.WithTransportCredentials option switches to TLS.
+// token on every call. addr is a gRPC target (host:port, or dns:///name:port, which
+// resolves to every replica behind the name) or a comma-separated list of host:port
+// addresses, one per replica, for replicas no name resolves to (ListScheme). The
+// connection is established lazily, on the first call; ctx is only checked for
+// cancellation. Without options the transport is plaintext, which is meant for
+// loopback; opts are applied after the defaults, so a grpc.WithTransportCredentials
+// option switches to TLS. Which replica a call goes to is the connection's
+// load-balancing policy's choice (grpc-go's default, pick_first, uses the first that
+// answers; extproc's ledger client asks for round_robin).
 func Dial(ctx context.Context, addr, token string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -59,10 +69,39 @@ func Dial(ctx context.Context, addr, token string, opts ...grpc.DialOption) (*gr
 	if token == "" {
 		return nil, errors.New("accounting token is empty")
 	}
-	all := append([]grpc.DialOption{
+	all := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(bearer(token)),
 		grpc.WithInitialWindowSize(Window), grpc.WithInitialConnWindowSize(ConnWindow),
-	}, opts...)
-	return grpc.NewClient(addr, all...)
+	}
+	if strings.Contains(addr, ",") {
+		target, resolve, err := listTarget(addr)
+		if err != nil {
+			return nil, err
+		}
+		addr = target
+		all = append(all, resolve)
+	}
+	return grpc.NewClient(addr, append(all, opts...)...)
+}
+
+// ListScheme is the scheme of the target Dial makes of a list of addresses: a resolver
+// of this connection's own (grpc-go's resolver/manual) that resolves to every address
+// of the list, and to nothing else, ever.
+const ListScheme = "accounting-list"
+
+// listTarget returns the target and the resolver option for a comma-separated list of
+// host:port addresses.
+func listTarget(list string) (string, grpc.DialOption, error) {
+	var addrs []resolver.Address
+	for a := range strings.SplitSeq(list, ",") {
+		a = strings.TrimSpace(a)
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return "", nil, fmt.Errorf("accounting address list %q: %w", list, err)
+		}
+		addrs = append(addrs, resolver.Address{Addr: a})
+	}
+	r := manual.NewBuilderWithScheme(ListScheme)
+	r.InitialState(resolver.State{Addresses: addrs})
+	return ListScheme + ":///accounting", grpc.WithResolvers(r), nil
 }

@@ -19,6 +19,10 @@ func TestDialArguments(t *testing.T) {
 		{"no address", context.Background(), "", "tok", true},
 		{"no token", context.Background(), "127.0.0.1:50052", "", true},
 		{"canceled", canceled, "127.0.0.1:50052", "tok", true},
+		{"list", context.Background(), "127.0.0.1:50052, 127.0.0.1:50053", "tok", false},
+		{"list with a name", context.Background(), "accounting-0.accounting:50052,accounting-1.accounting:50052", "tok", false},
+		{"list with an empty address", context.Background(), "127.0.0.1:50052,", "tok", true},
+		{"list with no port", context.Background(), "127.0.0.1:50052,127.0.0.1", "tok", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

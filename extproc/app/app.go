@@ -167,7 +167,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("extproc", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.ListenAddr, "listen", cfg.ListenAddr, "ext_proc gRPC listen address (env EXTPROC_ADDR)")
-	fs.StringVar(&cfg.AccountingAddr, "accounting-addr", cfg.AccountingAddr, "accounting gRPC address (env ACCOUNTING_ADDR)")
+	fs.StringVar(&cfg.AccountingAddr, "accounting-addr", cfg.AccountingAddr, "accounting gRPC target, or a comma-separated list of its replicas' host:port (env ACCOUNTING_ADDR)")
 	fs.StringVar(&cfg.ServiceTokenFile, "service-token-file", "", "file holding the accounting service token (else env GATEWAY_SERVICE_TOKEN)")
 	fs.StringVar(&cfg.CatalogPath, "catalog", cfg.CatalogPath, "model catalog YAML (env GATEWAY_CATALOG)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "health and metrics HTTP address (env EXTPROC_METRICS_ADDR)")

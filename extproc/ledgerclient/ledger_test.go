@@ -11,8 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"github.com/llmgw/gateway/accounting/client"
@@ -28,9 +26,9 @@ import (
 // one client that coalesces them into Applies, against accounting on PostgreSQL: every
 // answer is what the ledger did (the charges the callers were told of are exactly the
 // accounts' spend, refusals changed nothing), and the ledger's invariants hold. Also with
-// two accounting replicas on one database, the client's calls spread over both (round
-// robin, as over a headless Service): each busy account's rows are then taken by both
-// replicas' writers.
+// two accounting replicas on one database, dialled as a list of their addresses, the
+// client's calls spread over both (round robin, as over a headless Service): each busy
+// account's rows are then taken by both replicas' writers.
 func TestCoalescedOperationsAgainstTheLedger(t *testing.T) {
 	for _, replicas := range []int{1, 2} {
 		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) {
@@ -45,7 +43,7 @@ func coalescedAgainstTheLedger(t *testing.T, replicas int) {
 	var applies atomic.Int64
 	served := make([]atomic.Int64, replicas) // ledger calls (not admin calls) each replica served
 	var pool *pgxpool.Pool
-	addrs := make([]resolver.Address, replicas)
+	addrs := make([]string, replicas)
 	var f *servertest.Fixture
 	for i := range addrs {
 		count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -60,15 +58,13 @@ func coalescedAgainstTheLedger(t *testing.T, replicas int) {
 		opts := store.Options{MaxConns: 8}
 		pool = storetest.NewPoolWith(t, url, opts)
 		f = servertest.Start(t, store.New(pool, opts), servertest.Options{ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(count)}})
-		addrs[i] = resolver.Address{Addr: f.Addr}
+		addrs[i] = f.Addr
 	}
 	admin := f.Admin(t, servertest.AdminToken)
 	const accounts, topUp = 4, 10_000
 	ids, keys := accountsWithKeys(t, admin, wideTier, accounts, topUp)
-	r := manual.NewBuilderWithScheme("replicas")
-	r.InitialState(resolver.State{Addresses: addrs})
-	conn, err := client.Dial(ctx, "replicas:///accounting", servertest.ServiceToken,
-		append(ledgerclient.DialOptions(false), grpc.WithResolvers(r))...)
+	// Two replicas as a list of addresses (client.Dial's own resolver).
+	conn, err := client.Dial(ctx, strings.Join(addrs, ","), servertest.ServiceToken, ledgerclient.DialOptions(false)...)
 	if err != nil {
 		t.Fatal(err)
 	}
