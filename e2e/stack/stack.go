@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,6 +52,11 @@ type Config struct {
 	ConsoleAddr          string // CONSOLE_ADDR, 127.0.0.1:8090 (the web console)
 	DatabaseURL          string // DATABASE_URL
 	Catalog              string // GATEWAY_CATALOG, Root/deploy/local/catalog.yaml
+	// AccountingReplicas is how many accounting processes serve the one database
+	// (ACCOUNTING_REPLICAS, 1), as the manifests' replicas do: the first at
+	// AccountingAddr, the others (named accounting-2, …) at free loopback ports; extproc
+	// and the console dial all of them as a list (Stack.AccountingTarget).
+	AccountingReplicas int
 	// EnvoyBin runs real Envoy when set (ENVOY_BIN, or `envoy` on PATH when
 	// UsePathEnvoy); empty uses the Envoy test front.
 	EnvoyBin     string
@@ -89,6 +95,10 @@ func (c Config) FromEnv() Config {
 	set(&c.AccountingMetricsAdr, "ACCOUNTING_METRICS_ADDR", "127.0.0.1:9102")
 	set(&c.DatabaseURL, "DATABASE_URL", defaultDatabaseURL)
 	set(&c.Catalog, "GATEWAY_CATALOG", filepath.Join(c.Root, "deploy", "local", "catalog.yaml"))
+	if c.AccountingReplicas == 0 {
+		c.AccountingReplicas, _ = strconv.Atoi(os.Getenv("ACCOUNTING_REPLICAS"))
+	}
+	c.AccountingReplicas = max(c.AccountingReplicas, 1)
 	set(&c.EnvoyBin, "ENVOY_BIN", "")
 	if c.EnvoyBin == "" && c.UsePathEnvoy {
 		if p, err := exec.LookPath("envoy"); err == nil {
@@ -110,10 +120,28 @@ type Stack struct {
 	ServiceToken string
 	// Front names what serves the gateway address: "envoy" or "envoy test front".
 	Front string
+	// Accounting lists the accounting replicas, the first at AccountingAddr.
+	Accounting []Replica
 
 	mu    sync.Mutex
 	procs []*proc
 	pg    *privatePostgres
+}
+
+// Replica is one accounting process: its part name, gRPC and metrics addresses.
+type Replica struct{ Name, Addr, MetricsAddr string }
+
+// AccountingTarget is what extproc and the console dial: the one accounting address, or
+// every replica's as a comma-separated list (accounting/client.Dial).
+func (s *Stack) AccountingTarget() string {
+	if len(s.Accounting) == 0 { // not started yet
+		return s.AccountingAddr
+	}
+	addrs := make([]string, len(s.Accounting))
+	for i, r := range s.Accounting {
+		addrs[i] = r.Addr
+	}
+	return strings.Join(addrs, ",")
 }
 
 type proc struct {
@@ -165,11 +193,22 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := s.waitTCP(ctx, "mock", s.MockAddr); err != nil {
 		return err
 	}
-	if err := s.spawn(ctx, "accounting", s.childEnv("accounting"), "accounting"); err != nil {
-		return err
+	s.Accounting = []Replica{{"accounting", s.AccountingAddr, s.AccountingMetricsAdr}}
+	for i := 2; i <= s.AccountingReplicas; i++ {
+		addr, metrics := freeLoopbackAddr(), freeLoopbackAddr()
+		if addr == "" || metrics == "" {
+			return errors.New("no free loopback port for an accounting replica")
+		}
+		s.Accounting = append(s.Accounting, Replica{fmt.Sprintf("accounting-%d", i), addr, metrics})
 	}
-	if err := s.waitHTTP(ctx, "accounting", "http://"+s.AccountingMetricsAdr+"/readyz"); err != nil {
-		return err
+	for _, r := range s.Accounting {
+		// The first migrates the database; the others find it migrated.
+		if err := s.spawn(ctx, r.Name, s.childEnv("accounting"), "accounting", "--listen", r.Addr, "--metrics-listen", r.MetricsAddr); err != nil {
+			return err
+		}
+		if err := s.waitHTTP(ctx, r.Name, "http://"+r.MetricsAddr+"/readyz"); err != nil {
+			return err
+		}
 	}
 	if err := s.spawn(ctx, "console", s.childEnv("console"), "console", "--listen", s.ConsoleAddr); err != nil {
 		return err
@@ -370,6 +409,17 @@ func (s *Stack) waitFor(ctx context.Context, name string, ready func() bool) err
 	return nil
 }
 
+// freeLoopbackAddr returns a loopback address whose port was free a moment ago ("" if
+// none could be had).
+func freeLoopbackAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return ""
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
 func dialOK(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
@@ -450,8 +500,12 @@ func (s *Stack) childEnv(part string) []string {
 			env = append(env, kv)
 		}
 	}
+	accounting := s.AccountingTarget() // what the other parts dial
+	if part == "accounting" {
+		accounting = s.AccountingAddr // where the first replica listens
+	}
 	env = append(env,
-		"ACCOUNTING_ADDR="+s.AccountingAddr,
+		"ACCOUNTING_ADDR="+accounting,
 		"ACCOUNTING_METRICS_ADDR="+s.AccountingMetricsAdr,
 		"EXTPROC_ADDR="+s.ExtprocAddr,
 		"EXTPROC_METRICS_ADDR="+s.ExtprocMetricsAddr,

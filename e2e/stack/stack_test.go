@@ -159,3 +159,32 @@ func TestChildEnvGoRuntime(t *testing.T) {
 		}
 	})
 }
+
+// With two accounting replicas, extproc and the console dial both as a list and each
+// replica listens where its flags say (the first also where ACCOUNTING_ADDR says).
+func TestChildEnvAccountingReplicas(t *testing.T) {
+	t.Setenv("ACCOUNTING_REPLICAS", "2")
+	s := &Stack{Config: Config{AccountingAddr: "127.0.0.1:50052"}.FromEnv()}
+	if s.AccountingReplicas != 2 {
+		t.Fatalf("AccountingReplicas = %d from the environment, want 2", s.AccountingReplicas)
+	}
+	s.Accounting = []Replica{{"accounting", "127.0.0.1:50052", "127.0.0.1:9102"}, {"accounting-2", "127.0.0.1:41000", "127.0.0.1:41001"}}
+	addr := func(part string) string {
+		var got string
+		for _, kv := range s.childEnv(part) {
+			if v, ok := strings.CutPrefix(kv, "ACCOUNTING_ADDR="); ok {
+				got = v
+			}
+		}
+		return got
+	}
+	for part, want := range map[string]string{
+		"extproc":    "127.0.0.1:50052,127.0.0.1:41000",
+		"console":    "127.0.0.1:50052,127.0.0.1:41000",
+		"accounting": "127.0.0.1:50052",
+	} {
+		if got := addr(part); got != want {
+			t.Errorf("%s: ACCOUNTING_ADDR=%q, want %q", part, got, want)
+		}
+	}
+}

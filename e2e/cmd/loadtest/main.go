@@ -47,8 +47,14 @@ func main() {
 	baseline := flag.String("baseline", "", "another checkout's root, measured alternately with -root (before / after)")
 	promptBytes := flag.Int("prompt", 0, "bytes of English prose before the user message's one line (what the tokenizer counts grows with it)")
 	systemBytes := flag.Int("system", 0, "bytes of English prose in a system message, the same in every request (as an application's system prompt)")
-	profile := flag.String("profile", "", "write CPU and allocation profiles (NAME.pprof, NAME.allocs.pprof) of extproc, accounting and the Envoy test front, taken during the last rate's gateway run, into this directory")
+	profile := flag.String("profile", "", "write CPU and allocation profiles (NAME.pprof, NAME.allocs.pprof) of extproc, accounting (its first replica) and the Envoy test front, taken during the last rate's gateway run, into this directory")
+	accounting := flag.Int("accounting", 1, "accounting replicas on the one database, extproc's calls spread over them (round robin), as the manifests deploy two; the accounting column sums their CPU and context switches and shows the largest peak RSS")
 	flag.Parse()
+	if *accounting < 1 {
+		fmt.Fprintln(os.Stderr, "loadtest: -accounting must be at least 1")
+		os.Exit(2)
+	}
+	_ = os.Setenv("ACCOUNTING_REPLICAS", strconv.Itoa(*accounting)) // the stack reads it
 	// The generator runs with the Go runtime settings each part of the stack gets
 	// (internal/goenv; the runtime reads them only at start, so the tool starts itself
 	// again with them), unless the caller's environment chose them, which then reach the
@@ -114,7 +120,11 @@ func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, size
 					if size.system > 0 {
 						what += fmt.Sprintf(" after the same system prompt of %d bytes", len(filler(size.system)))
 					}
-					fmt.Printf("Front: %s; %d keys; %s per rate and target; non-streamed demo-chat, %s, 8 output tokens.\n\n", front, nkeys, d, what)
+					replicas := ""
+					if n, _ := strconv.Atoi(os.Getenv("ACCOUNTING_REPLICAS")); n > 1 {
+						replicas = fmt.Sprintf("; %d accounting replicas", n)
+					}
+					fmt.Printf("Front: %s%s; %d keys; %s per rate and target; non-streamed demo-chat, %s, 8 output tokens.\n\n", front, replicas, nkeys, d, what)
 					fmt.Println(header(parts, baseline != ""))
 				}
 			})
@@ -248,10 +258,10 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 			}
 		}
 		before, switched := partsNow(s, parts, loadtest.CPU), partsNow(s, parts, loadtest.ContextSwitches)
-		group0 := groupCommit(s.AccountingMetricsAdr)
+		group0 := groupCommit(s.Accounting)
 		g := toGateway.Run(ctx, rate, d)
 		after, switchedAfter := partsNow(s, parts, loadtest.CPU), partsNow(s, parts, loadtest.ContextSwitches)
-		group1 := groupCommit(s.AccountingMetricsAdr)
+		group1 := groupCommit(s.Accounting)
 		profiled.Wait()
 		dr := toDirect.Run(ctx, rate, d)
 		q := func(lat []time.Duration, p float64) float64 {
@@ -267,8 +277,10 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 			r.switches[j] = float64(loadtest.Used(switched[p], switchedAfter[p])) / float64(max(g.Sent, 1))
 		}
 		for j, p := range parts {
-			_, peak, _ := loadtest.Memory(s.Pid(p))
-			r.rss[j] = float64(peak >> 20)
+			for _, pid := range pidsOf(s, p) {
+				_, peak, _ := loadtest.Memory(pid)
+				r.rss[j] = max(r.rss[j], float64(peak>>20))
+			}
 		}
 		if tx := group1[0] - group0[0]; tx > 0 && group0[0] >= 0 {
 			r.operationsPerTransact = (group1[1] - group0[1]) / tx
@@ -308,16 +320,20 @@ func saveProfile(addr, kind, path string, d time.Duration) error {
 }
 
 // groupCommit reads the ledger's group-commit counters (transactions, operations) from
-// accounting's metrics at addr; -1s when they cannot be read.
-func groupCommit(addr string) [2]float64 {
-	out := [2]float64{-1, -1}
-	m, err := harness.Scrape(addr)
-	if err != nil {
-		return out
-	}
-	for i, name := range []string{"accounting_ledger_group_transactions_total", "accounting_ledger_group_operations_total"} {
-		if v, ok := m[name]; ok {
-			out[i] = v
+// every accounting replica's metrics and adds them up; -1s when one cannot be read.
+func groupCommit(replicas []stack.Replica) [2]float64 {
+	var out [2]float64
+	for _, r := range replicas {
+		m, err := harness.Scrape(r.MetricsAddr)
+		if err != nil {
+			return [2]float64{-1, -1}
+		}
+		for i, name := range []string{"accounting_ledger_group_transactions_total", "accounting_ledger_group_operations_total"} {
+			v, ok := m[name]
+			if !ok {
+				return [2]float64{-1, -1}
+			}
+			out[i] += v
 		}
 	}
 	return out
@@ -328,11 +344,23 @@ func groupCommit(addr string) [2]float64 {
 func partsNow[V any](s *stack.Stack, parts []string, read func(pid int) (V, error)) map[string]map[int]V {
 	m := map[string]map[int]V{}
 	for _, p := range parts {
-		m[p] = loadtest.ByPid([]int{s.Pid(p)}, read)
+		m[p] = loadtest.ByPid(pidsOf(s, p), read)
 	}
 	m["postgres"] = loadtest.ByPid(loadtest.PidsNamed("postgres"), read)
 	m[generator] = loadtest.ByPid([]int{os.Getpid()}, read)
 	return m
+}
+
+// pidsOf returns the processes of a part: accounting's replicas, or the one process.
+func pidsOf(s *stack.Stack, part string) []int {
+	if part != "accounting" {
+		return []int{s.Pid(part)}
+	}
+	var pids []int
+	for _, r := range s.Accounting {
+		pids = append(pids, s.Pid(r.Name))
+	}
+	return pids
 }
 
 // generator names this process in the readings: it sends the load (and reads the
