@@ -258,10 +258,10 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 			}
 		}
 		before, switched := partsNow(s, parts, loadtest.CPU), partsNow(s, parts, loadtest.ContextSwitches)
-		group0 := groupCommit(s.Accounting)
+		group0, reserve0 := groupCommit(s.Accounting), reserveTimes(s)
 		g := toGateway.Run(ctx, rate, d)
 		after, switchedAfter := partsNow(s, parts, loadtest.CPU), partsNow(s, parts, loadtest.ContextSwitches)
-		group1 := groupCommit(s.Accounting)
+		group1, reserve1 := groupCommit(s.Accounting), reserveTimes(s)
 		profiled.Wait()
 		dr := toDirect.Run(ctx, rate, d)
 		q := func(lat []time.Duration, p float64) float64 {
@@ -284,6 +284,12 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 		}
 		if tx := group1[0] - group0[0]; tx > 0 && group0[0] >= 0 {
 			r.operationsPerTransact = (group1[1] - group0[1]) / tx
+		}
+		for j := range r.reserve {
+			r.reserve[j] = math.NaN()
+			if n := reserve1[j][1] - reserve0[j][1]; n > 0 && reserve0[j][1] >= 0 {
+				r.reserve[j] = (reserve1[j][0] - reserve0[j][0]) / n * 1000
+			}
 		}
 		fmt.Println(r)
 		rows = append(rows, r)
@@ -336,6 +342,37 @@ func groupCommit(replicas []stack.Replica) [2]float64 {
 			out[i] += v
 		}
 	}
+	return out
+}
+
+// reserveTimes reads the Reserve histograms' sums (seconds) and counts: extproc's of its
+// calls (gateway_accounting_call_duration_seconds, each operation an Apply carried
+// counted with the Apply's time) and every accounting replica's of those it served
+// (accounting_grpc_request_duration_seconds, code OK, each operation of an Apply under
+// its own method); -1s when one cannot be read.
+func reserveTimes(s *stack.Stack) [2][2]float64 {
+	out := [2][2]float64{{-1, -1}, {-1, -1}}
+	read := func(addr, series string) (sum, count float64, ok bool) {
+		m, err := harness.Scrape(addr)
+		if err != nil {
+			return 0, 0, false
+		}
+		sum, ok1 := m[strings.Replace(series, "{", "_sum{", 1)]
+		count, ok2 := m[strings.Replace(series, "{", "_count{", 1)]
+		return sum, count, ok1 && ok2
+	}
+	if sum, n, ok := read(s.ExtprocMetricsAddr, `gateway_accounting_call_duration_seconds{method="Reserve"}`); ok {
+		out[0] = [2]float64{sum, n}
+	}
+	var total [2]float64
+	for _, r := range s.Accounting {
+		sum, n, ok := read(r.MetricsAddr, `accounting_grpc_request_duration_seconds{code="OK",method="Reserve"}`)
+		if !ok {
+			return out
+		}
+		total[0], total[1] = total[0]+sum, total[1]+n
+	}
+	out[1] = total
 	return out
 }
 

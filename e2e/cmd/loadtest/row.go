@@ -9,8 +9,10 @@ import (
 
 // row is what one rate measured in one run: latencies in milliseconds, CPU per request
 // in milliseconds and context switches per request by part (the front, extproc,
-// accounting, PostgreSQL, the load generator), peak RSS in MB by process, and the ledger
-// operations per transaction (NaN when unknown).
+// accounting, PostgreSQL, the load generator), peak RSS in MB by process, the ledger
+// operations per transaction, and a Reserve's mean time in milliseconds as extproc saw it
+// (its call, the network and accounting's queue included) and as accounting served it
+// (NaN when unknown).
 type row struct {
 	code                  string // which checkout ran ("" when only one did)
 	rate                  int
@@ -22,6 +24,7 @@ type row struct {
 	switches              [5]float64
 	rss                   [3]float64
 	operationsPerTransact float64
+	reserve               [2]float64
 }
 
 // header is the table's first two lines; parts names the front, extproc and accounting.
@@ -33,7 +36,7 @@ func header(parts []string, withCode bool) string {
 	return "| " + code + "rate | gateway p50 / p90 / p99 / p99.9 | direct p50 / p99 | added p50 / p99 | success | CPU per request: " +
 		strings.Join(parts, " / ") + " / postgres / " + generator + " | context switches per request: " +
 		strings.Join(parts, " / ") + " / postgres / " + generator + " | peak RSS: " + strings.Join(parts, " / ") +
-		" | ledger operations per transaction |\n|" + sep + "---|---|---|---|---|---|---|---|---|"
+		" | ledger operations per transaction | Reserve (mean): extproc's call / accounting's |\n|" + sep + "---|---|---|---|---|---|---|---|---|---|"
 }
 
 func (r row) String() string {
@@ -52,14 +55,17 @@ func (r row) String() string {
 	for _, m := range r.rss {
 		rss = append(rss, fmt.Sprintf("%.0f MB", m))
 	}
-	batching := "n/a"
-	if !math.IsNaN(r.operationsPerTransact) {
-		batching = fmt.Sprintf("%.1f", r.operationsPerTransact)
+	known := func(x float64, format string) string {
+		if math.IsNaN(x) {
+			return "n/a"
+		}
+		return fmt.Sprintf(format, x)
 	}
-	return fmt.Sprintf("| %s%d rps | %s / %s / %s / %s ms | %s / %s ms | %s / %s ms | %.2f %% (%d of %d) | %s ms | %s | %s | %s |",
+	return fmt.Sprintf("| %s%d rps | %s / %s / %s / %s ms | %s / %s ms | %s / %s ms | %.2f %% (%d of %d) | %s ms | %s | %s | %s | %s / %s ms |",
 		code, r.rate, f(r.p50), f(r.p90), f(r.p99), f(r.p999), f(r.direct50), f(r.direct99),
 		f(r.added50), f(r.added99), 100*float64(r.ok)/float64(max(r.sent, 1)), r.ok, r.sent,
-		strings.Join(cpu, " / "), strings.Join(switches, " / "), strings.Join(rss, " / "), batching)
+		strings.Join(cpu, " / "), strings.Join(switches, " / "), strings.Join(rss, " / "),
+		known(r.operationsPerTransact, "%.1f"), known(r.reserve[0], "%.2f"), known(r.reserve[1], "%.2f"))
 }
 
 // median is the rows of several runs of one code and rate in one row: the median of
@@ -94,6 +100,9 @@ func median(runs []row) row {
 		m.rss[i] = med(func(r row) float64 { return r.rss[i] })
 	}
 	m.operationsPerTransact = med(func(r row) float64 { return r.operationsPerTransact })
+	for i := range m.reserve {
+		m.reserve[i] = med(func(r row) float64 { return r.reserve[i] })
+	}
 	for _, r := range runs {
 		m.ok, m.sent = m.ok+r.ok, m.sent+r.sent
 	}
