@@ -36,7 +36,7 @@ bench: ## Run the benchmarks (see README for the figures)
 	$(GO) test -tags vtprotobuf -run '^$$' -bench . -benchmem -count=1 ./...
 
 .PHONY: loadtest
-loadtest: ## Open-loop load through the gateway and straight to the mock (LOADTEST_ARGS: -rates, -duration, -keys, -prompt, -system, -runs, -baseline, -profile)
+loadtest: ## Open-loop load through the gateway and straight to the mock (LOADTEST_ARGS: -rates, -duration, -keys, -prompt, -system, -runs, -baseline, -profile, -accounting)
 	$(GO) run ./e2e/cmd/loadtest $(LOADTEST_ARGS)
 
 .PHONY: soak
