@@ -93,15 +93,31 @@ const ListScheme = "accounting-list"
 // listTarget returns the target and the resolver option for a comma-separated list of
 // host:port addresses.
 func listTarget(list string) (string, grpc.DialOption, error) {
-	var addrs []resolver.Address
-	for a := range strings.SplitSeq(list, ",") {
-		a = strings.TrimSpace(a)
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return "", nil, fmt.Errorf("accounting address list %q: %w", list, err)
-		}
-		addrs = append(addrs, resolver.Address{Addr: a})
+	addrs, err := listAddresses(list)
+	if err != nil {
+		return "", nil, err
 	}
 	r := manual.NewBuilderWithScheme(ListScheme)
 	r.InitialState(resolver.State{Addresses: addrs})
 	return ListScheme + ":///accounting", grpc.WithResolvers(r), nil
+}
+
+// listAddresses parses a comma-separated list of host:port addresses. Each address's
+// ServerName is its host, so that TLS checks each replica's certificate against the name
+// it was dialled by, as a dial of that address alone would (the list is the operator's
+// configuration, never a client's).
+func listAddresses(list string) ([]resolver.Address, error) {
+	var addrs []resolver.Address
+	for a := range strings.SplitSeq(list, ",") {
+		a = strings.TrimSpace(a)
+		host, _, err := net.SplitHostPort(a)
+		if err == nil && host == "" {
+			err = errors.New("no host")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("accounting address list %q: %q: %w", list, a, err)
+		}
+		addrs = append(addrs, resolver.Address{Addr: a, ServerName: host})
+	}
+	return addrs, nil
 }

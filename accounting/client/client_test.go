@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"testing"
+
+	"google.golang.org/grpc/resolver"
 )
 
 func TestDialArguments(t *testing.T) {
@@ -41,5 +43,28 @@ func TestTokenCredentials(t *testing.T) {
 	md, err := TokenCredentials("s3cret").GetRequestMetadata(context.Background())
 	if err != nil || md["authorization"] != "Bearer s3cret" {
 		t.Fatalf("metadata = %v, %v", md, err)
+	}
+}
+
+// A list's addresses keep their order, lose surrounding space and are each checked by
+// TLS against their own host.
+func TestListAddresses(t *testing.T) {
+	got, err := listAddresses(" accounting-0.accounting:50052,10.0.0.7:50052 ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []resolver.Address{{Addr: "accounting-0.accounting:50052", ServerName: "accounting-0.accounting"}, {Addr: "10.0.0.7:50052", ServerName: "10.0.0.7"}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].Addr != want[i].Addr || got[i].ServerName != want[i].ServerName {
+			t.Errorf("address %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for _, bad := range []string{"a:1,,b:2", ":50052,b:2", "a:1,b"} {
+		if _, err := listAddresses(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }
