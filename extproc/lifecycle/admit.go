@@ -213,6 +213,6 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 		return r.ledgerError(err, "reserve")
 	}
 	r.reservation = &res
-	r.hold = r.svc.newHold(res, start, r.log())
+	r.hold = r.svc.newHold(res, start, r.log)
 	return nil
 }

@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/internal/logging"
 )
 
 // nopLedger admits everything without recording, so the benchmark measures extproc.
@@ -40,8 +42,11 @@ func (nopLedger) GetVideoTask(context.Context, string) (lifecycle.VideoTask, err
 
 // nopService is a lifecycle service whose ledger admits everything at no cost.
 func nopService(tb testing.TB) *lifecycle.Service {
-	return replay.Service(tb, nopLedger{grant: ledger.Grant{KeyID: "k", AccountID: "a", Tier: "default", AccountToppedUp: true}})
+	return replay.Service(tb, nopLedger{grant: benchGrant})
 }
+
+// benchGrant is what nopLedger's keys are granted.
+var benchGrant = ledger.Grant{KeyID: "k", AccountID: "a", Tier: "default", AccountToppedUp: true}
 
 // admitChat starts a request on svc and sends it the headers and the chat body, which it
 // must admit (no immediate reply) and rewrite (the upstream model).
@@ -73,8 +78,18 @@ func chatHeaders(body []byte) []lifecycle.Header {
 // BenchmarkRequestSide is one admitted chat request through the lifecycle: headers,
 // body (validation, token estimate, reservation, mutation), a JSON response with usage
 // and the commit, with a ledger that costs nothing.
-func BenchmarkRequestSide(b *testing.B) {
-	svc := nopService(b)
+func BenchmarkRequestSide(b *testing.B) { requestSide(b, nopService(b)) }
+
+// BenchmarkRequestSideLogged is BenchmarkRequestSide with extproc's own logger (buffered
+// JSON lines, here to io.Discard) instead of none: what the request's log lines, its
+// settlement record above all, cost.
+func BenchmarkRequestSideLogged(b *testing.B) {
+	log, stop := logging.Buffered(io.Discard, "extproc")
+	defer stop()
+	requestSide(b, replay.Service(b, nopLedger{grant: benchGrant}, func(c *lifecycle.Config) { c.Log = log }))
+}
+
+func requestSide(b *testing.B, svc *lifecycle.Service) {
 	ctx := context.Background()
 	body := []byte(`{"model":"demo-chat","max_tokens":256,"temperature":0.7,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a short poem about the sea, in four lines, with a rhyme."}]}`)
 	headers := chatHeaders(body)

@@ -15,7 +15,7 @@ import (
 // lease until its settlement has ended (see budget.go).
 type hold struct {
 	res ledger.Reservation
-	log *zap.Logger // the request's logger
+	log func() *zap.Logger // the request's logger, made only when the keeper logs
 	// expires is the lease's end as last confirmed by accounting, in unix nanoseconds
 	// of this process's clock (the call's start plus the lease: never later than
 	// accounting's own expiry).
@@ -29,8 +29,8 @@ func (h *hold) expiry() time.Time { return time.Unix(0, h.expires.Load()) }
 // end stops the keeper: the hold is settled, or given up to the sweeper.
 func (h *hold) end() { h.once.Do(func() { close(h.stop) }) }
 
-// newHold starts keeping res, reserved at start; log is the request's logger.
-func (s *Service) newHold(res ledger.Reservation, start time.Time, log *zap.Logger) *hold {
+// newHold starts keeping res, reserved at start; log makes the request's logger.
+func (s *Service) newHold(res ledger.Reservation, start time.Time, log func() *zap.Logger) *hold {
 	h := &hold{res: res, log: log, stop: make(chan struct{})}
 	h.expires.Store(start.Add(s.cfg.LeaseTTL).UnixNano())
 	go s.keep(h)
@@ -59,10 +59,10 @@ func (s *Service) keep(h *hold) {
 			h.expires.Store(start.Add(s.cfg.LeaseTTL).UnixNano())
 			t.Reset(period)
 		case final(err):
-			h.log.Info("hold no longer held: stop renewing", zap.String("reservation", h.res.ID), zap.Error(err))
+			h.log().Info("hold no longer held: stop renewing", zap.String("reservation", h.res.ID), zap.Error(err))
 			return
 		default:
-			h.log.Warn("renew failed", zap.String("reservation", h.res.ID), zap.Error(err))
+			h.log().Warn("renew failed", zap.String("reservation", h.res.ID), zap.Error(err))
 			t.Reset(min(period, time.Second))
 		}
 	}

@@ -35,7 +35,7 @@ func (r *Request) release(_ context.Context, reason string) {
 			r.log().Warn("release failed", zap.String("reservation", id), zap.Error(err))
 			return
 		}
-		r.log().Info("settled", append(record, zap.String("outcome", "released"),
+		r.svc.cfg.Log.Info("settled", append(record, zap.String("outcome", "released"),
 			zap.Int64("charged_micros", 0), zap.String("reason", reason))...)
 	})
 }
@@ -85,14 +85,16 @@ func (r *Request) charge(_ context.Context, actual int64, u ledger.Usage) {
 			r.log().Error("commit failed", zap.String("reservation", cr.ReservationID), zap.Error(err))
 			return
 		}
-		r.log().Info("settled", append(record, zap.String("outcome", "committed"),
+		r.svc.cfg.Log.Info("settled", append(record, zap.String("outcome", "committed"),
 			zap.Int64("charged_micros", res.Charged), zap.Int64("actual_micros", actual), zap.Bool("capped", res.Capped))...)
 	})
 }
 
-// settledRecord is the one record of a request's money, but its outcome and charge: who,
-// what, usage and hold (the request id comes with r.log). It never carries a secret: keys appear by id only. It is built
-// on the request's goroutine; the settlement logs it when it has landed.
+// settledRecord is the one record of a request's money, but its outcome and charge: the
+// request id (as r.log's lines carry it: the record is logged without r.log, whose
+// logger each request would make only for this line), who, what, usage and hold. It
+// never carries a secret: keys appear by id only. It is built on the request's
+// goroutine; the settlement logs it when it has landed.
 func (r *Request) settledRecord(u ledger.Usage) []zap.Field {
 	var channel, upstream string
 	if r.channel != nil {
@@ -100,7 +102,8 @@ func (r *Request) settledRecord(u ledger.Usage) []zap.Field {
 	}
 	// Room for the attempts and what the settlement adds when it lands (outcome, charge,
 	// …): appending to a full slice copied the whole record (≈1.4 KB a request).
-	fields := append(make([]zap.Field, 0, 16),
+	fields := append(make([]zap.Field, 0, 17),
+		zap.String("request_id", r.requestID),
 		zap.String("reservation", r.reservation.ID),
 		zap.String("account", r.grant.AccountID),
 		zap.String("key_id", r.grant.KeyID),
