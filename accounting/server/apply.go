@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/internal/workers"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -32,11 +33,19 @@ func (l *LedgerServer) Apply(ctx context.Context, req *accountingv1.ApplyRequest
 	results := make([]*accountingv1.LedgerOpResult, len(ops))
 	var wg sync.WaitGroup
 	for i, op := range ops {
-		wg.Go(func() { results[i] = l.applyOne(ctx, op) })
+		wg.Add(1)
+		applyWork.Go(func() {
+			defer wg.Done()
+			results[i] = l.applyOne(ctx, op)
+		})
 	}
 	wg.Wait()
 	return &accountingv1.ApplyResponse{Results: results}, nil
 }
+
+// applyWork runs an Apply's operations on kept goroutines, whose stacks have grown in
+// earlier operations (a new goroutine's grows again in the store and pgx for each).
+var applyWork = workers.New(64)
 
 // applyOne makes one operation of an Apply through its own call's handler.
 func (l *LedgerServer) applyOne(ctx context.Context, op *accountingv1.LedgerOp) *accountingv1.LedgerOpResult {
