@@ -38,8 +38,13 @@ import (
 // older version during a rolling upgrade) answers Unimplemented: from then on every
 // operation is a call of its own.
 
-// DefaultMaxInFlight is Options.MaxInFlight's default.
-const DefaultMaxInFlight = 1
+// DefaultMaxInFlight is Options.MaxInFlight's default. With one call in flight, every
+// operation made meanwhile waited for it to come back before going out (the whole of a
+// group-commit transaction under load): six alternated load-test runs at 1,000 requests/s,
+// one against four, added p50 ≈6.6 → ≈4.9 ms and p99 ≈21 → ≈17 ms (medians), for ≈12 %
+// more CPU in extproc, accounting and PostgreSQL (accounting's batches are smaller:
+// ≈4.4 → ≈2.4 operations a transaction); at 500 requests/s and below, the same CPU.
+const DefaultMaxInFlight = 4
 
 // DefaultStaleAfter is Options.StaleAfter's default: several times what a call takes
 // under load (a group-commit transaction), and the writer's own wait for a row lock.

@@ -126,7 +126,7 @@ func (g *gatedAccounting) queued(t *testing.T, n int) {
 // While a call is in flight, the calls behind it queue and go as one Apply, each
 // answered as its own call would be: refusals included.
 func TestCallsBehindOneInFlightGoAsOneApply(t *testing.T) {
-	g := startGated(t, 1_000, ledgerclient.Options{StaleAfter: never})
+	g := startGated(t, 1_000, ledgerclient.Options{MaxInFlight: 1, StaleAfter: never})
 	ctx := context.Background()
 	first := make(chan error, 1)
 	go func() { _, err := g.reserve(ctx, "first", 100); first <- err }()
@@ -173,7 +173,7 @@ func TestCallsBehindOneInFlightGoAsOneApply(t *testing.T) {
 // A caller that gives up while its operation is queued takes it back: no Apply carries
 // it, and nothing is reserved for it.
 func TestAbandonedQueuedCallIsNeverSent(t *testing.T) {
-	g := startGated(t, 1_000, ledgerclient.Options{StaleAfter: never})
+	g := startGated(t, 1_000, ledgerclient.Options{MaxInFlight: 1, StaleAfter: never})
 	ctx := context.Background()
 	go func() { _, _ = g.reserve(ctx, "first", 100) }()
 	<-g.held
@@ -199,7 +199,7 @@ func TestAbandonedQueuedCallIsNeverSent(t *testing.T) {
 // An operation whose context carries a trace is always its own call (its span and
 // trace context reach accounting), even while the slot is taken.
 func TestTracedCallIsNeverCoalesced(t *testing.T) {
-	g := startGated(t, 1_000, ledgerclient.Options{StaleAfter: never})
+	g := startGated(t, 1_000, ledgerclient.Options{MaxInFlight: 1, StaleAfter: never})
 	ctx := context.Background()
 	go func() { _, _ = g.reserve(ctx, "first", 100) }()
 	<-g.held
@@ -215,7 +215,7 @@ func TestTracedCallIsNeverCoalesced(t *testing.T) {
 // An accounting that predates Apply answers it with Unimplemented: the operations it
 // carried go as calls of their own, and so does every later one.
 func TestAccountingWithoutApply(t *testing.T) {
-	g := startGated(t, 1_000, ledgerclient.Options{StaleAfter: never})
+	g := startGated(t, 1_000, ledgerclient.Options{MaxInFlight: 1, StaleAfter: never})
 	g.noAppl = true
 	ctx := context.Background()
 	go func() { _, _ = g.reserve(ctx, "first", 100) }()
@@ -261,7 +261,7 @@ func TestCoalescingOff(t *testing.T) {
 // behind it go without it (here, while it is still held), so one slow operation never
 // stalls the others.
 func TestStaleCallGivesUpItsSlot(t *testing.T) {
-	g := startGated(t, 1_000, ledgerclient.Options{StaleAfter: time.Millisecond})
+	g := startGated(t, 1_000, ledgerclient.Options{MaxInFlight: 1, StaleAfter: time.Millisecond})
 	ctx := context.Background()
 	first := make(chan error, 1)
 	go func() { _, err := g.reserve(ctx, "first", 100); first <- err }()

@@ -138,7 +138,7 @@ func coalescedAgainstTheLedger(t *testing.T, replicas int) {
 func TestLostApplyAnswerReplaysOnce(t *testing.T) {
 	ctx := context.Background()
 	st, pool := storetest.NewStore(t, 8, store.Options{})
-	g := startGatedOn(t, st, 10_000, ledgerclient.Options{StaleAfter: never})
+	g := startGatedOn(t, st, 10_000, ledgerclient.Options{MaxInFlight: 1, StaleAfter: never})
 	g.set(false, false)
 	var holds []ledger.Reservation
 	for i := range 3 {
