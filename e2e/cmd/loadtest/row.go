@@ -11,8 +11,8 @@ import (
 // in milliseconds and context switches per request by part (the front, extproc,
 // accounting, PostgreSQL, the load generator), peak RSS in MB by process, the ledger
 // operations per transaction, and a Reserve's mean time in milliseconds as extproc saw it
-// (its call, the network and accounting's queue included) and as accounting served it
-// (NaN when unknown).
+// (its call, the network and accounting's queue included; not a wait in extproc's own
+// queue for an Apply) and as accounting served it (NaN when unknown).
 type row struct {
 	code                  string // which checkout ran ("" when only one did)
 	rate                  int
