@@ -400,19 +400,33 @@ func common(a lifecycle.Action) *extprocv3.CommonResponse {
 func mutation(set []lifecycle.Header, remove []string) *extprocv3.HeaderMutation {
 	m := &extprocv3.HeaderMutation{RemoveHeaders: remove}
 	if len(set) > 0 {
+		// One allocation each for the options, the headers and their values.
+		opts := make([]corev3.HeaderValueOption, len(set))
+		headers := make([]corev3.HeaderValue, len(set))
+		n := 0
+		for _, h := range set {
+			n += len(h.Value)
+		}
+		values := make([]byte, 0, n)
 		m.SetHeaders = make([]*corev3.HeaderValueOption, len(set))
 		for i, h := range set {
-			m.SetHeaders[i] = &corev3.HeaderValueOption{
-				Header: &corev3.HeaderValue{Key: h.Name, RawValue: []byte(h.Value)},
-				// Envoy reads only the deprecated append flag here, not append_action
-				// (ENVOY-EXTPROC.md, "Mutations"): false replaces any existing value.
-				//lint:ignore SA1019 ext_proc honours append, not append_action
-				Append: wrapperspb.Bool(false),
-			}
+			start := len(values)
+			values = append(values, h.Value...)
+			headers[i].Key, headers[i].RawValue = h.Name, values[start:len(values):len(values)]
+			opts[i].Header = &headers[i]
+			// Envoy reads only the deprecated append flag here, not append_action
+			// (ENVOY-EXTPROC.md, "Mutations"): false replaces any existing value.
+			//lint:ignore SA1019 ext_proc honours append, not append_action
+			opts[i].Append = replace
+			m.SetHeaders[i] = &opts[i]
 		}
 	}
 	return m
 }
+
+// replace is the append flag of every header mutation: false. One value for all of them:
+// a message is only read once made (marshalled).
+var replace = wrapperspb.Bool(false)
 
 func immediate(im *lifecycle.Immediate) *extprocv3.ProcessingResponse {
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
