@@ -103,7 +103,7 @@ func (r *Request) settledRecord(u ledger.Usage) []zap.Field {
 	// Room for the attempts and what the settlement adds when it lands (outcome, charge,
 	// …): appending to a full slice copied the whole record (≈1.4 KB a request).
 	fields := append(make([]zap.Field, 0, 17),
-		zap.String("request_id", r.requestID),
+		r.idField(),
 		zap.String("reservation", r.reservation.ID),
 		zap.String("account", r.grant.AccountID),
 		zap.String("key_id", r.grant.KeyID),
