@@ -110,7 +110,7 @@ func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, size
 			if i == runs-1 && c.root == root {
 				prof = profileDir
 			}
-			rows, err := measure(ctx, c.root, c.label, rates, d, nkeys, size, prof, func(names []string, front string) {
+			rows, err := measure(ctx, c.root, c.label, rates, d, nkeys, size, prof, func(names []string, front string, replicas int) {
 				if parts == nil {
 					parts = names
 					what := "a one-line prompt"
@@ -120,11 +120,10 @@ func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, size
 					if size.system > 0 {
 						what += fmt.Sprintf(" after the same system prompt of %d bytes", len(filler(size.system)))
 					}
-					replicas := ""
-					if n, _ := strconv.Atoi(os.Getenv("ACCOUNTING_REPLICAS")); n > 1 {
-						replicas = fmt.Sprintf("; %d accounting replicas", n)
+					if replicas > 1 {
+						front += fmt.Sprintf("; %d accounting replicas", replicas)
 					}
-					fmt.Printf("Front: %s%s; %d keys; %s per rate and target; non-streamed demo-chat, %s, 8 output tokens.\n\n", front, replicas, nkeys, d, what)
+					fmt.Printf("Front: %s; %d keys; %s per rate and target; non-streamed demo-chat, %s, 8 output tokens.\n\n", front, nkeys, d, what)
 					fmt.Println(header(parts, baseline != ""))
 				}
 			})
@@ -161,10 +160,10 @@ func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, size
 // measure starts a private stack of the code at root, creates the paying keys and runs
 // every rate through the gateway and then straight to the mock, printing each rate's row
 // as it comes (labelled code when not empty) after head (called once the stack is up,
-// with the parts' names and the front's). With profileDir, the last rate's gateway run
+// with the parts' names, the front's and how many accounting replicas run). With profileDir, the last rate's gateway run
 // is profiled.
 func measure(ctx context.Context, root, code string, rates []int, d time.Duration, nkeys int, size prompt, profileDir string,
-	head func(parts []string, front string)) ([]row, error) {
+	head func(parts []string, front string, replicas int)) ([]row, error) {
 	fmt.Fprintln(os.Stderr, "loadtest: building and starting a private stack…")
 	env, err := harness.Start(root)
 	if err != nil {
@@ -235,7 +234,7 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 	if s.Front == "envoy" {
 		parts[0] = "envoy"
 	}
-	head(parts, s.Front)
+	head(parts, s.Front, len(s.Accounting))
 	var rows []row
 	for i, rate := range rates {
 		if ctx.Err() != nil {
@@ -258,16 +257,22 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 			}
 		}
 		before, switched := partsNow(s, parts, loadtest.CPU), partsNow(s, parts, loadtest.ContextSwitches)
-		group0, reserve0 := groupCommit(s.Accounting), reserveTimes(s)
+		ledger0 := ledgerNow(s)
 		g := toGateway.Run(ctx, rate, d)
 		after, switchedAfter := partsNow(s, parts, loadtest.CPU), partsNow(s, parts, loadtest.ContextSwitches)
-		group1, reserve1 := groupCommit(s.Accounting), reserveTimes(s)
+		ledger1 := ledgerNow(s)
 		profiled.Wait()
 		dr := toDirect.Run(ctx, rate, d)
 		q := func(lat []time.Duration, p float64) float64 {
 			return float64(loadtest.Quantile(lat, p)) / float64(time.Millisecond)
 		}
-		r := row{code: code, rate: rate, ok: g.OK, sent: g.Sent, operationsPerTransact: math.NaN(),
+		grew := func(series string) float64 { return delta(ledger0, ledger1, series) }
+		r := row{code: code, rate: rate, ok: g.OK, sent: g.Sent,
+			operationsPerTransact: ratio(grew(groupOperations), grew(groupTransactions)),
+			reserve: [2]float64{
+				1000 * ratio(grew(extprocReserve+"_sum"+reserveLabels), grew(extprocReserve+"_count"+reserveLabels)),
+				1000 * ratio(grew(accountingReserve+"_sum"+servedLabels), grew(accountingReserve+"_count"+servedLabels)),
+			},
 			p50: q(g.Latencies, .5), p90: q(g.Latencies, .9), p99: q(g.Latencies, .99), p999: q(g.Latencies, .999),
 			direct50: q(dr.Latencies, .5), direct99: q(dr.Latencies, .99)}
 		r.added50, r.added99 = r.p50-r.direct50, r.p99-r.direct99
@@ -280,15 +285,6 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 			for _, pid := range pidsOf(s, p) {
 				_, peak, _ := loadtest.Memory(pid)
 				r.rss[j] = max(r.rss[j], float64(peak>>20))
-			}
-		}
-		if tx := group1[0] - group0[0]; tx > 0 && group0[0] >= 0 {
-			r.operationsPerTransact = (group1[1] - group0[1]) / tx
-		}
-		for j := range r.reserve {
-			r.reserve[j] = math.NaN()
-			if n := reserve1[j][1] - reserve0[j][1]; n > 0 && reserve0[j][1] >= 0 {
-				r.reserve[j] = (reserve1[j][0] - reserve0[j][0]) / n * 1000
 			}
 		}
 		fmt.Println(r)
@@ -325,55 +321,57 @@ func saveProfile(addr, kind, path string, d time.Duration) error {
 	return f.Close()
 }
 
-// groupCommit reads the ledger's group-commit counters (transactions, operations) from
-// every accounting replica's metrics and adds them up; -1s when one cannot be read.
-func groupCommit(replicas []stack.Replica) [2]float64 {
-	var out [2]float64
-	for _, r := range replicas {
-		m, err := harness.Scrape(r.MetricsAddr)
-		if err != nil {
-			return [2]float64{-1, -1}
-		}
-		for i, name := range []string{"accounting_ledger_group_transactions_total", "accounting_ledger_group_operations_total"} {
-			v, ok := m[name]
-			if !ok {
-				return [2]float64{-1, -1}
-			}
-			out[i] += v
-		}
-	}
-	return out
-}
+// The series the rows' ledger columns come from: the group commit's counters (the
+// batching), and the Reserve histograms of extproc's calls (each operation an Apply
+// carried counted with the Apply's time) and of the accounting replicas' handling (each
+// operation of an Apply under its own method).
+const (
+	groupTransactions = "accounting_ledger_group_transactions_total"
+	groupOperations   = "accounting_ledger_group_operations_total"
+	extprocReserve    = "gateway_accounting_call_duration_seconds"
+	reserveLabels     = `{method="Reserve"}`
+	accountingReserve = "accounting_grpc_request_duration_seconds"
+	servedLabels      = `{code="OK",method="Reserve"}`
+)
 
-// reserveTimes reads the Reserve histograms' sums (seconds) and counts: extproc's of its
-// calls (gateway_accounting_call_duration_seconds, each operation an Apply carried
-// counted with the Apply's time) and every accounting replica's of those it served
-// (accounting_grpc_request_duration_seconds, code OK, each operation of an Apply under
-// its own method); -1s when one cannot be read.
-func reserveTimes(s *stack.Stack) [2][2]float64 {
-	out := [2][2]float64{{-1, -1}, {-1, -1}}
-	read := func(addr, series string) (sum, count float64, ok bool) {
+// ledgerNow reads extproc's and every accounting replica's metrics, one scrape each, and
+// adds up each series over the processes that have it (the replicas' counters are
+// summed; extproc's and accounting's series have names of their own); nil when one
+// cannot be read.
+func ledgerNow(s *stack.Stack) map[string]float64 {
+	addrs := []string{s.ExtprocMetricsAddr}
+	for _, r := range s.Accounting {
+		addrs = append(addrs, r.MetricsAddr)
+	}
+	sum := map[string]float64{}
+	for _, addr := range addrs {
 		m, err := harness.Scrape(addr)
 		if err != nil {
-			return 0, 0, false
+			return nil
 		}
-		sum, ok1 := m[strings.Replace(series, "{", "_sum{", 1)]
-		count, ok2 := m[strings.Replace(series, "{", "_count{", 1)]
-		return sum, count, ok1 && ok2
-	}
-	if sum, n, ok := read(s.ExtprocMetricsAddr, `gateway_accounting_call_duration_seconds{method="Reserve"}`); ok {
-		out[0] = [2]float64{sum, n}
-	}
-	var total [2]float64
-	for _, r := range s.Accounting {
-		sum, n, ok := read(r.MetricsAddr, `accounting_grpc_request_duration_seconds{code="OK",method="Reserve"}`)
-		if !ok {
-			return out
+		for k, v := range m {
+			sum[k] += v
 		}
-		total[0], total[1] = total[0]+sum, total[1]+n
 	}
-	out[1] = total
-	return out
+	return sum
+}
+
+// delta is how much series grew from reading a to reading b; NaN when either lacks it.
+func delta(a, b map[string]float64, series string) float64 {
+	va, ok := a[series]
+	vb, okb := b[series]
+	if !ok || !okb {
+		return math.NaN()
+	}
+	return vb - va
+}
+
+// ratio is n/d, NaN when d is not positive (or unknown).
+func ratio(n, d float64) float64 {
+	if !(d > 0) {
+		return math.NaN()
+	}
+	return n / d
 }
 
 // partsNow reads each part's process, every PostgreSQL process and this one (the load
