@@ -195,11 +195,7 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	s.Accounting = []Replica{{"accounting", s.AccountingAddr, s.AccountingMetricsAdr}}
 	for i := 2; i <= s.AccountingReplicas; i++ {
-		addr, metrics := freeLoopbackAddr(), freeLoopbackAddr()
-		if addr == "" || metrics == "" {
-			return errors.New("no free loopback port for an accounting replica")
-		}
-		s.Accounting = append(s.Accounting, Replica{fmt.Sprintf("accounting-%d", i), addr, metrics})
+		s.Accounting = append(s.Accounting, Replica{fmt.Sprintf("accounting-%d", i), FreeAddr(), FreeAddr()})
 	}
 	for _, r := range s.Accounting {
 		// The first migrates the database; the others find it migrated.
@@ -409,15 +405,31 @@ func (s *Stack) waitFor(ctx context.Context, name string, ready func() bool) err
 	return nil
 }
 
-// freeLoopbackAddr returns a loopback address whose port was free a moment ago ("" if
-// none could be had).
-func freeLoopbackAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return ""
+var (
+	addrMu sync.Mutex
+	given  = map[string]bool{}
+)
+
+// FreeAddr returns a loopback address nothing listens on, never one it returned before
+// in this process: the kernel may hand a port just closed out again, and two parts of
+// one stack on the same port fail to start (the e2e harness takes every part's address
+// here, and the stack its extra accounting replicas'). It panics when no loopback port
+// can be had.
+func FreeAddr() string {
+	addrMu.Lock()
+	defer addrMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		a := l.Addr().String()
+		l.Close()
+		if !given[a] {
+			given[a] = true
+			return a
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func dialOK(addr string) bool {

@@ -10,11 +10,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,7 +72,7 @@ func Start(root string) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
-	mockAddr := FreeAddr()
+	mockAddr := stack.FreeAddr()
 	catalogPath := filepath.Join(tmp, "catalog.yaml")
 	if err := os.WriteFile(catalogPath, stack.RenderCatalog(demo, mockAddr), 0o600); err != nil {
 		e.Close()
@@ -85,14 +83,14 @@ func Start(root string) (*Env, error) {
 		Catalog:              catalogPath,
 		BinDir:               bin,
 		RunDir:               filepath.Join(tmp, "run"),
-		GatewayAddr:          FreeAddr(),
-		EnvoyAdminAddr:       FreeAddr(),
-		ExtprocAddr:          FreeAddr(),
-		AccountingAddr:       FreeAddr(),
+		GatewayAddr:          stack.FreeAddr(),
+		EnvoyAdminAddr:       stack.FreeAddr(),
+		ExtprocAddr:          stack.FreeAddr(),
+		AccountingAddr:       stack.FreeAddr(),
 		MockAddr:             mockAddr,
-		ExtprocMetricsAddr:   FreeAddr(),
-		AccountingMetricsAdr: FreeAddr(),
-		ConsoleAddr:          FreeAddr(),
+		ExtprocMetricsAddr:   stack.FreeAddr(),
+		AccountingMetricsAdr: stack.FreeAddr(),
+		ConsoleAddr:          stack.FreeAddr(),
 		DatabaseURL:          e.DatabaseURL,
 		EnvoyBin:             os.Getenv("E2E_ENVOY"),
 		Log:                  logFile,
@@ -129,31 +127,6 @@ func (e *Env) DumpLog() {
 		b = b[len(b)-64<<10:]
 	}
 	fmt.Fprintf(os.Stderr, "---- stack log (tail) ----\n%s\n", b)
-}
-
-var (
-	addrMu sync.Mutex
-	given  = map[string]bool{}
-)
-
-// FreeAddr returns a loopback address nothing listens on, never one it returned before:
-// the kernel may hand a port just closed out again, and two parts of one stack on the
-// same port fail to start.
-func FreeAddr() string {
-	addrMu.Lock()
-	defer addrMu.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			panic(err)
-		}
-		a := l.Addr().String()
-		l.Close()
-		if !given[a] {
-			given[a] = true
-			return a
-		}
-	}
 }
 
 // freshDatabase creates a uniquely named database on the server of DATABASE_URL (or the
