@@ -15,6 +15,14 @@ import (
 // also names its rows with = ANY, so the plan reads them by index whatever it guesses of
 // unnest (in the MERGE's join condition that is safe: a window that matches has its key
 // among them). Ids are text[] cast to uuid[] (why: readGroup).
+//
+// The arrays are unnested in a select list, never as functions in FROM: PostgreSQL
+// materializes each function of a FROM clause into a tuplestore of its own (an 8 KB
+// array of tuple pointers before the first row), so a statement over eleven arrays
+// took more than glibc's 128 KB trim threshold and gave it back at its end: a brk
+// system call down and up again per statement, each shrink a TLB flush on every core
+// the backend ran on. A select list's functions run in step (ProjectSet), with no
+// tuplestore; as unnest(a, b, …) in FROM, a shorter array would end in NULLs.
 func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*batchOp, outs []opOutcome) error {
 	b := &pgx.Batch{}
 
@@ -35,8 +43,9 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 	}
 	if len(ins.id) > 0 {
 		b.Queue(`INSERT INTO reservations (id, request_id, account_id, key_id, model, amount, pool, created_at, expires_at)
-			SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]::uuid[], $4::text[]::uuid[], $5::text[], $6::bigint[],
-				$7::smallint[], $8::timestamptz[], $9::timestamptz[])`,
+			SELECT unnest($1::text[]::uuid[]), unnest($2::text[]), unnest($3::text[]::uuid[]), unnest($4::text[]::uuid[]),
+				unnest($5::text[]), unnest($6::bigint[]), unnest($7::smallint[]), unnest($8::timestamptz[]),
+				unnest($9::timestamptz[])`,
 			ins.id, ins.req, ins.acct, ins.key, ins.model, ins.amount, ins.pool, ins.created, ins.expires)
 	}
 
@@ -71,8 +80,8 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 	if len(set.id) > 0 {
 		b.Queue(`UPDATE reservations r SET state = u.state, actual = u.actual, charged = u.charged,
 				settled_at = u.settled_at, release_reason = u.reason
-			FROM unnest($1::text[]::uuid[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::text[])
-				AS u (id, state, actual, charged, settled_at, reason)
+			FROM (SELECT unnest($1::text[]::uuid[]) AS id, unnest($2::text[]) AS state, unnest($3::bigint[]) AS actual,
+				unnest($4::bigint[]) AS charged, unnest($5::timestamptz[]) AS settled_at, unnest($6::text[]) AS reason) AS u
 			WHERE r.id = u.id AND r.id = ANY ($1::text[]::uuid[])`, set.id, set.state, set.actual, set.charged, set.settled, set.reason)
 	}
 
@@ -101,8 +110,9 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 		b.Queue(`UPDATE accounts a SET balance = a.balance + d.balance, reserved = a.reserved + d.reserved,
 				in_flight = a.in_flight + d.n, in_flight_high_cost = a.in_flight_high_cost + d.nh,
 				rpm_minute = coalesce(d.minute, a.rpm_minute), rpm_count = coalesce(d.count, a.rpm_count)
-			FROM unnest($1::text[]::uuid[], $2::bigint[], $3::bigint[], $4::integer[], $5::integer[], $6::timestamptz[], $7::integer[])
-				AS d (id, balance, reserved, n, nh, minute, count)
+			FROM (SELECT unnest($1::text[]::uuid[]) AS id, unnest($2::bigint[]) AS balance, unnest($3::bigint[]) AS reserved,
+				unnest($4::integer[]) AS n, unnest($5::integer[]) AS nh, unnest($6::timestamptz[]) AS minute,
+				unnest($7::integer[]) AS count) AS d
 			WHERE a.id = d.id AND a.id = ANY ($1::text[]::uuid[])`, acc.id, acc.balance, acc.reserved, acc.n, acc.nh, acc.minute, acc.count)
 	}
 
@@ -139,9 +149,10 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 				channel, input_tokens, output_tokens, units, created_at)
 			SELECT u.acct, 'charge', u.amount, u.res, u.key, u.model, u.upstream, u.channel, u.inp, u.outp,
 				u.units::jsonb, u.at
-			FROM unnest($1::text[]::uuid[], $2::bigint[], $3::text[]::uuid[], $4::text[]::uuid[], $5::text[], $6::text[], $7::text[],
-				$8::bigint[], $9::bigint[], $10::text[], $11::timestamptz[])
-				AS u (acct, amount, res, key, model, upstream, channel, inp, outp, units, at)`,
+			FROM (SELECT unnest($1::text[]::uuid[]) AS acct, unnest($2::bigint[]) AS amount, unnest($3::text[]::uuid[]) AS res,
+				unnest($4::text[]::uuid[]) AS key, unnest($5::text[]) AS model, unnest($6::text[]) AS upstream,
+				unnest($7::text[]) AS channel, unnest($8::bigint[]) AS inp, unnest($9::bigint[]) AS outp,
+				unnest($10::text[]) AS units, unnest($11::timestamptz[]) AS at) AS u`,
 			ch.acct, ch.amount, ch.res, ch.key, ch.model, ch.upstream, ch.channel, ch.in, ch.out, ch.units, ch.at)
 	}
 
@@ -163,7 +174,8 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 			dHeld, dCommitted = append(dHeld, v[0]), append(dCommitted, v[1])
 		}
 		b.Queue(`MERGE INTO key_spend s
-			USING unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u (key_id, period, start, held, committed)
+			USING (SELECT unnest($1::text[]::uuid[]) AS key_id, unnest($2::text[]) AS period, unnest($3::text[]) AS start,
+				unnest($4::bigint[]) AS held, unnest($5::bigint[]) AS committed) AS u
 			ON s.key_id = u.key_id AND s.period = u.period AND s.period_start = u.start::date
 				AND s.key_id = ANY ($1::text[]::uuid[])
 			WHEN MATCHED THEN UPDATE SET held = s.held + u.held, committed = s.committed + u.committed
