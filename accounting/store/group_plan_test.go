@@ -25,17 +25,7 @@ func TestGroupStatementsUnnestWithoutFunctionScans(t *testing.T) {
 	rec := &unnestRecorder{}
 	clk := &clock{t: t0}
 	opts := store.Options{LoneBatch: 1, Now: clk.Now, MaxConns: 4}
-	cfg, err := pgxpool.ParseConfig(storetest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store.ConfigurePool(cfg, opts)
-	cfg.ConnConfig.Tracer = rec
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.NewPoolWith(t, storetest.NewDB(t), opts, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rec })
 	f := &fixture{s: store.New(pool, opts), pool: pool, clk: clk}
 
 	f.tier(t, bulkTier)
@@ -43,7 +33,7 @@ func TestGroupStatementsUnnestWithoutFunctionScans(t *testing.T) {
 	limit := ledger.Micros(1_000_000)
 	k, _ := f.key(t, a.ID, func(n *ledger.NewKey) { n.DailyLimit, n.MonthlyLimit = &limit, &limit })
 	res := make([]ledger.Reservation, 3)
-	errs := make([]error, 5)
+	errs := make([]error, 6)
 	var calls []func()
 	for i := range res {
 		calls = append(calls, func() {
@@ -55,7 +45,7 @@ func TestGroupStatementsUnnestWithoutFunctionScans(t *testing.T) {
 	batchOf(t, f.s,
 		func() { _, errs[3] = f.s.Commit(ctx, ledger.CommitRequest{ReservationID: res[0].ID, Actual: 700}) },
 		func() { _, errs[4] = f.s.Commit(ctx, ledger.CommitRequest{ReservationID: res[1].ID, Actual: 900}) },
-		func() { _, _ = f.s.Release(ctx, res[2].ID, "cancelled") })
+		func() { _, errs[5] = f.s.Release(ctx, res[2].ID, "cancelled") })
 	for _, err := range errs {
 		if err != nil {
 			t.Fatal(err)
@@ -89,10 +79,12 @@ func TestGroupStatementsUnnestWithoutFunctionScans(t *testing.T) {
 // arguments (pgx's BatchTracer).
 type unnestRecorder struct {
 	mu      sync.Mutex
-	queries []struct {
-		sql  string
-		args []any
-	}
+	queries []recordedQuery
+}
+
+type recordedQuery struct {
+	sql  string
+	args []any
 }
 
 func (r *unnestRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -111,10 +103,7 @@ func (r *unnestRecorder) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.T
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.queries = append(r.queries, struct {
-		sql  string
-		args []any
-	}{d.SQL, d.Args})
+	r.queries = append(r.queries, recordedQuery{d.SQL, d.Args})
 }
 
 func (r *unnestRecorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

@@ -95,15 +95,18 @@ func NewPool(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
 	return NewPoolWith(t, url, store.Options{MaxConns: maxConns})
 }
 
-// NewPoolWith opens a pgx pool on url configured by store.ConfigurePool(opts), closed
-// when t ends.
-func NewPoolWith(t testing.TB, url string, opts store.Options) *pgxpool.Pool {
+// NewPoolWith opens a pgx pool on url configured by store.ConfigurePool(opts) and then
+// by each of configure (a test's tracer, say), closed when t ends.
+func NewPoolWith(t testing.TB, url string, opts store.Options, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
 	store.ConfigurePool(cfg, opts)
+	for _, c := range configure {
+		c(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
