@@ -97,8 +97,14 @@ func failoverCluster(name string, set []*catalog.Channel, byName map[string]*cat
 	cl := &clusterv3.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		// max_retries as high as the requests: its default, 3, is how many retries the
+		// whole cluster may have in flight at once (ResourceManager's retries(), checked in
+		// RetryStateImpl::shouldRetry), and a failover is one retry per failed channel, so
+		// from the fourth request failing over at once each got its failed attempt's 503
+		// instead of its next channel (overflow). A request has at most one retry in flight,
+		// and its count is x-envoy-max-retries' (routeFailover).
 		CircuitBreakers: &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
-			MaxConnections: limit, MaxPendingRequests: limit, MaxRequests: limit,
+			MaxConnections: limit, MaxPendingRequests: limit, MaxRequests: limit, MaxRetries: limit,
 		}}},
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: name},
 		TypedExtensionProtocolOptions: map[string]*anypb.Any{

@@ -54,6 +54,11 @@ func TestFailoverClusters(t *testing.T) {
 	free := cls[slices.IndexFunc(cls, func(c *clusterv3.Cluster) bool {
 		return c.GetName() == catalog.FailoverCluster(m, m.Candidates("free"))
 	})]
+	// Every request failing over at once may have its retry in flight (not Envoy's
+	// default of three for the whole cluster).
+	if th := free.GetCircuitBreakers().GetThresholds(); len(th) != 1 || th[0].GetMaxRetries().GetValue() != th[0].GetMaxRequests().GetValue() {
+		t.Errorf("circuit breakers %v: max_retries must match max_requests", th)
+	}
 	if free.GetType() != clusterv3.Cluster_STRICT_DNS || free.GetConnectTimeout().AsDuration().Seconds() != 5 {
 		t.Errorf("type %v timeout %v: a DNS upstream needs STRICT_DNS, the longest connect timeout wins", free.GetType(), free.GetConnectTimeout())
 	}
