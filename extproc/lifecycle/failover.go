@@ -14,8 +14,8 @@ import (
 // Failover (envoy/README.md, "Failover across channels"). With Config.Failover, a chat
 // request is not rewritten for one channel: it is held once, then routed to its
 // failover cluster (catalog.FailoverCluster: its tier's candidate channels as
-// endpoints, by priority), with x-envoy-max-retries bounding the attempts to the
-// channels this replica's health lets it use. Envoy's router makes the attempts; for
+// endpoints, by priority, cooling ones unhealthy), with x-envoy-max-retries bounding the
+// attempts to the candidates. Envoy's router makes the attempts; for
 // each, the cluster's upstream ext_proc opens an attempt stream here (attempt.go), which
 // rewrites the request for the channel Envoy picked and classifies its answer: a usable
 // one goes on to this request's response phases, which translate it back and settle it
@@ -82,9 +82,13 @@ func (r *Request) routeFailover(body []byte, set []*catalog.Channel) (Action, er
 	return Action{
 		SetHeaders: []Header{
 			{RoutingHeader, catalog.FailoverCluster(r.model, set)},
-			// The router's retries, bounded by the channels worth an attempt (the route's
-			// retry_policy says on what; RetryStateImpl reads this header after ext_proc).
-			{"x-envoy-max-retries", strconv.Itoa(usable - 1)},
+			// The router's retries, bounded by the candidates (the route's retry_policy
+			// says on what; RetryStateImpl reads this header after ext_proc; previous_hosts
+			// never picks a channel twice). Not by the channels usable here: the router
+			// skips the cooling ones by the health it last got over xDS, which may be a
+			// moment older than this replica's, and a channel it picks from the older view
+			// must not spend the retry the request's answer needed.
+			{"x-envoy-max-retries", strconv.Itoa(len(set) - 1)},
 			identityEncoding,
 		},
 		// The client's credentials go now; each attempt sets its channel's.
