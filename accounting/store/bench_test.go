@@ -18,7 +18,9 @@ import (
 // (two round trips and two transactions per pair) from many goroutines at once, each
 // pair on one of `accounts` accounts with a limited key (so the spend windows are
 // maintained and checked too). "few" has 4 callers instead of 32, so batches stay small,
-// as under moderate load. "hot" puts every pair on a single account; "alone" runs
+// as under moderate load; "serial" has one, each pair made after the last has
+// returned: every batch is one operation, what a request costs the ledger at low load
+// (the floor of its CPU there). "hot" puts every pair on a single account; "alone" runs
 // each operation in its own transaction (Options.NoGroupCommit), for the ratio in one run.
 // go-µs/pair is the CPU time of this process (callers, the store, pgx) per pair, pg-µs/pair
 // that of every PostgreSQL process of the machine.
@@ -32,6 +34,7 @@ func BenchmarkReserveCommit(b *testing.B) {
 		{"spread", 256, false, 32},
 		{"spread/alone", 256, true, 32},
 		{"spread/few", 256, false, 4},
+		{"spread/serial", 256, false, 1},
 		{"hot", 1, false, 32},
 		{"hot/alone", 1, true, 32},
 	} {
@@ -45,22 +48,30 @@ func BenchmarkReserveCommit(b *testing.B) {
 			b.SetParallelism(max(1, bc.callers/runtime.GOMAXPROCS(0))) // × GOMAXPROCS goroutines
 			cpu := loadtest.StartCPU()
 			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					i := seq.Add(1)
-					r, err := s.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprintf("bench-%d", i),
-						KeyID: keys[int(i)%len(keys)], Model: "demo-chat", Amount: 2_000, Pool: ledger.PoolGeneral})
-					if err != nil {
-						b.Errorf("Reserve: %v", err)
-						return
-					}
-					if _, err := s.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 1_500,
-						Usage: ledger.Usage{InputTokens: 100, OutputTokens: 200}, UpstreamModel: "up", Channel: "c"}); err != nil {
-						b.Errorf("Commit: %v", err)
-						return
-					}
+			pair := func() bool {
+				i := seq.Add(1)
+				r, err := s.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprintf("bench-%d", i),
+					KeyID: keys[int(i)%len(keys)], Model: "demo-chat", Amount: 2_000, Pool: ledger.PoolGeneral})
+				if err != nil {
+					b.Errorf("Reserve: %v", err)
+					return false
 				}
-			})
+				if _, err := s.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 1_500,
+					Usage: ledger.Usage{InputTokens: 100, OutputTokens: 200}, UpstreamModel: "up", Channel: "c"}); err != nil {
+					b.Errorf("Commit: %v", err)
+					return false
+				}
+				return true
+			}
+			if bc.callers == 1 {
+				for i := 0; i < b.N && pair(); i++ {
+				}
+			} else {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() && pair() {
+					}
+				})
+			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 			cpu.Report(b.ReportMetric, b.N, "pair")

@@ -55,3 +55,42 @@ func BenchmarkCopy(b *testing.B) {
 	}
 	_ = sink
 }
+
+// BenchmarkRewriteChatChunk rewrites one usual chunk of a running stream (a content
+// delta, the stream's first chunk already written): what each chunk of a long stream
+// costs, without the per-stream work BenchmarkRewriteChatStream includes (the
+// rewriter's allocation, the first chunk walked whole, the usage chunk).
+func BenchmarkRewriteChatChunk(b *testing.B) {
+	chunks, _ := benchChunks(b)
+	rw, err := New(Options{Format: OpenAIChat, PublicModel: "demo-chat", Stream: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := rw.Write(chunks[0], false); err != nil {
+		b.Fatal(err)
+	}
+	chunk := chunks[3]
+	b.SetBytes(int64(len(chunk)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := rw.Write(chunk, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCopyChunk is BenchmarkRewriteChatChunk's baseline: the same chunk copied into
+// a new slice.
+func BenchmarkCopyChunk(b *testing.B) {
+	chunks, _ := benchChunks(b)
+	chunk := chunks[3]
+	b.SetBytes(int64(len(chunk)))
+	b.ReportAllocs()
+	var sink []byte
+	for b.Loop() {
+		out := make([]byte, len(chunk))
+		copy(out, chunk)
+		sink = out
+	}
+	_ = sink
+}
