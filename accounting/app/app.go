@@ -64,6 +64,7 @@ const (
 	EnvDBStatementTimeout   = "ACCOUNTING_DB_STATEMENT_TIMEOUT"
 	EnvDBAccountConcurrency = "ACCOUNTING_DB_ACCOUNT_CONCURRENCY"
 	EnvPprof                = "ACCOUNTING_PPROF"
+	EnvArchiveAfter         = "ACCOUNTING_ARCHIVE_AFTER"
 )
 
 // Config is everything the process needs; parseConfig fills it from flags, the
@@ -77,6 +78,9 @@ type Config struct {
 	MigrateOnly bool
 	// SweepInterval is how often held reservations past their expiry are released.
 	SweepInterval time.Duration
+	// ArchiveAfter is how long after its settlement a reservation moves to the archive
+	// at a sweep (store.Store.ArchiveSettled); 0: never.
+	ArchiveAfter time.Duration
 	// ShutdownTimeout bounds the graceful stop before in-flight calls are cut.
 	ShutdownTimeout time.Duration
 	// DB sizes the database pool and bounds waits on it (MaxConns, LockTimeout,
@@ -87,9 +91,13 @@ type Config struct {
 	Pprof bool
 }
 
-// sweepBatch is how many expired reservations one ExpireDue call releases; the sweeper
-// calls again at once while batches come back full.
-const sweepBatch = 500
+// sweepBatch is how many expired reservations one ExpireDue call releases, and
+// archiveBatch how many settled ones one ArchiveSettled call moves; the sweeper calls
+// again at once while batches come back full.
+const (
+	sweepBatch   = 500
+	archiveBatch = 1000
+)
 
 // Main runs the service until ctx ends and returns the process exit code: 0 after a
 // clean shutdown, 2 for bad flags or configuration, 1 for any other failure. Logs are
@@ -135,6 +143,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	serviceFile := fs.String("service-token-file", "", "file holding the service token (else env "+authn.EnvServiceToken+")")
 	adminFile := fs.String("admin-token-file", "", "file holding the admin token (else env "+authn.EnvAdminToken+")")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often expired reservations are released")
+	fs.DurationVar(&cfg.ArchiveAfter, "archive-after", store.DefaultArchiveAfter, "how long after its settlement a reservation moves to reservations_archive, at least "+store.MinArchiveAfter.String()+"; 0: never (env "+EnvArchiveAfter+")")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "graceful stop deadline")
 	fs.Func("db-max-conns", "database pool size (env "+EnvDBMaxConns+"; default 4 per core, 8 to 32)", intFlag(&cfg.DB.MaxConns))
 	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", store.DefaultLockTimeout, "longest wait for an account's row lock before a call is refused as busy (env "+EnvDBLockTimeout+")")
@@ -143,7 +152,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env "+EnvPprof+")")
 	fs.BoolVar(&cfg.MigrateOnly, "migrate-only", false, "create the database if missing, apply pending migrations and exit (needs only "+EnvDatabaseURL+")")
 	for flagName, env := range map[string]string{"db-max-conns": EnvDBMaxConns, "db-lock-timeout": EnvDBLockTimeout,
-		"db-statement-timeout": EnvDBStatementTimeout, "db-account-concurrency": EnvDBAccountConcurrency, "pprof": EnvPprof} {
+		"db-statement-timeout": EnvDBStatementTimeout, "db-account-concurrency": EnvDBAccountConcurrency, "pprof": EnvPprof,
+		"archive-after": EnvArchiveAfter} {
 		if v := getenv(env); v != "" {
 			if err := fs.Set(flagName, v); err != nil {
 				return Config{}, fmt.Errorf("%s: %w", env, err)
@@ -176,6 +186,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if cfg.ArchiveAfter != 0 && cfg.ArchiveAfter < store.MinArchiveAfter {
+		errs = append(errs, fmt.Errorf("--archive-after must be 0 or at least %v", store.MinArchiveAfter))
 	}
 	if cfg.DB.MaxConns < 0 || cfg.DB.LockTimeout <= 0 || cfg.DB.StatementTimeout <= 0 || cfg.DB.AccountConcurrency <= 0 {
 		errs = append(errs, errors.New("--db-lock-timeout, --db-statement-timeout and --db-account-concurrency must be positive, --db-max-conns not negative"))
@@ -298,6 +311,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall}).Register(gs)
 
 	sw := &sweeper{store: st, log: log.Named("sweeper"), interval: cfg.SweepInterval}
+	if a, ok := raw.(archiver); ok && cfg.ArchiveAfter > 0 {
+		sw.archive, sw.archiveAfter, sw.archived = a, cfg.ArchiveAfter, m.Archived
+	}
 	var serving atomic.Bool
 	hs := &http.Server{Handler: pprof.Wrap(healthMux(&serving, sw, cfg.SweepInterval, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
 
@@ -371,15 +387,27 @@ func healthMux(serving *atomic.Bool, sw *sweeper, interval time.Duration, metric
 	return mux
 }
 
-// sweeper releases held reservations past their expiry. Every replica runs one: the
+// archiver moves settled reservations out of the ledger's hot table
+// (store.Store.ArchiveSettled).
+type archiver interface {
+	ArchiveSettled(ctx context.Context, olderThan time.Duration, limit int) (int, error)
+}
+
+// sweeper releases held reservations past their expiry and, with an archiver, moves
+// reservations settled archiveAfter ago to the archive. Every replica runs one: the
 // store lets any number run at once.
 type sweeper struct {
 	store    ledger.Store
 	log      *zap.Logger
 	interval time.Duration
 
-	lastOK  atomic.Int64 // unix nanos of the last successful sweep
-	failing atomic.Bool
+	archive      archiver // nil: nothing is archived
+	archiveAfter time.Duration
+	archived     func(n int) // counts what archive moved
+
+	lastOK         atomic.Int64 // unix nanos of the last successful sweep
+	failing        atomic.Bool
+	archiveFailing atomic.Bool
 }
 
 func (s *sweeper) run(ctx context.Context) {
@@ -395,32 +423,54 @@ func (s *sweeper) run(ctx context.Context) {
 	}
 }
 
-// sweep expires due reservations in batches until a batch comes back short. Failures
-// are logged when they start and when they end, not every second.
+// sweep expires due reservations, then archives settled ones (with an archiver), each
+// in batches until a batch comes back short.
 func (s *sweeper) sweep(ctx context.Context) {
-	total := 0
-	for ctx.Err() == nil {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, err := s.store.ExpireDue(cctx, sweepBatch)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil && !s.failing.Swap(true) {
-				s.log.Warn("expiring reservations failed", zap.Error(err))
-			}
-			return
+	total := s.inBatches(ctx, "expiring reservations", sweepBatch, &s.failing, func(ctx context.Context, limit int) (int, error) {
+		n, err := s.store.ExpireDue(ctx, limit)
+		if err == nil {
+			s.lastOK.Store(time.Now().UnixNano())
 		}
-		if s.failing.Swap(false) {
-			s.log.Info("expiring reservations works again")
-		}
-		s.lastOK.Store(time.Now().UnixNano())
-		total += n
-		if n < sweepBatch {
-			break
-		}
-	}
+		return n, err
+	})
 	if total > 0 {
 		s.log.Info("expired reservations", zap.Int("count", total))
 	}
+	// Archiving does not count for the sweeper's health: expiry frees credits,
+	// archiving only keeps the hot table small.
+	if s.archive != nil {
+		s.archived(s.inBatches(ctx, "archiving settled reservations", archiveBatch, &s.archiveFailing,
+			func(ctx context.Context, limit int) (int, error) {
+				return s.archive.ArchiveSettled(ctx, s.archiveAfter, limit)
+			}))
+	}
+}
+
+// inBatches calls step for batches of at most batch until one comes back short or
+// fails, and returns how many the batches handled. A failure is logged when it starts
+// (failing turns true) and again when a batch succeeds after it, not every sweep.
+func (s *sweeper) inBatches(ctx context.Context, what string, batch int, failing *atomic.Bool,
+	step func(context.Context, int) (int, error)) int {
+	total := 0
+	for ctx.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := step(cctx, batch)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && !failing.Swap(true) {
+				s.log.Warn(what+" failed", zap.Error(err))
+			}
+			break
+		}
+		if failing.Swap(false) {
+			s.log.Info(what + " works again")
+		}
+		total += n
+		if n < batch {
+			break
+		}
+	}
+	return total
 }
 
 func (s *sweeper) healthy(maxAge time.Duration) bool {

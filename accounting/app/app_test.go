@@ -289,6 +289,8 @@ func TestMainRefusesBadConfiguration(t *testing.T) {
 		{"missing token file", map[string]string{"GATEWAY_ADMIN_TOKEN": adminToken}, []string{"--service-token-file", "/nonexistent/tok"}, "read token file"},
 		{"unknown flag", nil, []string{"--bogus"}, "flag provided but not defined"},
 		{"positional", nil, []string{"extra"}, "unexpected arguments"},
+		{"archive too soon", map[string]string{"GATEWAY_SERVICE_TOKEN": serviceToken, "GATEWAY_ADMIN_TOKEN": adminToken},
+			[]string{"--archive-after", "1m"}, "--archive-after must be 0 or at least 5m0s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

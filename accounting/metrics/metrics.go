@@ -9,6 +9,8 @@
 //     caller that went away: the database errors;
 //   - accounting_reservations_expired_total: the same decorator counts the
 //     reservations the sweeper expired;
+//   - accounting_reservations_archived_total: the settled reservations the sweeper moved
+//     to the archive (Archived);
 //   - accounting_ledger_group_transactions_total, accounting_ledger_group_operations_total
 //     and accounting_ledger_group_alone_total: what the store's group commit did (read
 //     from its counters at each scrape, CountGroupCommit): operations per transaction is
@@ -41,6 +43,7 @@ type Metrics struct {
 	calls        *prometheus.HistogramVec
 	ledgerErrors *prometheus.CounterVec
 	expired      prometheus.Counter
+	archived     prometheus.Counter
 }
 
 // New returns the collectors, registered on a new registry together with the Go
@@ -61,11 +64,18 @@ func New() *Metrics {
 			Name: "accounting_reservations_expired_total",
 			Help: "Held reservations released by the sweeper because their expiry passed.",
 		}),
+		archived: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "accounting_reservations_archived_total",
+			Help: "Settled reservations the sweeper moved from reservations to reservations_archive.",
+		}),
 	}
-	m.reg.MustRegister(m.calls, m.ledgerErrors, m.expired,
+	m.reg.MustRegister(m.calls, m.ledgerErrors, m.expired, m.archived,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// Archived counts n settled reservations moved to the archive.
+func (m *Metrics) Archived(n int) { m.archived.Add(float64(n)) }
 
 // Registry returns the registry the collectors are on.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

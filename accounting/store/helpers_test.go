@@ -144,6 +144,31 @@ func (f *fixture) checkInvariants(t *testing.T) {
 	}
 }
 
+// sweepers starts workers goroutines on wg that each, once start is closed, call step
+// until it returns 0, adding what it returns to *total under mu (a failed step fails t
+// and ends its goroutine): processes sweeping or archiving at once.
+func sweepers(t *testing.T, wg *sync.WaitGroup, workers int, start <-chan struct{}, mu *sync.Mutex, total *int,
+	step func() (int, error)) {
+	for range workers {
+		wg.Go(func() {
+			<-start
+			for {
+				got, err := step()
+				if err != nil {
+					t.Errorf("sweep: %v", err)
+					return
+				}
+				mu.Lock()
+				*total += got
+				mu.Unlock()
+				if got == 0 {
+					return
+				}
+			}
+		})
+	}
+}
+
 // refusal returns err as a *ledger.Refusal, failing t when it is not one.
 func refusal(t *testing.T, err error) *ledger.Refusal {
 	t.Helper()

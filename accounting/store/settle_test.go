@@ -295,24 +295,7 @@ func TestExpiryRacesCommit(t *testing.T) {
 			}
 		})
 	}
-	for range 4 {
-		wg.Go(func() {
-			<-start
-			for {
-				got, err := f.s.ExpireDue(ctx, 7)
-				if err != nil {
-					t.Errorf("ExpireDue: %v", err)
-					return
-				}
-				mu.Lock()
-				expired += got
-				mu.Unlock()
-				if got == 0 {
-					return
-				}
-			}
-		})
-	}
+	sweepers(t, &wg, 4, start, &mu, &expired, func() (int, error) { return f.s.ExpireDue(ctx, 7) })
 	close(start)
 	wg.Wait()
 	// A sweeper may have stopped while commits still held rows it skipped: sweep again.

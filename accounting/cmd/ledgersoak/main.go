@@ -36,8 +36,9 @@ import (
 	"github.com/llmgw/gateway/accounting/store/storetest"
 )
 
-// tables are those a reserve+commit pair writes, in the order reported.
-var tables = []string{"accounts", "key_spend", "usage_daily", "reservations", "ledger_entries"}
+// tables are those a reserve+commit pair writes, in the order reported, and the archive
+// settled reservations move to (-archive-after; none before migration 0010).
+var tables = []string{"accounts", "key_spend", "usage_daily", "reservations", "ledger_entries", "reservations_archive"}
 
 type config struct {
 	server               string
@@ -46,7 +47,7 @@ type config struct {
 	conns, schema        int
 	alone, keep, noCheck bool
 	amount, actual       int64
-	hold                 time.Duration
+	hold, archiveAfter   time.Duration
 }
 
 func main() {
@@ -63,10 +64,15 @@ func main() {
 	flag.BoolVar(&c.noCheck, "no-check", false, "skip the invariant check at the end")
 	flag.Int64Var(&c.amount, "amount", 2_000, "micro-credits each reserve holds")
 	flag.Int64Var(&c.actual, "actual", 1_500, "micro-credits each commit charges")
+	flag.DurationVar(&c.archiveAfter, "archive-after", 0, "move reservations settled this long ago to the archive every second meanwhile, as accounting's sweeper does (at least "+store.MinArchiveAfter.String()+"); 0: never")
 	flag.DurationVar(&c.hold, "hold", 0, "keep a snapshot open all along, renewed every this long (a long report, a backup or a replica's feedback: pruning and VACUUM cannot remove what it may see); 0: none")
 	flag.Parse()
 	if c.n <= 0 || c.every <= 0 || c.accounts <= 0 || c.callers <= 0 || c.conns <= 0 {
 		fmt.Fprintln(os.Stderr, "ledgersoak: -n, -every, -accounts, -callers and -conns must be positive")
+		os.Exit(2)
+	}
+	if c.archiveAfter != 0 && c.archiveAfter < store.MinArchiveAfter {
+		fmt.Fprintf(os.Stderr, "ledgersoak: -archive-after must be 0 or at least %v\n", store.MinArchiveAfter)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -144,6 +150,22 @@ func run(ctx context.Context, c config) (err error) {
 		}()
 	}
 
+	// stopArchive ends the archiving (before the pool closes) and reports its error.
+	stopArchive := func() error { return nil }
+	if c.archiveAfter > 0 {
+		archCtx, cancel := context.WithCancel(ctx)
+		archived := make(chan error, 1)
+		go func() { archived <- archive(archCtx, s, c.archiveAfter) }()
+		stopArchive = sync.OnceValue(func() error {
+			cancel()
+			if aerr := <-archived; aerr != nil {
+				return fmt.Errorf("-archive-after: %w", aerr)
+			}
+			return nil
+		})
+		defer func() { err = errors.Join(err, stopArchive()) }()
+	}
+
 	base, err := snapshot(ctx, statsConn)
 	if err != nil {
 		return err
@@ -205,6 +227,9 @@ func run(ctx context.Context, c config) (err error) {
 	end := time.Now()
 	total := done.Load()
 
+	if err := stopArchive(); err != nil {
+		return err
+	}
 	// Closing the pool ends its backends, which flush their statistics: the final
 	// figures are exact.
 	pool.Close()
@@ -229,6 +254,35 @@ func run(ctx context.Context, c config) (err error) {
 		fmt.Printf("invariants hold over every row (checked in %s)\n", time.Since(t).Round(time.Second))
 	}
 	return nil
+}
+
+// archive moves settled reservations to the archive every second until ctx ends, as
+// accounting's sweeper does, and prints how many it moved in all.
+func archive(ctx context.Context, s *store.Store, after time.Duration) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	total := 0
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Printf("archived %d settled reservations\n", total)
+			return nil
+		case <-t.C:
+		}
+		for {
+			n, err := s.ArchiveSettled(ctx, after, 1000)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return err
+			}
+			total += n
+			if n < 1000 {
+				break
+			}
+		}
+	}
 }
 
 // setup creates the accounts, each topped up for the whole soak, and one key per

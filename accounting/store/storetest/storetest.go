@@ -210,7 +210,8 @@ func dropDB(ctx context.Context, name string) error {
 //   - reserved, in_flight and in_flight_high_cost = the sum, count and high-cost
 //     count of its held reservations;
 //   - each reservation was charged at most once, and only if committed, by exactly
-//     its charged amount;
+//     its charged amount, and every charge names a reservation; a reservation is in
+//     reservations or in reservations_archive (migration 0010), never in both;
 //   - every key spend window's held and committed = the held amounts and the charges
 //     of the key's reservations created in that window;
 //   - the usage rollup holds, per account, UTC day, key and model, exactly the count,
@@ -218,6 +219,17 @@ func dropDB(ctx context.Context, name string) error {
 //
 // It returns one error listing every violation.
 func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
+	// Every reservation, wherever it is (a database older than migration 0010 has no
+	// archive).
+	var archived bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('reservations_archive') IS NOT NULL`).Scan(&archived); err != nil {
+		return fmt.Errorf("invariants: %w", err)
+	}
+	const cols = `id, account_id, key_id, amount, pool, state, charged, created_at`
+	all := `(SELECT ` + cols + ` FROM reservations)`
+	if archived {
+		all = `(SELECT ` + cols + ` FROM reservations UNION ALL SELECT ` + cols + ` FROM reservations_archive)`
+	}
 	checks := []struct{ name, sql string }{
 		{"balance differs from the sum of the ledger", `
 			SELECT a.id::text FROM accounts a
@@ -231,17 +243,17 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
 			WHERE a.reserved <> coalesce(h.amount, 0) OR a.in_flight <> coalesce(h.n, 0)
 			   OR a.in_flight_high_cost <> coalesce(h.nh, 0)`},
 		{"reservation charged other than once by its charge", `
-			SELECT r.id::text FROM reservations r
+			SELECT r.id::text FROM ` + all + ` r
 			LEFT JOIN ledger_entries e ON e.reservation_id = r.id
 			WHERE (r.state = 'committed') <> (e.id IS NOT NULL)
 			   OR (e.id IS NOT NULL AND (-e.amount <> r.charged OR e.account_id <> r.account_id))`},
 		{"key spend window differs from its reservations", `
 			WITH w AS (
 				SELECT key_id, 'd' AS period, (created_at AT TIME ZONE 'UTC')::date AS start, amount, charged, state
-				FROM reservations WHERE amount > 0
+				FROM ` + all + ` d WHERE amount > 0
 				UNION ALL
 				SELECT key_id, 'm', date_trunc('month', created_at AT TIME ZONE 'UTC')::date, amount, charged, state
-				FROM reservations WHERE amount > 0),
+				FROM ` + all + ` m WHERE amount > 0),
 			agg AS (
 				SELECT key_id, period, start,
 				       sum(amount) FILTER (WHERE state = 'held') AS held,
@@ -252,6 +264,11 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
 			FULL JOIN agg ON agg.key_id = s.key_id AND agg.period = s.period AND agg.start = s.period_start
 			WHERE coalesce(s.held, 0) <> coalesce(agg.held, 0)
 			   OR coalesce(s.committed, 0) <> coalesce(agg.committed, 0)`},
+		{"charge without its reservation", `
+			SELECT e.id::text FROM ledger_entries e
+			WHERE e.kind = 'charge' AND NOT EXISTS (SELECT 1 FROM ` + all + ` r WHERE r.id = e.reservation_id)`},
+		{"reservation in both reservations and the archive", `
+			SELECT id::text FROM ` + all + ` r GROUP BY id HAVING count(*) > 1`},
 		{"usage rollup differs from the ledger's charges", `
 			WITH e AS (
 				SELECT account_id, (created_at AT TIME ZONE 'UTC')::date AS day, key_id, coalesce(model, '') AS model,

@@ -1,0 +1,68 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// fakeArchiver answers ArchiveSettled from a script of batch sizes and errors.
+type fakeArchiver struct {
+	script []any // int: moved; error: failed
+	ages   []time.Duration
+}
+
+func (f *fakeArchiver) ArchiveSettled(_ context.Context, olderThan time.Duration, limit int) (int, error) {
+	f.ages = append(f.ages, olderThan)
+	if len(f.script) == 0 || limit != archiveBatch {
+		return 0, nil
+	}
+	next := f.script[0]
+	f.script = f.script[1:]
+	if err, ok := next.(error); ok {
+		return 0, err
+	}
+	return next.(int), nil
+}
+
+// noExpiry is a ledger with nothing to expire.
+type noExpiry struct{ ledger.Store }
+
+func (noExpiry) ExpireDue(context.Context, int) (int, error) { return 0, nil }
+
+// A sweep archives in batches until one comes back short, counts what moved, and logs a
+// failure once when it starts and once when it ends.
+func TestSweeperArchivesSettledReservations(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	fa := &fakeArchiver{script: []any{archiveBatch, archiveBatch, 3, errors.New("database down"), errors.New("database down"), 0}}
+	moved := 0
+	sw := &sweeper{store: noExpiry{}, log: zap.New(core), archive: fa, archiveAfter: 20 * time.Minute, archived: func(n int) { moved += n }}
+	ctx := context.Background()
+
+	sw.sweep(ctx)
+	if moved != 2*archiveBatch+3 || len(fa.ages) != 3 {
+		t.Fatalf("moved %d in %d calls, want %d in 3", moved, len(fa.ages), 2*archiveBatch+3)
+	}
+	for _, age := range fa.ages {
+		if age != 20*time.Minute {
+			t.Errorf("archived what was settled %v ago, want 20m", age)
+		}
+	}
+	sw.sweep(ctx)
+	sw.sweep(ctx)
+	sw.sweep(ctx)
+	var msgs []string
+	for _, e := range logs.All() {
+		msgs = append(msgs, e.Message)
+	}
+	want := []string{"archiving settled reservations failed", "archiving settled reservations works again"}
+	if len(msgs) != len(want) || msgs[0] != want[0] || msgs[1] != want[1] {
+		t.Errorf("logs = %q, want %q", msgs, want)
+	}
+}
