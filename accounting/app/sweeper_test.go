@@ -65,4 +65,16 @@ func TestSweeperArchivesSettledReservations(t *testing.T) {
 	if len(msgs) != len(want) || msgs[0] != want[0] || msgs[1] != want[1] {
 		t.Errorf("logs = %q, want %q", msgs, want)
 	}
+
+	// A backlog is moved archiveBatches batches a sweep, so the next expiry is never
+	// held back by it.
+	backlog := make([]any, 3*archiveBatches)
+	for i := range backlog {
+		backlog[i] = archiveBatch
+	}
+	fa.script, fa.ages, moved = backlog, nil, 0
+	sw.sweep(ctx)
+	if len(fa.ages) != archiveBatches || moved != archiveBatches*archiveBatch {
+		t.Errorf("one sweep over a backlog made %d calls moving %d, want %d calls", len(fa.ages), moved, archiveBatches)
+	}
 }
