@@ -314,8 +314,10 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall}).Register(gs)
 
 	sw := &sweeper{store: st, log: log.Named("sweeper"), interval: cfg.SweepInterval}
-	if a, ok := raw.(archiver); ok && cfg.ArchiveAfter > 0 {
-		sw.archive, sw.archiveAfter, sw.archived = a, cfg.ArchiveAfter, m.Archived
+	if a, ok := raw.(interface {
+		ArchiveSettled(context.Context, time.Duration, int) (int, error)
+	}); ok && cfg.ArchiveAfter > 0 {
+		sw.archive, sw.archiveAfter = m.CountArchive(a.ArchiveSettled), cfg.ArchiveAfter
 	}
 	var serving atomic.Bool
 	hs := &http.Server{Handler: pprof.Wrap(healthMux(&serving, sw, cfg.SweepInterval, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
@@ -390,13 +392,7 @@ func healthMux(serving *atomic.Bool, sw *sweeper, interval time.Duration, metric
 	return mux
 }
 
-// archiver moves settled reservations out of the ledger's hot table
-// (store.Store.ArchiveSettled).
-type archiver interface {
-	ArchiveSettled(ctx context.Context, olderThan time.Duration, limit int) (int, error)
-}
-
-// sweeper releases held reservations past their expiry and, with an archiver, moves
+// sweeper releases held reservations past their expiry and, with archive, moves
 // reservations settled archiveAfter ago to the archive. Every replica runs one: the
 // store lets any number run at once.
 type sweeper struct {
@@ -404,9 +400,8 @@ type sweeper struct {
 	log      *zap.Logger
 	interval time.Duration
 
-	archive      archiver // nil: nothing is archived
+	archive      metrics.ArchiveFunc // nil: nothing is archived
 	archiveAfter time.Duration
-	archived     func(n int) // counts what archive moved
 
 	lastOK         atomic.Int64 // unix nanos of the last successful sweep
 	failing        atomic.Bool
@@ -426,7 +421,7 @@ func (s *sweeper) run(ctx context.Context) {
 	}
 }
 
-// sweep expires due reservations, then archives settled ones (with an archiver), each
+// sweep expires due reservations, then archives settled ones (with archive), each
 // in batches until a batch comes back short.
 func (s *sweeper) sweep(ctx context.Context) {
 	total := s.inBatches(ctx, "expiring reservations", sweepBatch, 0, &s.failing, func(ctx context.Context, limit int) (int, error) {
@@ -442,10 +437,8 @@ func (s *sweeper) sweep(ctx context.Context) {
 	// Archiving does not count for the sweeper's health: expiry frees credits,
 	// archiving only keeps the hot table small.
 	if s.archive != nil {
-		s.archived(s.inBatches(ctx, "archiving settled reservations", archiveBatch, archiveBatches, &s.archiveFailing,
-			func(ctx context.Context, limit int) (int, error) {
-				return s.archive.ArchiveSettled(ctx, s.archiveAfter, limit)
-			}))
+		s.inBatches(ctx, "archiving settled reservations", archiveBatch, archiveBatches, &s.archiveFailing,
+			func(ctx context.Context, limit int) (int, error) { return s.archive(ctx, s.archiveAfter, limit) })
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/metrics"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -42,7 +43,13 @@ func TestSweeperArchivesSettledReservations(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	fa := &fakeArchiver{script: []any{archiveBatch, archiveBatch, 3, errors.New("database down"), errors.New("database down"), 0}}
 	moved := 0
-	sw := &sweeper{store: noExpiry{}, log: zap.New(core), archive: fa, archiveAfter: 20 * time.Minute, archived: func(n int) { moved += n }}
+	m := metrics.New()
+	sw := &sweeper{store: noExpiry{}, log: zap.New(core), archiveAfter: 20 * time.Minute,
+		archive: m.CountArchive(func(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+			n, err := fa.ArchiveSettled(ctx, olderThan, limit)
+			moved += n
+			return n, err
+		})}
 	ctx := context.Background()
 
 	sw.sweep(ctx)

@@ -10,7 +10,7 @@
 //   - accounting_reservations_expired_total: the same decorator counts the
 //     reservations the sweeper expired;
 //   - accounting_reservations_archived_total: the settled reservations the sweeper moved
-//     to the archive (Archived);
+//     to the archive (CountArchive, which counts its failures as ledger errors too);
 //   - accounting_ledger_group_transactions_total, accounting_ledger_group_operations_total
 //     and accounting_ledger_group_alone_total: what the store's group commit did (read
 //     from its counters at each scrape, CountGroupCommit): operations per transaction is
@@ -74,8 +74,23 @@ func New() *Metrics {
 	return m
 }
 
-// Archived counts n settled reservations moved to the archive.
-func (m *Metrics) Archived(n int) { m.archived.Add(float64(n)) }
+// ArchiveFunc moves up to limit reservations settled olderThan ago to the archive and
+// returns how many it moved (store.Store.ArchiveSettled).
+type ArchiveFunc func(ctx context.Context, olderThan time.Duration, limit int) (int, error)
+
+// CountArchive returns archive counting what it moves
+// (accounting_reservations_archived_total) and its failures
+// (accounting_ledger_errors_total{op="ArchiveSettled"}).
+func (m *Metrics) CountArchive(archive ArchiveFunc) ArchiveFunc {
+	return func(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+		n, err := archive(ctx, olderThan, limit)
+		m.failed(ctx, "ArchiveSettled", err)
+		if err == nil {
+			m.archived.Add(float64(n))
+		}
+		return n, err
+	}
+}
 
 // Registry returns the registry the collectors are on.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

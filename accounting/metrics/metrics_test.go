@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
@@ -145,5 +146,30 @@ func TestInterceptorByMethodAndCode(t *testing.T) {
 	}
 	if got := value(t, m, "accounting_grpc_request_duration_seconds", "method", "Reserve", "code", "FailedPrecondition"); got != 1 {
 		t.Errorf("refused calls = %v, want 1", got)
+	}
+}
+
+// CountArchive counts what the archiving moved, and its failures as ledger errors (not
+// refusals, not a caller that gave up).
+func TestCountArchive(t *testing.T) {
+	m := metrics.New()
+	results := []struct {
+		n   int
+		err error
+	}{{1000, nil}, {7, nil}, {0, errors.New("database down")}, {0, ledger.Refuse(ledger.ReasonInvalidArgument, "too soon")}}
+	i := 0
+	archive := m.CountArchive(func(context.Context, time.Duration, int) (int, error) {
+		r := results[i]
+		i++
+		return r.n, r.err
+	})
+	for range results {
+		_, _ = archive(context.Background(), 20*time.Minute, 1000)
+	}
+	if got := value(t, m, "accounting_reservations_archived_total"); got != 1007 {
+		t.Errorf("archived = %v, want 1007", got)
+	}
+	if got := value(t, m, "accounting_ledger_errors_total", "op", "ArchiveSettled"); got != 1 {
+		t.Errorf("ArchiveSettled errors = %v, want 1", got)
 	}
 }
