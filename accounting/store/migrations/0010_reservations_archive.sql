@@ -57,8 +57,8 @@ CREATE TABLE reservations_archive (
 
 -- Only the primary key: ids in time order go to its right edge. An index on request_id
 -- (to look a request up from the access log's x-request-id) would take every move on a
--- random page, as `reservations`' own does: with it the soak ran ≈10 % fewer pairs a second
--- once archiving began (README, "Performance"); an operator who needs the
+-- random page, as `reservations`' own does: with it archiving cost the soak ≈10 % of its
+-- pairs a second, ≈4 % without it (README, "Performance"); an operator who needs the
 -- lookup can add it (CREATE INDEX CONCURRENTLY … ON reservations_archive (request_id)).
 
 -- Insert-only, like ledger_entries: vacuum for the visibility map and freezing in small
