@@ -7,21 +7,22 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/metrics"
-	"go.uber.org/zap/zaptest/observer"
 )
 
 // fakeArchiver answers ArchiveSettled from a script of batch sizes and errors.
 type fakeArchiver struct {
 	script []any // int: moved; error: failed
 	ages   []time.Duration
+	limits []int
 }
 
 func (f *fakeArchiver) ArchiveSettled(_ context.Context, olderThan time.Duration, limit int) (int, error) {
-	f.ages = append(f.ages, olderThan)
-	if len(f.script) == 0 || limit != archiveBatch {
+	f.ages, f.limits = append(f.ages, olderThan), append(f.limits, limit)
+	if len(f.script) == 0 {
 		return 0, nil
 	}
 	next := f.script[0]
@@ -56,9 +57,9 @@ func TestSweeperArchivesSettledReservations(t *testing.T) {
 	if moved != 2*archiveBatch+3 || len(fa.ages) != 3 {
 		t.Fatalf("moved %d in %d calls, want %d in 3", moved, len(fa.ages), 2*archiveBatch+3)
 	}
-	for _, age := range fa.ages {
-		if age != 20*time.Minute {
-			t.Errorf("archived what was settled %v ago, want 20m", age)
+	for i, age := range fa.ages {
+		if age != 20*time.Minute || fa.limits[i] != archiveBatch {
+			t.Errorf("call %d archived up to %d settled %v ago, want %d settled 20m ago", i, fa.limits[i], age, archiveBatch)
 		}
 	}
 	sw.sweep(ctx)

@@ -58,7 +58,7 @@ var errRewriteTooLarge = errors.New("a channel's request exceeds the body limit"
 // single channel; the attempts take these rewrites as they are), and at least one
 // channel must be usable on this replica.
 func (r *Request) routeFailover(body []byte, set []*catalog.Channel) (Action, error) {
-	usable := 0
+	usable := false
 	rewrites := make(map[*catalog.Channel]rewrite, len(set))
 	for _, ch := range set {
 		act, xlate, err := r.rewriteFor(ch, body)
@@ -70,11 +70,9 @@ func (r *Request) routeFailover(body []byte, set []*catalog.Channel) (Action, er
 		}
 		act.ReplaceMessage = true
 		rewrites[ch] = rewrite{act, xlate}
-		if r.svc.cfg.Health.Usable(ch.Name) {
-			usable++
-		}
+		usable = usable || r.svc.cfg.Health.Usable(ch.Name)
 	}
-	if usable == 0 {
+	if !usable {
 		return Action{}, r.noChannelFor(set)
 	}
 	r.fo = &failover{set: set, rewrites: rewrites}

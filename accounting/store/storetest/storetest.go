@@ -221,13 +221,13 @@ func dropDB(ctx context.Context, name string) error {
 func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
 	// Every reservation, wherever it is (a database older than migration 0010 has no
 	// archive).
-	var archived bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass('reservations_archive') IS NOT NULL`).Scan(&archived); err != nil {
+	var hasArchive bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('reservations_archive') IS NOT NULL`).Scan(&hasArchive); err != nil {
 		return fmt.Errorf("invariants: %w", err)
 	}
-	const cols = `id, account_id, key_id, amount, pool, state, charged, created_at`
+	const cols = `id, account_id, key_id, amount, state, charged, created_at`
 	all := `(SELECT ` + cols + ` FROM reservations)`
-	if archived {
+	if hasArchive {
 		all = `(SELECT ` + cols + ` FROM reservations UNION ALL SELECT ` + cols + ` FROM reservations_archive)`
 	}
 	checks := []struct{ name, sql string }{
