@@ -94,12 +94,11 @@ type Config struct {
 // sweepBatch is how many expired reservations one ExpireDue call releases, and
 // archiveBatch how many settled ones one ArchiveSettled call moves; the sweeper calls
 // again at once while batches come back full, up to archiveBatches archive calls a
-// sweep: 10,000 reservations a second keeps up with that many requests a second, and a
-// backlog (archiving turned on over a large table) never holds the next expiry back.
+// sweep (store.ArchiveBatchesPerSweep says why).
 const (
 	sweepBatch     = 500
-	archiveBatch   = 1000
-	archiveBatches = 10
+	archiveBatch   = store.ArchiveBatch
+	archiveBatches = store.ArchiveBatchesPerSweep
 )
 
 // Main runs the service until ctx ends and returns the process exit code: 0 after a

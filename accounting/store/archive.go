@@ -15,6 +15,16 @@ const MinArchiveAfter = 5 * time.Minute
 // DefaultArchiveAfter is accounting's --archive-after default.
 const DefaultArchiveAfter = 15 * time.Minute
 
+// ArchiveBatch is how many reservations one ArchiveSettled call of accounting's sweeper
+// moves, and ArchiveBatchesPerSweep the most calls one sweep (one a second) makes while
+// batches come back full: 10,000 reservations a second keeps up with that many requests
+// a second, and a backlog (archiving turned on over a large table) drains at that pace
+// without holding the next expiry of holds back. The soak archives the same way.
+const (
+	ArchiveBatch           = 1000
+	ArchiveBatchesPerSweep = 10
+)
+
 // archiveColumns are the columns a reservation keeps in the archive (all of them).
 const archiveColumns = `id, request_id, account_id, key_id, model, amount, pool, state, actual, charged,
 	created_at, expires_at, settled_at, release_reason`

@@ -269,8 +269,8 @@ func archive(ctx context.Context, s *store.Store, after time.Duration) error {
 			return nil
 		case <-t.C:
 		}
-		for {
-			n, err := s.ArchiveSettled(ctx, after, 1000)
+		for range store.ArchiveBatchesPerSweep {
+			n, err := s.ArchiveSettled(ctx, after, store.ArchiveBatch)
 			if err != nil {
 				if ctx.Err() != nil {
 					break
@@ -278,7 +278,7 @@ func archive(ctx context.Context, s *store.Store, after time.Duration) error {
 				return err
 			}
 			total += n
-			if n < 1000 {
+			if n < store.ArchiveBatch {
 				break
 			}
 		}
