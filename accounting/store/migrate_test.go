@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/llmgw/gateway/accounting/ledger"
@@ -98,6 +99,23 @@ func poolAt(t *testing.T, version int, maxConns int32) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	return pool
+}
+
+// txAt returns a pool on a new database migrated up to version, and a transaction on it
+// that has run sql (rolled back at the end of the test unless committed).
+func txAt(t *testing.T, version int, maxConns int32, sql string) (*pgxpool.Pool, pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	pool := poolAt(t, version, maxConns)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, sql); err != nil {
+		t.Fatal(err)
+	}
+	return pool, tx
 }
 
 func countMigrations(t *testing.T) int {
@@ -453,18 +471,51 @@ func TestTopUpIdempotencyMigrationUnderTraffic(t *testing.T) {
 func TestTopUpConstraintDropIgnoresIdleTransactions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := poolAt(t, 8, 2)
-	idle, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = idle.Rollback(ctx) }()
-	if _, err := idle.Exec(ctx, "SELECT count(*) FROM accounts"); err != nil {
-		t.Fatal(err)
-	}
+	pool, _ := txAt(t, 8, 2, "SELECT count(*) FROM accounts")
 	migrateCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if err := store.Migrate(migrateCtx, pool); err != nil {
 		t.Fatalf("Migrate beside a session idle in a transaction: %v", err)
+	}
+}
+
+// 0010 drops the charges' foreign key while settlements go on, without a deadlock. A
+// settlement updates its reservation, then inserts its charge: it holds reservations
+// while it waits for ledger_entries. ALTER TABLE alone would take ledger_entries first
+// and then wait for reservations, so the two would wait for each other until
+// PostgreSQL's deadlock check, or the settlement's lock timeout, failed one of them.
+func TestArchiveMigrationLocksInTheLedgersOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// The lock a settlement's UPDATE of its reservation takes.
+	pool, settling := txAt(t, 9, 4, "SET LOCAL lock_timeout = '5s'; LOCK TABLE reservations IN ROW EXCLUSIVE MODE")
+	migrated := make(chan error, 1)
+	go func() { migrated <- store.Migrate(ctx, pool) }()
+	// Once the migration waits for a lock (the settlement's), the settlement goes on.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the migration never waited for the settlement's lock")
+		}
+	}
+	// The lock its INSERT of the charge takes.
+	if _, err := settling.Exec(ctx, "LOCK TABLE ledger_entries IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatalf("a settlement's charge during migration 0010: %v", err)
+	}
+	if err := settling.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("Migrate beside a settlement: %v", err)
+	}
+	if v, err := store.SchemaVersion(ctx, pool); err != nil || v != countMigrations(t) {
+		t.Errorf("schema version %d, %v; want %d", v, err, countMigrations(t))
 	}
 }

@@ -31,10 +31,15 @@
 -- which locks its accounts FOR UPDATE with a wait of 10 ms, would wait for it on the hot
 -- path.
 --
--- Locks: CREATE TABLE takes none on existing tables; dropping the foreign key takes a
--- SHARE ROW EXCLUSIVE lock on both tables for a catalog update (milliseconds, once the
--- transactions using them have ended). No data moves here: the sweeper moves old rows in
--- batches once accounting runs this version.
+-- Locks: CREATE TABLE takes none on existing tables. Dropping the foreign key locks both
+-- tables for a catalog update (milliseconds). ALTER TABLE would lock ledger_entries first
+-- and then wait for reservations, while a settlement holds reservations (its UPDATE) and
+-- waits for ledger_entries (its charge's INSERT): a deadlock, ended by failing one of
+-- them. So both are locked first, in the ledger's order (reservations, then
+-- ledger_entries), each try waiting at most 100 ms, so that calls queued behind it wait
+-- no longer; a try that times out holds nothing, and the next follows 50 ms later. No
+-- data moves here: the sweeper moves old rows in batches once accounting runs this
+-- version.
 
 CREATE TABLE reservations_archive (
     id             uuid PRIMARY KEY,
@@ -66,5 +71,20 @@ CREATE TABLE reservations_archive (
 ALTER TABLE reservations_archive SET (
     autovacuum_vacuum_insert_scale_factor = 0.01,
     autovacuum_analyze_scale_factor = 0.01);
+
+DO $$
+BEGIN
+    LOOP
+        BEGIN
+            PERFORM set_config('lock_timeout', '100ms', true);
+            LOCK TABLE reservations, ledger_entries IN ACCESS EXCLUSIVE MODE;
+            PERFORM set_config('lock_timeout', '0', true);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.05);
+        END;
+    END LOOP;
+END
+$$;
 
 ALTER TABLE ledger_entries DROP CONSTRAINT ledger_entries_reservation_id_fkey;
