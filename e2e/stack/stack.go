@@ -51,7 +51,11 @@ type Config struct {
 	AccountingMetricsAdr string // ACCOUNTING_METRICS_ADDR, 127.0.0.1:9102
 	ConsoleAddr          string // CONSOLE_ADDR, 127.0.0.1:8090 (the web console)
 	DatabaseURL          string // DATABASE_URL
-	Catalog              string // GATEWAY_CATALOG, Root/deploy/local/catalog.yaml
+	// Catalog is the file extproc serves and reloads (GATEWAY_CATALOG). Empty means a
+	// working copy of the demo catalog, RunDir/catalog.yaml, written anew from
+	// Root/deploy/local/catalog.yaml at every start, so experiments never edit a
+	// tracked file.
+	Catalog string
 	// AccountingReplicas is how many accounting processes serve the one database
 	// (ACCOUNTING_REPLICAS, 1), as the manifests' replicas do: the first at
 	// AccountingAddr, the others (named accounting-2, …) at free loopback ports; extproc
@@ -94,7 +98,7 @@ func (c Config) FromEnv() Config {
 	set(&c.ConsoleAddr, "CONSOLE_ADDR", "127.0.0.1:8090")
 	set(&c.AccountingMetricsAdr, "ACCOUNTING_METRICS_ADDR", "127.0.0.1:9102")
 	set(&c.DatabaseURL, "DATABASE_URL", defaultDatabaseURL)
-	set(&c.Catalog, "GATEWAY_CATALOG", filepath.Join(c.Root, "deploy", "local", "catalog.yaml"))
+	set(&c.Catalog, "GATEWAY_CATALOG", "")
 	if c.AccountingReplicas == 0 {
 		c.AccountingReplicas, _ = strconv.Atoi(os.Getenv("ACCOUNTING_REPLICAS"))
 	}
@@ -249,9 +253,19 @@ func RenderCatalog(doc []byte, mockAddr string) []byte {
 	return []byte(strings.ReplaceAll(string(doc), `"`+DefaultMockAddr+`"`, `"`+mockAddr+`"`))
 }
 
-// renderCatalog points extproc at a copy of the catalog with this stack's mock address
-// when the catalog names the default one and the mock listens elsewhere.
+// renderCatalog decides the file extproc serves. Without a chosen catalog it writes
+// the demo catalog's working copy (pointed at this stack's mock); a chosen catalog is
+// served as it is unless it names the default mock address and the mock listens
+// elsewhere, in which case a rendered copy in the run directory is served instead.
 func (s *Stack) renderCatalog() error {
+	if s.Catalog == "" {
+		b, err := os.ReadFile(DemoCatalog(s.Root))
+		if err != nil {
+			return err
+		}
+		s.Catalog = filepath.Join(s.RunDir, "catalog.yaml")
+		return replaceFile(s.Catalog, RenderCatalog(b, s.MockAddr))
+	}
 	if s.MockAddr == DefaultMockAddr {
 		return nil
 	}
@@ -264,7 +278,23 @@ func (s *Stack) renderCatalog() error {
 		return nil
 	}
 	s.Catalog = filepath.Join(s.RunDir, "catalog.yaml")
-	return os.WriteFile(s.Catalog, out, 0o600)
+	return replaceFile(s.Catalog, out)
+}
+
+// DemoCatalog is the tracked demo catalog under the repository root.
+func DemoCatalog(root string) string {
+	return filepath.Join(root, "deploy", "local", "catalog.yaml")
+}
+
+// replaceFile writes b to path as a new file: whatever was there (an edited copy from
+// an earlier run, a link) is replaced, not written through.
+func replaceFile(path string, b []byte) error {
+	tmp := path + ".new"
+	_ = os.Remove(tmp)
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // renderEnvoyConfig writes envoy/envoy.yaml into the run directory with the addresses

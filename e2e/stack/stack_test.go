@@ -188,3 +188,49 @@ func TestChildEnvAccountingReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoCatalogWorkingCopy: without GATEWAY_CATALOG the stack serves RunDir/catalog.yaml,
+// written anew from the tracked demo catalog at every start and pointed at this stack's
+// mock, so an experiment edits the copy and the tracked file never changes.
+func TestDemoCatalogWorkingCopy(t *testing.T) {
+	root, run := t.TempDir(), t.TempDir()
+	tracked := DemoCatalog(root)
+	if err := os.MkdirAll(filepath.Dir(tracked), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	demo := "clusters:\n  - address: \"" + DefaultMockAddr + "\"\n"
+	if err := os.WriteFile(tracked, []byte(demo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := func() string {
+		t.Helper()
+		s := &Stack{Config: Config{Root: root, RunDir: run, MockAddr: "127.0.0.1:1"}}
+		if err := s.renderCatalog(); err != nil {
+			t.Fatal(err)
+		}
+		if want := filepath.Join(run, "catalog.yaml"); s.Catalog != want {
+			t.Fatalf("serves %s, want %s", s.Catalog, want)
+		}
+		b, err := os.ReadFile(s.Catalog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	want := "clusters:\n  - address: \"127.0.0.1:1\"\n"
+	if got := start(); got != want {
+		t.Fatalf("working copy %q, want %q", got, want)
+	}
+	if err := os.WriteFile(filepath.Join(run, "catalog.yaml"), []byte("edited"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := start(); got != want {
+		t.Fatalf("after an edit and a restart the copy is %q, want it written anew: %q", got, want)
+	}
+	if b, _ := os.ReadFile(tracked); string(b) != demo {
+		t.Fatalf("the tracked catalog changed: %q", b)
+	}
+	if cfg := (Config{Root: root}).FromEnv(); cfg.Catalog != "" && os.Getenv("GATEWAY_CATALOG") == "" {
+		t.Fatalf("default catalog %q, want the working copy (empty)", cfg.Catalog)
+	}
+}

@@ -65,22 +65,11 @@ func Start(root string) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
-	// The stack serves a copy of the demo catalog, which tests may edit while it runs
-	// (extproc reloads it).
-	demo, err := os.ReadFile(filepath.Join(root, "deploy", "local", "catalog.yaml"))
-	if err != nil {
-		e.Close()
-		return nil, err
-	}
+	// Without a chosen catalog the stack serves a working copy of the demo catalog in
+	// its run directory, which tests may edit while it runs (extproc reloads it).
 	mockAddr := stack.FreeAddr()
-	catalogPath := filepath.Join(tmp, "catalog.yaml")
-	if err := os.WriteFile(catalogPath, stack.RenderCatalog(demo, mockAddr), 0o600); err != nil {
-		e.Close()
-		return nil, err
-	}
 	cfg := stack.Config{
 		Root:                 root,
-		Catalog:              catalogPath,
 		BinDir:               bin,
 		RunDir:               filepath.Join(tmp, "run"),
 		GatewayAddr:          stack.FreeAddr(),
