@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -29,18 +30,15 @@ type bar struct {
 	X, H, Y int
 }
 
-var usageGroups = map[string]accountingv1.UsageGroup{
-	"model": accountingv1.UsageGroup_USAGE_GROUP_MODEL, "day": accountingv1.UsageGroup_USAGE_GROUP_DAY, "key": accountingv1.UsageGroup_USAGE_GROUP_KEY,
-}
-
 func (s *Server) usage(w http.ResponseWriter, r *http.Request, se *session) {
 	q := r.URL.Query()
 	d := usagePage{Account: r.PathValue("id"), From: q.Get("from"), To: q.Get("to"), By: q.Get("by")}
-	if _, ok := usageGroups[d.By]; !ok {
-		d.By = "day"
+	group, ok := ledger.UsageGroupNamed(d.By)
+	if !ok {
+		group, d.By = ledger.ByDay, ledger.ByDay.String()
 	}
 	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.GetUsageResponse, error) {
-		return s.admin.GetUsage(ctx, &accountingv1.GetUsageRequest{AccountId: d.Account, FromDay: d.From, ToDay: d.To, GroupBy: usageGroups[d.By]}, o)
+		return s.admin.GetUsage(ctx, &accountingv1.GetUsageRequest{AccountId: d.Account, FromDay: d.From, ToDay: d.To, GroupBy: contract.UsageGroupToProto(group)}, o)
 	})
 	if err != nil {
 		render(w, http.StatusBadRequest, "error", page{Title: "Usage", Error: plainWords(err)})
@@ -91,7 +89,7 @@ func (s *Server) statement(w http.ResponseWriter, r *http.Request, se *session) 
 		}
 		writeCSV(w, "statement-"+id+".csv", []string{"id", "created_at", "kind", "amount", "key_id", "model", "input_tokens", "output_tokens", "reservation_id"}, func(add func(...string)) {
 			for _, e := range all {
-				add(strconv.FormatInt(e.GetId(), 10), e.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), entryKind(e.GetKind()),
+				add(strconv.FormatInt(e.GetId(), 10), e.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), string(contract.EntryKindFromProto(e.GetKind())),
 					ledger.FormatCredits6(e.GetAmountMicros()), e.GetKeyId(), e.GetModel(), strconv.FormatInt(e.GetInputTokens(), 10),
 					strconv.FormatInt(e.GetOutputTokens(), 10), e.GetReservationId())
 			}
@@ -107,13 +105,6 @@ func (s *Server) statement(w http.ResponseWriter, r *http.Request, se *session) 
 		Account string
 		Res     *accountingv1.ListLedgerEntriesResponse
 	}{id, res}})
-}
-
-func entryKind(k accountingv1.EntryKind) string {
-	if k == accountingv1.EntryKind_ENTRY_KIND_TOP_UP {
-		return "top_up"
-	}
-	return "charge"
 }
 
 func writeCSV(w http.ResponseWriter, name string, header []string, rows func(add func(...string))) {

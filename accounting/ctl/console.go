@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -159,15 +160,8 @@ func keyUpdate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed)
 	return keyJSON(resp.GetKey()), nil
 }
 
-// usageGroups maps --by to the wire grouping and the JSON name of a row's group.
-var usageGroups = map[string]struct {
-	group accountingv1.UsageGroup
-	field string
-}{
-	"model": {accountingv1.UsageGroup_USAGE_GROUP_MODEL, "model"},
-	"key":   {accountingv1.UsageGroup_USAGE_GROUP_KEY, "key_id"},
-	"day":   {accountingv1.UsageGroup_USAGE_GROUP_DAY, "day"},
-}
+// groupFields is the JSON name of a usage row's group, per grouping.
+var groupFields = map[ledger.UsageGroup]string{ledger.ByModel: "model", ledger.ByKey: "key_id", ledger.ByDay: "day"}
 
 func usage(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
 	account, err := required(p, "usage", "account", "ID")
@@ -178,7 +172,7 @@ func usage(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (an
 	if p.has("by") {
 		by = p.flags["by"]
 	}
-	g, ok := usageGroups[by]
+	group, ok := ledger.UsageGroupNamed(by)
 	if !ok {
 		return nil, usagef("--by takes model, key or day, not %q", by)
 	}
@@ -189,7 +183,7 @@ func usage(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (an
 	}
 	resp, err := c.GetUsage(ctx, &accountingv1.GetUsageRequest{
 		AccountId: account, KeyId: strings.TrimSpace(p.flags["key"]),
-		FromDay: p.flags["from"], ToDay: p.flags["to"], GroupBy: g.group,
+		FromDay: p.flags["from"], ToDay: p.flags["to"], GroupBy: contract.UsageGroupToProto(group),
 	})
 	if err != nil {
 		return nil, err
@@ -198,7 +192,7 @@ func usage(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (an
 	for _, r := range resp.GetRows() {
 		row := usageJSON(r)
 		out.Rows = append(out.Rows, map[string]any{
-			g.field: r.GetGroup(), "requests": row.Requests, "input_tokens": row.InputTokens,
+			groupFields[group]: r.GetGroup(), "requests": row.Requests, "input_tokens": row.InputTokens,
 			"output_tokens": row.OutputTokens, "charged": row.Charged, "charged_micros": row.ChargedMicros,
 		})
 	}

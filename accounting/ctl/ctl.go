@@ -26,6 +26,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -259,15 +260,15 @@ func adminToken(file string, getenv func(string) string) (string, error) {
 }
 
 // reasonText is how each refusal reads on the console.
-var reasonText = map[accountingv1.Reason]string{
-	accountingv1.Reason_REASON_INVALID_API_KEY:            "invalid API key",
-	accountingv1.Reason_REASON_ACCOUNT_SUSPENDED:          "account suspended",
-	accountingv1.Reason_REASON_INSUFFICIENT_CREDITS:       "insufficient credits",
-	accountingv1.Reason_REASON_KEY_LIMIT_REACHED:          "key limit reached",
-	accountingv1.Reason_REASON_CONCURRENCY_LIMIT_EXCEEDED: "concurrency limit exceeded",
-	accountingv1.Reason_REASON_RATE_LIMIT_EXCEEDED:        "rate limit exceeded",
-	accountingv1.Reason_REASON_RESERVATION_SETTLED:        "reservation already settled",
-	accountingv1.Reason_REASON_ALREADY_EXISTS:             "already exists",
+var reasonText = map[ledger.Reason]string{
+	ledger.ReasonInvalidAPIKey:            "invalid API key",
+	ledger.ReasonAccountSuspended:         "account suspended",
+	ledger.ReasonInsufficientCredits:      "insufficient credits",
+	ledger.ReasonKeyLimitReached:          "key limit reached",
+	ledger.ReasonConcurrencyLimitExceeded: "concurrency limit exceeded",
+	ledger.ReasonRateLimitExceeded:        "rate limit exceeded",
+	ledger.ReasonReservationSettled:       "reservation already settled",
+	ledger.ReasonAlreadyExists:            "already exists",
 }
 
 // describe turns a failed call into the one line the operator reads.
@@ -276,20 +277,14 @@ func describe(err error, entity, addr string) error {
 	if !ok {
 		return err
 	}
-	for _, d := range st.Details() {
-		r, ok := d.(*accountingv1.Refusal)
-		if !ok {
-			continue
-		}
-		switch r.GetReason() {
-		case accountingv1.Reason_REASON_NOT_FOUND:
-			return fmt.Errorf("%s not found", entity)
-		case accountingv1.Reason_REASON_INVALID_ARGUMENT:
-			return fmt.Errorf("invalid argument: %s", st.Message())
-		}
-		if text, ok := reasonText[r.GetReason()]; ok {
-			return errors.New(text)
-		}
+	var r *ledger.Refusal
+	switch domain := contract.FromStatus(err); {
+	case errors.Is(domain, ledger.ErrNotFound):
+		return fmt.Errorf("%s not found", entity)
+	case errors.As(domain, &r) && r.Reason == ledger.ReasonInvalidArgument:
+		return fmt.Errorf("invalid argument: %s", st.Message())
+	case r != nil && reasonText[r.Reason] != "":
+		return errors.New(reasonText[r.Reason])
 	}
 	switch st.Code() {
 	case codes.Unauthenticated:

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -169,15 +170,10 @@ type Entry struct {
 	OutputTokens  int64       `json:"output_tokens"`
 }
 
-var entryKinds = map[accountingv1.EntryKind]string{
-	accountingv1.EntryKind_ENTRY_KIND_TOP_UP: "top_up",
-	accountingv1.EntryKind_ENTRY_KIND_CHARGE: "charge",
-}
-
 func entryJSON(e *accountingv1.LedgerEntry) Entry {
 	return Entry{
 		ID:            strconv.FormatInt(e.GetId(), 10),
-		Kind:          entryKinds[e.GetKind()],
+		Kind:          string(contract.EntryKindFromProto(e.GetKind())),
 		Amount:        credits(e.GetAmountMicros()),
 		AmountMicros:  e.GetAmountMicros(),
 		CreatedAt:     timeOrNil(e.GetCreatedAt()),

@@ -35,6 +35,21 @@ const (
 	ByDay
 )
 
+var usageGroupNames = map[UsageGroup]string{ByModel: "model", ByKey: "key", ByDay: "day"}
+
+// String is the group's name as operators type it (gatewayctl usage --by, the console).
+func (g UsageGroup) String() string { return usageGroupNames[g] }
+
+// UsageGroupNamed is the group an operator named; ok is false for an unknown name.
+func UsageGroupNamed(name string) (UsageGroup, bool) {
+	for g, n := range usageGroupNames {
+		if n == name {
+			return g, true
+		}
+	}
+	return 0, false
+}
+
 // UsageQuery asks for an account's charges in the UTC days From..To, both included
 // (dates at midnight UTC), optionally of one key.
 type UsageQuery struct {

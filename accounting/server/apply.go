@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/internal/workers"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -22,8 +22,8 @@ func (l *LedgerServer) Apply(ctx context.Context, req *accountingv1.ApplyRequest
 	switch {
 	case len(ops) == 0:
 		return nil, invalidArgument("ops is empty")
-	case len(ops) > client.MaxApplyOps:
-		return nil, invalidArgument(fmt.Sprintf("ops has more than %d operations", client.MaxApplyOps))
+	case len(ops) > contract.MaxApplyOps:
+		return nil, invalidArgument(fmt.Sprintf("ops has more than %d operations", contract.MaxApplyOps))
 	}
 	for _, op := range ops {
 		if op.GetOp() == nil {
@@ -79,7 +79,7 @@ func (l *LedgerServer) applyOne(ctx context.Context, op *accountingv1.LedgerOp) 
 		l.s.observe(method, err, time.Since(start))
 	}
 	if err != nil {
-		return &accountingv1.LedgerOpResult{Result: &accountingv1.LedgerOpResult_Error{Error: client.OpErrorOf(err)}}
+		return &accountingv1.LedgerOpResult{Result: &accountingv1.LedgerOpResult_Error{Error: contract.OpErrorOf(err)}}
 	}
 	return out
 }

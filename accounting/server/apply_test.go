@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 
-	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/server/servertest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -80,7 +80,7 @@ func TestApplyAnswersEachOperationAsItsOwnCall(t *testing.T) {
 		if e == nil {
 			t.Fatalf("operation %d: %v, want an error", i, res[i])
 		}
-		err := client.OpStatus(e)
+		err := contract.OpStatus(e)
 		if status.Code(err) != code || refusalOf(t, err).GetReason() != reason {
 			t.Errorf("operation %d: %v, want %v %v", i, err, code, reason)
 		}
@@ -108,7 +108,7 @@ func TestApplyAnswersEachOperationAsItsOwnCall(t *testing.T) {
 // An Apply that cannot be read is refused whole, and nothing of it is applied.
 func TestApplyRefusesUnreadableBatches(t *testing.T) {
 	ctx := context.Background()
-	many := make([]*accountingv1.LedgerOp, client.MaxApplyOps+1)
+	many := make([]*accountingv1.LedgerOp, contract.MaxApplyOps+1)
 	for i := range many {
 		many[i] = &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Reserve{Reserve: validReserve()}}
 	}

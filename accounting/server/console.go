@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -49,7 +50,7 @@ func (a *AdminServer) ListAccounts(ctx context.Context, req *accountingv1.ListAc
 		return nil, a.s.fail(ctx, "ListAccounts", err)
 	}
 	resp := &accountingv1.ListAccountsResponse{}
-	resp.Accounts = pageOf(accs, limit, accountToProto, func(last ledger.Account) { resp.NextAfterId = last.ID })
+	resp.Accounts = pageOf(accs, limit, contract.AccountToProto, func(last ledger.Account) { resp.NextAfterId = last.ID })
 	return resp, nil
 }
 
@@ -64,7 +65,7 @@ func (a *AdminServer) ListKeys(ctx context.Context, req *accountingv1.ListKeysRe
 	}
 	resp := &accountingv1.ListKeysResponse{}
 	for _, k := range keys {
-		resp.Keys = append(resp.Keys, keyToProto(k))
+		resp.Keys = append(resp.Keys, contract.KeyToProto(k))
 	}
 	return resp, nil
 }
@@ -82,7 +83,7 @@ func (a *AdminServer) UpdateKey(ctx context.Context, req *accountingv1.UpdateKey
 	if err != nil {
 		return nil, a.s.fail(ctx, "UpdateKey", err)
 	}
-	return &accountingv1.UpdateKeyResponse{Key: keyToProto(k)}, nil
+	return &accountingv1.UpdateKeyResponse{Key: contract.KeyToProto(k)}, nil
 }
 
 // GetUsage sums an account's charges over UTC days.
@@ -90,7 +91,7 @@ func (a *AdminServer) GetUsage(ctx context.Context, req *accountingv1.GetUsageRe
 	if req.GetAccountId() == "" {
 		return nil, invalidArgument("account_id is required")
 	}
-	by, ok := usageGroupFromProto[req.GetGroupBy()]
+	by, ok := contract.UsageGroupFromProto(req.GetGroupBy())
 	if !ok {
 		return nil, invalidArgument("group_by is not a known grouping")
 	}
@@ -111,9 +112,9 @@ func (a *AdminServer) GetUsage(ctx context.Context, req *accountingv1.GetUsageRe
 	if err != nil {
 		return nil, a.s.fail(ctx, "GetUsage", err)
 	}
-	resp := &accountingv1.GetUsageResponse{Total: usageRowToProto(r.Total)}
+	resp := &accountingv1.GetUsageResponse{Total: contract.UsageRowToProto(r.Total)}
 	for _, row := range r.Rows {
-		resp.Rows = append(resp.Rows, usageRowToProto(row))
+		resp.Rows = append(resp.Rows, contract.UsageRowToProto(row))
 	}
 	return resp, nil
 }
@@ -147,7 +148,7 @@ func (a *AdminServer) ListLedgerEntries(ctx context.Context, req *accountingv1.L
 		return nil, a.s.fail(ctx, "ListLedgerEntries", err)
 	}
 	resp := &accountingv1.ListLedgerEntriesResponse{}
-	resp.Entries = pageOf(entries, limit, entryToProto, func(last ledger.Entry) { resp.NextBeforeId = last.ID })
+	resp.Entries = pageOf(entries, limit, contract.EntryToProto, func(last ledger.Entry) { resp.NextBeforeId = last.ID })
 	return resp, nil
 }
 
@@ -159,7 +160,7 @@ func (a *AdminServer) ListTiers(ctx context.Context, _ *accountingv1.ListTiersRe
 	}
 	resp := &accountingv1.ListTiersResponse{}
 	for _, t := range tiers {
-		resp.Tiers = append(resp.Tiers, tierToProto(t))
+		resp.Tiers = append(resp.Tiers, contract.TierToProto(t))
 	}
 	return resp, nil
 }
@@ -169,9 +170,9 @@ func (a *AdminServer) SetTier(ctx context.Context, req *accountingv1.SetTierRequ
 	if req.GetTier() == nil {
 		return nil, invalidArgument("tier is required")
 	}
-	t, err := a.s.store.PutTier(ctx, tierFromProto(req.GetTier()))
+	t, err := a.s.store.PutTier(ctx, contract.TierFromProto(req.GetTier()))
 	if err != nil {
 		return nil, a.s.fail(ctx, "SetTier", err)
 	}
-	return &accountingv1.SetTierResponse{Tier: tierToProto(t)}, nil
+	return &accountingv1.SetTierResponse{Tier: contract.TierToProto(t)}, nil
 }

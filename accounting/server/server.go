@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -107,7 +108,7 @@ func (l *LedgerServer) Authenticate(ctx context.Context, req *accountingv1.Authe
 	if err != nil {
 		return nil, l.s.fail(ctx, "Authenticate", err)
 	}
-	return &accountingv1.AuthenticateResponse{Grant: grantToProto(g)}, nil
+	return &accountingv1.AuthenticateResponse{Grant: contract.GrantToProto(g)}, nil
 }
 
 // Reserve holds a request's maximum cost.
@@ -120,7 +121,7 @@ func (l *LedgerServer) Reserve(ctx context.Context, req *accountingv1.ReserveReq
 	case req.GetAmountMicros() < 0:
 		return nil, invalidArgument("amount_micros must not be negative")
 	}
-	pool, ok := poolFromProto[req.GetPool()]
+	pool, ok := contract.PoolFromProto(req.GetPool())
 	if !ok {
 		return nil, invalidArgument("pool must be POOL_GENERAL or POOL_HIGH_COST")
 	}
@@ -143,7 +144,7 @@ func (l *LedgerServer) Reserve(ctx context.Context, req *accountingv1.ReserveReq
 		ReservationId: r.ID,
 		AccountId:     r.AccountID,
 		AmountMicros:  r.Amount,
-		ExpiresAt:     tsOrZeroNil(r.ExpiresAt),
+		ExpiresAt:     contract.Timestamp(r.ExpiresAt),
 	}, nil
 }
 
@@ -166,7 +167,7 @@ func (l *LedgerServer) Commit(ctx context.Context, req *accountingv1.CommitReque
 	res, err := l.s.store.Commit(ctx, ledger.CommitRequest{
 		ReservationID: req.GetReservationId(),
 		Actual:        req.GetActualMicros(),
-		Usage:         usageFromProto(u),
+		Usage:         contract.UsageFromProto(u),
 		UpstreamModel: req.GetUpstreamModel(),
 		Channel:       req.GetChannel(),
 	})
@@ -185,7 +186,7 @@ func (l *LedgerServer) Release(ctx context.Context, req *accountingv1.ReleaseReq
 	if err != nil {
 		return nil, l.s.fail(ctx, "Release", err)
 	}
-	return &accountingv1.ReleaseResponse{State: stateToProto[res.State], ChargedMicros: res.Charged}, nil
+	return &accountingv1.ReleaseResponse{State: contract.StateToProto(res.State), ChargedMicros: res.Charged}, nil
 }
 
 // Renew pushes a held reservation's expiry forward.
@@ -201,7 +202,7 @@ func (l *LedgerServer) Renew(ctx context.Context, req *accountingv1.RenewRequest
 	if err != nil {
 		return nil, l.s.fail(ctx, "Renew", err)
 	}
-	return &accountingv1.RenewResponse{ExpiresAt: tsOrZeroNil(exp)}, nil
+	return &accountingv1.RenewResponse{ExpiresAt: contract.Timestamp(exp)}, nil
 }
 
 // WatchChanges streams a RESET, then every key and account change, until the caller
@@ -216,7 +217,7 @@ func (l *LedgerServer) WatchChanges(_ *accountingv1.WatchChangesRequest, stream 
 	defer l.s.hub.unsubscribe(sub)
 	// Subscribed before the RESET goes out: every change after this point is queued,
 	// and everything before it is covered by the RESET.
-	if err := stream.Send(changeToProto(ledger.Change{Kind: ledger.ChangeReset})); err != nil {
+	if err := stream.Send(contract.ChangeToProto(ledger.Change{Kind: ledger.ChangeReset})); err != nil {
 		return err
 	}
 	for {
@@ -227,7 +228,7 @@ func (l *LedgerServer) WatchChanges(_ *accountingv1.WatchChangesRequest, stream 
 		if !ok {
 			return status.Error(codes.Unavailable, "change feed closed")
 		}
-		if err := stream.Send(changeToProto(c)); err != nil {
+		if err := stream.Send(contract.ChangeToProto(c)); err != nil {
 			return err
 		}
 	}
@@ -246,7 +247,7 @@ func (l *LedgerServer) RecordVideoTask(ctx context.Context, req *accountingv1.Re
 	if err != nil {
 		return nil, l.s.fail(ctx, "RecordVideoTask", err)
 	}
-	return &accountingv1.RecordVideoTaskResponse{Task: videoTaskToProto(t, l.s.now())}, nil
+	return &accountingv1.RecordVideoTaskResponse{Task: contract.VideoTaskToProto(t, l.s.now())}, nil
 }
 
 // GetVideoTask returns a task's owner and age.
@@ -258,7 +259,7 @@ func (l *LedgerServer) GetVideoTask(ctx context.Context, req *accountingv1.GetVi
 	if err != nil {
 		return nil, l.s.fail(ctx, "GetVideoTask", err)
 	}
-	return &accountingv1.GetVideoTaskResponse{Task: videoTaskToProto(t, l.s.now())}, nil
+	return &accountingv1.GetVideoTaskResponse{Task: contract.VideoTaskToProto(t, l.s.now())}, nil
 }
 
 // AdminServer implements accountingv1.AdminServiceServer.
@@ -275,7 +276,7 @@ func (a *AdminServer) CreateAccount(ctx context.Context, req *accountingv1.Creat
 	if err != nil {
 		return nil, a.s.fail(ctx, "CreateAccount", err)
 	}
-	return &accountingv1.CreateAccountResponse{Account: accountToProto(acc)}, nil
+	return &accountingv1.CreateAccountResponse{Account: contract.AccountToProto(acc)}, nil
 }
 
 // GetAccount returns an account.
@@ -287,7 +288,7 @@ func (a *AdminServer) GetAccount(ctx context.Context, req *accountingv1.GetAccou
 	if err != nil {
 		return nil, a.s.fail(ctx, "GetAccount", err)
 	}
-	return &accountingv1.GetAccountResponse{Account: accountToProto(acc)}, nil
+	return &accountingv1.GetAccountResponse{Account: contract.AccountToProto(acc)}, nil
 }
 
 // TopUp adds credits to an account.
@@ -302,7 +303,7 @@ func (a *AdminServer) TopUp(ctx context.Context, req *accountingv1.TopUpRequest)
 	if err != nil {
 		return nil, a.s.fail(ctx, "TopUp", err)
 	}
-	return &accountingv1.TopUpResponse{Account: accountToProto(acc)}, nil
+	return &accountingv1.TopUpResponse{Account: contract.AccountToProto(acc)}, nil
 }
 
 // SetAccountSuspended suspends or unsuspends an account.
@@ -314,7 +315,7 @@ func (a *AdminServer) SetAccountSuspended(ctx context.Context, req *accountingv1
 	if err != nil {
 		return nil, a.s.fail(ctx, "SetAccountSuspended", err)
 	}
-	return &accountingv1.SetAccountSuspendedResponse{Account: accountToProto(acc)}, nil
+	return &accountingv1.SetAccountSuspendedResponse{Account: contract.AccountToProto(acc)}, nil
 }
 
 // CreateKey generates a key secret, stores only its hash and prefix, and returns the
@@ -359,7 +360,7 @@ func (a *AdminServer) CreateKey(ctx context.Context, req *accountingv1.CreateKey
 	if err != nil {
 		return nil, a.s.fail(ctx, "CreateKey", err)
 	}
-	return &accountingv1.CreateKeyResponse{Key: keyToProto(k), Secret: secret}, nil
+	return &accountingv1.CreateKeyResponse{Key: contract.KeyToProto(k), Secret: secret}, nil
 }
 
 // GetKey returns a key's record and current spend.
@@ -371,7 +372,7 @@ func (a *AdminServer) GetKey(ctx context.Context, req *accountingv1.GetKeyReques
 	if err != nil {
 		return nil, a.s.fail(ctx, "GetKey", err)
 	}
-	return &accountingv1.GetKeyResponse{Key: keyToProto(k)}, nil
+	return &accountingv1.GetKeyResponse{Key: contract.KeyToProto(k)}, nil
 }
 
 // SetKeyDisabled disables or enables a key.
@@ -383,7 +384,7 @@ func (a *AdminServer) SetKeyDisabled(ctx context.Context, req *accountingv1.SetK
 	if err != nil {
 		return nil, a.s.fail(ctx, "SetKeyDisabled", err)
 	}
-	return &accountingv1.SetKeyDisabledResponse{Key: keyToProto(k)}, nil
+	return &accountingv1.SetKeyDisabledResponse{Key: contract.KeyToProto(k)}, nil
 }
 
 // RevokeKey revokes a key for good.
@@ -395,5 +396,5 @@ func (a *AdminServer) RevokeKey(ctx context.Context, req *accountingv1.RevokeKey
 	if err != nil {
 		return nil, a.s.fail(ctx, "RevokeKey", err)
 	}
-	return &accountingv1.RevokeKeyResponse{Key: keyToProto(k)}, nil
+	return &accountingv1.RevokeKeyResponse{Key: contract.KeyToProto(k)}, nil
 }

@@ -47,7 +47,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 
-	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
@@ -55,7 +55,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // ServiceConfig is the default gRPC service config of the accounting connection: the
@@ -182,7 +181,7 @@ func (c *Client) Authenticate(ctx context.Context, keyHash []byte) (ledger.Grant
 
 	resp, err := c.rpc.Authenticate(ctx, &accountingv1.AuthenticateRequest{KeyHash: keyHash})
 	if err != nil {
-		err = fromStatus(err)
+		err = contract.FromStatus(err)
 		var ref *ledger.Refusal
 		if errors.As(err, &ref) && ref.Reason == ledger.ReasonInvalidAPIKey {
 			c.mu.Lock()
@@ -196,7 +195,7 @@ func (c *Client) Authenticate(ctx context.Context, keyHash []byte) (ledger.Grant
 		}
 		return ledger.Grant{}, err
 	}
-	g := grantFromProto(resp.GetGrant())
+	g := contract.GrantFromProto(resp.GetGrant())
 	c.mu.Lock()
 	// Cache only when no invalidation happened during the call and the stream is up.
 	if c.connected && c.gen == gen {
@@ -211,13 +210,9 @@ func (c *Client) Authenticate(ctx context.Context, keyHash []byte) (ledger.Grant
 
 // Reserve implements lifecycle.Ledger.
 func (c *Client) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
-	pool := accountingv1.Pool_POOL_GENERAL
-	if r.Pool == ledger.PoolHighCost {
-		pool = accountingv1.Pool_POOL_HIGH_COST
-	}
 	res, err := c.co.do(ctx, &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Reserve{Reserve: &accountingv1.ReserveRequest{
 		RequestId: r.RequestID, KeyId: r.KeyID, Model: r.Model, AmountMicros: r.Amount,
-		Pool: pool, TtlSeconds: int32(r.TTL / time.Second),
+		Pool: contract.PoolToProto(r.Pool), TtlSeconds: int32(r.TTL / time.Second),
 	}}})
 	resp := res.GetReserve()
 	if err := resultError(res, err, resp != nil); err != nil {
@@ -237,9 +232,7 @@ func (c *Client) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.R
 func (c *Client) Commit(ctx context.Context, cr ledger.CommitRequest) (ledger.CommitResult, error) {
 	res, err := c.co.do(ctx, &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Commit{Commit: &accountingv1.CommitRequest{
 		ReservationId: cr.ReservationID, ActualMicros: cr.Actual,
-		Usage: &accountingv1.Usage{
-			InputTokens: cr.Usage.InputTokens, OutputTokens: cr.Usage.OutputTokens, Units: cr.Usage.Units,
-		},
+		Usage:         contract.UsageToProto(cr.Usage),
 		UpstreamModel: cr.UpstreamModel, Channel: cr.Channel,
 	}}})
 	resp := res.GetCommit()
@@ -258,13 +251,7 @@ func (c *Client) Release(ctx context.Context, id, reason string) (ledger.Release
 	if err := resultError(res, err, resp != nil); err != nil {
 		return ledger.ReleaseResult{}, err
 	}
-	st := map[accountingv1.ReservationState]ledger.ReservationState{
-		accountingv1.ReservationState_RESERVATION_STATE_HELD:      ledger.StateHeld,
-		accountingv1.ReservationState_RESERVATION_STATE_COMMITTED: ledger.StateCommitted,
-		accountingv1.ReservationState_RESERVATION_STATE_RELEASED:  ledger.StateReleased,
-		accountingv1.ReservationState_RESERVATION_STATE_EXPIRED:   ledger.StateExpired,
-	}[resp.GetState()]
-	return ledger.ReleaseResult{State: st, Charged: resp.GetChargedMicros()}, nil
+	return ledger.ReleaseResult{State: contract.StateFromProto(resp.GetState()), Charged: resp.GetChargedMicros()}, nil
 }
 
 // resultError is the error of an operation's result: the error of the call that
@@ -273,9 +260,9 @@ func (c *Client) Release(ctx context.Context, id, reason string) (ledger.Release
 func resultError(res *accountingv1.LedgerOpResult, err error, ok bool) error {
 	switch {
 	case err != nil:
-		return fromStatus(err)
+		return contract.FromStatus(err)
 	case res.GetError() != nil:
-		return fromStatus(client.OpStatus(res.GetError()))
+		return contract.FromStatus(contract.OpStatus(res.GetError()))
 	case !ok:
 		return status.Error(codes.Internal, "accounting answered an operation with a result of another kind")
 	}
@@ -286,68 +273,10 @@ func resultError(res *accountingv1.LedgerOpResult, err error, ok bool) error {
 func (c *Client) Renew(ctx context.Context, id string, ttl time.Duration) (time.Time, error) {
 	resp, err := c.rpc.Renew(ctx, &accountingv1.RenewRequest{ReservationId: id, TtlSeconds: int32(ttl / time.Second)})
 	if err != nil {
-		return time.Time{}, fromStatus(err)
+		return time.Time{}, contract.FromStatus(err)
 	}
 	return resp.GetExpiresAt().AsTime(), nil
 }
-
-var reasons = map[accountingv1.Reason]ledger.Reason{
-	accountingv1.Reason_REASON_INVALID_API_KEY:            ledger.ReasonInvalidAPIKey,
-	accountingv1.Reason_REASON_ACCOUNT_SUSPENDED:          ledger.ReasonAccountSuspended,
-	accountingv1.Reason_REASON_INSUFFICIENT_CREDITS:       ledger.ReasonInsufficientCredits,
-	accountingv1.Reason_REASON_KEY_LIMIT_REACHED:          ledger.ReasonKeyLimitReached,
-	accountingv1.Reason_REASON_CONCURRENCY_LIMIT_EXCEEDED: ledger.ReasonConcurrencyLimitExceeded,
-	accountingv1.Reason_REASON_RATE_LIMIT_EXCEEDED:        ledger.ReasonRateLimitExceeded,
-	accountingv1.Reason_REASON_RESERVATION_SETTLED:        ledger.ReasonReservationSettled,
-	accountingv1.Reason_REASON_INVALID_ARGUMENT:           ledger.ReasonInvalidArgument,
-	accountingv1.Reason_REASON_ALREADY_EXISTS:             ledger.ReasonAlreadyExists,
-}
-
-// fromStatus turns a refused call into a *ledger.Refusal (from the status's Refusal
-// detail; REASON_NOT_FOUND becomes ledger.ErrNotFound) and leaves other errors as they
-// are.
-func fromStatus(err error) error {
-	st, ok := status.FromError(err)
-	if !ok {
-		return err
-	}
-	for _, d := range st.Details() {
-		r, ok := d.(*accountingv1.Refusal)
-		if !ok {
-			continue
-		}
-		if r.GetReason() == accountingv1.Reason_REASON_NOT_FOUND {
-			return ledger.ErrNotFound
-		}
-		if reason, known := reasons[r.GetReason()]; known {
-			return &ledger.Refusal{Reason: reason, RetryAfter: int(r.GetRetryAfterSeconds()), Limit: r.GetLimit()}
-		}
-	}
-	return err
-}
-
-func grantFromProto(g *accountingv1.KeyGrant) ledger.Grant {
-	out := ledger.Grant{
-		KeyID: g.GetKeyId(), AccountID: g.GetAccountId(), AllowedModels: g.GetAllowedModels(),
-		AdminCreated: g.GetAdminCreated(), Tier: g.GetTier(),
-		AccountSuspended: g.GetAccountSuspended(), AccountToppedUp: g.GetAccountToppedUp(),
-	}
-	if g.DailyLimitMicros != nil {
-		v := g.GetDailyLimitMicros()
-		out.DailyLimit = &v
-	}
-	if g.MonthlyLimitMicros != nil {
-		v := g.GetMonthlyLimitMicros()
-		out.MonthlyLimit = &v
-	}
-	if ts := g.GetExpiresAt(); ts != nil && ts.IsValid() && !isZero(ts) {
-		t := ts.AsTime()
-		out.ExpiresAt = &t
-	}
-	return out
-}
-
-func isZero(ts *timestamppb.Timestamp) bool { return ts.GetSeconds() == 0 && ts.GetNanos() == 0 }
 
 // Watch follows accounting's change stream until ctx ends, reconnecting with backoff.
 // The cache is used only while a stream is up.
@@ -396,28 +325,26 @@ func (c *Client) watchOnce(ctx context.Context) bool {
 	}
 }
 
-func (c *Client) apply(ch *accountingv1.WatchChangesResponse) {
+func (c *Client) apply(msg *accountingv1.WatchChangesResponse) {
+	ch := contract.ChangeFromProto(msg)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	switch ch.GetKind() {
-	case accountingv1.ChangeKind_CHANGE_KIND_RESET:
-		clear(c.entries)
-		clear(c.refused)
-		c.connected = true
-	case accountingv1.ChangeKind_CHANGE_KIND_KEY, accountingv1.ChangeKind_CHANGE_KIND_ACCOUNT:
-		if ch.GetKind() == accountingv1.ChangeKind_CHANGE_KIND_KEY {
+	switch ch.Kind {
+	case ledger.ChangeKey, ledger.ChangeAccount:
+		if ch.Kind == ledger.ChangeKey {
 			clear(c.refused) // maybe a key created (or re-enabled) that was refused
 		}
 		for k, e := range c.entries {
-			if (ch.GetKeyId() != "" && e.grant.KeyID == ch.GetKeyId()) ||
-				(ch.GetAccountId() != "" && e.grant.AccountID == ch.GetAccountId()) {
+			if (ch.KeyID != "" && e.grant.KeyID == ch.KeyID) ||
+				(ch.AccountID != "" && e.grant.AccountID == ch.AccountID) {
 				delete(c.entries, k)
 			}
 		}
-	default:
+	default: // a reset, or a change nobody can describe: drop everything
 		clear(c.entries)
 		clear(c.refused)
+		c.connected = true
 	}
 }
 
@@ -435,7 +362,7 @@ func (c *Client) RecordVideoTask(ctx context.Context, taskID, keyID, model strin
 	_, err := c.rpc.RecordVideoTask(ctx, &accountingv1.RecordVideoTaskRequest{TaskId: taskID, KeyId: keyID, Model: model,
 		Channel: origin.Channel, UpstreamTaskId: origin.UpstreamTaskID})
 	if err != nil {
-		return fromStatus(err)
+		return contract.FromStatus(err)
 	}
 	return nil
 }
@@ -445,19 +372,8 @@ func (c *Client) RecordVideoTask(ctx context.Context, taskID, keyID, model strin
 func (c *Client) GetVideoTask(ctx context.Context, taskID string) (lifecycle.VideoTask, error) {
 	resp, err := c.rpc.GetVideoTask(ctx, &accountingv1.GetVideoTaskRequest{TaskId: taskID})
 	if err != nil {
-		return lifecycle.VideoTask{}, fromStatus(err)
+		return lifecycle.VideoTask{}, contract.FromStatus(err)
 	}
-	t := resp.GetTask()
-	out := lifecycle.VideoTask{
-		VideoTask: ledger.VideoTask{
-			TaskID: t.GetTaskId(), AccountID: t.GetAccountId(), KeyID: t.GetKeyId(),
-			AdminCreatedKey: t.GetAdminCreatedKey(), Model: t.GetModel(),
-			Origin: ledger.TaskOrigin{Channel: t.GetChannel(), UpstreamTaskID: t.GetUpstreamTaskId()},
-		},
-		Age: time.Duration(t.GetAgeSeconds()) * time.Second,
-	}
-	if ts := t.GetCreatedAt(); ts != nil && ts.IsValid() && !isZero(ts) {
-		out.CreatedAt = ts.AsTime()
-	}
-	return out, nil
+	task, age := contract.VideoTaskFromProto(resp.GetTask())
+	return lifecycle.VideoTask{VideoTask: task, Age: age}, nil
 }

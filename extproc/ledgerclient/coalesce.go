@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/internal/opqueue"
 	"github.com/llmgw/gateway/internal/workers"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
@@ -20,7 +20,7 @@ import (
 
 // Coalescing. Reserve, Commit and Release go to accounting as calls of their own while
 // fewer than Options.MaxInFlight are in flight; beyond that they queue, and when a call
-// in flight comes back, everything queued goes as one Apply (at most client.MaxApplyOps). No
+// in flight comes back, everything queued goes as one Apply (at most contract.MaxApplyOps). No
 // timer makes an operation wait for others: at low load every call is its own, and under
 // load one round trip and one server-side handling carry many operations, which
 // accounting's group commit then decides in one transaction. Each operation is still decided alone (Apply's contract);
@@ -148,13 +148,13 @@ func (c *coalescer) handOver(s *slot) {
 }
 
 // take hands a slot that came free to the queue: the operations queued (at most
-// client.MaxApplyOps) that nobody abandoned, or nil when there are none and the slot is free.
+// contract.MaxApplyOps) that nobody abandoned, or nil when there are none and the slot is free.
 func (c *coalescer) take() []*queuedOp {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.queue) > 0 {
 		var batch []*queuedOp
-		batch, c.queue = opqueue.Take(c.queue, client.MaxApplyOps, ticketOf)
+		batch, c.queue = opqueue.Take(c.queue, contract.MaxApplyOps, ticketOf)
 		if len(batch) > 0 {
 			return batch
 		}

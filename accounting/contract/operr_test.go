@@ -1,4 +1,4 @@
-package client_test
+package contract_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/contract"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -29,7 +29,7 @@ func TestOpErrorRoundTrip(t *testing.T) {
 		{"OK is not an error", status.Error(codes.OK, ""), status.New(codes.Unknown, "")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := client.OpErrorOf(tc.err)
+			e := contract.OpErrorOf(tc.err)
 			// Through the wire, as an Apply result carries it.
 			b, err := proto.Marshal(e)
 			if err != nil {
@@ -39,7 +39,7 @@ func TestOpErrorRoundTrip(t *testing.T) {
 			if err := proto.Unmarshal(b, &got); err != nil {
 				t.Fatal(err)
 			}
-			st := status.Convert(client.OpStatus(&got))
+			st := status.Convert(contract.OpStatus(&got))
 			if !proto.Equal(st.Proto(), tc.want.Proto()) {
 				t.Fatalf("round trip: got %v, want %v", st.Proto(), tc.want.Proto())
 			}
