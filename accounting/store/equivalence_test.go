@@ -153,7 +153,6 @@ func describe(err error) outcome {
 }
 
 func TestGroupCommitDecidesAsAlone(t *testing.T) {
-	skipWhenAlone(t)
 	t.Parallel()
 	forEachBatchPath(t, testDecidesAsAlone)
 }

@@ -19,7 +19,6 @@ import (
 // records the statements of real batches (reserves, then commits and a release) and
 // asks PostgreSQL for the plan of each one that unnests, with the same arguments.
 func TestGroupStatementsUnnestWithoutFunctionScans(t *testing.T) {
-	skipWhenAlone(t)
 	t.Parallel()
 	ctx := context.Background()
 	rec := &unnestRecorder{}

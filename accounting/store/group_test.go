@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -60,7 +59,6 @@ func startBatch(t *testing.T, s *store.Store, calls ...func()) *sync.WaitGroup {
 // One batch mixes admissions, refusals and replays: each operation is decided as if
 // alone, in queue order, and a refusal changes nothing and fails nothing else.
 func TestGroupCommitRefusalFailsNoOther(t *testing.T) {
-	skipWhenAlone(t)
 	t.Parallel()
 	forEachBatchPath(t, func(t *testing.T, opts store.Options) { testRefusalFailsNoOther(t, newFixtureWith(t, 4, opts)) })
 }
@@ -134,7 +132,6 @@ func testRefusalFailsNoOther(t *testing.T, f *fixture) {
 // reserve and its commit: every admitted reservation is charged exactly once, and the
 // balance is exactly the top-up minus those charges.
 func TestGroupCommitOneAccountExact(t *testing.T) {
-	skipWhenAlone(t)
 	t.Parallel()
 	forEachBatchPath(t, func(t *testing.T, opts store.Options) { testOneAccountExact(t, newFixtureWith(t, 8, opts)) })
 }
@@ -200,7 +197,6 @@ func testOneAccountExact(t *testing.T, f *fixture) {
 // connection goes back to the pool idle, not destroyed for being left inside a
 // transaction (which would also hold the batch's row locks until it closed).
 func TestGroupCommitBatchOfRefusalsCommits(t *testing.T) {
-	skipWhenAlone(t)
 	t.Parallel()
 	forEachBatchPath(t, func(t *testing.T, opts store.Options) { testBatchOfRefusalsCommits(t, newFixtureWith(t, 4, opts)) })
 }
@@ -231,19 +227,10 @@ func testBatchOfRefusalsCommits(t *testing.T, f *fixture) {
 	f.checkInvariants(t)
 }
 
-// skipWhenAlone skips a test of batching itself when the suite runs every operation
-// alone (LEDGER_TEST_ALONE=1, see storetest.NewStore).
-func skipWhenAlone(t *testing.T) {
-	if os.Getenv("LEDGER_TEST_ALONE") == "1" {
-		t.Skip("group commit is off (LEDGER_TEST_ALONE=1)")
-	}
-}
-
 // A lone operation the writer runs (a batch of one) on an account whose row another
 // transaction holds does not stall the writer for the lock timeout: it gives up within
 // a short wait and runs alone, so another account's operation is decided meanwhile.
 func TestGroupCommitWriterNotStalledByALock(t *testing.T) {
-	skipWhenAlone(t)
 	t.Parallel()
 	clk := &clock{t: t0}
 	s, pool := storetest.NewStore(t, 8, store.Options{Now: clk.Now, LockTimeout: time.Minute, StatementTimeout: time.Minute})
@@ -268,7 +255,6 @@ func TestGroupCommitWriterNotStalledByALock(t *testing.T) {
 // within the writer's short wait, whole: its other operations are decided alone
 // meanwhile, and the blocked one once the lock goes. Nothing is applied twice.
 func TestGroupCommitBatchMeetsALock(t *testing.T) {
-	skipWhenAlone(t)
 	forEachBatchPath(t, func(t *testing.T, opts store.Options) {
 		testBatchMeetsALock(t, opts)
 	})
@@ -369,7 +355,6 @@ func awaitPastLock(t *testing.T, tx pgx.Tx, done, blocked <-chan error, stalled 
 // For a small batch, both with the accounts read by the locking statement (keys this
 // store has not seen) and taken from its cache.
 func TestGroupCommitBatchLocksAccountsInIDOrder(t *testing.T) {
-	skipWhenAlone(t)
 	forEachBatchPath(t, func(t *testing.T, opts store.Options) {
 		for _, cached := range []bool{false, true} {
 			t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {

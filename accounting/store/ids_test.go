@@ -67,7 +67,6 @@ func TestReservationIDsAreTimeOrdered(t *testing.T) {
 	})
 
 	t.Run("batch", func(t *testing.T) {
-		skipWhenAlone(t)
 		f := newFixture(t, 4)
 		f.tier(t, bulkTier)
 		a := f.account(t, bulkTier.Name, 1_000_000)

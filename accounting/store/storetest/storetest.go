@@ -117,16 +117,11 @@ func NewPoolWith(t testing.TB, url string, opts store.Options, configure ...func
 
 // NewStore returns a Store on a fresh database (see NewDB) through a pool of at most
 // maxConns connections, and that pool for direct inspection.
-//
-// With LEDGER_TEST_ALONE=1 the store runs every operation in a transaction of its own
-// (Options.NoGroupCommit), so the same tests check the lone path (`make test` runs the
-// store's tests both ways).
+// The lone path (Options.NoGroupCommit) is held to the group commit's decisions by the
+// store's equivalence test rather than by a second run of every test.
 func NewStore(t testing.TB, maxConns int32, opts store.Options) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
 	opts.MaxConns = maxConns
-	if os.Getenv("LEDGER_TEST_ALONE") == "1" {
-		opts.NoGroupCommit = true
-	}
 	pool := NewPoolWith(t, NewDB(t), opts)
 	return store.New(pool, opts), pool
 }
