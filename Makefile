@@ -30,7 +30,7 @@ test: lint browser ## Lint, then run every test: unit, PostgreSQL-backed, gRPC r
 	cd deploy && $(GO) test -count=1 ./...
 
 .PHONY: bench
-bench: ## Run the benchmarks (see README for the figures)
+bench: ## Run the benchmarks (figures: docs/performance.md)
 	$(GO) test -tags vtprotobuf -run '^$$' -bench . -benchmem -count=1 ./...
 
 .PHONY: loadtest

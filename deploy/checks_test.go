@@ -22,7 +22,7 @@ import (
 
 // externalSecrets are the Secrets an overlay references but does not contain, with the
 // keys the manifests use: created by the operator before the first apply (documented
-// in deploy/README.md) or by the CloudNativePG operator for the named Cluster.
+// in docs/operations.md) or by the CloudNativePG operator for the named Cluster.
 var externalSecrets = map[string]map[string]externalSecret{
 	"overlays/production": {
 		"gateway-tokens":               {Keys: []string{"service-token", "admin-token"}},

@@ -303,30 +303,36 @@ func TestDockerfiles(t *testing.T) {
 	}
 }
 
-// TestReadmeDocumentsWhatOperatorsProvide keeps deploy/README.md in step with the
-// manifests: every external Secret and key, and every metric the gateway exports.
-func TestReadmeDocumentsWhatOperatorsProvide(t *testing.T) {
-	b, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(b)
-	var want []string
+// TestDocsDescribeWhatOperatorsProvide keeps the operator docs in step with the
+// manifests: every external Secret and key, the install steps and Envoy's ops listener in
+// docs/operations.md, every metric the gateway exports in docs/observability.md, and the
+// Envoy limits operators tune in docs/configuration.md.
+func TestDocsDescribeWhatOperatorsProvide(t *testing.T) {
+	var operations []string
 	for _, secrets := range externalSecrets {
 		for name, s := range secrets {
-			want = append(want, name)
-			want = append(want, s.Keys...)
+			operations = append(operations, name)
+			operations = append(operations, s.Keys...)
 		}
 	}
-	want = append(want,
-		"gateway_requests_total", "gateway_phase_duration_seconds", "gateway_accounting_call_duration_seconds",
-		"gateway_tokens_total", "gateway_credits_micros_total", "gateway_reservations_in_flight",
-		"gateway_upstream_errors_total", "gateway_channel_attempts_total", "gateway_channel_state", "accounting_ledger_errors_total",
-		"kubectl apply -k", "--migrate-only", "message_timeout", "per_connection_buffer_limit_bytes",
+	operations = append(operations, "kubectl apply -k", "--migrate-only",
 		adminAddress, fmt.Sprintf("0.0.0.0:%d", opsPort), "GET /ready", "GET /stats/prometheus", adminClusterName)
-	for _, w := range want {
-		if !strings.Contains(readme, w) {
-			t.Errorf("README.md does not mention %q", w)
+	for page, want := range map[string][]string{
+		"operations.md": operations,
+		"observability.md": {
+			"gateway_requests_total", "gateway_phase_duration_seconds", "gateway_accounting_call_duration_seconds",
+			"gateway_tokens_total", "gateway_credits_micros_total", "gateway_reservations_in_flight",
+			"gateway_upstream_errors_total", "gateway_channel_attempts_total", "gateway_channel_state", "accounting_ledger_errors_total"},
+		"configuration.md": {"message_timeout", "per_connection_buffer_limit_bytes"},
+	} {
+		b, err := os.ReadFile(filepath.Join("..", "docs", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("docs/%s does not mention %q", page, w)
+			}
 		}
 	}
 }

@@ -16,6 +16,7 @@ var versionMentions = []string{
 	"envoy/README.md",
 	"envoy/envoy.yaml",
 	"deploy/README.md",
+	"docs/operations.md",
 	"deploy/base/envoy/envoy.yaml",
 	"deploy/base/gateway/deployment.yaml",
 }
