@@ -18,7 +18,7 @@ import (
 	"github.com/llmgw/gateway/extproc/envoy"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/openai"
-	"github.com/llmgw/gateway/extproc/tokens"
+	"github.com/llmgw/gateway/extproc/pricing"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -233,7 +233,7 @@ func TestDrainLetsStreamsFinish(t *testing.T) {
 		t.Fatalf("exit %d; log:\n%s", code, f.logs.String())
 	}
 	// demo-chat: $1/M input, $2/M output.
-	want := tokens.Cost(20, 1_000_000) + tokens.Cost(500, 2_000_000)
+	want := pricing.PerMillion(20, 1_000_000) + pricing.PerMillion(500, 2_000_000)
 	if b, r := f.balance(t); drainTopUp-b != want || r != 0 {
 		t.Errorf("charged %d, reserved %d; want %d, 0", drainTopUp-b, r, want)
 	}
@@ -261,7 +261,7 @@ func TestDrainDeadlineSettlesOpenStreams(t *testing.T) {
 	}
 	c := replay.Counter(t)
 	in, out := c.Count(parsed.Prompt), int64(c.Text("Once upon a time there was a gateway"))
-	want := tokens.Cost(in, 1_000_000) + tokens.Cost(out, 2_000_000)
+	want := pricing.PerMillion(in, 1_000_000) + pricing.PerMillion(out, 2_000_000)
 	if b, r := f.balance(t); drainTopUp-b != want || r != 0 {
 		t.Errorf("charged %d, reserved %d; want %d (%d in, %d out), 0", drainTopUp-b, r, want, in, out)
 	}

@@ -241,6 +241,7 @@ func TestAdmissionAgainstRealAccounting(t *testing.T) {
 	t.Run("rpm limit with Retry-After", func(t *testing.T) {
 		acct := s.account(t, "tight", 1_000_000) // tight: 3 per minute
 		_, key := s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct})
+		awayFromMinuteEnd(t)
 		for range 3 {
 			x, resp := s.post(t, "/v1/chat/completions", paidChat, key)
 			if resp.GetRequestBody() == nil {
@@ -301,4 +302,15 @@ func TestAdmissionAgainstRealAccounting(t *testing.T) {
 			x.Close()
 		}
 	})
+}
+
+// awayFromMinuteEnd waits for the next minute when this one ends within 10 s: the rpm
+// limit counts per calendar minute, so requests on both sides of a boundary would be
+// counted in two windows.
+func awayFromMinuteEnd(t *testing.T) {
+	t.Helper()
+	now := time.Now()
+	if left := now.Truncate(time.Minute).Add(time.Minute).Sub(now); left < 10*time.Second {
+		time.Sleep(left + 50*time.Millisecond)
+	}
 }

@@ -7,14 +7,13 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/pricing"
 	"github.com/llmgw/gateway/extproc/tokens"
-	"github.com/llmgw/gateway/extproc/video"
 )
 
 // admit runs steps 3 to 10 of the admission order (see the package doc).
@@ -35,15 +34,16 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 	if e := modelRefusal(g, m, len(r.candidates()) > 0); e != nil {
 		return e
 	}
-	if f := r.parsed.Unpriced; f != "" && r.endpoint != EndpointCountTokens {
+	priced := r.endpoint.spec().estimate == nil // an estimate is never priced
+	if f := r.parsed.Unpriced; f != "" && priced {
 		return apierr.Param(apierr.PricingUnavailable, f,
 			"'"+f+"' asks for server-side tools that have no published price on this gateway; use client-side (function) tools.")
 	}
-	if f := r.parsed.Prompt.Unbounded; f != "" && r.endpoint != EndpointCountTokens {
+	if f := r.parsed.Prompt.Unbounded; f != "" && priced {
 		return apierr.Param(apierr.PricingUnavailable, f,
 			"'"+f+"' refers to content the request does not carry (a URL, a file id, an earlier answer), so its cost cannot be bounded before the provider fetches it; send the content itself (base64 bytes or text).")
 	}
-	if r.parsed.MaxOutput > m.MaxOutputTokens && r.endpoint != EndpointCountTokens {
+	if r.parsed.MaxOutput > m.MaxOutputTokens && priced {
 		return apierr.Param(apierr.InvalidMaxTokens, r.parsed.MaxOutputParam,
 			"'"+r.parsed.MaxOutputParam+"' is too large: the model '"+id+"' supports at most "+strconv.FormatInt(m.MaxOutputTokens, 10)+" output tokens.")
 	}
@@ -69,78 +69,41 @@ func modelRefusal(g *ledger.Grant, m *catalog.Model, hasCandidate bool) *apierr.
 }
 
 // modelRules applies the endpoint's rules that need the model (step 10 of the
-// admission order): a speech voice the model lists; a video duration inside the model's
-// range, its resolution tier, and a webhook URL whose host resolves to public
-// addresses. The webhook is resolved only here, after the key was accepted, so that
-// unauthenticated callers cannot make the gateway resolve names.
+// admission order; the table's rules hook, endpoints.go).
 func (r *Request) modelRules(ctx context.Context) *apierr.Error {
-	switch r.endpoint {
-	case EndpointSpeech:
-		if !slices.Contains(r.model.Voices, r.parsed.Voice) {
-			return apierr.Param(apierr.InvalidRequest, "voice",
-				"The voice '"+truncate(r.parsed.Voice, 64)+"' is not supported by the model '"+r.model.ID+"'; use one of: "+strings.Join(r.model.Voices, ", ")+".")
-		}
-		r.units = r.parsed.Units
-	case EndpointImages:
-		r.units = r.parsed.Units
-	case EndpointVideoSubmit:
-		d, e := video.Admit(r.parsed.Video, r.model)
-		if e != nil {
-			return e
-		}
-		r.units = d
-		if u := r.parsed.Video.WebhookURL; u != "" {
-			if e := r.svc.cfg.Webhooks.Check(ctx, u); e != nil {
-				return e
-			}
-		}
+	if rules := r.endpoint.spec().rules; rules != nil {
+		return rules(r, ctx)
 	}
 	return nil
 }
 
-// MaxCost is the request's maximum estimated cost in micro-credits. Token kinds: the
-// prompt's estimate times the input price plus the output limit (the request's, else
-// the model's) and what is billed as output beyond it (prediction) times the output
-// price, each rounded up. Embeddings: the input's
-// estimate (token ids counted exactly) times the input price. Speech: the exact cost of
-// its characters. Images and video: units times the unit price. Free models cost 0.
+// MaxCost is the request's maximum estimated cost in micro-credits (pricing), by the
+// endpoint's billing. Tokens: the prompt's estimate at the input price plus the output
+// limit (the request's, else the model's) and what is billed as output beyond it
+// (prediction) at the output price. Input tokens (embeddings): the input's estimate,
+// token ids counted exactly. Units: the exact cost of the request's units (speech
+// characters, images, video seconds). Free models cost 0.
 func (r *Request) MaxCost() int64 {
 	m := r.model
 	if m == nil || m.Free {
 		return 0
 	}
-	switch m.Kind {
-	case catalog.KindEmbeddings:
+	sp := r.endpoint.spec()
+	switch sp.billing {
+	case BillInputTokens:
 		known := r.parsed.KnownTokens
-		return tokens.Cost(tokens.WithMargin(r.promptTokens()-known, tokens.Media(r.parsed.Prompt))+known, deref(m.Prices.InputPerMTok))
-	case catalog.KindSpeech, catalog.KindImage, catalog.KindVideo:
-		return r.unitCost(r.units)
+		return pricing.Tokens(m.Prices, tokens.WithMargin(r.promptTokens()-known, tokens.Media(r.parsed.Prompt))+known, 0)
+	case BillUnits:
+		return pricing.Units(m.Prices, sp.unit, r.units)
+	case BillNone:
+		return 0
 	}
 	out := r.parsed.MaxOutput
 	if out == 0 {
 		out = m.MaxOutputTokens
 	}
 	out += r.svc.cfg.Counter.Output(r.parsed.Prompt)
-	return tokens.Cost(tokens.WithMargin(r.promptTokens(), tokens.Media(r.parsed.Prompt)), deref(m.Prices.InputPerMTok)) +
-		tokens.Cost(out, deref(m.Prices.OutputPerMTok))
-}
-
-// unitCost is the price of n units of a per-unit model: characters per million,
-// images and seconds each.
-func (r *Request) unitCost(n int64) int64 {
-	m := r.model
-	if m.Free {
-		return 0
-	}
-	switch m.Kind {
-	case catalog.KindSpeech:
-		return tokens.Cost(n, deref(m.Prices.PerMillionChars))
-	case catalog.KindImage:
-		return n * deref(m.Prices.PerImage)
-	case catalog.KindVideo:
-		return n * deref(m.Prices.PerSecond)
-	}
-	return 0
+	return pricing.Tokens(m.Prices, tokens.WithMargin(r.promptTokens(), tokens.Media(r.parsed.Prompt)), out)
 }
 
 // promptTokens is the prompt's plain count (no margin), counted once per request.

@@ -1,10 +1,13 @@
 package lifecycle
 
 import (
+	"context"
+
 	"github.com/llmgw/gateway/extproc/anthropic"
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/openai"
+	"github.com/llmgw/gateway/extproc/pricing"
 	"github.com/llmgw/gateway/extproc/response"
 	"github.com/llmgw/gateway/extproc/translate"
 	"github.com/llmgw/gateway/extproc/video"
@@ -45,8 +48,10 @@ const (
 	BillUnits
 )
 
-// spec is everything that differs by endpoint. Adding an endpoint is one entry in
-// endpoints (and, for a chat API, one codec in extproc/translate).
+// spec is everything that differs by endpoint: the rest of the lifecycle reads it and
+// never asks which endpoint a request is. Adding an endpoint is one entry in endpoints
+// (and, for a chat API, one codec in extproc/translate); TestEveryEndpointIsComplete
+// holds each entry to what its kind of endpoint needs.
 type spec struct {
 	path   string // fixed path; empty for a templated one (video reads)
 	method string
@@ -62,9 +67,36 @@ type spec struct {
 	format  response.Format
 	billing Billing
 	// unit is the ledger's usage unit of a BillUnits endpoint.
-	unit string
+	unit pricing.Unit
 	// operation is gen_ai.operation.name.
 	operation string
+
+	// The hooks below call back into the lifecycle, which reads this table, so they are
+	// set in init (as package-level initializers they would be an initialization cycle).
+
+	// headers answers or routes a bodiless request in the headers phase (the models
+	// list, video reads); taskID is a templated path's id. Nil: the body phase decides.
+	headers func(r *Request, ctx context.Context, taskID string) Action
+	// estimate answers with the prompt's estimate once the request is admitted: nothing
+	// is priced, held or sent upstream (count_tokens).
+	estimate func(r *Request) Action
+	// rules applies the endpoint's rules that need the admitted model (step 10 of the
+	// admission order) and sets the request's billed units. Nil: none.
+	rules func(r *Request, ctx context.Context) *apierr.Error
+	// channelOK keeps only the model's channels that serve this endpoint (nil: all).
+	channelOK func(*catalog.Channel) bool
+	// proxied settles a success whose body goes to the client as the provider sent it
+	// (speech audio), at its headers; the action is the answer. Nil: the body is
+	// rewritten and settled at its end.
+	proxied func(r *Request, ctx context.Context, st *responseState, private []string) Action
+	// settleJSON settles a complete JSON success and returns the body to send (or the
+	// error to answer instead). Nil: the upstream's usage is charged.
+	settleJSON func(r *Request, ctx context.Context, out []byte) ([]byte, *apierr.Error)
+	// settleChunked settles a JSON success rewritten in chunks, at its end (images).
+	// Nil: the upstream's usage is charged.
+	settleChunked func(r *Request, ctx context.Context)
+	// taskRead: the request reads a task, so an upstream 404 is task_not_found.
+	taskRead bool
 }
 
 // chatKinds are the models every chat API serves (translated when the channel speaks
@@ -87,13 +119,28 @@ var endpoints = [...]spec{
 	EndpointEmbeddingsMultimodal: {path: "/v1/embeddings/multimodal", method: "POST", env: apierr.OpenAI, parse: openai.ParseMultimodalEmbeddings,
 		kinds: []catalog.Kind{catalog.KindEmbeddings}, format: response.OpenAIEmbeddings, billing: BillInputTokens, operation: "embeddings"},
 	EndpointSpeech: {path: "/v1/audio/speech", method: "POST", env: apierr.OpenAI, parse: openai.ParseSpeech,
-		kinds: []catalog.Kind{catalog.KindSpeech}, billing: BillUnits, unit: "characters", operation: "generate_content"},
+		kinds: []catalog.Kind{catalog.KindSpeech}, billing: BillUnits, unit: pricing.Characters, operation: "generate_content"},
 	EndpointImages: {path: "/v1/images/generations", method: "POST", env: apierr.OpenAI, parse: openai.ParseImages,
-		kinds: []catalog.Kind{catalog.KindImage}, format: response.OpenAIImages, billing: BillUnits, unit: "images", operation: "generate_content"},
+		kinds: []catalog.Kind{catalog.KindImage}, format: response.OpenAIImages, billing: BillUnits, unit: pricing.Images, operation: "generate_content"},
 	EndpointVideoSubmit: {path: "/v1/video/generations", method: "POST", env: apierr.OpenAI, parse: video.ParseSubmit,
-		kinds: []catalog.Kind{catalog.KindVideo}, format: response.VideoTask, billing: BillUnits, unit: "seconds", operation: "generate_content"},
+		kinds: []catalog.Kind{catalog.KindVideo}, format: response.VideoTask, billing: BillUnits, unit: pricing.Seconds, operation: "generate_content"},
 	EndpointVideoGet: {method: "GET", env: apierr.OpenAI, kinds: []catalog.Kind{catalog.KindVideo},
 		format: response.VideoTask, operation: "generate_content"},
+}
+
+func init() {
+	endpoints[EndpointModels].headers = func(r *Request, ctx context.Context, _ string) Action { return r.listModels(ctx) }
+	endpoints[EndpointVideoGet].headers = (*Request).videoTask
+	endpoints[EndpointVideoGet].settleJSON = (*Request).settleVideoRead
+	endpoints[EndpointVideoGet].taskRead = true
+	endpoints[EndpointCountTokens].estimate = (*Request).answerEstimate
+	endpoints[EndpointSpeech].rules = (*Request).speechRules
+	endpoints[EndpointSpeech].proxied = (*Request).settleAudio
+	endpoints[EndpointImages].rules = (*Request).unitRules
+	endpoints[EndpointImages].settleChunked = (*Request).settleImages
+	endpoints[EndpointVideoSubmit].rules = (*Request).videoRules
+	endpoints[EndpointVideoSubmit].settleJSON = (*Request).settleVideo
+	endpoints[EndpointEmbeddingsMultimodal].channelOK = func(c *catalog.Channel) bool { return c.MultimodalEmbeddings }
 }
 
 // videoTaskPrefix is the path prefix of GET /v1/videos/{taskId}.

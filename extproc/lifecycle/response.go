@@ -96,7 +96,7 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 		// released and the client gets our envelope, never the upstream's bare status.
 		r.release(ctx, "upstream_no_body")
 		r.proxied = false
-		if r.endpoint == EndpointVideoGet && status == 404 {
+		if r.endpoint.spec().taskRead && status == 404 {
 			return r.fail(taskNotFound())
 		}
 		code := apierr.UpstreamError
@@ -115,15 +115,8 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 		}
 		return Action{ResponseBodyMode: ModeBuffered}
 	}
-	if r.endpoint == EndpointSpeech {
-		if !audioType(st.ct) {
-			r.release(ctx, "upstream_unusable_response")
-			r.reportHealth(status, apierr.UpstreamError, nil)
-			return r.fail(upstreamError(apierr.UpstreamError))
-		}
-		r.reportHealth(status, "", nil)
-		r.commitUnits(ctx, "characters", r.units)
-		return Action{ResponseBodyMode: ModeNone, RemoveHeaders: private}
+	if settle := r.endpoint.spec().proxied; settle != nil {
+		return settle(r, ctx, st, private)
 	}
 	if !response.UsableSuccess(r.parsed.Stream, status, st.ct) {
 		r.release(ctx, "upstream_unusable_response")
@@ -231,7 +224,7 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 			chunk = plain
 		}
 		code := response.ClassifyUpstream(r.upstreamFormat(), st.status, st.ct, chunk)
-		if r.endpoint == EndpointVideoGet && st.status == 404 {
+		if r.endpoint.spec().taskRead && st.status == 404 {
 			return r.fail(taskNotFound())
 		}
 		r.reportHealth(st.status, code, chunk)
@@ -284,17 +277,11 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 			st.delivered = true
 		}
 		if endOfStream {
-			switch {
+			switch settle := r.endpoint.spec().settleChunked; {
 			case r.parsed.Stream:
 				r.settleStream(ctx)
-			case r.endpoint == EndpointImages:
-				// The rewriter has checked the body is one JSON object with "data": one
-				// image is billed per request, none when "data" came back empty.
-				if f, ok := st.rw.(interface{ RequiredFilled() bool }); ok && !f.RequiredFilled() {
-					r.release(ctx, "no_image")
-				} else {
-					r.commitUnits(ctx, "images", r.units)
-				}
+			case settle != nil:
+				settle(r, ctx)
 			default:
 				r.settleUsage(ctx)
 			}
@@ -315,15 +302,18 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 // here: they are rewritten in chunks (see ResponseHeaders) and settled at their end of
 // stream.
 func (r *Request) settleBody(ctx context.Context, out []byte) ([]byte, *apierr.Error) {
-	switch r.endpoint {
-	case EndpointVideoGet:
-		r.proxied = false
-		return withTaskID(out, r.taskID), nil
-	case EndpointVideoSubmit:
-		return r.settleVideo(ctx, out)
+	if settle := r.endpoint.spec().settleJSON; settle != nil {
+		return settle(r, ctx, out)
 	}
 	r.settleUsage(ctx)
 	return out, nil
+}
+
+// settleVideoRead answers a proxied task read (nothing to settle) with the gateway's
+// task id.
+func (r *Request) settleVideoRead(_ context.Context, out []byte) ([]byte, *apierr.Error) {
+	r.proxied = false
+	return withTaskID(out, r.taskID), nil
 }
 
 // withTaskID writes the gateway's task id over the provider's "id" in a task object.
@@ -374,7 +364,7 @@ func (r *Request) settleVideo(ctx context.Context, out []byte) ([]byte, *apierr.
 		r.log().Warn("record video task: still trying after the reply", zap.String("task", id), zap.Error(err))
 		r.recordLate(id, origin)
 	}
-	r.commitUnits(ctx, "seconds", r.units)
+	r.commitUnits(ctx, r.units)
 	return withTaskID(out, id), nil
 }
 

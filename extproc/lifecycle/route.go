@@ -22,12 +22,13 @@ import (
 // multimodal embeddings, only the channels that serve them).
 func (r *Request) candidates() []*catalog.Channel {
 	cs := r.model.Candidates(r.grant.Tier)
-	if r.endpoint != EndpointEmbeddingsMultimodal {
+	keep := r.endpoint.spec().channelOK
+	if keep == nil {
 		return cs
 	}
 	out := cs[:0]
 	for _, c := range cs {
-		if c.MultimodalEmbeddings {
+		if keep(c) {
 			out = append(out, c)
 		}
 	}
@@ -77,7 +78,7 @@ func (r *Request) rewriteFor(ch *catalog.Channel, body []byte) (Action, *transla
 			return Action{}, nil, err
 		}
 		sets := []wire.Set{model}
-		if ch.Format != catalog.FormatAnthropic && r.endpoint == EndpointChat && r.parsed.Stream && !r.parsed.IncludeUsage {
+		if ch.Format != catalog.FormatAnthropic && r.endpoint.spec().chat == translate.Chat && r.parsed.Stream && !r.parsed.IncludeUsage {
 			sets = append(sets, openai.IncludeUsage)
 		}
 		var ok bool

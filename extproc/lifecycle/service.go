@@ -315,11 +315,8 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 		// have meant (Envoy hands every copy of a repeated header over in order).
 		r.hasKey, r.keyConflict, r.keyOK = true, true, false
 	}
-	switch r.endpoint {
-	case EndpointModels:
-		return r.listModels(ctx)
-	case EndpointVideoGet:
-		return r.videoTask(ctx, taskID)
+	if answer := sp.headers; answer != nil {
+		return answer(r, ctx, taskID)
 	}
 	if r.contentLength > wire.MaxBodyBytes {
 		return r.fail(tooLarge())
@@ -396,14 +393,8 @@ func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool
 	if e := r.modelRules(actx); e != nil {
 		return r.fail(e)
 	}
-	if r.endpoint == EndpointCountTokens {
-		n := r.promptTokens()
-		return Action{Immediate: &Immediate{
-			Status:  200,
-			Headers: []Header{{"content-type", "application/json"}},
-			Body:    []byte(`{"input_tokens":` + strconv.FormatInt(n, 10) + `}`),
-			Details: "extproc_count_tokens",
-		}}
+	if answer := r.endpoint.spec().estimate; answer != nil {
+		return answer(r)
 	}
 	// The rewrite comes before the hold: Envoy's buffer limit applies to the mutated
 	// body (ENVOY-EXTPROC.md, Mutations), so a body the rewrite grows past 2 MiB (a longer

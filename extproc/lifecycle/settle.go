@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/extproc/tokens"
+	"github.com/llmgw/gateway/extproc/pricing"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -43,18 +43,21 @@ func (r *Request) release(_ context.Context, reason string) {
 // commit charges the actual cost of token usage, once.
 func (r *Request) commit(ctx context.Context, in, out int64) {
 	in, out = clampUsage(in), clampUsage(out)
-	m := r.model
 	var actual int64
-	if !m.Free {
-		actual = tokens.Cost(in, deref(m.Prices.InputPerMTok)) + tokens.Cost(out, deref(m.Prices.OutputPerMTok))
+	if m := r.model; !m.Free {
+		actual = pricing.Tokens(m.Prices, in, out)
 	}
 	r.charge(ctx, actual, ledger.Usage{InputTokens: in, OutputTokens: out})
 }
 
-// commitUnits charges n units of a per-unit endpoint ("characters", "images",
-// "seconds"), once.
-func (r *Request) commitUnits(ctx context.Context, unit string, n int64) {
-	r.charge(ctx, r.unitCost(n), ledger.Usage{Units: map[string]int64{unit: n}})
+// commitUnits charges n of the endpoint's units (characters, images, seconds), once.
+func (r *Request) commitUnits(ctx context.Context, n int64) {
+	unit := r.endpoint.spec().unit
+	var actual int64
+	if m := r.model; !m.Free {
+		actual = pricing.Units(m.Prices, unit, n)
+	}
+	r.charge(ctx, actual, ledger.Usage{Units: map[string]int64{string(unit): n}})
 }
 
 // charge commits actual with its usage record, once, after the reply (budget.go).

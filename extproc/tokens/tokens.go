@@ -241,15 +241,3 @@ func (c *Counter) Output(p wire.Prompt) int64 {
 	}
 	return (n*11 + 9) / 10
 }
-
-// Cost is units × pricePerMillion / 1,000,000 in micro-credits, rounded up. Negative
-// inputs count as zero.
-func Cost(units, pricePerMillion int64) int64 {
-	if units <= 0 || pricePerMillion <= 0 {
-		return 0
-	}
-	// Both factors are far below 2^31 in practice (≤ ~4M tokens, prices ≤ 10^9 micros
-	// per million); guard anyway against overflow by splitting the product.
-	q, r := units/1_000_000, units%1_000_000
-	return q*pricePerMillion + (r*pricePerMillion+999_999)/1_000_000
-}

@@ -7,28 +7,6 @@ import (
 	"github.com/llmgw/gateway/extproc/wire"
 )
 
-func TestCost(t *testing.T) {
-	tests := []struct {
-		name         string
-		units, price int64
-		want         int64
-	}{
-		{name: "zero units", units: 0, price: 1_000_000, want: 0},
-		{name: "exact", units: 1_000_000, price: 2_000_000, want: 2_000_000},
-		{name: "one token rounds up", units: 1, price: 1_000_000, want: 1},
-		{name: "fraction rounds up", units: 3, price: 100_000, want: 1},
-		{name: "large", units: 3_500_000, price: 15_000_000, want: 52_500_000},
-		{name: "free", units: 1000, price: 0, want: 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Cost(tt.units, tt.price); got != tt.want {
-				t.Errorf("Cost(%d, %d) = %d, want %d", tt.units, tt.price, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestCountAndEstimate(t *testing.T) {
 	c, err := New()
 	if err != nil {
