@@ -223,3 +223,22 @@ func TestAuthFailureLimitConfigured(t *testing.T) {
 		t.Fatalf("%+v, want 429 with retry-after 4", a)
 	}
 }
+
+// TestAuthFailureFloodCost: a sustained flood of random well-formed keys from one
+// address costs accounting the burst plus one call per second, whatever the request
+// rate: the rest are refused at the request headers.
+func TestAuthFailureFloodCost(t *testing.T) {
+	g := newLimitRig(t)
+	const n, perSecond = 10_000, 370
+	for i := range n {
+		g.now = g.now.Add(time.Second / perSecond)
+		if a := g.chat(flooder, g.badKey()); a == nil || a.Status != 401 && a.Status != 429 {
+			t.Fatalf("request %d: %+v", i, a)
+		}
+	}
+	seconds := n / perSecond
+	if limit := lifecycle.DefaultAuthFailureBurst + seconds*lifecycle.DefaultAuthFailureRate + 1; g.f.Auths > limit {
+		t.Errorf("%d accounting calls for %d requests over %d s, want at most %d", g.f.Auths, n, seconds, limit)
+	}
+	t.Logf("%d accounting calls for %d requests (%.4f per request)", g.f.Auths, n, float64(g.f.Auths)/n)
+}
