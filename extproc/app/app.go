@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -91,6 +92,10 @@ type Config struct {
 	// (EXTPROC_LEDGER_IN_FLIGHT, --ledger-in-flight; ledgerclient.DefaultMaxInFlight);
 	// negative: every operation is a call of its own.
 	LedgerInFlight int
+	// AuthFailures bounds the failed keys answered 401 per client address before they
+	// are answered 429 (EXTPROC_AUTH_FAILURE_BURST, --auth-failure-burst;
+	// EXTPROC_AUTH_FAILURE_RATE, --auth-failure-rate; lifecycle.AuthFailures).
+	AuthFailures lifecycle.AuthFailures
 }
 
 // EnvoyExtprocCluster is the name of extproc's cluster in envoy.yaml: the failover
@@ -103,7 +108,8 @@ const DefaultDrainTimeout = 30 * time.Second
 // Defaults returns the configuration from the environment (EXTPROC_ADDR,
 // ACCOUNTING_ADDR, GATEWAY_SERVICE_TOKEN, GATEWAY_CATALOG, EXTPROC_METRICS_ADDR,
 // GATEWAY_PUBLIC_HOSTS, EXTPROC_DRAIN_TIMEOUT, EXTPROC_HOLD_LEASE, EXTPROC_PPROF,
-// EXTPROC_FAILOVER, EXTPROC_LEDGER_IN_FLIGHT) with the local stack's defaults. An
+// EXTPROC_FAILOVER, EXTPROC_LEDGER_IN_FLIGHT, EXTPROC_AUTH_FAILURE_BURST,
+// EXTPROC_AUTH_FAILURE_RATE) with the local stack's defaults. An
 // unparsable value is an error.
 func Defaults(getenv func(string) string) (Config, error) {
 	or := func(k, d string) string {
@@ -124,6 +130,21 @@ func Defaults(getenv func(string) string) (Config, error) {
 		CatalogPoll:    2 * time.Second,
 		Failover:       true,
 		LedgerInFlight: ledgerclient.DefaultMaxInFlight,
+		AuthFailures:   lifecycle.AuthFailures{Burst: lifecycle.DefaultAuthFailureBurst, Rate: lifecycle.DefaultAuthFailureRate},
+	}
+	if v := getenv("EXTPROC_AUTH_FAILURE_BURST"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return cfg, fmt.Errorf("EXTPROC_AUTH_FAILURE_BURST: %q is not a positive integer", v)
+		}
+		cfg.AuthFailures.Burst = n
+	}
+	if v := getenv("EXTPROC_AUTH_FAILURE_RATE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			return cfg, fmt.Errorf("EXTPROC_AUTH_FAILURE_RATE: %q is not a positive number", v)
+		}
+		cfg.AuthFailures.Rate = f
 	}
 	if v := getenv("EXTPROC_LEDGER_IN_FLIGHT"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -177,7 +198,13 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env EXTPROC_PPROF)")
 	fs.BoolVar(&cfg.Failover, "failover", cfg.Failover, "route chat requests with several channels through their failover clusters (env EXTPROC_FAILOVER)")
 	fs.IntVar(&cfg.LedgerInFlight, "ledger-in-flight", cfg.LedgerInFlight, "ledger calls in flight before further ones go together in one Apply; negative: never (env EXTPROC_LEDGER_IN_FLIGHT)")
+	fs.IntVar(&cfg.AuthFailures.Burst, "auth-failure-burst", cfg.AuthFailures.Burst, "failed API keys answered 401 per client address at once; further ones are answered 429 (env EXTPROC_AUTH_FAILURE_BURST)")
+	fs.Float64Var(&cfg.AuthFailures.Rate, "auth-failure-rate", cfg.AuthFailures.Rate, "failed API keys per second and client address refilled into the burst (env EXTPROC_AUTH_FAILURE_RATE)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if cfg.AuthFailures.Burst <= 0 || !(cfg.AuthFailures.Rate > 0) || math.IsInf(cfg.AuthFailures.Rate, 0) {
+		fmt.Fprintln(stderr, "extproc: --auth-failure-burst and --auth-failure-rate must be positive")
 		return 2
 	}
 	if cfg.DrainTimeout <= 0 {
@@ -258,6 +285,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Source: source, Ledger: m.WrapLedger(ledgerClient), Counter: counter, Log: log,
 		Webhooks: &webhook.Validator{OwnHosts: cfg.PublicHosts}, LeaseTTL: cfg.HoldLease,
 		Health: tracker, Failover: cfg.Failover,
+		AuthFailures: cfg.AuthFailures, ObserveAuthFailure: m.ObserveAuthFailure,
 	})
 	if err != nil {
 		return err

@@ -55,6 +55,9 @@ func TestMainConfigErrors(t *testing.T) {
 		{name: "no token", args: []string{"--catalog", demoCatalog()}, want: "no accounting service token"},
 		{name: "bad catalog", env: map[string]string{"GATEWAY_SERVICE_TOKEN": "t"}, args: []string{"--catalog", "/nonexistent.yaml"}, want: "nonexistent.yaml"},
 		{name: "bad flag", args: []string{"--nope"}, want: "flag provided but not defined"},
+		{name: "auth failure burst env", env: map[string]string{"EXTPROC_AUTH_FAILURE_BURST": "0"}, want: "EXTPROC_AUTH_FAILURE_BURST"},
+		{name: "auth failure rate env", env: map[string]string{"EXTPROC_AUTH_FAILURE_RATE": "fast"}, want: "EXTPROC_AUTH_FAILURE_RATE"},
+		{name: "auth failure rate flag", args: []string{"--auth-failure-rate", "0"}, want: "--auth-failure-rate must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +73,20 @@ func TestMainConfigErrors(t *testing.T) {
 				t.Errorf("stderr %q lacks %q", out.String(), tt.want)
 			}
 		})
+	}
+}
+
+// TestAuthFailureDefaults: the failed-key bound comes from the environment, with a
+// burst of at least 100 by default.
+func TestAuthFailureDefaults(t *testing.T) {
+	cfg, err := Defaults(func(string) string { return "" })
+	if err != nil || cfg.AuthFailures.Burst < 100 || cfg.AuthFailures.Rate <= 0 {
+		t.Fatalf("defaults %+v, %v", cfg.AuthFailures, err)
+	}
+	env := map[string]string{"EXTPROC_AUTH_FAILURE_BURST": "500", "EXTPROC_AUTH_FAILURE_RATE": "2.5"}
+	cfg, err = Defaults(func(k string) string { return env[k] })
+	if err != nil || cfg.AuthFailures.Burst != 500 || cfg.AuthFailures.Rate != 2.5 {
+		t.Fatalf("from env %+v, %v", cfg.AuthFailures, err)
 	}
 }
 

@@ -70,6 +70,8 @@ type spec struct {
 	unit pricing.Unit
 	// operation is gen_ai.operation.name.
 	operation string
+	// keyOptional: the endpoint answers without a key too (the public models list).
+	keyOptional bool
 
 	// The hooks below call back into the lifecycle, which reads this table, so they are
 	// set in init (as package-level initializers they would be an initialization cycle).
@@ -111,7 +113,7 @@ var endpoints = [...]spec{
 		kinds: chatKinds, chat: translate.Messages, format: response.AnthropicMessages, billing: BillTokens, operation: "chat"},
 	EndpointCountTokens: {path: "/v1/messages/count_tokens", method: "POST", env: apierr.Anthropic, parse: anthropic.ParseCountTokens,
 		kinds: chatKinds, billing: BillNone, operation: "count_tokens"},
-	EndpointModels: {path: "/v1/models", method: "GET", env: apierr.OpenAI},
+	EndpointModels: {path: "/v1/models", method: "GET", env: apierr.OpenAI, keyOptional: true},
 	EndpointResponses: {path: "/v1/responses", method: "POST", env: apierr.OpenAI, parse: openai.ParseResponses,
 		kinds: chatKinds, chat: translate.Responses, format: response.OpenAIResponses, billing: BillTokens, operation: "chat"},
 	EndpointEmbeddings: {path: "/v1/embeddings", method: "POST", env: apierr.OpenAI, parse: openai.ParseEmbeddings,

@@ -1,39 +1,78 @@
 package lifecycle
 
 import (
+	"crypto/sha256"
 	"math"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/llmgw/gateway/extproc/apierr"
 	"golang.org/x/time/rate"
 )
 
-// Defaults of the per-address bound on failed authentications (Config.AuthFailures).
+// Defaults of the per-address bound on failed keys (Config.AuthFailures).
 const (
-	DefaultAuthFailureBurst     = 20
+	DefaultAuthFailureBurst     = 100
 	DefaultAuthFailureRate      = 1 // failures per second, refilled
 	DefaultAuthFailureAddresses = 100_000
 )
 
-// AuthFailures bounds the requests refused invalid_api_key per client address: each
-// such refusal takes a token from the address's bucket (Burst tokens, refilled at Rate
-// per second); an address whose bucket is empty is answered 429 rate_limit_exceeded
-// with Retry-After at its request headers, before its body is read or accounting is
-// asked. Requests with a valid key never take tokens. Memory is bounded: at most
-// Addresses buckets, all dropped when full (an attacker then starts from a full bucket
-// again, which costs accounting Burst calls per address at most).
+// Bounds of the key memories of the limiter (see AuthFailures).
+const (
+	// knownKeyTTL is how long a key that authenticated is let through a limited
+	// address without a retry: a working key is seldom idle longer.
+	knownKeyTTL = 24 * time.Hour
+	// retryTTL is how long a key refused unknown at a limited address is remembered for
+	// its retry.
+	retryTTL = 10 * time.Minute
+	// maxKeyMemory bounds each key memory; it is cleared when full.
+	maxKeyMemory = 100_000
+)
+
+// AuthFailures bounds the requests whose key failed (invalid_api_key: missing,
+// malformed, ambiguous, unknown, disabled, expired or revoked), per client address.
+//
+// Each such failure takes a token from the address's bucket (Burst tokens, refilled at
+// Rate per second) and is answered 401 invalid_api_key; a failure that finds the bucket
+// empty is answered 429 rate_limit_exceeded with Retry-After (the time to the next
+// token) instead. The bound applies only to failed keys:
+//
+//   - a request that needs no key (GET /v1/models without one) is always served;
+//   - a key that authenticated on this replica within the last 24 hours is always
+//     checked, and served when still valid, whatever its address's bucket;
+//   - at an address whose bucket is empty, a missing or malformed key is answered 429
+//     at the request headers, as is a well-formed key not known here: the flood then
+//     costs accounting nothing, as a failure that finds the bucket empty is never
+//     checked. A key refused that way is checked when it comes again (a client's
+//     retry after Retry-After), at most one such check per address per 1/Rate seconds:
+//     a valid one is served from then on. A flood of random keys never repeats one, so
+//     it does not use up these checks.
+//
+// So accounting is asked about failing keys at most Burst times per address at once
+// and then 2×Rate times a second. Memory is bounded: at most Addresses addresses and
+// 100,000 keys in each of the two key memories, each cleared when full (an address
+// then starts from a full bucket again).
 type AuthFailures struct {
 	Burst     int
 	Rate      float64
 	Addresses int
 }
 
-// failLimiter holds the buckets of AuthFailures. Safe for concurrent use.
+// addrState is one client address's buckets: failed keys, and checks of unknown keys
+// while failures are refused.
+type addrState struct {
+	fails, checks *rate.Limiter
+}
+
+// failLimiter enforces AuthFailures. Safe for concurrent use.
 type failLimiter struct {
 	cfg AuthFailures
 	mu  sync.Mutex
-	by  map[string]*rate.Limiter
+	by  map[string]*addrState
+	// known are keys that authenticated, retried keys refused unknown at a limited
+	// address; both map a key hash to the end of its entry.
+	known, retried map[[sha256.Size]byte]time.Time
 }
 
 func newFailLimiter(c AuthFailures) *failLimiter {
@@ -46,42 +85,116 @@ func newFailLimiter(c AuthFailures) *failLimiter {
 	if c.Addresses <= 0 {
 		c.Addresses = DefaultAuthFailureAddresses
 	}
-	return &failLimiter{cfg: c, by: map[string]*rate.Limiter{}}
+	return &failLimiter{cfg: c, by: map[string]*addrState{},
+		known: map[[sha256.Size]byte]time.Time{}, retried: map[[sha256.Size]byte]time.Time{}}
 }
 
-// blocked returns how long addr must wait before its next attempt (0: it may try now).
-func (l *failLimiter) blocked(addr string, now time.Time) time.Duration {
-	l.mu.Lock()
-	lim := l.by[addr]
-	l.mu.Unlock()
-	if lim == nil || lim.TokensAt(now) >= 1 {
+// keyAttempt is what the limiter needs of a request's key.
+type keyAttempt struct {
+	addr string
+	// present: the request carries a key; wellFormed: one key of the gateway's shape.
+	present, wellFormed bool
+	hash                [sha256.Size]byte
+}
+
+// admit decides at the request headers whether a request may go on to have its key
+// checked; when not, it returns how long the address must wait (see AuthFailures).
+// needsKey is false for a request served without a key.
+func (l *failLimiter) admit(k keyAttempt, needsKey bool, now time.Time) time.Duration {
+	if k.addr == "" || !needsKey && !k.present {
 		return 0
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.by[k.addr]
+	if st == nil || st.fails.TokensAt(now) >= 1 {
+		return 0
+	}
+	wait := waitFor(st.fails, now)
+	if !k.wellFormed {
+		return wait
+	}
+	if until, ok := l.known[k.hash]; ok && now.Before(until) {
+		return 0
+	}
+	if until, ok := l.retried[k.hash]; ok && now.Before(until) && st.checks.AllowN(now, 1) {
+		delete(l.retried, k.hash)
+		return 0
+	}
+	remember(l.retried, k.hash, now.Add(retryTTL))
+	return wait
+}
+
+// failed records that addr's key failed and returns the answer's code: invalid_api_key
+// while the address has tokens, else rate_limit_exceeded with the wait.
+func (l *failLimiter) failed(k keyAttempt, now time.Time) (apierr.Code, time.Duration) {
+	if k.addr == "" {
+		return apierr.InvalidAPIKey, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if k.wellFormed {
+		delete(l.known, k.hash)
+	}
+	st := l.by[k.addr]
+	if st == nil {
+		if len(l.by) >= l.cfg.Addresses {
+			clear(l.by)
+		}
+		st = &addrState{
+			fails:  rate.NewLimiter(rate.Limit(l.cfg.Rate), l.cfg.Burst),
+			checks: rate.NewLimiter(rate.Limit(l.cfg.Rate), 1),
+		}
+		l.by[k.addr] = st
+	}
+	if st.fails.AllowN(now, 1) {
+		return apierr.InvalidAPIKey, 0
+	}
+	return apierr.RateLimitExceeded, waitFor(st.fails, now)
+}
+
+// valid records that a key authenticated.
+func (l *failLimiter) valid(hash [sha256.Size]byte, now time.Time) {
+	l.mu.Lock()
+	remember(l.known, hash, now.Add(knownKeyTTL))
+	l.mu.Unlock()
+}
+
+// remember sets m[k], clearing m first when it is full.
+func remember(m map[[sha256.Size]byte]time.Time, k [sha256.Size]byte, until time.Time) {
+	if _, ok := m[k]; !ok && len(m) >= maxKeyMemory {
+		clear(m)
+	}
+	m[k] = until
+}
+
+// waitFor is how long until lim has a token.
+func waitFor(lim *rate.Limiter, now time.Time) time.Duration {
 	r := lim.ReserveN(now, 1)
 	d := r.DelayFrom(now)
 	r.CancelAt(now)
 	return d
 }
 
-// failed takes a token from addr's bucket.
-func (l *failLimiter) failed(addr string, now time.Time) {
-	l.mu.Lock()
-	lim := l.by[addr]
-	if lim == nil {
-		if len(l.by) >= l.cfg.Addresses {
-			clear(l.by)
-		}
-		lim = rate.NewLimiter(rate.Limit(l.cfg.Rate), l.cfg.Burst)
-		l.by[addr] = lim
-	}
-	l.mu.Unlock()
-	lim.AllowN(now, 1)
+// tooManyFailures is the answer to a request refused by AuthFailures.
+func tooManyFailures(wait time.Duration) *apierr.Error {
+	e := apierr.New(apierr.RateLimitExceeded, "Too many requests with an invalid API key came from this address; retry later.")
+	e.RetryAfter = retryAfterSeconds(wait)
+	return e
 }
 
 // clientAddress is the client's address as Envoy reports it: x-envoy-external-address,
 // which Envoy sets on an external request (use_remote_address) from the trusted client
 // address and never takes from the client, else the last x-forwarded-for entry (the
 // one Envoy appended).
+//
+// The trusted client address is the connection's peer, or, with xff_num_trusted_hops
+// N > 0, the Nth address from the end of the x-forwarded-for the request arrived with,
+// appended by the trusted proxies in front of Envoy (source/common/http/
+// conn_manager_utility.cc, ConnectionManagerUtility::mutateRequestHeaders, which reads
+// it with Utility::getLastAddressFromXFF(headers, N-1) before appending the peer, and
+// sets x-envoy-external-address from it on an edge request). Behind a load balancer
+// that appends the client's address, each client is therefore limited on its own.
 func clientAddress(headers []Header) string {
 	var xff string
 	for _, h := range headers {

@@ -38,14 +38,29 @@ func (r *Request) readKey(auth, xKey string) {
 	r.keyHash = sha256.Sum256([]byte(key))
 }
 
-// authenticate resolves the key to a grant, or the error to answer with. An
-// invalid_api_key answer counts against the client's address (AuthFailures).
+// authenticate resolves the key to a grant, or the error to answer with. A failed key
+// counts against the client's address and is answered 401 invalid_api_key, or 429
+// rate_limit_exceeded once the address used up its failures (AuthFailures); a key that
+// authenticated is remembered as known.
 func (r *Request) authenticate(ctx context.Context) *apierr.Error {
 	e := r.authenticateKey(ctx)
-	if e != nil && e.Code == apierr.InvalidAPIKey && r.addr != "" {
-		r.svc.fails.failed(r.addr, r.svc.cfg.Now())
+	now := r.svc.cfg.Now()
+	switch {
+	case e == nil:
+		r.svc.fails.valid(r.keyHash, now)
+	case e.Code == apierr.InvalidAPIKey:
+		code, wait := r.svc.fails.failed(r.keyAttempt(), now)
+		r.svc.cfg.ObserveAuthFailure(code)
+		if code == apierr.RateLimitExceeded {
+			return tooManyFailures(wait)
+		}
 	}
 	return e
+}
+
+// keyAttempt is the request's key as the failure limiter sees it.
+func (r *Request) keyAttempt() keyAttempt {
+	return keyAttempt{addr: r.addr, present: r.hasKey, wellFormed: r.hasKey && r.keyOK && !r.keyConflict, hash: r.keyHash}
 }
 
 func (r *Request) authenticateKey(ctx context.Context) *apierr.Error {

@@ -61,6 +61,9 @@ type Config struct {
 	// AuthFailures bounds invalid_api_key refusals per client address (defaults when
 	// zero; see AuthFailures).
 	AuthFailures AuthFailures
+	// ObserveAuthFailure is told how each request whose key failed was answered:
+	// invalid_api_key (401) or rate_limit_exceeded (429, AuthFailures). Nop when nil.
+	ObserveAuthFailure func(apierr.Code)
 	// Health is the channels' health on this replica (routing skips cooling channels);
 	// a Tracker with the default cooldowns when nil.
 	Health *health.Tracker
@@ -112,6 +115,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Health == nil {
 		cfg.Health = health.New(health.Config{})
+	}
+	if cfg.ObserveAuthFailure == nil {
+		cfg.ObserveAuthFailure = func(apierr.Code) {}
 	}
 	return &Service{cfg: cfg, fails: newFailLimiter(cfg.AuthFailures)}, nil
 }
@@ -304,16 +310,17 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 		return a
 	}
 	r.addr = clientAddress(headers)
-	if d := r.svc.fails.blocked(r.addr, r.svc.cfg.Now()); r.addr != "" && d > 0 {
-		e := apierr.New(apierr.RateLimitExceeded, "Too many requests with an invalid API key came from this address; retry later.")
-		e.RetryAfter = retryAfterSeconds(d)
-		return r.fail(e)
-	}
 	r.readKey(auth, xKey)
 	if twoKeys {
 		// Served on either copy, the request would be billed to a key the client may not
 		// have meant (Envoy hands every copy of a repeated header over in order).
 		r.hasKey, r.keyConflict, r.keyOK = true, true, false
+	}
+	// An address that used up its failed keys: a key that would fail is refused here,
+	// before the body is buffered or accounting is asked (AuthFailures).
+	if d := r.svc.fails.admit(r.keyAttempt(), !sp.keyOptional, r.svc.cfg.Now()); d > 0 {
+		r.svc.cfg.ObserveAuthFailure(apierr.RateLimitExceeded)
+		return r.fail(tooManyFailures(d))
 	}
 	if answer := sp.headers; answer != nil {
 		return answer(r, ctx, taskID)

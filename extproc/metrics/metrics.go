@@ -8,7 +8,9 @@
 //     (gateway_credits_micros_total, gateway_tokens_total,
 //     gateway_reservations_in_flight);
 //   - a gRPC client interceptor times every accounting call
-//     (gateway_accounting_call_duration_seconds).
+//     (gateway_accounting_call_duration_seconds);
+//   - the lifecycle reports how each failed key was answered
+//     (gateway_auth_failures_total).
 //
 // Label values come only from fixed sets: models and channels from the catalog (any
 // other value is "unknown"), endpoints from the lifecycle's route templates, codes from
@@ -19,6 +21,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +72,7 @@ type Metrics struct {
 	inFlight       prometheus.Gauge
 	upstreamErrors *prometheus.CounterVec
 	attempts       *prometheus.CounterVec
+	authFailures   *prometheus.CounterVec
 
 	// labels are the catalog's model and channel ids (swapped on a reload).
 	labels  atomic.Pointer[catalogLabels]
@@ -135,6 +139,10 @@ func New(cat *catalog.Catalog) *Metrics {
 			Name: "gateway_channel_attempts_total",
 			Help: "Upstream attempts by channel and outcome (ok, transport, server_error, rate_limited, account).",
 		}, []string{"channel", "outcome"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_auth_failures_total",
+			Help: "Requests whose API key failed (missing, malformed, unknown, disabled, expired or revoked), by the code answered: invalid_api_key (401), or rate_limit_exceeded (429) once the client address used up its failures.",
+		}, []string{"code"}),
 	}
 	m.catalog = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gateway_catalog_info",
@@ -151,7 +159,7 @@ func New(cat *catalog.Catalog) *Metrics {
 	for _, c := range apierr.Codes() {
 		m.codes[c] = true
 	}
-	m.reg.MustRegister(m.requests, m.phases, m.accounting, m.tokens, m.credits, m.spend, m.inFlight, m.upstreamErrors, m.attempts,
+	m.reg.MustRegister(m.requests, m.phases, m.accounting, m.tokens, m.credits, m.spend, m.inFlight, m.upstreamErrors, m.attempts, m.authFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series operators alert on exist from the start, at zero.
 	for _, d := range []string{"input", "output"} {
@@ -159,6 +167,9 @@ func New(cat *catalog.Catalog) *Metrics {
 	}
 	for _, k := range []string{"held", "committed", "released"} {
 		m.credits.WithLabelValues(k)
+	}
+	for _, c := range authFailureCodes {
+		m.authFailures.WithLabelValues(string(c))
 	}
 	return m
 }
@@ -169,6 +180,18 @@ func (m *Metrics) ObserveAttempt(channel string, f health.Failure) {
 		channel = Unknown
 	}
 	m.attempts.WithLabelValues(channel, f.String()).Inc()
+}
+
+// authFailureCodes are the answers to a failed key (gateway_auth_failures_total{code}).
+var authFailureCodes = []apierr.Code{apierr.InvalidAPIKey, apierr.RateLimitExceeded}
+
+// ObserveAuthFailure counts how a request whose key failed was answered
+// (lifecycle.Config.ObserveAuthFailure).
+func (m *Metrics) ObserveAuthFailure(code apierr.Code) {
+	if !slices.Contains(authFailureCodes, code) {
+		return
+	}
+	m.authFailures.WithLabelValues(string(code)).Inc()
 }
 
 // WatchHealth exports the channels' health on this replica as

@@ -413,3 +413,21 @@ func TestChannelHealthMetrics(t *testing.T) {
 		t.Errorf("healthy state = %v", got)
 	}
 }
+
+// TestAuthFailureMetrics: each answer to a failed key is counted by its code; both
+// series exist from the start.
+func TestAuthFailureMetrics(t *testing.T) {
+	m := metrics.New(replay.DemoCatalog(t))
+	if got := value(t, m, "gateway_auth_failures_total", "code", "rate_limit_exceeded"); got != 0 {
+		t.Fatalf("at start: %v", got)
+	}
+	m.ObserveAuthFailure(apierr.InvalidAPIKey)
+	m.ObserveAuthFailure(apierr.InvalidAPIKey)
+	m.ObserveAuthFailure(apierr.RateLimitExceeded)
+	m.ObserveAuthFailure(apierr.InternalError) // not an answer to a failed key: ignored
+	for code, want := range map[string]float64{"invalid_api_key": 2, "rate_limit_exceeded": 1} {
+		if got := value(t, m, "gateway_auth_failures_total", "code", code); got != want {
+			t.Errorf("%s = %v, want %v", code, got, want)
+		}
+	}
+}
