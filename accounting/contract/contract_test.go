@@ -167,7 +167,14 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(tier, TierFromProto(TierToProto(tier))); diff != "" {
 		t.Errorf("tier (-want +got)\n%s", diff)
 	}
-	for _, u := range []ledger.Usage{{InputTokens: 3, OutputTokens: 4, Units: map[string]int64{"images": 2}}, {}} {
+	for _, u := range []ledger.Usage{
+		{InputTokens: 3, OutputTokens: 4, Units: map[string]int64{"images": 2}},
+		{InputTokens: 87_000, OutputTokens: 1_000, ServiceTier: "priority", Components: []ledger.Component{
+			{Name: "input", Units: 2_000, PricePerMTok: 5_000_000, Amount: 10_000},
+			{Name: "cache_read", Units: 80_000, PricePerMTok: 500_000, Amount: 40_000},
+		}},
+		{},
+	} {
 		if diff := cmp.Diff(u, UsageFromProto(UsageToProto(u))); diff != "" {
 			t.Errorf("usage (-want +got)\n%s", diff)
 		}

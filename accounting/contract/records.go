@@ -136,7 +136,13 @@ func VideoTaskToProto(t ledger.VideoTask, now time.Time) *accountingv1.VideoTask
 
 // UsageToProto is what a request consumed, on the wire.
 func UsageToProto(u ledger.Usage) *accountingv1.Usage {
-	return &accountingv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Units: maps.Clone(u.Units)}
+	out := &accountingv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Units: maps.Clone(u.Units),
+		ServiceTier: u.ServiceTier}
+	for _, c := range u.Components {
+		out.Components = append(out.Components, &accountingv1.ChargeComponent{
+			Name: c.Name, Units: c.Units, PricePerMtok: c.PricePerMTok, AmountMicros: c.Amount})
+	}
+	return out
 }
 
 // UsageFromProto reads what a request consumed; a missing usage is zero.
@@ -148,7 +154,13 @@ func UsageFromProto(u *accountingv1.Usage) ledger.Usage {
 	if len(u.GetUnits()) > 0 {
 		units = maps.Clone(u.GetUnits())
 	}
-	return ledger.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), Units: units}
+	out := ledger.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), Units: units,
+		ServiceTier: u.GetServiceTier()}
+	for _, c := range u.GetComponents() {
+		out.Components = append(out.Components, ledger.Component{
+			Name: c.GetName(), Units: c.GetUnits(), PricePerMTok: c.GetPricePerMtok(), Amount: c.GetAmountMicros()})
+	}
+	return out
 }
 
 // TierToProto is a tier's limits on the wire.

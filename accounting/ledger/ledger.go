@@ -140,6 +140,22 @@ type Usage struct {
 	InputTokens  int64
 	OutputTokens int64
 	Units        map[string]int64
+	// Components are the charge's priced parts (a rate card's input, cache_read,
+	// cache_write, cache_write_1h, audio_input, image_input, output, audio_output), only
+	// those with units > 0; their amounts sum to the actual cost. Empty for a charge
+	// priced by units or before rate cards.
+	Components []Component
+	// ServiceTier is the tier the charge was priced at ("default": the base card).
+	ServiceTier string
+}
+
+// Component is one priced part of a charge: units at a price per million units,
+// rounded up to a micro-credit.
+type Component struct {
+	Name         string
+	Units        int64
+	PricePerMTok Micros
+	Amount       Micros
 }
 
 // CommitRequest charges a reservation.

@@ -800,7 +800,13 @@ type Usage struct {
 	InputTokens  int64                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
 	OutputTokens int64                  `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
 	// Other billed units (characters, images, seconds), by unit name.
-	Units         map[string]int64 `protobuf:"bytes,3,rep,name=units,proto3" json:"units,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Units map[string]int64 `protobuf:"bytes,3,rep,name=units,proto3" json:"units,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The charge's components (a rate card's input, cache_read, cache_write,
+	// cache_write_1h, audio_input, image_input, output, audio_output), each priced on its
+	// own; only components with units > 0. Their amounts sum to the actual cost.
+	Components []*ChargeComponent `protobuf:"bytes,4,rep,name=components,proto3" json:"components,omitempty"`
+	// The service tier the charge was priced at ("default" for the base card).
+	ServiceTier   string `protobuf:"bytes,5,opt,name=service_tier,json=serviceTier,proto3" json:"service_tier,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -856,6 +862,89 @@ func (x *Usage) GetUnits() map[string]int64 {
 	return nil
 }
 
+func (x *Usage) GetComponents() []*ChargeComponent {
+	if x != nil {
+		return x.Components
+	}
+	return nil
+}
+
+func (x *Usage) GetServiceTier() string {
+	if x != nil {
+		return x.ServiceTier
+	}
+	return ""
+}
+
+// ChargeComponent is one priced part of a charge.
+type ChargeComponent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Units         int64                  `protobuf:"varint,2,opt,name=units,proto3" json:"units,omitempty"`
+	PricePerMtok  int64                  `protobuf:"varint,3,opt,name=price_per_mtok,json=pricePerMtok,proto3" json:"price_per_mtok,omitempty"`
+	AmountMicros  int64                  `protobuf:"varint,4,opt,name=amount_micros,json=amountMicros,proto3" json:"amount_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChargeComponent) Reset() {
+	*x = ChargeComponent{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChargeComponent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChargeComponent) ProtoMessage() {}
+
+func (x *ChargeComponent) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChargeComponent.ProtoReflect.Descriptor instead.
+func (*ChargeComponent) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ChargeComponent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ChargeComponent) GetUnits() int64 {
+	if x != nil {
+		return x.Units
+	}
+	return 0
+}
+
+func (x *ChargeComponent) GetPricePerMtok() int64 {
+	if x != nil {
+		return x.PricePerMtok
+	}
+	return 0
+}
+
+func (x *ChargeComponent) GetAmountMicros() int64 {
+	if x != nil {
+		return x.AmountMicros
+	}
+	return 0
+}
+
 type CommitRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ReservationId string                 `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
@@ -871,7 +960,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +972,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +985,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{7}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CommitRequest) GetReservationId() string {
@@ -947,7 +1036,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1048,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1061,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{8}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CommitResponse) GetChargedMicros() int64 {
@@ -1007,7 +1096,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1108,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1121,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{9}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseRequest) GetReservationId() string {
@@ -1061,7 +1150,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1162,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1175,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{10}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseResponse) GetState() ReservationState {
@@ -1112,7 +1201,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1213,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1226,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ApplyRequest) GetOps() []*LedgerOp {
@@ -1162,7 +1251,7 @@ type LedgerOp struct {
 
 func (x *LedgerOp) Reset() {
 	*x = LedgerOp{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1263,7 @@ func (x *LedgerOp) String() string {
 func (*LedgerOp) ProtoMessage() {}
 
 func (x *LedgerOp) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1276,7 @@ func (x *LedgerOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerOp.ProtoReflect.Descriptor instead.
 func (*LedgerOp) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LedgerOp) GetOp() isLedgerOp_Op {
@@ -1256,7 +1345,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1357,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1370,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApplyResponse) GetResults() []*LedgerOpResult {
@@ -1307,7 +1396,7 @@ type LedgerOpResult struct {
 
 func (x *LedgerOpResult) Reset() {
 	*x = LedgerOpResult{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1408,7 @@ func (x *LedgerOpResult) String() string {
 func (*LedgerOpResult) ProtoMessage() {}
 
 func (x *LedgerOpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1421,7 @@ func (x *LedgerOpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerOpResult.ProtoReflect.Descriptor instead.
 func (*LedgerOpResult) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LedgerOpResult) GetResult() isLedgerOpResult_Result {
@@ -1420,7 +1509,7 @@ type OpError struct {
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1521,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1534,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OpError) GetCode() int32 {
@@ -1479,7 +1568,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1580,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1593,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RenewRequest) GetReservationId() string {
@@ -1530,7 +1619,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1631,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1644,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RenewResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -1573,7 +1662,7 @@ type WatchChangesRequest struct {
 
 func (x *WatchChangesRequest) Reset() {
 	*x = WatchChangesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1674,7 @@ func (x *WatchChangesRequest) String() string {
 func (*WatchChangesRequest) ProtoMessage() {}
 
 func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1687,7 @@ func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesRequest.ProtoReflect.Descriptor instead.
 func (*WatchChangesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
 }
 
 type WatchChangesResponse struct {
@@ -1612,7 +1701,7 @@ type WatchChangesResponse struct {
 
 func (x *WatchChangesResponse) Reset() {
 	*x = WatchChangesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1713,7 @@ func (x *WatchChangesResponse) String() string {
 func (*WatchChangesResponse) ProtoMessage() {}
 
 func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1726,7 @@ func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesResponse.ProtoReflect.Descriptor instead.
 func (*WatchChangesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchChangesResponse) GetKind() ChangeKind {
@@ -1677,7 +1766,7 @@ type RecordVideoTaskRequest struct {
 
 func (x *RecordVideoTaskRequest) Reset() {
 	*x = RecordVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1778,7 @@ func (x *RecordVideoTaskRequest) String() string {
 func (*RecordVideoTaskRequest) ProtoMessage() {}
 
 func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1791,7 @@ func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RecordVideoTaskRequest) GetTaskId() string {
@@ -1749,7 +1838,7 @@ type RecordVideoTaskResponse struct {
 
 func (x *RecordVideoTaskResponse) Reset() {
 	*x = RecordVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1850,7 @@ func (x *RecordVideoTaskResponse) String() string {
 func (*RecordVideoTaskResponse) ProtoMessage() {}
 
 func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1863,7 @@ func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RecordVideoTaskResponse) GetTask() *VideoTask {
@@ -1793,7 +1882,7 @@ type GetVideoTaskRequest struct {
 
 func (x *GetVideoTaskRequest) Reset() {
 	*x = GetVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1894,7 @@ func (x *GetVideoTaskRequest) String() string {
 func (*GetVideoTaskRequest) ProtoMessage() {}
 
 func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1907,7 @@ func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetVideoTaskRequest) GetTaskId() string {
@@ -1837,7 +1926,7 @@ type GetVideoTaskResponse struct {
 
 func (x *GetVideoTaskResponse) Reset() {
 	*x = GetVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +1938,7 @@ func (x *GetVideoTaskResponse) String() string {
 func (*GetVideoTaskResponse) ProtoMessage() {}
 
 func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +1951,7 @@ func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetVideoTaskResponse) GetTask() *VideoTask {
@@ -1892,7 +1981,7 @@ type VideoTask struct {
 
 func (x *VideoTask) Reset() {
 	*x = VideoTask{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +1993,7 @@ func (x *VideoTask) String() string {
 func (*VideoTask) ProtoMessage() {}
 
 func (x *VideoTask) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2006,7 @@ func (x *VideoTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VideoTask.ProtoReflect.Descriptor instead.
 func (*VideoTask) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *VideoTask) GetTaskId() string {
@@ -2001,7 +2090,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2102,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2115,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Account) GetId() string {
@@ -2109,7 +2198,7 @@ type CreateAccountRequest struct {
 
 func (x *CreateAccountRequest) Reset() {
 	*x = CreateAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2210,7 @@ func (x *CreateAccountRequest) String() string {
 func (*CreateAccountRequest) ProtoMessage() {}
 
 func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2223,7 @@ func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountRequest.ProtoReflect.Descriptor instead.
 func (*CreateAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateAccountRequest) GetTier() string {
@@ -2153,7 +2242,7 @@ type GetAccountRequest struct {
 
 func (x *GetAccountRequest) Reset() {
 	*x = GetAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2254,7 @@ func (x *GetAccountRequest) String() string {
 func (*GetAccountRequest) ProtoMessage() {}
 
 func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2267,7 @@ func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountRequest.ProtoReflect.Descriptor instead.
 func (*GetAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetAccountRequest) GetAccountId() string {
@@ -2200,7 +2289,7 @@ type TopUpRequest struct {
 
 func (x *TopUpRequest) Reset() {
 	*x = TopUpRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2301,7 @@ func (x *TopUpRequest) String() string {
 func (*TopUpRequest) ProtoMessage() {}
 
 func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2314,7 @@ func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpRequest.ProtoReflect.Descriptor instead.
 func (*TopUpRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TopUpRequest) GetAccountId() string {
@@ -2259,7 +2348,7 @@ type SetAccountSuspendedRequest struct {
 
 func (x *SetAccountSuspendedRequest) Reset() {
 	*x = SetAccountSuspendedRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2360,7 @@ func (x *SetAccountSuspendedRequest) String() string {
 func (*SetAccountSuspendedRequest) ProtoMessage() {}
 
 func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2373,7 @@ func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetAccountSuspendedRequest) GetAccountId() string {
@@ -2327,7 +2416,7 @@ type Key struct {
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2428,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2441,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Key) GetId() string {
@@ -2482,7 +2571,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2583,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2596,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateKeyRequest) GetAccountId() string {
@@ -2570,7 +2659,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2671,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2684,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateKeyResponse) GetKey() *Key {
@@ -2621,7 +2710,7 @@ type GetKeyRequest struct {
 
 func (x *GetKeyRequest) Reset() {
 	*x = GetKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2722,7 @@ func (x *GetKeyRequest) String() string {
 func (*GetKeyRequest) ProtoMessage() {}
 
 func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2735,7 @@ func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetKeyRequest) GetKeyId() string {
@@ -2666,7 +2755,7 @@ type SetKeyDisabledRequest struct {
 
 func (x *SetKeyDisabledRequest) Reset() {
 	*x = SetKeyDisabledRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2767,7 @@ func (x *SetKeyDisabledRequest) String() string {
 func (*SetKeyDisabledRequest) ProtoMessage() {}
 
 func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +2780,7 @@ func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledRequest.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetKeyDisabledRequest) GetKeyId() string {
@@ -2717,7 +2806,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2818,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2831,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -2761,7 +2850,7 @@ type CreateAccountResponse struct {
 
 func (x *CreateAccountResponse) Reset() {
 	*x = CreateAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +2862,7 @@ func (x *CreateAccountResponse) String() string {
 func (*CreateAccountResponse) ProtoMessage() {}
 
 func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +2875,7 @@ func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountResponse.ProtoReflect.Descriptor instead.
 func (*CreateAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateAccountResponse) GetAccount() *Account {
@@ -2805,7 +2894,7 @@ type GetAccountResponse struct {
 
 func (x *GetAccountResponse) Reset() {
 	*x = GetAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2817,7 +2906,7 @@ func (x *GetAccountResponse) String() string {
 func (*GetAccountResponse) ProtoMessage() {}
 
 func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2830,7 +2919,7 @@ func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountResponse.ProtoReflect.Descriptor instead.
 func (*GetAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetAccountResponse) GetAccount() *Account {
@@ -2849,7 +2938,7 @@ type TopUpResponse struct {
 
 func (x *TopUpResponse) Reset() {
 	*x = TopUpResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2861,7 +2950,7 @@ func (x *TopUpResponse) String() string {
 func (*TopUpResponse) ProtoMessage() {}
 
 func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2874,7 +2963,7 @@ func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpResponse.ProtoReflect.Descriptor instead.
 func (*TopUpResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TopUpResponse) GetAccount() *Account {
@@ -2893,7 +2982,7 @@ type SetAccountSuspendedResponse struct {
 
 func (x *SetAccountSuspendedResponse) Reset() {
 	*x = SetAccountSuspendedResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +2994,7 @@ func (x *SetAccountSuspendedResponse) String() string {
 func (*SetAccountSuspendedResponse) ProtoMessage() {}
 
 func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3007,7 @@ func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetAccountSuspendedResponse) GetAccount() *Account {
@@ -2937,7 +3026,7 @@ type GetKeyResponse struct {
 
 func (x *GetKeyResponse) Reset() {
 	*x = GetKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +3038,7 @@ func (x *GetKeyResponse) String() string {
 func (*GetKeyResponse) ProtoMessage() {}
 
 func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2962,7 +3051,7 @@ func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetKeyResponse) GetKey() *Key {
@@ -2981,7 +3070,7 @@ type SetKeyDisabledResponse struct {
 
 func (x *SetKeyDisabledResponse) Reset() {
 	*x = SetKeyDisabledResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3082,7 @@ func (x *SetKeyDisabledResponse) String() string {
 func (*SetKeyDisabledResponse) ProtoMessage() {}
 
 func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3095,7 @@ func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledResponse.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetKeyDisabledResponse) GetKey() *Key {
@@ -3025,7 +3114,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +3126,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +3139,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RevokeKeyResponse) GetKey() *Key {
@@ -3072,7 +3161,7 @@ type ListAccountsRequest struct {
 
 func (x *ListAccountsRequest) Reset() {
 	*x = ListAccountsRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3084,7 +3173,7 @@ func (x *ListAccountsRequest) String() string {
 func (*ListAccountsRequest) ProtoMessage() {}
 
 func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3097,7 +3186,7 @@ func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsRequest.ProtoReflect.Descriptor instead.
 func (*ListAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListAccountsRequest) GetLimit() int32 {
@@ -3125,7 +3214,7 @@ type ListAccountsResponse struct {
 
 func (x *ListAccountsResponse) Reset() {
 	*x = ListAccountsResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3137,7 +3226,7 @@ func (x *ListAccountsResponse) String() string {
 func (*ListAccountsResponse) ProtoMessage() {}
 
 func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3150,7 +3239,7 @@ func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsResponse.ProtoReflect.Descriptor instead.
 func (*ListAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListAccountsResponse) GetAccounts() []*Account {
@@ -3176,7 +3265,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3188,7 +3277,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3201,7 +3290,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListKeysRequest) GetAccountId() string {
@@ -3220,7 +3309,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3321,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3334,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -3265,7 +3354,7 @@ type ModelList struct {
 
 func (x *ModelList) Reset() {
 	*x = ModelList{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3366,7 @@ func (x *ModelList) String() string {
 func (*ModelList) ProtoMessage() {}
 
 func (x *ModelList) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3379,7 @@ func (x *ModelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
 func (*ModelList) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ModelList) GetModels() []string {
@@ -3310,7 +3399,7 @@ type LimitUpdate struct {
 
 func (x *LimitUpdate) Reset() {
 	*x = LimitUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3411,7 @@ func (x *LimitUpdate) String() string {
 func (*LimitUpdate) ProtoMessage() {}
 
 func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3424,7 @@ func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitUpdate.ProtoReflect.Descriptor instead.
 func (*LimitUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LimitUpdate) GetMicros() int64 {
@@ -3355,7 +3444,7 @@ type ExpiryUpdate struct {
 
 func (x *ExpiryUpdate) Reset() {
 	*x = ExpiryUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3367,7 +3456,7 @@ func (x *ExpiryUpdate) String() string {
 func (*ExpiryUpdate) ProtoMessage() {}
 
 func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3380,7 +3469,7 @@ func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpiryUpdate.ProtoReflect.Descriptor instead.
 func (*ExpiryUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ExpiryUpdate) GetExpiresAt() *timestamppb.Timestamp {
@@ -3405,7 +3494,7 @@ type UpdateKeyRequest struct {
 
 func (x *UpdateKeyRequest) Reset() {
 	*x = UpdateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3417,7 +3506,7 @@ func (x *UpdateKeyRequest) String() string {
 func (*UpdateKeyRequest) ProtoMessage() {}
 
 func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3430,7 +3519,7 @@ func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateKeyRequest) GetKeyId() string {
@@ -3484,7 +3573,7 @@ type UpdateKeyResponse struct {
 
 func (x *UpdateKeyResponse) Reset() {
 	*x = UpdateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3585,7 @@ func (x *UpdateKeyResponse) String() string {
 func (*UpdateKeyResponse) ProtoMessage() {}
 
 func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3509,7 +3598,7 @@ func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpdateKeyResponse) GetKey() *Key {
@@ -3536,7 +3625,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3548,7 +3637,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3561,7 +3650,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetUsageRequest) GetAccountId() string {
@@ -3613,7 +3702,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3625,7 +3714,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3638,7 +3727,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UsageRow) GetGroup() string {
@@ -3686,7 +3775,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3698,7 +3787,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3711,7 +3800,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -3741,7 +3830,7 @@ type ListLedgerEntriesRequest struct {
 
 func (x *ListLedgerEntriesRequest) Reset() {
 	*x = ListLedgerEntriesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3753,7 +3842,7 @@ func (x *ListLedgerEntriesRequest) String() string {
 func (*ListLedgerEntriesRequest) ProtoMessage() {}
 
 func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3766,7 +3855,7 @@ func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListLedgerEntriesRequest) GetAccountId() string {
@@ -3809,7 +3898,7 @@ type LedgerEntry struct {
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3821,7 +3910,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3834,7 +3923,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LedgerEntry) GetId() int64 {
@@ -3911,7 +4000,7 @@ type ListLedgerEntriesResponse struct {
 
 func (x *ListLedgerEntriesResponse) Reset() {
 	*x = ListLedgerEntriesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3923,7 +4012,7 @@ func (x *ListLedgerEntriesResponse) String() string {
 func (*ListLedgerEntriesResponse) ProtoMessage() {}
 
 func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3936,7 +4025,7 @@ func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListLedgerEntriesResponse) GetEntries() []*LedgerEntry {
@@ -3967,7 +4056,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3979,7 +4068,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3992,7 +4081,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Tier) GetName() string {
@@ -4038,7 +4127,7 @@ type ListTiersRequest struct {
 
 func (x *ListTiersRequest) Reset() {
 	*x = ListTiersRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4050,7 +4139,7 @@ func (x *ListTiersRequest) String() string {
 func (*ListTiersRequest) ProtoMessage() {}
 
 func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4063,7 +4152,7 @@ func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersRequest.ProtoReflect.Descriptor instead.
 func (*ListTiersRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
 }
 
 type ListTiersResponse struct {
@@ -4075,7 +4164,7 @@ type ListTiersResponse struct {
 
 func (x *ListTiersResponse) Reset() {
 	*x = ListTiersResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4087,7 +4176,7 @@ func (x *ListTiersResponse) String() string {
 func (*ListTiersResponse) ProtoMessage() {}
 
 func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4100,7 +4189,7 @@ func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersResponse.ProtoReflect.Descriptor instead.
 func (*ListTiersResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListTiersResponse) GetTiers() []*Tier {
@@ -4119,7 +4208,7 @@ type SetTierRequest struct {
 
 func (x *SetTierRequest) Reset() {
 	*x = SetTierRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4131,7 +4220,7 @@ func (x *SetTierRequest) String() string {
 func (*SetTierRequest) ProtoMessage() {}
 
 func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4144,7 +4233,7 @@ func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierRequest.ProtoReflect.Descriptor instead.
 func (*SetTierRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetTierRequest) GetTier() *Tier {
@@ -4163,7 +4252,7 @@ type SetTierResponse struct {
 
 func (x *SetTierResponse) Reset() {
 	*x = SetTierResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4175,7 +4264,7 @@ func (x *SetTierResponse) String() string {
 func (*SetTierResponse) ProtoMessage() {}
 
 func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4188,7 +4277,7 @@ func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierResponse.ProtoReflect.Descriptor instead.
 func (*SetTierResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SetTierResponse) GetTier() *Tier {
@@ -4242,15 +4331,24 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"account_id\x18\x02 \x01(\tR\taccountId\x12#\n" +
 	"\ramount_micros\x18\x03 \x01(\x03R\famountMicros\x129\n" +
 	"\n" +
-	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xc0\x01\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xa3\x02\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x125\n" +
-	"\x05units\x18\x03 \x03(\v2\x1f.accounting.v1.Usage.UnitsEntryR\x05units\x1a8\n" +
+	"\x05units\x18\x03 \x03(\v2\x1f.accounting.v1.Usage.UnitsEntryR\x05units\x12>\n" +
+	"\n" +
+	"components\x18\x04 \x03(\v2\x1e.accounting.v1.ChargeComponentR\n" +
+	"components\x12!\n" +
+	"\fservice_tier\x18\x05 \x01(\tR\vserviceTier\x1a8\n" +
 	"\n" +
 	"UnitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xc8\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x86\x01\n" +
+	"\x0fChargeComponent\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05units\x18\x02 \x01(\x03R\x05units\x12$\n" +
+	"\x0eprice_per_mtok\x18\x03 \x01(\x03R\fpricePerMtok\x12#\n" +
+	"\ramount_micros\x18\x04 \x01(\x03R\famountMicros\"\xc8\x01\n" +
 	"\rCommitRequest\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\tR\rreservationId\x12#\n" +
 	"\ractual_micros\x18\x02 \x01(\x03R\factualMicros\x12*\n" +
@@ -4568,7 +4666,7 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                         // 0: accounting.v1.Reason
 	(Pool)(0),                           // 1: accounting.v1.Pool
@@ -4583,171 +4681,173 @@ var file_accounting_v1_accounting_proto_goTypes = []any{
 	(*ReserveRequest)(nil),              // 10: accounting.v1.ReserveRequest
 	(*ReserveResponse)(nil),             // 11: accounting.v1.ReserveResponse
 	(*Usage)(nil),                       // 12: accounting.v1.Usage
-	(*CommitRequest)(nil),               // 13: accounting.v1.CommitRequest
-	(*CommitResponse)(nil),              // 14: accounting.v1.CommitResponse
-	(*ReleaseRequest)(nil),              // 15: accounting.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),             // 16: accounting.v1.ReleaseResponse
-	(*ApplyRequest)(nil),                // 17: accounting.v1.ApplyRequest
-	(*LedgerOp)(nil),                    // 18: accounting.v1.LedgerOp
-	(*ApplyResponse)(nil),               // 19: accounting.v1.ApplyResponse
-	(*LedgerOpResult)(nil),              // 20: accounting.v1.LedgerOpResult
-	(*OpError)(nil),                     // 21: accounting.v1.OpError
-	(*RenewRequest)(nil),                // 22: accounting.v1.RenewRequest
-	(*RenewResponse)(nil),               // 23: accounting.v1.RenewResponse
-	(*WatchChangesRequest)(nil),         // 24: accounting.v1.WatchChangesRequest
-	(*WatchChangesResponse)(nil),        // 25: accounting.v1.WatchChangesResponse
-	(*RecordVideoTaskRequest)(nil),      // 26: accounting.v1.RecordVideoTaskRequest
-	(*RecordVideoTaskResponse)(nil),     // 27: accounting.v1.RecordVideoTaskResponse
-	(*GetVideoTaskRequest)(nil),         // 28: accounting.v1.GetVideoTaskRequest
-	(*GetVideoTaskResponse)(nil),        // 29: accounting.v1.GetVideoTaskResponse
-	(*VideoTask)(nil),                   // 30: accounting.v1.VideoTask
-	(*Account)(nil),                     // 31: accounting.v1.Account
-	(*CreateAccountRequest)(nil),        // 32: accounting.v1.CreateAccountRequest
-	(*GetAccountRequest)(nil),           // 33: accounting.v1.GetAccountRequest
-	(*TopUpRequest)(nil),                // 34: accounting.v1.TopUpRequest
-	(*SetAccountSuspendedRequest)(nil),  // 35: accounting.v1.SetAccountSuspendedRequest
-	(*Key)(nil),                         // 36: accounting.v1.Key
-	(*CreateKeyRequest)(nil),            // 37: accounting.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),           // 38: accounting.v1.CreateKeyResponse
-	(*GetKeyRequest)(nil),               // 39: accounting.v1.GetKeyRequest
-	(*SetKeyDisabledRequest)(nil),       // 40: accounting.v1.SetKeyDisabledRequest
-	(*RevokeKeyRequest)(nil),            // 41: accounting.v1.RevokeKeyRequest
-	(*CreateAccountResponse)(nil),       // 42: accounting.v1.CreateAccountResponse
-	(*GetAccountResponse)(nil),          // 43: accounting.v1.GetAccountResponse
-	(*TopUpResponse)(nil),               // 44: accounting.v1.TopUpResponse
-	(*SetAccountSuspendedResponse)(nil), // 45: accounting.v1.SetAccountSuspendedResponse
-	(*GetKeyResponse)(nil),              // 46: accounting.v1.GetKeyResponse
-	(*SetKeyDisabledResponse)(nil),      // 47: accounting.v1.SetKeyDisabledResponse
-	(*RevokeKeyResponse)(nil),           // 48: accounting.v1.RevokeKeyResponse
-	(*ListAccountsRequest)(nil),         // 49: accounting.v1.ListAccountsRequest
-	(*ListAccountsResponse)(nil),        // 50: accounting.v1.ListAccountsResponse
-	(*ListKeysRequest)(nil),             // 51: accounting.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),            // 52: accounting.v1.ListKeysResponse
-	(*ModelList)(nil),                   // 53: accounting.v1.ModelList
-	(*LimitUpdate)(nil),                 // 54: accounting.v1.LimitUpdate
-	(*ExpiryUpdate)(nil),                // 55: accounting.v1.ExpiryUpdate
-	(*UpdateKeyRequest)(nil),            // 56: accounting.v1.UpdateKeyRequest
-	(*UpdateKeyResponse)(nil),           // 57: accounting.v1.UpdateKeyResponse
-	(*GetUsageRequest)(nil),             // 58: accounting.v1.GetUsageRequest
-	(*UsageRow)(nil),                    // 59: accounting.v1.UsageRow
-	(*GetUsageResponse)(nil),            // 60: accounting.v1.GetUsageResponse
-	(*ListLedgerEntriesRequest)(nil),    // 61: accounting.v1.ListLedgerEntriesRequest
-	(*LedgerEntry)(nil),                 // 62: accounting.v1.LedgerEntry
-	(*ListLedgerEntriesResponse)(nil),   // 63: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 64: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 65: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 66: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 67: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 68: accounting.v1.SetTierResponse
-	nil,                                 // 69: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 70: google.protobuf.Timestamp
+	(*ChargeComponent)(nil),             // 13: accounting.v1.ChargeComponent
+	(*CommitRequest)(nil),               // 14: accounting.v1.CommitRequest
+	(*CommitResponse)(nil),              // 15: accounting.v1.CommitResponse
+	(*ReleaseRequest)(nil),              // 16: accounting.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),             // 17: accounting.v1.ReleaseResponse
+	(*ApplyRequest)(nil),                // 18: accounting.v1.ApplyRequest
+	(*LedgerOp)(nil),                    // 19: accounting.v1.LedgerOp
+	(*ApplyResponse)(nil),               // 20: accounting.v1.ApplyResponse
+	(*LedgerOpResult)(nil),              // 21: accounting.v1.LedgerOpResult
+	(*OpError)(nil),                     // 22: accounting.v1.OpError
+	(*RenewRequest)(nil),                // 23: accounting.v1.RenewRequest
+	(*RenewResponse)(nil),               // 24: accounting.v1.RenewResponse
+	(*WatchChangesRequest)(nil),         // 25: accounting.v1.WatchChangesRequest
+	(*WatchChangesResponse)(nil),        // 26: accounting.v1.WatchChangesResponse
+	(*RecordVideoTaskRequest)(nil),      // 27: accounting.v1.RecordVideoTaskRequest
+	(*RecordVideoTaskResponse)(nil),     // 28: accounting.v1.RecordVideoTaskResponse
+	(*GetVideoTaskRequest)(nil),         // 29: accounting.v1.GetVideoTaskRequest
+	(*GetVideoTaskResponse)(nil),        // 30: accounting.v1.GetVideoTaskResponse
+	(*VideoTask)(nil),                   // 31: accounting.v1.VideoTask
+	(*Account)(nil),                     // 32: accounting.v1.Account
+	(*CreateAccountRequest)(nil),        // 33: accounting.v1.CreateAccountRequest
+	(*GetAccountRequest)(nil),           // 34: accounting.v1.GetAccountRequest
+	(*TopUpRequest)(nil),                // 35: accounting.v1.TopUpRequest
+	(*SetAccountSuspendedRequest)(nil),  // 36: accounting.v1.SetAccountSuspendedRequest
+	(*Key)(nil),                         // 37: accounting.v1.Key
+	(*CreateKeyRequest)(nil),            // 38: accounting.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),           // 39: accounting.v1.CreateKeyResponse
+	(*GetKeyRequest)(nil),               // 40: accounting.v1.GetKeyRequest
+	(*SetKeyDisabledRequest)(nil),       // 41: accounting.v1.SetKeyDisabledRequest
+	(*RevokeKeyRequest)(nil),            // 42: accounting.v1.RevokeKeyRequest
+	(*CreateAccountResponse)(nil),       // 43: accounting.v1.CreateAccountResponse
+	(*GetAccountResponse)(nil),          // 44: accounting.v1.GetAccountResponse
+	(*TopUpResponse)(nil),               // 45: accounting.v1.TopUpResponse
+	(*SetAccountSuspendedResponse)(nil), // 46: accounting.v1.SetAccountSuspendedResponse
+	(*GetKeyResponse)(nil),              // 47: accounting.v1.GetKeyResponse
+	(*SetKeyDisabledResponse)(nil),      // 48: accounting.v1.SetKeyDisabledResponse
+	(*RevokeKeyResponse)(nil),           // 49: accounting.v1.RevokeKeyResponse
+	(*ListAccountsRequest)(nil),         // 50: accounting.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),        // 51: accounting.v1.ListAccountsResponse
+	(*ListKeysRequest)(nil),             // 52: accounting.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),            // 53: accounting.v1.ListKeysResponse
+	(*ModelList)(nil),                   // 54: accounting.v1.ModelList
+	(*LimitUpdate)(nil),                 // 55: accounting.v1.LimitUpdate
+	(*ExpiryUpdate)(nil),                // 56: accounting.v1.ExpiryUpdate
+	(*UpdateKeyRequest)(nil),            // 57: accounting.v1.UpdateKeyRequest
+	(*UpdateKeyResponse)(nil),           // 58: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),             // 59: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                    // 60: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),            // 61: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),    // 62: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                 // 63: accounting.v1.LedgerEntry
+	(*ListLedgerEntriesResponse)(nil),   // 64: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                        // 65: accounting.v1.Tier
+	(*ListTiersRequest)(nil),            // 66: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),           // 67: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),              // 68: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),             // 69: accounting.v1.SetTierResponse
+	nil,                                 // 70: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),       // 71: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
 	9,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	70, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	71, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 3: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	70, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	69, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
-	12, // 6: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
-	2,  // 7: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
-	18, // 8: accounting.v1.ApplyRequest.ops:type_name -> accounting.v1.LedgerOp
-	10, // 9: accounting.v1.LedgerOp.reserve:type_name -> accounting.v1.ReserveRequest
-	13, // 10: accounting.v1.LedgerOp.commit:type_name -> accounting.v1.CommitRequest
-	15, // 11: accounting.v1.LedgerOp.release:type_name -> accounting.v1.ReleaseRequest
-	20, // 12: accounting.v1.ApplyResponse.results:type_name -> accounting.v1.LedgerOpResult
-	11, // 13: accounting.v1.LedgerOpResult.reserve:type_name -> accounting.v1.ReserveResponse
-	14, // 14: accounting.v1.LedgerOpResult.commit:type_name -> accounting.v1.CommitResponse
-	16, // 15: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
-	21, // 16: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
-	6,  // 17: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
-	70, // 18: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 19: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
-	30, // 20: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	30, // 21: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	70, // 22: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	70, // 23: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	70, // 24: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	70, // 25: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	70, // 26: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	36, // 27: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
-	31, // 28: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
-	31, // 29: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
-	31, // 30: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
-	31, // 31: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
-	36, // 32: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
-	36, // 33: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
-	36, // 34: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
-	31, // 35: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
-	36, // 36: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	70, // 37: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
-	53, // 38: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
-	54, // 39: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	54, // 40: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	55, // 41: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
-	36, // 42: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
-	4,  // 43: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
-	59, // 44: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
-	59, // 45: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
-	5,  // 46: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	70, // 47: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
-	62, // 48: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
-	64, // 49: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
-	64, // 50: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
-	64, // 51: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	7,  // 52: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	10, // 53: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	13, // 54: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	15, // 55: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	17, // 56: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
-	22, // 57: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	24, // 58: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	26, // 59: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	28, // 60: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	32, // 61: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	33, // 62: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	34, // 63: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	35, // 64: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	37, // 65: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	39, // 66: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	40, // 67: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	41, // 68: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	49, // 69: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	51, // 70: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	56, // 71: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	58, // 72: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	61, // 73: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	65, // 74: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	67, // 75: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	8,  // 76: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	11, // 77: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	14, // 78: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	16, // 79: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	19, // 80: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
-	23, // 81: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	25, // 82: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	27, // 83: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	29, // 84: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	42, // 85: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	43, // 86: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	44, // 87: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	45, // 88: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	38, // 89: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	46, // 90: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	47, // 91: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	48, // 92: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	50, // 93: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	52, // 94: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	57, // 95: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	60, // 96: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	63, // 97: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	66, // 98: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	68, // 99: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	76, // [76:100] is the sub-list for method output_type
-	52, // [52:76] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	71, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	70, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	13, // 6: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
+	12, // 7: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
+	2,  // 8: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
+	19, // 9: accounting.v1.ApplyRequest.ops:type_name -> accounting.v1.LedgerOp
+	10, // 10: accounting.v1.LedgerOp.reserve:type_name -> accounting.v1.ReserveRequest
+	14, // 11: accounting.v1.LedgerOp.commit:type_name -> accounting.v1.CommitRequest
+	16, // 12: accounting.v1.LedgerOp.release:type_name -> accounting.v1.ReleaseRequest
+	21, // 13: accounting.v1.ApplyResponse.results:type_name -> accounting.v1.LedgerOpResult
+	11, // 14: accounting.v1.LedgerOpResult.reserve:type_name -> accounting.v1.ReserveResponse
+	15, // 15: accounting.v1.LedgerOpResult.commit:type_name -> accounting.v1.CommitResponse
+	17, // 16: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
+	22, // 17: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
+	6,  // 18: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
+	71, // 19: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 20: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
+	31, // 21: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	31, // 22: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	71, // 23: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	71, // 24: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	71, // 25: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	71, // 26: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	71, // 27: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	37, // 28: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
+	32, // 29: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
+	32, // 30: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
+	32, // 31: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
+	32, // 32: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
+	37, // 33: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
+	37, // 34: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
+	37, // 35: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
+	32, // 36: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
+	37, // 37: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
+	71, // 38: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	54, // 39: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
+	55, // 40: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	55, // 41: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	56, // 42: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
+	37, // 43: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
+	4,  // 44: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
+	60, // 45: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
+	60, // 46: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
+	5,  // 47: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
+	71, // 48: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	63, // 49: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	65, // 50: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	65, // 51: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	65, // 52: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	7,  // 53: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	10, // 54: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	14, // 55: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	16, // 56: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	18, // 57: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
+	23, // 58: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	25, // 59: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	27, // 60: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	29, // 61: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	33, // 62: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	34, // 63: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	35, // 64: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	36, // 65: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	38, // 66: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	40, // 67: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	41, // 68: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	42, // 69: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	50, // 70: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	52, // 71: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	57, // 72: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	59, // 73: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	62, // 74: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	66, // 75: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	68, // 76: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	8,  // 77: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	11, // 78: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	15, // 79: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	17, // 80: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	20, // 81: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
+	24, // 82: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	26, // 83: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	28, // 84: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	30, // 85: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	43, // 86: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	44, // 87: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	45, // 88: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	46, // 89: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	39, // 90: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	47, // 91: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	48, // 92: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	49, // 93: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	51, // 94: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	53, // 95: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	58, // 96: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	61, // 97: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	64, // 98: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	67, // 99: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	69, // 100: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	77, // [77:101] is the sub-list for method output_type
+	53, // [53:77] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -4756,28 +4856,28 @@ func file_accounting_v1_accounting_proto_init() {
 		return
 	}
 	file_accounting_v1_accounting_proto_msgTypes[3].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[12].OneofWrappers = []any{
+	file_accounting_v1_accounting_proto_msgTypes[13].OneofWrappers = []any{
 		(*LedgerOp_Reserve)(nil),
 		(*LedgerOp_Commit)(nil),
 		(*LedgerOp_Release)(nil),
 	}
-	file_accounting_v1_accounting_proto_msgTypes[14].OneofWrappers = []any{
+	file_accounting_v1_accounting_proto_msgTypes[15].OneofWrappers = []any{
 		(*LedgerOpResult_Reserve)(nil),
 		(*LedgerOpResult_Commit)(nil),
 		(*LedgerOpResult_Release)(nil),
 		(*LedgerOpResult_Error)(nil),
 	}
-	file_accounting_v1_accounting_proto_msgTypes[30].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[31].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[48].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[50].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[32].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[49].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[51].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   64,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
