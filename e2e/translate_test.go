@@ -341,8 +341,7 @@ func chatToolResult(t *testing.T, key string, c call, a answer, result string) a
 	p := chatParams(c)
 	p.Messages = append(p.Messages,
 		openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
-			// The spec requires content (null allowed); the SDK omits an empty one.
-			Content: openai.ChatCompletionAssistantMessageParamContentUnion{OfString: openai.String("")},
+			// No content, as the SDK's own message.ToParam() sends it.
 			ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
 				ID: a.toolID, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: a.toolName, Arguments: a.toolArgs},
 			}}},

@@ -22,7 +22,9 @@ var chatRoles = map[string]bool{"developer": true, "system": true, "user": true,
 // as JSON integers (1.0 and 1e3 are refused: "integer" is a JSON-text property here, and
 // the upstream providers refuse them too); when both are given the larger one bounds the
 // output. n accepts any JSON number equal to 1. null counts as absent for optional
-// fields, except content, where null is an allowed value.
+// fields, except content, where null is an allowed value. content may be left out only
+// by an assistant message that calls tools or a function (OpenAI's rule, which every
+// official SDK relies on when it sends a tool call back).
 func ParseChat(body []byte) (wire.Parsed, *apierr.Error) {
 	root, p, err := wire.Begin(body)
 	if err != nil {
@@ -138,8 +140,15 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 				"The message role must be one of developer, system, user, assistant, tool.")
 			return false
 		}
+		if err = callFields(m, at); err != nil {
+			return false
+		}
 		c := m.Get("content")
 		switch {
+		case !c.Exists() && role.Str == "assistant" && calls(m):
+			// OpenAI's own rule: an assistant message's content is required unless it
+			// calls tools (tool_calls) or a function (function_call). The official SDKs
+			// omit it in the assistant turn an agent loop sends back.
 		case !c.Exists():
 			err = apierr.Param(apierr.InvalidRequest, at+".content", "The message content is required.")
 			return false
@@ -175,12 +184,6 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 				return false
 			}
 		}
-		if tc := m.Get("tool_calls"); tc.Exists() && tc.Type != gjson.Null {
-			if !tc.IsArray() {
-				err = apierr.Param(apierr.InvalidRequest, at+".tool_calls", "The message's 'tool_calls' must be an array.")
-				return false
-			}
-		}
 		// Every other field of the message (tool_calls, the legacy function_call, name,
 		// tool_call_id, …) is billed by a rendering of its JSON.
 		pr.JSON = append(pr.JSON, wire.Extras(m, "role", "content")...)
@@ -199,6 +202,28 @@ func chatMessages(msgs gjson.Result) (wire.Prompt, *apierr.Error) {
 		return pr, apierr.Param(apierr.InvalidRequest, "messages", "The 'messages' field must hold at least one message.")
 	}
 	return pr, nil
+}
+
+// callFields checks the types of a message's calls: tool_calls an array, the legacy
+// function_call an object (null counts as absent for both).
+func callFields(m wire.Object, at string) *apierr.Error {
+	if tc := m.Get("tool_calls"); tc.Exists() && tc.Type != gjson.Null && !tc.IsArray() {
+		return apierr.Param(apierr.InvalidRequest, at+".tool_calls", "The message's 'tool_calls' must be an array.")
+	}
+	if fc := m.Get("function_call"); fc.Exists() && fc.Type != gjson.Null && !fc.IsObject() {
+		return apierr.Param(apierr.InvalidRequest, at+".function_call", "The message's 'function_call' must be an object.")
+	}
+	return nil
+}
+
+// calls reports whether a message (its call fields checked by callFields) calls a tool
+// or a function: a non-empty tool_calls, or a function_call.
+func calls(m wire.Object) bool {
+	some := false
+	if tc := m.Get("tool_calls"); tc.IsArray() {
+		tc.ForEach(func(_, _ gjson.Result) bool { some = true; return false })
+	}
+	return some || m.Get("function_call").IsObject()
 }
 
 // chatPart adds one validated content part at param to pr by its kind: text and refusal

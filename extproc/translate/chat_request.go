@@ -70,6 +70,12 @@ func chatMessagesIn(msgs gjson.Result) ([]Message, []string, error) {
 			}
 			out = append(out, Message{Role: RoleUser, Parts: parts})
 		case "assistant":
+			if fc := m.Get("function_call"); fc.Exists() && fc.Type != gjson.Null {
+				// The legacy call has no id for a tool result to answer, and its answer
+				// comes in a "function" message the other APIs have no counterpart for.
+				err = unsupported(p+".function_call", "A legacy function_call cannot be translated; use tool_calls.")
+				return false
+			}
 			var parts []Part
 			s, ok := textOf(c, "text", "refusal")
 			if !ok {

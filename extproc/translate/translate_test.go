@@ -264,6 +264,32 @@ func TestRequestsEveryPair(t *testing.T) {
 	}
 }
 
+// TestChatToolCallWithoutContent: the assistant turn the official OpenAI SDKs send back
+// in a tool round trip (message.ToParam()) has tool_calls and no content at all; toward
+// another API it becomes that API's tool call, and the tool message its tool result.
+func TestChatToolCallWithoutContent(t *testing.T) {
+	body := `{"model":"m","messages":[{"role":"user","content":"find red"},
+		{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{\"text\":\"red\"}"}}]},
+		{"role":"tool","tool_call_id":"call_1","content":"found"}],
+		"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object"}}}]}`
+	want := map[API][]string{
+		Messages:  {"messages.1.content.#", "1", "messages.1.content.0.type", "tool_use", "messages.1.content.0.id", "call_1", "messages.1.content.0.input.text", "red", "messages.2.content.0.type", "tool_result", "messages.2.content.0.tool_use_id", "call_1"},
+		Responses: {"input.1.type", "function_call", "input.1.call_id", "call_1", "input.2.type", "function_call_output", "input.2.output", "found"},
+	}
+	for up, checks := range want {
+		tr, _ := New(Chat, up)
+		out, err := tr.Request([]byte(body), RequestOptions{UpstreamModel: "u", MaxOutput: 10})
+		if err != nil {
+			t.Fatalf("chat→%v: %v", up, err)
+		}
+		for i := 0; i < len(checks); i += 2 {
+			if got := gjson.GetBytes(out, checks[i]).String(); got != checks[i+1] {
+				t.Errorf("chat→%v: %s = %q, want %q\n%s", up, checks[i], got, checks[i+1], out)
+			}
+		}
+	}
+}
+
 func TestRefusedFields(t *testing.T) {
 	for _, tc := range []struct {
 		client, up API
@@ -277,6 +303,7 @@ func TestRefusedFields(t *testing.T) {
 		{Messages, Chat, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"top_k":3}`, "top_k"},
 		{Messages, Chat, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"provider_extension":1}`, "provider_extension"},
 		{Responses, Chat, `{"model":"m","input":"x","previous_response_id":"resp_1"}`, "previous_response_id"},
+		{Chat, Messages, `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","function_call":{"name":"f","arguments":"{}"}}]}`, "messages[1].function_call"},
 		{Chat, Messages, `{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}`, "messages[0].content[0]"},
 	} {
 		tr, _ := New(tc.client, tc.up)
