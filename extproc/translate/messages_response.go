@@ -37,7 +37,7 @@ type messageOut struct {
 	Role         string           `json:"role"`
 	Model        string           `json:"model"`
 	Content      []messagesBlock  `json:"content"`
-	StopReason   string           `json:"stop_reason"`
+	StopReason   *string          `json:"stop_reason"` // null until the answer ends (message_start)
 	StopSequence *string          `json:"stop_sequence"`
 	Usage        messagesUsageOut `json:"usage"`
 }
@@ -45,7 +45,8 @@ type messageOut struct {
 func (messagesCodec) encodeResponse(r *Response, o ResponseOptions) ([]byte, error) {
 	out := messageOut{ID: r.ID, Type: "message", Role: "assistant", Model: o.PublicModel,
 		Content: []messagesBlock{}, Usage: messagesUsageOf(r.Usage)}
-	out.StopReason, out.StopSequence = messagesFinishOut(r.Finish, r.StopSequence)
+	reason, seq := messagesFinishOut(r.Finish, r.StopSequence)
+	out.StopReason, out.StopSequence = &reason, seq
 	for _, p := range r.Content {
 		switch p.Kind {
 		case PartText:

@@ -134,6 +134,40 @@ func TestStreamsEveryPairEverySplit(t *testing.T) {
 	}
 }
 
+// TestMessageStartIsUnfinished: a translated Messages stream opens, as Anthropic's does,
+// with a message whose stop_reason and stop_sequence are null (the answer has not ended:
+// SDKs read a string there as a finished message), and ends with both in message_delta.
+func TestMessageStartIsUnfinished(t *testing.T) {
+	for _, up := range []API{Chat, Responses} {
+		tr, _ := New(Messages, up)
+		out, err := tr.Stream(ResponseOptions{PublicModel: "m"}).Write(recorded(t, "streams", up, "sse"), true)
+		if err != nil {
+			t.Fatalf("%v→messages: %v", up, err)
+		}
+		var start, delta gjson.Result
+		err = sse.NewDecoder(0).Feed(out, func(ev *sse.Event) error {
+			switch string(ev.Name) {
+			case "message_start":
+				start = gjson.ParseBytes(ev.Data).Get("message")
+			case "message_delta":
+				delta = gjson.ParseBytes(ev.Data).Get("delta")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"stop_reason", "stop_sequence"} {
+			if v := start.Get(f); !v.Exists() || v.Type != gjson.Null {
+				t.Errorf("%v→messages: message_start %s = %s, want null\n%s", up, f, v.Raw, start.Raw)
+			}
+		}
+		if delta.Get("stop_reason").Type != gjson.String {
+			t.Errorf("%v→messages: message_delta stop_reason %s", up, delta.Get("stop_reason").Raw)
+		}
+	}
+}
+
 func TestAStreamCutShortHasNoEnd(t *testing.T) {
 	for _, up := range apis {
 		in := recorded(t, "streams", up, "sse")
