@@ -27,7 +27,9 @@ import (
 	"github.com/llmgw/gateway/extproc/lifecycle"
 )
 
-const twoMiB = 2 * 1024 * 1024
+// fourMiB is the listener's buffer limit: twice the API's 2 MiB limit on the client's
+// bytes (which extproc enforces), headroom for the body extproc rewrites.
+const fourMiB = 4 * 1024 * 1024
 
 func load(t *testing.T) (*bootstrapv3.Bootstrap, *hcmv3.HttpConnectionManager) {
 	t.Helper()
@@ -80,10 +82,11 @@ func TestListenerAndLimits(t *testing.T) {
 	if a := bs.GetAdmin().GetAddress().GetSocketAddress(); a.GetAddress() != "127.0.0.1" || a.GetPortValue() != 9901 {
 		t.Errorf("admin on %s:%d", a.GetAddress(), a.GetPortValue())
 	}
-	if got := l.GetPerConnectionBufferLimitBytes().GetValue(); got != twoMiB {
-		t.Errorf("per_connection_buffer_limit_bytes = %d, want %d", got, twoMiB)
+	if got := l.GetPerConnectionBufferLimitBytes().GetValue(); got != fourMiB {
+		t.Errorf("per_connection_buffer_limit_bytes = %d, want %d", got, fourMiB)
 	}
-	// No route-level limit may override the listener's (it would change the 2 MiB rule).
+	// No route-level limit may override the listener's (it would take the rewrite's
+	// headroom, or let bodies over it reach extproc).
 	for _, vh := range hcm.GetRouteConfig().GetVirtualHosts() {
 		//lint:ignore SA1019 a deprecated limit still overrides the listener's in Envoy 1.37.
 		if vh.GetPerRequestBufferLimitBytes() != nil || vh.GetRequestBodyBufferLimit() != nil {

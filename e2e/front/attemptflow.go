@@ -93,6 +93,13 @@ func (x *exchange) filteredAttempt(ctx context.Context, up *upstream, host *Host
 		}
 		if cr.GetStatus() == extprocsvc.CommonResponse_CONTINUE_AND_REPLACE && cr.GetBodyMutation() != nil {
 			replaced, _ := mutateBody(cr.GetBodyMutation(), nil)
+			if int64(len(replaced)) > x.f.cfg.BufferLimit {
+				// The upstream filter chain buffers with the downstream's limit
+				// (router/upstream_request.cc UpstreamRequest::UpstreamRequest passes
+				// decoderBufferLimit() to its UpstreamFilterManager); over it, as
+				// downstream (exchange.overBufferLimit), a 413 local reply.
+				return answer(awaitResult{st: awaitFailed, status: http.StatusRequestEntityTooLarge, details: detailsPayloadTooLarge})
+			}
 			body = bytes.NewReader(replaced)
 			h.del("content-length")
 		}

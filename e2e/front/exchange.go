@@ -367,7 +367,11 @@ func (x *exchange) run() {
 		}
 		if cr.GetStatus() == extprocsvc.CommonResponse_CONTINUE_AND_REPLACE {
 			replaced = true
-			body = bytes.NewReader(cr.GetBodyMutation().GetBody())
+			b := cr.GetBodyMutation().GetBody()
+			if x.overBufferLimit(b) {
+				return
+			}
+			body = bytes.NewReader(b)
 			x.mode.RequestBody = extprocv3.ProcessingMode_NONE
 		}
 	}
@@ -421,6 +425,9 @@ func (x *exchange) run() {
 					x.directLocalReply(http.StatusInternalServerError, "", detailsMismatchCL, nil)
 					return
 				}
+				if x.overBufferLimit(b) {
+					return
+				}
 				if cr.GetClearRouteCache() && cr.GetHeaderMutation() != nil {
 					x.route = x.f.chooseRoute(x.reqH)
 				}
@@ -431,6 +438,22 @@ func (x *exchange) run() {
 		}
 	}
 	x.proxy(body)
+}
+
+// overBufferLimit answers 413 when ext_proc's replacement of the request body b does not
+// fit the buffer limit, and reports whether it did. The limit applies to what ext_proc
+// put in the buffer, not only to what the client sent: the replacement is written into
+// the decoder's buffered data (processor_state.cc ProcessorState::handleBodyResponse and
+// handleHeadersResponse, modifyBufferedData / addBufferedData), a watermark buffer whose
+// high watermark is the stream's buffer limit (filter_manager.cc
+// ActiveStreamDecoderFilter::createBuffer, modifyDecodingBuffer); crossing it while
+// buffering answers 413 request_payload_too_large (requestDataTooLarge).
+func (x *exchange) overBufferLimit(b []byte) bool {
+	if int64(len(b)) <= x.f.cfg.BufferLimit {
+		return false
+	}
+	x.routerLocalReply(http.StatusRequestEntityTooLarge, "Payload Too Large", detailsPayloadTooLarge)
+	return true
 }
 
 // hasValues reports whether a trailer map holds a value (Go lists the trailers a

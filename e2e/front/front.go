@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	mathrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -148,6 +149,11 @@ func grpcDialOptions() []grpc.DialOption {
 		vtcodec.DialOption(),
 		grpc.WithInitialWindowSize(envoyHTTP2Window),
 		grpc.WithInitialConnWindowSize(envoyHTTP2Window),
+		// Envoy's gRPC client takes a message of any size unless
+		// max_receive_message_length is set (api/envoy/config/core/v3/grpc_service.proto,
+		// GrpcService.EnvoyGrpc: 0 means unlimited; the front refuses the setting), so a
+		// body mutation as large as the buffer limit arrives; grpc-go's default is 4 MiB.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
 	}
 }
 

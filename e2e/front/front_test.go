@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
@@ -173,28 +174,39 @@ func messageKinds(log []*extprocsvc.ProcessingRequest) []string {
 }
 
 // continueAll answers every message with "continue", routing to mock-providers.
-func continueAll(s *session) error {
-	for {
-		m := s.next()
-		var r *extprocsvc.ProcessingResponse
-		switch {
-		case m == nil:
-			return nil
-		case m.GetRequestHeaders() != nil:
-			r = routeTo("mock-providers")
-		case m.GetRequestBody() != nil:
-			r = reqBodyReply(nil)
-		case m.GetResponseHeaders() != nil:
-			r = respHeadersReply(nil)
-		case m.GetResponseBody() != nil:
-			r = respBodyReply(nil)
-		}
-		if err := s.send(r); err != nil {
-			return err
+func continueAll(s *session) error { return continueWithBody(nil)(s) }
+
+// continueWithBody is continueAll with the request body reply's CommonResponse set to cr.
+func continueWithBody(cr *extprocsvc.CommonResponse) func(s *session) error {
+	return func(s *session) error {
+		for {
+			m := s.next()
+			var r *extprocsvc.ProcessingResponse
+			switch {
+			case m == nil:
+				return nil
+			case m.GetRequestHeaders() != nil:
+				r = routeTo("mock-providers")
+			case m.GetRequestBody() != nil:
+				r = reqBodyReply(cr)
+			case m.GetResponseHeaders() != nil:
+				r = respHeadersReply(nil)
+			case m.GetResponseBody() != nil:
+				r = respBodyReply(nil)
+			}
+			if err := s.send(r); err != nil {
+				return err
+			}
 		}
 	}
 }
 
+// envoyBufferLimit is envoy.yaml's per_connection_buffer_limit_bytes (the API's 2 MiB on
+// the client's bytes is extproc's rule, not the front's).
+const envoyBufferLimit = 4 << 20
+
+// TestBodyLimitAndChunkedBodies: the front buffers a request body up to the listener's
+// buffer limit for ext_proc; one byte more is Envoy's own 413, before ext_proc sees it.
 func TestBodyLimitAndChunkedBodies(t *testing.T) {
 	up := &upstreamRecorder{}
 	h := newHarness(t, up, continueAll, nil)
@@ -206,11 +218,11 @@ func TestBodyLimitAndChunkedBodies(t *testing.T) {
 		wantStatus int
 		wantCode   string
 	}{
-		{name: "exactly 2 MiB", path: "/v1/chat/completions", size: 2 << 20, wantStatus: 200},
-		{name: "2 MiB + 1", path: "/v1/chat/completions", size: 2<<20 + 1, wantStatus: 413, wantCode: `"code":"request_body_too_large"`},
-		{name: "chunked 2 MiB", path: "/v1/chat/completions", size: 2 << 20, chunked: true, wantStatus: 200},
-		{name: "chunked 2 MiB + 1", path: "/v1/chat/completions", size: 2<<20 + 1, chunked: true, wantStatus: 413, wantCode: `"code":"request_body_too_large"`},
-		{name: "anthropic envelope", path: "/v1/messages", size: 2<<20 + 1, wantStatus: 413, wantCode: `"type":"request_too_large"`},
+		{name: "exactly the limit", path: "/v1/chat/completions", size: envoyBufferLimit, wantStatus: 200},
+		{name: "limit + 1", path: "/v1/chat/completions", size: envoyBufferLimit + 1, wantStatus: 413, wantCode: `"code":"request_body_too_large"`},
+		{name: "chunked, exactly the limit", path: "/v1/chat/completions", size: envoyBufferLimit, chunked: true, wantStatus: 200},
+		{name: "chunked, limit + 1", path: "/v1/chat/completions", size: envoyBufferLimit + 1, chunked: true, wantStatus: 413, wantCode: `"code":"request_body_too_large"`},
+		{name: "anthropic envelope", path: "/v1/messages", size: envoyBufferLimit + 1, wantStatus: 413, wantCode: `"type":"request_too_large"`},
 		{name: "chunked small", path: "/v1/embeddings", size: 10, chunked: true, wantStatus: 200},
 	}
 	for _, tt := range tests {
@@ -244,6 +256,45 @@ func TestBodyLimitAndChunkedBodies(t *testing.T) {
 			}
 			if len(kinds) < 2 || kinds[1] != "request_body" || len(s.log[1].GetRequestBody().GetBody()) != tt.size {
 				t.Errorf("messages %v", kinds)
+			}
+		})
+	}
+}
+
+// TestMutatedBodyBufferLimit: the buffer limit applies to ext_proc's replacement of the
+// request body too. A replacement larger than the client's body (and than 2 MiB) but
+// within the limit is forwarded whole with the content-length ext_proc set; one over the
+// limit is Envoy's 413, and nothing goes upstream.
+func TestMutatedBodyBufferLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		size       int
+		wantStatus int
+	}{
+		{"grown past the client's size, within the limit", envoyBufferLimit, 200},
+		{"grown past the limit", envoyBufferLimit + 1, 413},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &upstreamRecorder{}
+			grown := bytes.Repeat([]byte("b"), tc.size)
+			h := newHarness(t, up, continueWithBody(&extprocsvc.CommonResponse{
+				HeaderMutation: &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("content-length", strconv.Itoa(len(grown)))}},
+				BodyMutation:   &extprocsvc.BodyMutation{Mutation: &extprocsvc.BodyMutation_Body{Body: grown}},
+			}), nil)
+			status, _, b := h.do(t, http.MethodPost, "/v1/chat/completions", nil, bytes.NewReader(bytes.Repeat([]byte("a"), 2<<20)))
+			if status != tc.wantStatus {
+				t.Fatalf("status %d %.200s", status, b)
+			}
+			up.mu.Lock()
+			defer up.mu.Unlock()
+			if tc.wantStatus != 200 {
+				if up.calls != 0 || !bytes.Contains(b, []byte(`"code":"request_body_too_large"`)) {
+					t.Errorf("%d upstream calls, body %.200s", up.calls, b)
+				}
+				return
+			}
+			if !bytes.Equal(up.body, grown) || up.header.Get("Content-Length") != strconv.Itoa(len(grown)) {
+				t.Errorf("upstream got %d bytes, content-length %q", len(up.body), up.header.Get("Content-Length"))
 			}
 		})
 	}

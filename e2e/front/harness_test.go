@@ -122,7 +122,7 @@ func newHarnessClusters(t testing.TB, upstream http.Handler, handler func(s *ses
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(8 << 20)) // a body at the buffer limit, as extproc takes it
 	extprocsvc.RegisterExternalProcessorServer(gs, h.proc)
 	h.cds = newCDSServer(gs)
 	go func() { _ = gs.Serve(ln) }()

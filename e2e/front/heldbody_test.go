@@ -79,7 +79,7 @@ func TestStreamedWholeBodyHeldDuringHeaders(t *testing.T) {
 // which envoy.yaml's local reply mappers turn into our 502 upstream_error); ext_proc
 // never sees the body.
 func TestBufferedResponseOverTheLimit(t *testing.T) {
-	big := strings.Repeat("x", 2<<20+1)
+	big := strings.Repeat("x", envoyBufferLimit+1)
 	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(big))

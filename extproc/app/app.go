@@ -419,10 +419,10 @@ func healthMux(connected func() bool, draining *atomic.Bool, metricsHandler http
 const KeepaliveMinTime = 10 * time.Second
 
 // MaxRecvMsgSize bounds one ProcessingRequest: a whole buffered body (Envoy's buffer
-// limit, 2 MiB in envoy/envoy.yaml) plus headers (HCM max_request_headers_kb, 60 KiB by
-// default) and framing, with room to spare. It is grpc-go's default, made explicit so
-// a larger buffer limit is not silently refused with RESOURCE_EXHAUSTED (a 500).
-const MaxRecvMsgSize = 4 << 20
+// limit, lifecycle.EnvoyBufferLimit) plus headers (HCM max_request_headers_kb, 60 KiB by
+// default) and framing, with room to spare: above grpc-go's default (4 MiB), which
+// would refuse a body at the buffer limit with RESOURCE_EXHAUSTED (a 500).
+const MaxRecvMsgSize = lifecycle.EnvoyBufferLimit + 1<<20
 
 // StreamWindow and ConnWindow are the fixed HTTP/2 receive windows of extproc's gRPC
 // server: a whole ProcessingRequest (MaxRecvMsgSize) fits one stream's window, and four

@@ -49,7 +49,11 @@ const (
 	maxSettleBackoff = 2 * time.Second
 )
 
-// EnvoyBufferLimit is envoy.yaml's listener per_connection_buffer_limit_bytes: the
-// request body limit (the API's 2 MiB, so the same constant) and the most Envoy buffers
-// of a response body. A test in envoy/ checks envoy.yaml agrees.
-const EnvoyBufferLimit = wire.MaxBodyBytes
+// EnvoyBufferLimit is envoy.yaml's listener per_connection_buffer_limit_bytes: the most
+// Envoy buffers of a request body, as the client sent it or as extproc rewrote it for the
+// upstream (Envoy applies the limit to the mutated body), and of a response body. It is
+// twice the API's limit on the client's bytes (wire.MaxBodyBytes, which extproc
+// enforces), so that rewriting a body the client was allowed to send (a longer upstream
+// model id, stream_options, a translation) still fits. A test in envoy/ checks envoy.yaml
+// agrees.
+const EnvoyBufferLimit = 2 * wire.MaxBodyBytes

@@ -8,7 +8,6 @@ import (
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/translate"
-	"github.com/llmgw/gateway/extproc/wire"
 )
 
 // Failover (envoy/README.md, "Failover across channels"). With Config.Failover, a chat
@@ -49,8 +48,9 @@ type rewrite struct {
 	xlate *translate.Translator
 }
 
-// errRewriteTooLarge: the request as a candidate must receive it exceeds the body limit.
-var errRewriteTooLarge = errors.New("a channel's request exceeds the body limit")
+// errRewriteTooLarge: the request as a candidate must receive it exceeds Envoy's buffer
+// (EnvoyBufferLimit).
+var errRewriteTooLarge = errors.New("a channel's request exceeds Envoy's buffer")
 
 // routeFailover admits the request for every candidate at once: the request is rewritten
 // for each channel the attempts may reach (a field one of them cannot carry, or a body
@@ -65,7 +65,7 @@ func (r *Request) routeFailover(body []byte, set []*catalog.Channel) (Action, er
 		if err != nil {
 			return Action{}, err
 		}
-		if len(act.Body) > wire.MaxBodyBytes {
+		if len(act.Body) > EnvoyBufferLimit {
 			return Action{}, errRewriteTooLarge
 		}
 		act.ReplaceMessage = true

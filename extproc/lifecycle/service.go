@@ -346,6 +346,13 @@ func tooLarge() *apierr.Error {
 	return apierr.New(apierr.RequestBodyTooLarge, "The request body exceeds the 2 MiB limit.")
 }
 
+// rewriteTooLarge refuses a body within the client's limit whose rewrite for the
+// model's channel would not fit Envoy's buffer (EnvoyBufferLimit): only a translation
+// can grow a body that much.
+func rewriteTooLarge() *apierr.Error {
+	return apierr.New(apierr.RequestBodyTooLarge, "The request body, translated for this model's provider, exceeds the gateway's buffer; send a smaller body.")
+}
+
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n]
@@ -403,10 +410,10 @@ func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool
 	if answer := r.endpoint.spec().estimate; answer != nil {
 		return answer(r)
 	}
-	// The rewrite comes before the hold: Envoy's buffer limit applies to the mutated
-	// body (ENVOY-EXTPROC.md, Mutations), so a body the rewrite grows past 2 MiB (a longer
-	// upstream model id, stream_options added) is refused here with our 413 rather than
-	// by Envoy after credits were held.
+	// The rewrite comes before the hold. The 2 MiB rule is about the client's bytes
+	// (checked above); Envoy's buffer limit, twice that, applies to the mutated body
+	// (EnvoyBufferLimit), so a rewrite that would not fit it is refused here with our
+	// 413 rather than by Envoy after credits were held.
 	a, err := r.mutate(body)
 	if n := (*noChannel)(nil); errors.As(err, &n) {
 		r.channel = nil
@@ -414,7 +421,7 @@ func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool
 	}
 	if errors.Is(err, errRewriteTooLarge) {
 		r.channel, r.xlate = nil, nil
-		return r.fail(tooLarge())
+		return r.fail(rewriteTooLarge())
 	}
 	if u := (*translate.Unsupported)(nil); errors.As(err, &u) {
 		r.channel, r.xlate = nil, nil
@@ -425,9 +432,9 @@ func (r *Request) requestBody(ctx context.Context, body []byte, endOfStream bool
 		r.log().Error("request mutation failed", zap.Error(err))
 		return r.fail(apierr.New(apierr.InternalError, "The request could not be processed."))
 	}
-	if len(a.Body) > wire.MaxBodyBytes {
+	if len(a.Body) > EnvoyBufferLimit {
 		r.channel = nil
-		return r.fail(tooLarge())
+		return r.fail(rewriteTooLarge())
 	}
 	if e := r.reserve(actx); e != nil {
 		r.channel = nil
