@@ -2,18 +2,31 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/llmgw/gateway/internal/pdfpages/pdfpagestest"
 )
 
 // reservationRow is a key's one reservation as the ledger holds it: the hold, what
 // extproc reported as the actual cost, and what was charged.
 func reservationRow(t *testing.T, keyID string) (amount, actual, charged int64) {
+	t.Helper()
+	var n int
+	ledgerRow(t, "SELECT count(*), max(amount), coalesce(max(actual), 0), max(charged) FROM reservations WHERE key_id = $1", []any{keyID},
+		&n, &amount, &actual, &charged)
+	if n != 1 {
+		t.Fatalf("%d reservations for the key, want 1", n)
+	}
+	return amount, actual, charged
+}
+
+// ledgerRow scans the one row query (with args) returns from the ledger into dest.
+func ledgerRow(t *testing.T, query string, args []any, dest ...any) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, gw.DatabaseURL)
@@ -21,15 +34,9 @@ func reservationRow(t *testing.T, keyID string) (amount, actual, charged int64) 
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*), max(amount), coalesce(max(actual), 0), max(charged) FROM reservations WHERE key_id = $1", keyID).
-		Scan(&n, &amount, &actual, &charged); err != nil {
+	if err := conn.QueryRow(ctx, query, args...).Scan(dest...); err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Fatalf("%d reservations for the key, want 1", n)
-	}
-	return amount, actual, charged
 }
 
 // TestHoldBoundsTheBill sends material through every part a provider bills — schemas,
@@ -42,7 +49,7 @@ func TestHoldBoundsTheBill(t *testing.T) {
 	// 150 KB that the o200k vocabulary merges into few tokens, but that the provider
 	// bills by its size.
 	material := strings.Repeat("=", 150_000)
-	pdf := base64.StdEncoding.EncodeToString([]byte("%PDF-1.4\n1 0 obj <</Type /Pages /Kids [2 0 R 3 0 R] /Count 2>> endobj\n2 0 obj <</Type /Page /Parent 1 0 R>> endobj\n3 0 obj <</Type /Page /Parent 1 0 R>> endobj\n%%EOF\n"))
+	pdf := pdfpagestest.BlankBase64(t, 2)
 	user := `"messages":[{"role":"user","content":"summarise [[mock:tokens=3]]"}]`
 	tests := []struct {
 		name, path, body string
@@ -90,20 +97,29 @@ func TestHoldBoundsTheBill(t *testing.T) {
 			if in+out < 1000 {
 				t.Fatalf("the provider billed %v: the part was not billed", resp.Usage)
 			}
-			acc := c.waitSettled(t)
-			want := tokenCost(int64(in), int64(out), tt.inPerM, tt.outPerM)
-			hold, actual, charged := reservationRow(t, c.keyID)
-			if charged != want || actual != want {
-				t.Errorf("charged %d (actual %d), want %d: the catalog price of usage %v", charged, actual, want, resp.Usage)
-			}
-			if charged > hold {
-				t.Errorf("charged %d above the hold %d", charged, hold)
-			}
-			if got := before - micros(t, acc, "balance"); got != want {
-				t.Errorf("balance moved by %d, want %d", got, want)
-			}
+			checkBill(t, c, before, tokenCost(int64(in), int64(out), tt.inPerM, tt.outPerM))
 		})
 	}
+}
+
+// checkBill waits until c's one request is settled and checks the ledger against want,
+// the catalog price of the provider's usage: the reservation's actual cost and charge
+// are want, within its hold, and the balance moved from before by want. It returns the
+// hold.
+func checkBill(t *testing.T, c customer, before, want int64) (hold int64) {
+	t.Helper()
+	acc := c.waitSettled(t)
+	hold, actual, charged := reservationRow(t, c.keyID)
+	if charged != want || actual != want {
+		t.Errorf("charged %d (actual %d), want %d: the catalog price of the provider's usage", charged, actual, want)
+	}
+	if charged > hold {
+		t.Errorf("charged %d above the hold %d", charged, hold)
+	}
+	if got := before - micros(t, acc, "balance"); got != want {
+		t.Errorf("balance moved by %d, want %d", got, want)
+	}
+	return hold
 }
 
 // TestUnboundedDocumentRefused checks that a document by URL, whose size the gateway

@@ -9,6 +9,8 @@ import (
 	_ "image/jpeg"
 	_ "image/png"
 	"strings"
+
+	"github.com/llmgw/gateway/internal/pdfpages"
 )
 
 // Input billed like the real providers (LOCAL-STACK.md): besides the words of message
@@ -181,23 +183,15 @@ func anthropicImage(data string) int {
 	return min(ceilDiv(int(fw*fh+0.5), 750), anthropicImageMax)
 }
 
-// pdfPages counts a PDF's page objects ("/Type /Page", not "/Pages"); at least one for
-// any file.
+// pdfPages is a PDF's page count, read from its bytes as the providers read it, with
+// the library the gateway counts by; 0 for a file it cannot read (the gateway refuses
+// those before any provider sees them).
 func pdfPages(b []byte) int {
-	n := 0
-	for _, marker := range [][]byte{[]byte("/Type /Page"), []byte("/Type/Page")} {
-		for rest := b; ; {
-			i := bytes.Index(rest, marker)
-			if i < 0 {
-				break
-			}
-			rest = rest[i+len(marker):]
-			if len(rest) == 0 || rest[0] != 's' {
-				n++
-			}
-		}
+	n, err := pdfpages.Count(b)
+	if err != nil {
+		return 0
 	}
-	return max(n, 1)
+	return n
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -8,6 +8,8 @@ import (
 	"image/png"
 	"strings"
 	"testing"
+
+	"github.com/llmgw/gateway/internal/pdfpages/pdfpagestest"
 )
 
 func pngData(t *testing.T, w, h int) string {
@@ -22,7 +24,9 @@ func pngData(t *testing.T, w, h int) string {
 // TestBilledParts checks the providers' rules the mock bills parts by, one kind each.
 func TestBilledParts(t *testing.T) {
 	img := pngData(t, 1024, 1024)
-	pdf := base64.StdEncoding.EncodeToString([]byte("%PDF-1.4\n1 0 obj <</Type /Pages /Count 3>>\n2 0 obj <</Type /Page>>\n3 0 obj <</Type/Page>>\n4 0 obj <</Type /Page /Parent 1 0 R>>\n"))
+	// Written with compressed object streams, as large files are: the page objects are
+	// not in the bytes to be seen.
+	pdf, long := pdfpagestest.BlankBase64(t, 3), pdfpagestest.BlankBase64(t, 3000)
 	tests := []struct {
 		name, api, body string
 		in, out         int
@@ -49,6 +53,10 @@ func TestBilledParts(t *testing.T) {
 			body: `{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + pdf + `"}}]}]}`},
 		{name: "chat file", api: "chat", in: 3 * 4600,
 			body: `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:application/pdf;base64,` + pdf + `"}}]}]}`},
+		{name: "responses file of 3000 pages", api: "responses", in: 3000 * 4600,
+			body: `{"input":[{"role":"user","content":[{"type":"input_file","file_data":"data:application/pdf;base64,` + long + `"}]}]}`},
+		{name: "unreadable file", api: "chat",
+			body: `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQK"}}]}]}`},
 		{name: "audio", api: "chat", in: 2,
 			body: `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"format":"wav","data":"` + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("a", 1601))) + `"}}]}]}`},
 	}

@@ -206,7 +206,7 @@ func document(b wire.Object, param string, pr *wire.Prompt) *apierr.Error {
 	src := b.Get("source")
 	switch src.Get("type").Str {
 	case "base64":
-		pr.Documents++
+		pr.Documents = append(pr.Documents, wire.Document{Param: param + ".source.data", Data: src.Get("data").Str})
 	case "text":
 		pr.Texts = append(pr.Texts, src.Get("data").Str)
 	case "content":

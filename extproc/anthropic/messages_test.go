@@ -119,7 +119,8 @@ func TestParseMessagesParts(t *testing.T) {
 		{
 			name: "documents by source",
 			body: `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x"}},{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}},{"type":"document","source":{"type":"text","media_type":"text/plain","data":"plain words"}},{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}`,
-			want: wire.Prompt{Texts: []string{"plain words"}, Messages: 1, Images: 1, Documents: 1,
+			want: wire.Prompt{Texts: []string{"plain words"}, Messages: 1, Images: 1,
+				Documents: []wire.Document{{Param: "messages[0].content[1].source.data", Data: "JVBERi0="}},
 				Unbounded: "messages[0].content[3].source"},
 		},
 	}

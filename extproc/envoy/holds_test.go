@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/internal/pdfpages/pdfpagestest"
 )
 
 // TestHoldBoundsEveryPart checks that the same material held through any billed part of
@@ -68,7 +69,7 @@ func TestUnboundedPartsHaveNoPrice(t *testing.T) {
 		{name: "messages document by file id", path: "/v1/messages", anthropic: true,
 			body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"file_1"}}]}]}`},
 		{name: "messages document by bytes", path: "/v1/messages", anthropic: true, admitted: true,
-			body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQK"}}]}]}`},
+			body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + pdfpagestest.BlankBase64(t, 2) + `"}}]}]}`},
 		{name: "chat file by id", path: "/v1/chat/completions", param: "messages[0].content[0].file.file_id",
 			body: `{"model":"demo-chat","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`},
 		{name: "responses file by URL", path: "/v1/responses", param: "input[0].content[0].file_url",

@@ -43,6 +43,9 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 		return apierr.Param(apierr.PricingUnavailable, f,
 			"'"+f+"' refers to content the request does not carry (a URL, a file id, an earlier answer), so its cost cannot be bounded before the provider fetches it; send the content itself (base64 bytes or text).")
 	}
+	if e := r.countPages(); e != nil {
+		return e
+	}
 	if r.parsed.MaxOutput > m.MaxOutputTokens && priced {
 		return apierr.Param(apierr.InvalidMaxTokens, r.parsed.MaxOutputParam,
 			"'"+r.parsed.MaxOutputParam+"' is too large: the model '"+id+"' supports at most "+strconv.FormatInt(m.MaxOutputTokens, 10)+" output tokens.")

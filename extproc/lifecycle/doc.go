@@ -44,7 +44,10 @@
 //     code execution: wire.Parsed.Unpriced) has no published price either and is refused
 //     here, naming the field, as is a part whose size cannot be known before the
 //     provider fetches it (a document by URL or file id: wire.Prompt.Unbounded), whose
-//     cost no hold can bound; count_tokens, which is not billed, is exempt.
+//     cost no hold can bound, and a PDF sent by its bytes whose pages cannot be counted
+//     (documents.go: the pages are counted here, after the key, so that anonymous
+//     callers cannot make the gateway parse PDFs); count_tokens, which is not billed, is
+//     exempt.
 //  10. Output limit within the model's published maximum: a request asking for more
 //     than max_output_tokens is refused with 400 invalid_max_tokens naming the maximum
 //     (rather than clamped: clamping would need a body edit the client did not ask

@@ -238,18 +238,18 @@ func chatPart(pr *wire.Prompt, typ string, part wire.Object, param string) {
 	case "input_audio":
 		pr.AudioBytes += wire.Base64Size(part.Get("input_audio.data").Str)
 	case "file":
-		fileData(pr, wire.Members(part.Get("file")), "file_data", param+".file")
+		fileData(pr, wire.Members(part.Get("file")), param+".file")
 	default:
 		pr.Images++
 		pr.JSON = append(pr.JSON, part.Raw)
 	}
 }
 
-// fileData adds a file object f (at param) to pr: by its bytes (the field named data)
-// a document; otherwise (file_id, file_url) it cannot be sized, and is unbounded.
-func fileData(pr *wire.Prompt, f wire.Object, data, param string) {
-	if d := f.Get(data); d.Type == gjson.String && d.Str != "" {
-		pr.Documents++
+// fileData adds a file object f (at param) to pr: by its bytes (file_data) a document;
+// otherwise (file_id, file_url) it cannot be sized, and is unbounded.
+func fileData(pr *wire.Prompt, f wire.Object, param string) {
+	if d := f.Get("file_data"); d.Type == gjson.String && d.Str != "" {
+		pr.Documents = append(pr.Documents, wire.Document{Param: param + ".file_data", Data: d.Str})
 		return
 	}
 	for _, k := range []string{"file_id", "file_url"} {

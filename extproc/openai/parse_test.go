@@ -38,7 +38,8 @@ func TestParsedForBilling(t *testing.T) {
 		{
 			name: "chat media parts by kind", parse: wrap(ParseChat),
 			body: `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x"}},{"type":"input_audio","input_audio":{"data":"AAAAAAAA","format":"wav"}},{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0="}},{"type":"file","file":{"file_id":"file-1"}}]}]}`,
-			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Messages: 1, Images: 1, AudioBytes: 6, Documents: 1,
+			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Messages: 1, Images: 1, AudioBytes: 6,
+				Documents: []wire.Document{{Param: "messages[0].content[2].file.file_data", Data: "data:application/pdf;base64,JVBERi0="}},
 				Unbounded: "messages[0].content[3].file.file_id"}},
 		},
 		{
@@ -51,7 +52,8 @@ func TestParsedForBilling(t *testing.T) {
 		{
 			name: "responses text.format and files", parse: wrap(ParseResponses),
 			body: `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_data":"JVBERi0="},{"type":"input_file","file_url":"https://x/a.pdf"}]}],"text":{"format":{"type":"json_schema","schema":{}}}}`,
-			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Messages: 1, Documents: 1,
+			want: wire.Parsed{Model: "m", Prompt: wire.Prompt{Messages: 1,
+				Documents: []wire.Document{{Param: "input[0].content[0].file_data", Data: "JVBERi0="}},
 				JSON:      []string{`"text":{"format":{"type":"json_schema","schema":{}}}`},
 				Unbounded: "input[0].content[1].file_url"}},
 		},

@@ -114,7 +114,7 @@ func responsesInput(in gjson.Result) (wire.Prompt, *apierr.Error) {
 				case "input_image":
 					pr.Images++
 				case "input_file":
-					fileData(&pr, part, "file_data", pat)
+					fileData(&pr, part, pat)
 				case "input_audio":
 					pr.AudioBytes += wire.Base64Size(part.Get("input_audio.data").Str)
 				case "refusal":

@@ -33,14 +33,15 @@
 //     covered and must not be put behind a token-priced catalog entry.
 //   - Audio: one token per AudioBytesPerToken decoded bytes: 10 tokens per second of
 //     audio (OpenAI's audio input rate) at any bitrate of 4 kbit/s or more.
-//   - Documents by bytes (PDFs): DocumentTokens each: the providers' page limit per
-//     request (100 pages) × (PageText + PageImage), Anthropic's published per-page
-//     rule (the page's text, 1,500–3,000 tokens, plus the page as an image). The page
-//     count is not read from the file: it is the sender's to write (a page tree's
-//     /Count, object streams), so no bound follows from it or from the size without
-//     parsing untrusted PDFs on the request path. A document by URL or file id cannot
-//     be sized before the provider fetches it: the parsers mark it unbounded and the
-//     request is refused as pricing_unavailable.
+//   - Documents by bytes (PDFs): PageTokens per page, Anthropic's published per-page
+//     rule (the page's text, 1,500–3,000 tokens, plus the page as an image), which
+//     OpenAI's file inputs follow too (each page's extracted text and its image). The
+//     pages are counted from the file's bytes at admission (wire.Document.Pages), so
+//     the bound grows with the document: a flat bound would either hold a short
+//     document at a large multiple of its cost or charge a long one a fraction of its
+//     bill. A document by URL or file id cannot be sized before the provider fetches
+//     it: the parsers mark it unbounded and the request is refused as
+//     pricing_unavailable, as is a document whose pages cannot be counted.
 //   - Output: the output limit, plus what is billed as output without being limited by
 //     it: chat prediction content (OpenAI bills rejected prediction tokens as output),
 //     counted as JSON with the margin.
@@ -79,12 +80,10 @@ const (
 	ImageTokens = 2000
 	// AudioBytesPerToken: inline audio counts one token per this many decoded bytes.
 	AudioBytesPerToken = 50
-	// DocumentPages is the providers' page limit of one request.
-	DocumentPages = 100
 	// PageText and PageImage are one document page's text and image tokens.
 	PageText, PageImage = 3000, 1600
-	// DocumentTokens is the upper bound of one document sent by its bytes.
-	DocumentTokens = DocumentPages * (PageText + PageImage)
+	// PageTokens is the upper bound of one page of a document sent by its bytes.
+	PageTokens = PageText + PageImage
 )
 
 // The vocabulary is read once per process (≈8 MB), however many Counters there are.
@@ -216,7 +215,11 @@ func (c *Counter) Count(p wire.Prompt) int64 { return c.Tally(p).Bound }
 // Media is the bound of a prompt's image, audio and document parts.
 func Media(p wire.Prompt) int64 {
 	audio := (p.AudioBytes + AudioBytesPerToken - 1) / AudioBytesPerToken
-	return int64(p.Images)*ImageTokens + audio + int64(p.Documents)*DocumentTokens
+	var pages int64
+	for _, d := range p.Documents {
+		pages += int64(d.Pages)
+	}
+	return int64(p.Images)*ImageTokens + audio + pages*PageTokens
 }
 
 // Estimate is the upper bound of a prompt's input tokens: Count's text, JSON and framing

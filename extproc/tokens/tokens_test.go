@@ -29,7 +29,8 @@ func TestCountAndEstimate(t *testing.T) {
 		{name: "json by tokens", p: wire.Prompt{JSON: []string{`{"a":1}`}}, count: 5 + 3, estim: 9 + 64},
 		{name: "tools prompt", p: wire.Prompt{Tools: true}, count: 3 + ToolsPrompt, estim: 664 + 64},
 		{name: "audio by size", p: wire.Prompt{AudioBytes: 16_001}, count: 3 + 321, estim: 4 + 64 + 321},
-		{name: "document", p: wire.Prompt{Documents: 2}, count: 3 + 2*460_000, estim: 4 + 64 + 920_000},
+		// Each page of a document counts PageTokens: a document's bound is its pages'.
+		{name: "documents by page", p: wire.Prompt{Documents: []wire.Document{{Pages: 3}, {Pages: 3000}}}, count: 3 + 3003*4600, estim: 4 + 64 + 3003*4600},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,7 +109,7 @@ func TestKnown(t *testing.T) {
 	}
 	p := wire.Prompt{
 		Texts: []string{"hello world"}, JSON: []string{`{"type":"object"}`}, Messages: 1,
-		Images: 3, AudioBytes: 5000, Documents: 2, Tools: true,
+		Images: 3, AudioBytes: 5000, Documents: []wire.Document{{Pages: 2}}, Tools: true,
 	}
 	text := int64(c.Text("hello world") + c.Text(`{"type":"object"}`))
 	if got, want := c.Tally(p).Known, text+PerMessage+ReplyPriming; got != want {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/base64"
 	"slices"
 	"strings"
 
@@ -153,8 +154,19 @@ func Extras(root Object, walked ...string) []string {
 // Base64Size is the decoded size bound of base64 text s, a data URL's payload
 // ("data:...;base64,") included: 3 bytes per 4 characters, rounded up.
 func Base64Size(s string) int64 {
+	return (int64(len(base64Payload(s)))*3 + 3) / 4
+}
+
+// Base64Bytes decodes base64 text s (standard alphabet, padding optional), a data URL's
+// payload included.
+func Base64Bytes(s string) ([]byte, error) {
+	return base64.RawStdEncoding.DecodeString(strings.TrimRight(base64Payload(s), "="))
+}
+
+// base64Payload is s without a data URL's "data:...;base64," prefix.
+func base64Payload(s string) string {
 	if i := strings.Index(s, ";base64,"); i >= 0 && strings.HasPrefix(s, "data:") {
-		s = s[i+len(";base64,"):]
+		return s[i+len(";base64,"):]
 	}
-	return (int64(len(s))*3 + 3) / 4
+	return s
 }

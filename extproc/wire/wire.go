@@ -54,9 +54,9 @@ type Prompt struct {
 	Images int
 	// AudioBytes is the decoded size of inline audio parts.
 	AudioBytes int64
-	// Documents counts files and documents sent by their bytes (PDFs): each is bounded
-	// by the providers' page limit.
-	Documents int
+	// Documents are the files and documents sent by their bytes (PDFs), bounded by
+	// their pages (see Document).
+	Documents []Document
 	// Tools: the request offers tools, for which providers add a tool-use system prompt.
 	Tools bool
 	// Output are raw JSON parts billed as output tokens (chat prediction).
@@ -66,6 +66,19 @@ type Prompt struct {
 	// cannot be bounded, and the request is refused as pricing_unavailable at the
 	// pricing step.
 	Unbounded string
+}
+
+// Document is a file or document part sent by its bytes. The parsers record where it
+// is and its base64 text; its pages are counted from the bytes only once the request's
+// key is known (admission, step 9), never for an anonymous caller.
+type Document struct {
+	// Param is the document's data field in the client's request
+	// ("messages[0].content[1].file.file_data", "messages[0].content[1].source.data").
+	Param string
+	// Data is the field's text: base64, or a data URL with a base64 payload.
+	Data string
+	// Pages is the document's page count once counted; 0 before.
+	Pages int
 }
 
 // Unbound records the part at param as one that cannot be bounded (see Unbounded),
