@@ -4,11 +4,15 @@
 // script at all, so the Content-Security-Policy forbids every one.
 //
 // An operator signs in with the admin token. The token stays on the server, in the
-// session (a random id in an HttpOnly, SameSite=Strict cookie, Secure over TLS), and is
-// presented to accounting on each call made for that session: the console itself holds
-// no credential. Every form carries the session's CSRF token. Secrets — the admin token
-// and a new key's secret, shown once — never appear in a URL or a log. Amounts are
-// integer micros shown as credits with six decimals.
+// session (a random id in an HttpOnly, SameSite=Strict cookie, Secure over TLS or when
+// Options.SecureCookie says an ingress terminates TLS), and is presented to accounting
+// on each call made for that session: the console itself holds no credential. Every
+// form carries the session's CSRF token; a form that changes money or mints a secret
+// (top-up, new key) also carries a one-time token of its own (forms.go). Secrets — the
+// admin token and a new key's secret, shown once — never appear in a URL or a log.
+// Failed sign-ins and every change are logged (audit.go). Amounts are integer micros
+// shown as credits with six decimals. Bodies are capped (MaxBody) and sign-in failures
+// are bounded per client address (signin.go).
 //
 // It imports the accounting client, ledger formatting and the generated proto only:
 // never the store.
@@ -19,8 +23,11 @@ import (
 	"embed"
 	"errors"
 	"html/template"
+	"mime"
 	"net/http"
 	"time"
+
+	"go.uber.org/zap"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -42,23 +49,89 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 // callTimeout bounds each call to accounting.
 const callTimeout = 10 * time.Second
 
+// MaxBody is the most bytes of a request body the console reads: its forms are a few
+// short fields (the longest, a key's allowlist, is bounded by accounting).
+const MaxBody = 64 << 10
+
+// Options configures a console; the zero value is the local stack's.
+type Options struct {
+	// Log receives failed sign-ins and every change (nil: nothing is logged).
+	Log *zap.Logger
+	// SecureCookie marks the session cookie Secure on every answer, for a console
+	// behind an ingress that terminates TLS (the console then sees plain HTTP). Without
+	// it the cookie is Secure when the console itself serves TLS.
+	SecureCookie bool
+	// AdminTokenFile, when set, is named on the sign-in page as where this deployment
+	// keeps its admin token (the local stack's file). The console never reads it.
+	AdminTokenFile string
+	// SignInFailures bounds failed sign-ins per client address (zero fields: defaults).
+	SignInFailures SignInFailures
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
 // Server is the console's HTTP handler.
 type Server struct {
 	admin    accountingv1.AdminServiceClient
+	opts     Options
+	log      *zap.Logger
 	sessions *sessions
+	signIns  *signInGuard
 	mux      *http.ServeMux
 }
 
 // New returns a console over conn, a connection to accounting without credentials of
 // its own (each call presents the signed-in operator's token).
-func New(conn grpc.ClientConnInterface) *Server {
-	s := &Server{admin: accountingv1.NewAdminServiceClient(conn), sessions: newSessions(time.Now), mux: http.NewServeMux()}
+func New(conn grpc.ClientConnInterface, o Options) *Server {
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Server{admin: accountingv1.NewAdminServiceClient(conn), opts: o, log: o.Log,
+		sessions: newSessions(o.Now, o.SecureCookie), signIns: newSignInGuard(o.SignInFailures, o.Now), mux: http.NewServeMux()}
 	s.routes()
 	return s
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	secureHeaders(s.mux).ServeHTTP(w, r)
+	secureHeaders(http.HandlerFunc(s.capBody)).ServeHTTP(w, r)
+}
+
+// capBody refuses a body the console would not read whole: larger than MaxBody, or a
+// POST that is not a plain form (nothing here takes uploads, so nothing is spooled to
+// disk). Every form is parsed here, before a handler runs.
+func (s *Server) capBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength > MaxBody {
+		render(w, http.StatusRequestEntityTooLarge, "error", page{Title: "Refused", Error: "The form is too large."})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	if r.Method == http.MethodPost {
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+			render(w, http.StatusUnsupportedMediaType, "error", page{Title: "Refused", Error: "The console takes plain forms only."})
+			return
+		}
+		if err := r.ParseForm(); err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				render(w, http.StatusRequestEntityTooLarge, "error", page{Title: "Refused", Error: "The form is too large."})
+				return
+			}
+			render(w, http.StatusBadRequest, "error", page{Title: "Refused", Error: "The form could not be read."})
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// HTTPServer returns the console's HTTP server on addr, with every read and write
+// bounded in time: a client that trickles its headers or body, or never reads the
+// answer, holds a connection for at most these timeouts.
+func (s *Server) HTTPServer(addr string) *http.Server {
+	return &http.Server{Addr: addr, Handler: s, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 20 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 32 << 10}
 }
 
 // call runs f with the session's token presented to accounting.

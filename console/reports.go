@@ -6,9 +6,12 @@ import (
 	"context"
 	"encoding/csv"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/llmgw/gateway/accounting/contract"
@@ -128,10 +131,15 @@ func (s *Server) tiers(w http.ResponseWriter, r *http.Request, se *session) {
 }
 
 func (s *Server) setTier(w http.ResponseWriter, r *http.Request, se *session) {
-	n := func(f string) int32 { v, _ := strconv.Atoi(r.PostFormValue(f)); return int32(v) }
+	tier, problems := tierFromForm(r)
+	if len(problems) > 0 {
+		http.Redirect(w, r, "/tiers?"+url.Values{"error": {strings.Join(problems, " ")}}.Encode(), http.StatusSeeOther)
+		return
+	}
 	_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.SetTierResponse, error) {
-		return s.admin.SetTier(ctx, &accountingv1.SetTierRequest{Tier: &accountingv1.Tier{Name: r.PostFormValue("name"),
-			RpmBeforeTopup: n("rpm_before"), RpmAfterTopup: n("rpm_after"), InFlightGeneral: n("in_flight"), InFlightHighCost: n("in_flight_high_cost")}}, o)
+		return s.admin.SetTier(ctx, &accountingv1.SetTierRequest{Tier: tier}, o)
 	})
+	s.audit(r, se, "set tier", tier.GetName(), err, zap.Int32("rpm_before_topup", tier.GetRpmBeforeTopup()), zap.Int32("rpm_after_topup", tier.GetRpmAfterTopup()),
+		zap.Int32("in_flight_general", tier.GetInFlightGeneral()), zap.Int32("in_flight_high_cost", tier.GetInFlightHighCost()))
 	back(w, r, "/tiers", err, "Tier saved: new requests follow it within 3 s.")
 }

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -25,10 +27,11 @@ func (s *Server) routes() {
 	})
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/accounts", http.StatusSeeOther) })
-	s.mux.HandleFunc("GET /signin", func(w http.ResponseWriter, r *http.Request) { render(w, 200, "signin", page{Title: "Sign in"}) })
+	s.mux.HandleFunc("GET /signin", func(w http.ResponseWriter, r *http.Request) { s.signInPage(w, 200, "") })
 	s.mux.HandleFunc("POST /signin", s.signIn)
-	s.mux.HandleFunc("POST /signout", s.authed(func(w http.ResponseWriter, r *http.Request, _ *session) {
+	s.mux.HandleFunc("POST /signout", s.authed(func(w http.ResponseWriter, r *http.Request, se *session) {
 		s.sessions.end(w, r)
+		s.audit(r, se, "sign out", "", nil)
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 	}))
 	s.mux.HandleFunc("GET /accounts", s.authed(s.accounts))
@@ -61,23 +64,6 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *session)) ht
 	}
 }
 
-func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
-	token := strings.TrimSpace(r.PostFormValue("token"))
-	se := &session{token: token}
-	if token == "" {
-		render(w, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: "Enter the admin token."})
-		return
-	}
-	if _, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListTiersResponse, error) {
-		return s.admin.ListTiers(ctx, &accountingv1.ListTiersRequest{}, o)
-	}); err != nil {
-		render(w, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: plainWords(err)})
-		return
-	}
-	s.sessions.create(w, r, token)
-	http.Redirect(w, r, "/accounts", http.StatusSeeOther)
-}
-
 // back redirects to a page with a note or an error (plain words, no secret).
 func back(w http.ResponseWriter, r *http.Request, path string, err error, note string) {
 	q := url.Values{}
@@ -108,6 +94,7 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, se *sessi
 	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.CreateAccountResponse, error) {
 		return s.admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: r.PostFormValue("tier")}, o)
 	})
+	s.audit(r, se, "create account", res.GetAccount().GetId(), err, zap.String("tier", r.PostFormValue("tier")))
 	if err != nil {
 		back(w, r, "/accounts", err, "")
 		return
@@ -121,6 +108,20 @@ type accountPage struct {
 	Keys    []*accountingv1.Key
 	// Secret is a key just created: shown on this one answer, never again.
 	Secret string
+	// TopUpForm and KeyForm are the one-time tokens of this page's top-up and new-key
+	// forms (forms.go).
+	TopUpForm, KeyForm string
+}
+
+// withForms issues the page's one-time form tokens.
+func (d accountPage) withForms(se *session) accountPage {
+	d.TopUpForm, d.KeyForm = se.forms.issue(), se.forms.issue()
+	return d
+}
+
+// refuseForm sends the operator back to the account page with why.
+func refuseForm(w http.ResponseWriter, r *http.Request, account string, why formRefusal) {
+	http.Redirect(w, r, "/accounts/"+url.PathEscape(account)+"?"+url.Values{"error": {string(why)}}.Encode(), http.StatusSeeOther)
 }
 
 func (s *Server) accountData(r *http.Request, se *session, id string) (accountPage, error) {
@@ -146,7 +147,7 @@ func (s *Server) account(w http.ResponseWriter, r *http.Request, se *session) {
 		return
 	}
 	render(w, 200, "account", page{Title: "Account " + d.Account.GetId(), CSRF: se.csrf,
-		Error: r.URL.Query().Get("error"), Note: r.URL.Query().Get("note"), Data: d})
+		Error: r.URL.Query().Get("error"), Note: r.URL.Query().Get("note"), Data: d.withForms(se)})
 }
 
 func (s *Server) topUp(w http.ResponseWriter, r *http.Request, se *session) {
@@ -156,12 +157,22 @@ func (s *Server) topUp(w http.ResponseWriter, r *http.Request, se *session) {
 		http.Redirect(w, r, "/accounts/"+url.PathEscape(id)+"?"+url.Values{"error": {"Enter a positive amount in credits, at most six decimals (for example 10 or 0.25)."}}.Encode(), http.StatusSeeOther)
 		return
 	}
-	// The form's CSRF token and amount name the top-up: a resubmitted form is the same
-	// top-up, applied once.
-	sum := sha256.Sum256([]byte(se.csrf + "|" + id + "|" + r.PostFormValue("nonce")))
+	// The rendered form, its account and its amount name the top-up: accounting applies
+	// one key once, so a retry after an unknown outcome cannot add it twice; the form
+	// token makes a second submission of the same form refused, and two forms two
+	// top-ups.
+	form := r.PostFormValue("form")
+	if why := se.forms.begin(form, strconv.FormatInt(amount, 10)); why != "" {
+		s.auditRefused(r, se, "top up", id, why)
+		refuseForm(w, r, id, why)
+		return
+	}
+	sum := sha256.Sum256([]byte(form + "|" + id + "|" + strconv.FormatInt(amount, 10)))
 	_, err = call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.TopUpResponse, error) {
 		return s.admin.TopUp(ctx, &accountingv1.TopUpRequest{AccountId: id, AmountMicros: amount, IdempotencyKey: "console-" + hex.EncodeToString(sum[:16])}, o)
 	})
+	se.forms.end(form, err == nil)
+	s.audit(r, se, "top up", id, err, zap.Int64("amount_micros", amount))
 	back(w, r, "/accounts/"+url.PathEscape(id), err, "Topped up "+ledger.FormatCredits6(amount)+" credits.")
 }
 
@@ -171,6 +182,7 @@ func (s *Server) suspend(w http.ResponseWriter, r *http.Request, se *session) {
 	_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.SetAccountSuspendedResponse, error) {
 		return s.admin.SetAccountSuspended(ctx, &accountingv1.SetAccountSuspendedRequest{AccountId: id, Suspended: on}, o)
 	})
+	s.audit(r, se, map[bool]string{true: "suspend", false: "unsuspend"}[on], id, err)
 	back(w, r, "/accounts/"+url.PathEscape(id), err, map[bool]string{true: "Account suspended.", false: "Account unsuspended."}[on])
 }
 
@@ -200,6 +212,10 @@ func limit(v string) (*int64, error) {
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, se *session) {
 	id := r.PathValue("id")
 	req := &accountingv1.CreateKeyRequest{AccountId: id, Name: r.PostFormValue("name"), AllowedModels: models(r.PostFormValue("models"))}
+	if err := keyLabels(req.GetName(), req.GetAllowedModels()); err != "" {
+		http.Redirect(w, r, "/accounts/"+url.PathEscape(id)+"?"+url.Values{"error": {err}}.Encode(), http.StatusSeeOther)
+		return
+	}
 	var err error
 	if req.DailyLimitMicros, err = limit(r.PostFormValue("daily")); err == nil {
 		req.MonthlyLimitMicros, err = limit(r.PostFormValue("monthly"))
@@ -214,9 +230,20 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, se *session) 
 		http.Redirect(w, r, "/accounts/"+url.PathEscape(id)+"?"+url.Values{"error": {"Check the limits (credits) and the expiry (YYYY-MM-DD)."}}.Encode(), http.StatusSeeOther)
 		return
 	}
+	// A reload of the answer that showed the secret submits this form again: its token
+	// makes that refused instead of minting a second live key.
+	form := r.PostFormValue("form")
+	if why := se.forms.begin(form, ""); why != "" {
+		s.auditRefused(r, se, "create key", id, why)
+		refuseForm(w, r, id, why)
+		return
+	}
 	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.CreateKeyResponse, error) {
 		return s.admin.CreateKey(ctx, req, o)
 	})
+	se.forms.end(form, err == nil)
+	s.audit(r, se, "create key", id, err, zap.String("key", res.GetKey().GetId()), zap.String("name", req.GetName()),
+		zap.Strings("models", req.GetAllowedModels()))
 	if err != nil {
 		back(w, r, "/accounts/"+url.PathEscape(id), err, "")
 		return
@@ -227,6 +254,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, se *session) 
 		return
 	}
 	// The secret is rendered on this answer only (not a redirect: it never enters a URL).
+	d = d.withForms(se)
 	d.Secret = res.GetSecret()
 	render(w, 200, "account", page{Title: "Account " + id, CSRF: se.csrf, Note: "Key created: copy its secret now, it is not shown again.", Data: d})
 }
@@ -234,6 +262,10 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, se *session) 
 func (s *Server) updateKey(w http.ResponseWriter, r *http.Request, se *session) {
 	id := r.PathValue("id")
 	req := &accountingv1.UpdateKeyRequest{KeyId: id, AllowedModels: &accountingv1.ModelList{Models: models(r.PostFormValue("models"))}}
+	if err := keyLabels("", req.GetAllowedModels().GetModels()); err != "" {
+		http.Redirect(w, r, "/accounts/"+url.PathEscape(r.PostFormValue("account"))+"?"+url.Values{"error": {err}}.Encode(), http.StatusSeeOther)
+		return
+	}
 	d, errD := limit(r.PostFormValue("daily"))
 	m, errM := limit(r.PostFormValue("monthly"))
 	if errD != nil || errM != nil {
@@ -255,6 +287,8 @@ func (s *Server) updateKey(w http.ResponseWriter, r *http.Request, se *session) 
 	_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.UpdateKeyResponse, error) {
 		return s.admin.UpdateKey(ctx, req, o)
 	})
+	s.audit(r, se, "update key", id, err, zap.Strings("models", req.GetAllowedModels().GetModels()), zap.Int64p("daily_limit_micros", d),
+		zap.Int64p("monthly_limit_micros", m), zap.Stringp("expires", nonEmpty(r.PostFormValue("expires"))))
 	back(w, r, "/accounts/"+url.PathEscape(r.PostFormValue("account")), err, "Key updated: new requests follow it within 3 s.")
 }
 
@@ -274,5 +308,26 @@ func (s *Server) keyAction(w http.ResponseWriter, r *http.Request, se *session) 
 		http.NotFound(w, r)
 		return
 	}
+	s.audit(r, se, action+" key", id, err)
 	back(w, r, "/accounts/"+url.PathEscape(r.PostFormValue("account")), err, "Key "+action+"d.")
+}
+
+// keyLabels says, in an operator's words, what is wrong with a key's name or allowlist
+// (accounting refuses the same, for every client); empty: nothing.
+func keyLabels(name string, models []string) string {
+	if err := ledger.CheckKeyName(name); err != nil {
+		return fmt.Sprintf("Check the name: at most %d characters.", ledger.MaxKeyNameChars)
+	}
+	if err := ledger.CheckAllowedModels(models); err != nil {
+		return fmt.Sprintf("Check the models: at most %d, each at most %d characters.", ledger.MaxAllowedModels, ledger.MaxModelIDChars)
+	}
+	return ""
+}
+
+// nonEmpty is &v, or nil for "".
+func nonEmpty(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
 }

@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// sessionCookie names the session cookie: HttpOnly, SameSite=Strict, Secure over TLS.
+// sessionCookie names the session cookie: HttpOnly, SameSite=Strict, Secure over TLS
+// (or always, with Options.SecureCookie).
 const sessionCookie = "gw_console"
 
 // sessionTTL is how long a session lives without use.
@@ -18,9 +19,12 @@ const sessionTTL = 8 * time.Hour
 // session is a signed-in operator: the admin token (kept here, server-side only: never
 // in a cookie, a URL or a log) and the CSRF token every form must carry.
 type session struct {
-	token   string
-	csrf    string
-	expires time.Time
+	token string
+	csrf  string
+	// operator names the session in logs: random, unrelated to the cookie or the token.
+	operator string
+	expires  time.Time
+	forms    forms
 }
 
 // sessions holds the live sessions by random id.
@@ -28,10 +32,18 @@ type sessions struct {
 	mu  sync.Mutex
 	all map[string]*session
 	now func() time.Time
+	// secure marks the cookie Secure on every answer (Options.SecureCookie).
+	secure bool
 }
 
-func newSessions(now func() time.Time) *sessions {
-	return &sessions{all: map[string]*session{}, now: now}
+func newSessions(now func() time.Time, secure bool) *sessions {
+	return &sessions{all: map[string]*session{}, now: now, secure: secure}
+}
+
+// cookie is the session cookie with value, kept for maxAge seconds (negative: deleted).
+func (s *sessions) cookie(r *http.Request, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: sessionCookie, Value: value, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: s.secure || r.TLS != nil, MaxAge: maxAge}
 }
 
 func randomHex(n int) string {
@@ -40,19 +52,20 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// create starts a session for token and sets its cookie.
-func (s *sessions) create(w http.ResponseWriter, r *http.Request, token string) {
+// create starts a session for token, sets its cookie and returns it.
+func (s *sessions) create(w http.ResponseWriter, r *http.Request, token string) *session {
 	id := randomHex(32)
+	se := &session{token: token, csrf: randomHex(32), operator: randomHex(6), expires: s.now().Add(sessionTTL)}
 	s.mu.Lock()
-	s.all[id] = &session{token: token, csrf: randomHex(32), expires: s.now().Add(sessionTTL)}
+	s.all[id] = se
 	for k, v := range s.all {
 		if s.now().After(v.expires) {
 			delete(s.all, k)
 		}
 	}
 	s.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(sessionTTL / time.Second)})
+	http.SetCookie(w, s.cookie(r, id, int(sessionTTL/time.Second)))
+	return se
 }
 
 // get returns the request's live session, renewing it.
@@ -79,8 +92,7 @@ func (s *sessions) end(w http.ResponseWriter, r *http.Request) {
 		delete(s.all, c.Value)
 		s.mu.Unlock()
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: -1})
+	http.SetCookie(w, s.cookie(r, "", -1))
 }
 
 // validCSRF reports whether the form's token is the session's (constant time).

@@ -36,19 +36,17 @@ func chromiumPath(t *testing.T) string {
 // real accounting service: sign in, create an account and top it up, create a key and
 // see its secret once, edit its allowlist, call with the SDK, see usage and the
 // statement move by the exact amounts, download the CSV. It writes the screenshots of
-// the main pages into docs/.
+// the main pages into CONSOLE_SCREENSHOTS when set (CONSOLE_SCREENSHOTS=$PWD/docs
+// refreshes the tracked ones on purpose), else into a temporary directory, so a test
+// run leaves the tree clean.
 func TestWebConsoleInABrowser(t *testing.T) {
 	t.Parallel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
+	ctx := chromium(t)
 	base := "http://" + gw.ConsoleAddr
-	docs := filepath.Join("..", "docs")
+	docs := os.Getenv("CONSOLE_SCREENSHOTS")
+	if docs == "" {
+		docs = t.TempDir()
+	}
 	shot := func(name string) chromedp.Action {
 		return chromedp.ActionFunc(func(ctx context.Context) error {
 			var png []byte
@@ -82,9 +80,10 @@ func TestWebConsoleInABrowser(t *testing.T) {
 		}
 	}
 
-	var account, secret, afterReload, balance string
+	var account, secret, afterReload, balance, hint string
 	run("sign in and create an account",
 		chromedp.Navigate(base+"/signin"),
+		chromedp.Text("#token-hint", &hint, chromedp.ByID),
 		chromedp.SendKeys("#token", gw.AdminToken, chromedp.ByID),
 		chromedp.Click("#signin", chromedp.ByID),
 		chromedp.WaitVisible("#create-account", chromedp.ByID),
@@ -98,6 +97,10 @@ func TestWebConsoleInABrowser(t *testing.T) {
 	)
 	if balance != "10.000000" {
 		t.Fatalf("balance after a top-up of 10: %q", balance)
+	}
+	// The sign-in page says where the local stack keeps the admin token, never the token.
+	if !strings.Contains(hint, "admin-token") || strings.Contains(hint, gw.AdminToken) {
+		t.Errorf("sign-in hint %q", hint)
 	}
 	run("create a key",
 		chromedp.SendKeys("#key-name", "browser", chromedp.ByID),
@@ -202,6 +205,99 @@ func TestWebConsoleInABrowser(t *testing.T) {
 	}
 	if -charged != want {
 		t.Errorf("CSV charges %d micros, want %d", -charged, want)
+	}
+}
+
+// chromium starts headless Chromium for t and returns its first tab's context (further
+// tabs: chromedp.NewContext of it), ended with t.
+func chromium(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancel(); cancelTab(); cancelAlloc() })
+	return ctx
+}
+
+// Two top-up forms rendered in two tabs are two top-ups (10 then 5: +15), and the same
+// form submitted again is shown refused and changes nothing.
+func TestWebConsoleTopUpFormsInTwoTabs(t *testing.T) {
+	t.Parallel()
+	tab1 := chromium(t)
+	base := "http://" + gw.ConsoleAddr
+	var account string
+	if err := chromedp.Run(tab1,
+		chromedp.Navigate(base+"/signin"),
+		chromedp.SendKeys("#token", gw.AdminToken, chromedp.ByID),
+		chromedp.Click("#signin", chromedp.ByID),
+		chromedp.WaitVisible("#create-account", chromedp.ByID),
+		chromedp.Click("#create-account", chromedp.ByID),
+		chromedp.WaitVisible("#account-id", chromedp.ByID),
+		chromedp.Text("#account-id", &account, chromedp.ByID),
+	); err != nil {
+		t.Fatal(err)
+	}
+	tab2, cancel := chromedp.NewContext(tab1) // same browser, same session
+	defer cancel()
+	var form1 string
+	if err := chromedp.Run(tab2, chromedp.Navigate(base+"/accounts/"+account), chromedp.WaitVisible("#amount", chromedp.ByID)); err != nil {
+		t.Fatal(err)
+	}
+	// Both pages are rendered before either is submitted.
+	var balance, note, refused string
+	if err := chromedp.Run(tab1,
+		chromedp.Value(`input[name="form"]`, &form1, chromedp.ByQuery),
+		chromedp.SendKeys("#amount", "10", chromedp.ByID),
+		chromedp.Click("#topup", chromedp.ByID),
+		chromedp.WaitVisible("#note", chromedp.ByID),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Run(tab2,
+		chromedp.SendKeys("#amount", "5", chromedp.ByID),
+		chromedp.Click("#topup", chromedp.ByID),
+		chromedp.WaitVisible("#note", chromedp.ByID),
+		chromedp.Text("#note", &note, chromedp.ByID),
+		chromedp.Text("#balance", &balance, chromedp.ByID),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if balance != "15.000000" || !strings.Contains(note, "Topped up 5.000000") {
+		t.Fatalf("10 then 5 from two forms: balance %q, note %q; want 15.000000", balance, note)
+	}
+	// The first form again, as a resend would: the browser's own session and form.
+	var cookies []*network.Cookie
+	var csrf string
+	if err := chromedp.Run(tab1,
+		chromedp.Value(`input[name="csrf"]`, &csrf, chromedp.ByQuery),
+		chromedp.ActionFunc(func(ctx context.Context) (err error) { cookies, err = network.GetCookies().Do(ctx); return err }),
+	); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/accounts/"+account+"/topup",
+		strings.NewReader("csrf="+csrf+"&form="+form1+"&amount=10"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, ck := range cookies {
+		req.AddCookie(&http.Cookie{Name: ck.Name, Value: ck.Value})
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := chromedp.Run(tab1,
+		chromedp.Navigate(base+resp.Header.Get("Location")),
+		chromedp.WaitVisible("#balance", chromedp.ByID),
+		chromedp.Text("#error", &refused, chromedp.ByID),
+		chromedp.Text("#balance", &balance, chromedp.ByID),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(refused, "Refused") || balance != "15.000000" {
+		t.Errorf("the first form resent: %q, balance %q; want refused, 15.000000", refused, balance)
 	}
 }
 

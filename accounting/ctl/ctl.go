@@ -52,7 +52,7 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
   key create --account ID [--name N] [--models m1,m2] [--daily-limit CREDITS]
              [--monthly-limit CREDITS] [--expires RFC3339] [--admin]
   key show KEYID | disable KEYID | enable KEYID | revoke KEYID
-  account list [--limit N] [--after ID]
+  account list [--limit N] [--after ID]   (newest first; --after: the next_after printed)
   key list --account ID
   key update KEYID [--name N] [--models m1,m2 | --all-models]
              [--daily-limit CREDITS | --no-daily-limit]

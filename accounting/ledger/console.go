@@ -1,8 +1,10 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Set is a field of an update: the field changes only when Set is true, to Value
@@ -111,6 +113,46 @@ func (t Tier) Validate() error {
 		return Refuse(ReasonInvalidArgument, fmt.Sprintf("tier limits must not exceed %d", MaxTierLimit))
 	case t.InFlightHighCost > t.InFlightGeneral:
 		return Refuse(ReasonInvalidArgument, "the high-cost pool must not be larger than the general pool")
+	}
+	return nil
+}
+
+// A key's name and allowlist are labels an operator types; they are stored, listed and
+// sent to every gateway cache on each change, so each is bounded. Counts are characters
+// (runes), as an operator counts them.
+const (
+	MaxKeyNameChars  = 200
+	MaxAllowedModels = 200
+	MaxModelIDChars  = 200
+)
+
+// CheckKeyName reports a key name longer than MaxKeyNameChars, naming the field. Empty
+// is allowed (an unnamed key). Names arrive over gRPC, whose strings are UTF-8.
+func CheckKeyName(name string) error {
+	return checkLabel("name", name, MaxKeyNameChars)
+}
+
+// CheckAllowedModels reports what is wrong with an allowlist, naming the field: more
+// than MaxAllowedModels entries, or an entry that is empty or longer than
+// MaxModelIDChars. An empty list (every model) is allowed.
+func CheckAllowedModels(models []string) error {
+	if len(models) > MaxAllowedModels {
+		return fmt.Errorf("allowed_models lists %d models, at most %d", len(models), MaxAllowedModels)
+	}
+	for i, m := range models {
+		if m == "" {
+			return errors.New("allowed_models must not contain empty names")
+		}
+		if err := checkLabel(fmt.Sprintf("allowed_models[%d]", i), m, MaxModelIDChars); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkLabel(field, s string, most int) error {
+	if n := utf8.RuneCountInString(s); n > most {
+		return fmt.Errorf("%s has %d characters, at most %d", field, n, most)
 	}
 	return nil
 }

@@ -247,8 +247,9 @@ type Store interface {
 	RecordVideoTask(ctx context.Context, taskID, keyID, model string, origin TaskOrigin) (VideoTask, error)
 	GetVideoTask(ctx context.Context, taskID string) (VideoTask, error)
 
-	// ListAccounts returns up to limit accounts whose id sorts after afterID (all from
-	// the first when empty), in id order.
+	// ListAccounts returns up to limit accounts, newest first (creation time, then id,
+	// both descending), that come after the account afterID in that order (from the
+	// newest when empty): a new account is on the first page.
 	ListAccounts(ctx context.Context, afterID string, limit int) ([]Account, error)
 	// ListKeys returns an account's keys, oldest first, with their current spend.
 	ListKeys(ctx context.Context, accountID string) ([]Key, error)

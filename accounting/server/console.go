@@ -38,7 +38,7 @@ func pageOf[T, P any](rows []T, limit int, conv func(T) P, more func(last T)) []
 	return out
 }
 
-// ListAccounts pages through every account in id order.
+// ListAccounts pages through every account, newest first.
 func (a *AdminServer) ListAccounts(ctx context.Context, req *accountingv1.ListAccountsRequest) (*accountingv1.ListAccountsResponse, error) {
 	limit, err := pageSize(req.GetLimit())
 	if err != nil {

@@ -145,7 +145,7 @@ func TestListPagesAndTiers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, a.GetAccount().GetId())
+		ids = append([]string{a.GetAccount().GetId()}, ids...) // newest first
 	}
 	var got []string
 	after := ""

@@ -22,14 +22,15 @@ func copyMicros(p *ledger.Micros) *int64 {
 func keyUpdateFromProto(req *accountingv1.UpdateKeyRequest) (ledger.KeyUpdate, error) {
 	u := ledger.KeyUpdate{ID: req.GetKeyId()}
 	if req.Name != nil {
+		if err := ledger.CheckKeyName(req.GetName()); err != nil {
+			return u, invalidArgument(err.Error())
+		}
 		u.Name = ledger.To(req.GetName())
 	}
 	if req.AllowedModels != nil {
 		models := append([]string(nil), req.GetAllowedModels().GetModels()...)
-		for _, m := range models {
-			if m == "" {
-				return u, invalidArgument("allowed_models must not contain empty names")
-			}
+		if err := ledger.CheckAllowedModels(models); err != nil {
+			return u, invalidArgument(err.Error())
 		}
 		u.AllowedModels = ledger.To(models)
 	}

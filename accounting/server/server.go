@@ -329,10 +329,11 @@ func (a *AdminServer) CreateKey(ctx context.Context, req *accountingv1.CreateKey
 	case req.MonthlyLimitMicros != nil && req.GetMonthlyLimitMicros() < 0:
 		return nil, invalidArgument("monthly_limit_micros must not be negative")
 	}
-	for _, m := range req.GetAllowedModels() {
-		if m == "" {
-			return nil, invalidArgument("allowed_models must not contain empty names")
-		}
+	if err := ledger.CheckKeyName(req.GetName()); err != nil {
+		return nil, invalidArgument(err.Error())
+	}
+	if err := ledger.CheckAllowedModels(req.GetAllowedModels()); err != nil {
+		return nil, invalidArgument(err.Error())
 	}
 	var expires *time.Time
 	if req.GetExpiresAt() != nil {

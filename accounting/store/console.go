@@ -19,7 +19,10 @@ func checkPage(limit int) error {
 	return nil
 }
 
-// ListAccounts returns up to limit accounts whose id sorts after afterID, in id order.
+// ListAccounts returns up to limit accounts, newest first, after the account afterID in
+// that order. The cursor stays an account id: its creation time is looked up, so a
+// cursor of an earlier page keeps working while accounts are created (they sort before
+// it). Read through accounts_newest_first (migration 0011).
 func (s *Store) ListAccounts(ctx context.Context, afterID string, limit int) ([]ledger.Account, error) {
 	if err := checkPage(limit); err != nil {
 		return nil, err
@@ -28,7 +31,8 @@ func (s *Store) ListAccounts(ctx context.Context, afterID string, limit int) ([]
 		return nil, ledger.Refuse(ledger.ReasonInvalidArgument, "the page cursor is not an account id")
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+accountColumns+` FROM accounts
-		WHERE $1::uuid IS NULL OR id > $1::uuid ORDER BY id LIMIT $2`, nullIfEmpty(afterID), limit)
+		WHERE $1::uuid IS NULL OR (created_at, id) < (SELECT created_at, id FROM accounts WHERE id = $1::uuid)
+		ORDER BY created_at DESC, id DESC LIMIT $2`, nullIfEmpty(afterID), limit)
 	if err != nil {
 		return nil, dbError("list accounts", err)
 	}

@@ -22,11 +22,16 @@ func TestListAccountsPages(t *testing.T) {
 	if got, err := f.s.ListAccounts(ctx, "", 10); err != nil || len(got) != 0 {
 		t.Fatalf("ListAccounts on an empty ledger = %v, %v; want none", got, err)
 	}
+	// Newest first: the account just created is on the first page. Accounts created in
+	// the same instant (the last two) come in descending id order.
 	var want []string
-	for range 5 {
-		want = append(want, f.account(t, "default", 0).ID)
+	for i := range 5 {
+		f.clk.Set(t0.Add(time.Duration(min(i, 3)) * time.Second))
+		want = append([]string{f.account(t, "default", 0).ID}, want...)
 	}
-	slices.Sort(want)
+	if want[0] < want[1] {
+		want[0], want[1] = want[1], want[0]
+	}
 	var got []string
 	after := ""
 	for page := 0; ; page++ {

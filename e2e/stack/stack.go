@@ -176,7 +176,7 @@ func (s *Stack) start(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if s.AdminToken, err = writeToken(filepath.Join(s.RunDir, "admin-token")); err != nil {
+	if s.AdminToken, err = writeToken(filepath.Join(s.RunDir, "admin-token")); err != nil { // AdminTokenFile
 		return err
 	}
 	if s.ServiceToken, err = writeToken(filepath.Join(s.RunDir, "service-token")); err != nil {
@@ -522,6 +522,16 @@ func writeToken(path string) (string, error) {
 	return tok, f.Close()
 }
 
+// AdminTokenFile is the file holding the stack's admin token: relative to the
+// repository root when inside it (.run/admin-token), else absolute.
+func (s *Stack) AdminTokenFile() string {
+	p := filepath.Join(s.RunDir, "admin-token")
+	if rel, err := filepath.Rel(s.Root, p); err == nil && filepath.IsLocal(rel) {
+		return rel
+	}
+	return p
+}
+
 // secretVars are the environment variables that carry a secret: each child gets only
 // the ones it uses (childEnv), whatever the caller's environment holds.
 var secretVars = []string{
@@ -565,6 +575,9 @@ func (s *Stack) childEnv(part string) []string {
 			"GATEWAY_SERVICE_TOKEN="+s.ServiceToken,
 			"GATEWAY_ADMIN_TOKEN="+s.AdminToken,
 		)
+	case "console":
+		// Where the admin token is, named on the sign-in page: never the token itself.
+		env = append(env, "CONSOLE_ADMIN_TOKEN_FILE="+s.AdminTokenFile())
 	case "extproc":
 		env = append(env,
 			"GATEWAY_SERVICE_TOKEN="+s.ServiceToken,

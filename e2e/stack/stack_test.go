@@ -87,6 +87,7 @@ func TestChildEnvHoldsOnlyItsSecrets(t *testing.T) {
 		{part: "front", deny: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "DATABASE_URL"}},
 		{part: "extproc", deny: []string{"GATEWAY_ADMIN_TOKEN", "DATABASE_URL"}, want: []string{"GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "GATEWAY_CATALOG", "ACCOUNTING_ADDR"}},
 		{part: "accounting", deny: []string{"DEMO_OPENAI_KEY"}, want: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DATABASE_URL"}},
+		{part: "console", deny: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "DATABASE_URL"}, want: []string{"CONSOLE_ADMIN_TOKEN_FILE"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.part, func(t *testing.T) {
@@ -106,6 +107,11 @@ func TestChildEnvHoldsOnlyItsSecrets(t *testing.T) {
 				}
 			}
 		})
+	}
+	// The console names where the admin token is (the sign-in page says it), never the token.
+	if env := strings.Join(s.childEnv("console"), "\n") + "\n"; !strings.Contains(env, "CONSOLE_ADMIN_TOKEN_FILE="+filepath.Join(".run", "admin-token")+"\n") ||
+		strings.Contains(env, s.AdminToken) {
+		t.Errorf("console env: want the token's file, not the token:\n%s", env)
 	}
 	env := strings.Join(s.childEnv("extproc"), "\n")
 	if !strings.Contains(env, "GATEWAY_SERVICE_TOKEN=service-token-0123456789") || !strings.Contains(env, "DEMO_OPENAI_KEY=sk-mock-openai") {

@@ -19,12 +19,13 @@ func (m *Memory) ListAccounts(_ context.Context, afterID string, limit int) ([]l
 		return nil, err
 	}
 	var out []ledger.Account
+	// The fake's ids grow with creation: newest first is id descending.
 	for id, a := range m.accounts {
-		if id > afterID {
+		if afterID == "" || id < afterID {
 			out = append(out, *a)
 		}
 	}
-	slices.SortFunc(out, func(a, b ledger.Account) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b ledger.Account) int { return strings.Compare(b.ID, a.ID) })
 	return out[:min(limit, len(out))], nil
 }
 

@@ -1,5 +1,8 @@
 // Command console serves the operators' web console (package console) on CONSOLE_ADDR
 // (127.0.0.1:8090), talking to accounting at ACCOUNTING_ADDR (127.0.0.1:50052).
+// CONSOLE_SECURE_COOKIE=true marks the session cookie Secure behind an ingress that
+// terminates TLS; CONSOLE_ADMIN_TOKEN_FILE names, on the sign-in page, the file that
+// holds the admin token (the local stack sets it; the console never reads it).
 package main
 
 import (
@@ -30,6 +33,8 @@ func env(name, def string) string {
 func main() {
 	listen := flag.String("listen", env("CONSOLE_ADDR", "127.0.0.1:8090"), "address to serve the console on (env CONSOLE_ADDR)")
 	accounting := flag.String("accounting-addr", env("ACCOUNTING_ADDR", "127.0.0.1:50052"), "accounting gRPC address (env ACCOUNTING_ADDR)")
+	secure := flag.Bool("secure-cookie", os.Getenv("CONSOLE_SECURE_COOKIE") == "true", "mark the session cookie Secure on plain HTTP, behind a TLS-terminating ingress (env CONSOLE_SECURE_COOKIE=true)")
+	tokenFile := flag.String("admin-token-file", os.Getenv("CONSOLE_ADMIN_TOKEN_FILE"), "file named on the sign-in page as holding the admin token; never read (env CONSOLE_ADMIN_TOKEN_FILE)")
 	flag.Parse()
 	log := logging.New(os.Stderr, "console")
 	// Plaintext to accounting, as the other parts of the local stack; each call carries
@@ -39,7 +44,7 @@ func main() {
 		log.Fatal("accounting connection", zap.Error(err))
 	}
 	defer func() { _ = conn.Close() }()
-	srv := &http.Server{Addr: *listen, Handler: console.New(conn), ReadHeaderTimeout: 5 * time.Second}
+	srv := console.New(conn, console.Options{Log: log, SecureCookie: *secure, AdminTokenFile: *tokenFile}).HTTPServer(*listen)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

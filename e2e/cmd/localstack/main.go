@@ -36,7 +36,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "accounting | gRPC %s, health %s\n", s.AccountingAddr, s.AccountingMetricsAdr)
 	fmt.Fprintf(stdout, "extproc    | gRPC %s, health %s\n", s.ExtprocAddr, s.ExtprocMetricsAddr)
 	fmt.Fprintf(stdout, "mock       | providers %s\n", s.MockAddr)
-	fmt.Fprintf(stdout, "console    | http://%s (sign in with the admin token in .run/admin-token)\n", s.ConsoleAddr)
+	fmt.Fprintf(stdout, "console    | http://%s (sign in with the admin token in %s)\n", s.ConsoleAddr, s.AdminTokenFile())
 	fmt.Fprintf(stdout, "front      | %s on %s\n", s.Front, s.GatewayAddr)
 	fmt.Fprintf(stdout, "ready: gateway at %s (bin/gatewayctl works from the repository root; Ctrl-C stops)\n", s.BaseURL)
 	select {

@@ -529,7 +529,8 @@ type AdminServiceClient interface {
 	GetKey(ctx context.Context, in *GetKeyRequest, opts ...grpc.CallOption) (*GetKeyResponse, error)
 	SetKeyDisabled(ctx context.Context, in *SetKeyDisabledRequest, opts ...grpc.CallOption) (*SetKeyDisabledResponse, error)
 	RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error)
-	// ListAccounts pages through every account in id order.
+	// ListAccounts pages through every account, newest first (a new account is on the
+	// first page); next_after_id continues after the last account of a page.
 	ListAccounts(ctx context.Context, in *ListAccountsRequest, opts ...grpc.CallOption) (*ListAccountsResponse, error)
 	// ListKeys returns an account's keys, oldest first, never their secrets.
 	ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
@@ -724,7 +725,8 @@ type AdminServiceServer interface {
 	GetKey(context.Context, *GetKeyRequest) (*GetKeyResponse, error)
 	SetKeyDisabled(context.Context, *SetKeyDisabledRequest) (*SetKeyDisabledResponse, error)
 	RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error)
-	// ListAccounts pages through every account in id order.
+	// ListAccounts pages through every account, newest first (a new account is on the
+	// first page); next_after_id continues after the last account of a page.
 	ListAccounts(context.Context, *ListAccountsRequest) (*ListAccountsResponse, error)
 	// ListKeys returns an account's keys, oldest first, never their secrets.
 	ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error)
