@@ -9,10 +9,11 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/extproc/pricing"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/pricing"
 )
 
 // release returns the hold, once, after the reply (budget.go).
@@ -146,52 +147,6 @@ func deref(p *int64) int64 {
 		return 0
 	}
 	return *p
-}
-
-// End finishes the request and settles what was not, by the settlement policy
-// (decideEnd): the provider's usage if it came, else what a stream delivered, else the
-// prompt once the request reached the provider, else nothing. cause says why the stream
-// ended, for the record ("stream_closed", ...). Safe to call more than once.
-func (r *Request) End(ctx context.Context, cause string) {
-	defer r.traceEnd(cause)
-	defer r.endFailover()
-	if r.resp != nil && r.resp.dec != nil {
-		r.resp.dec.Close()
-	}
-	if r.reservation == nil || r.settled {
-		return
-	}
-	// Whatever happens below (a panic included), the hold is never kept alive past
-	// this point without a settlement: its lease then frees it.
-	defer func() {
-		if !r.settled {
-			r.hold.end()
-		}
-	}()
-	// A failover request whose answer went on but whose response phases never ran (the
-	// client left first) settles on that attempt's channel.
-	r.adoptWinner()
-	f := endFacts{Sent: r.reachedProvider(), Tokens: r.tokenPriced(), ClientLeft: cause == CauseClientLeft}
-	if st := r.resp; st != nil {
-		f.Failed = st.rw == nil || st.broken && !r.parsed.Stream
-		if st.rw != nil {
-			_, f.Usage = st.rw.Usage()
-			f.Delivered = st.chunked && r.parsed.Stream && st.delivered
-		}
-	}
-	rule := decideEnd(f)
-	if rule != endRelease {
-		r.log().Info("request ended before its answer did: charging by the settlement policy",
-			zap.String("cause", cause), zap.Stringer("rule", rule))
-	}
-	switch rule {
-	case endUsage, endDelivered:
-		r.settleStream(ctx)
-	case endPrompt:
-		r.commit(ctx, r.knownPromptTokens(), 0)
-	default:
-		r.release(ctx, cause)
-	}
 }
 
 // tokenPriced reports whether the endpoint is priced by tokens.
