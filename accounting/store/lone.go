@@ -12,7 +12,7 @@ import (
 
 // The lone decisions: one operation, one statement — the PL/pgSQL functions of
 // migrations/0001_init.sql. An operation group commit does not decide runs here in a
-// transaction of its own (through the account gate, reservations.go), and a small
+// transaction of its own (through the account gate: alone), and a small
 // batch in the writer (batch.go) runs its operations here one after another in one
 // transaction: one round trip where a large batch takes two.
 
