@@ -43,20 +43,13 @@ func (s *Store) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Re
 
 // reserveAlone is Reserve in a transaction of its own (r.TTL already defaulted): the
 // path of an operation group commit did not decide.
-func (s *Store) reserveAlone(ctx context.Context, r ledger.ReserveRequest) (res ledger.Reservation, err error) {
+func (s *Store) reserveAlone(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
 	owner, err := s.keyAccount(ctx, r.KeyID)
 	if err != nil {
 		return ledger.Reservation{}, busyRefusal(err)
 	}
-	pass, err := s.enterAccount(ctx, owner)
-	if err != nil {
-		return ledger.Reservation{}, busyRefusal(err)
-	}
-	defer func() { pass.done(err) }()
 	var o opOutcome
-	err = reserveCall(r, s.now(), &o).run(ctx, s.pool)
-	if err != nil {
-		err = dbError("reserve", err) // the gate reads it
+	if err := s.alone(ctx, owner, "reserve", reserveCall(r, s.now(), &o)); err != nil {
 		return ledger.Reservation{}, busyRefusal(err)
 	}
 	return s.reservationOf(o)
@@ -90,16 +83,6 @@ func busyRefusal(err error) error {
 		Reason: ledger.ReasonConcurrencyLimitExceeded, RetryAfter: ledger.ConcurrencyRetryAfter,
 		Detail: "the account is busy with other requests",
 	}
-}
-
-// enterReservation passes the gate of reservation id's account; a settlement call then
-// fails with ledger.ErrBusy (retryable, never a refusal) when the account stays busy.
-func (s *Store) enterReservation(ctx context.Context, id string) (*gatePass, error) {
-	acct, err := s.reservationAccount(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return s.enterAccount(ctx, acct)
 }
 
 // reserveRefusal turns ledger_reserve's outcome into the Refusal the domain defines.
@@ -148,17 +131,15 @@ func (s *Store) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.Comm
 	return s.commitAlone(ctx, c)
 }
 
-// commitAlone is Commit in a transaction of its own.
-func (s *Store) commitAlone(ctx context.Context, c ledger.CommitRequest) (res ledger.CommitResult, err error) {
-	pass, err := s.enterReservation(ctx, c.ReservationID)
+// commitAlone is Commit in a transaction of its own; it fails with ledger.ErrBusy
+// (retryable, never a refusal) when the account stays busy.
+func (s *Store) commitAlone(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error) {
+	acct, err := s.reservationAccount(ctx, c.ReservationID)
 	if err != nil {
 		return ledger.CommitResult{}, err
 	}
-	defer func() { pass.done(err) }()
 	var o opOutcome
-	err = commitCall(c, s.now(), &o).run(ctx, s.pool)
-	if err != nil {
-		err = dbError("commit", err) // the gate reads it
+	if err := s.alone(ctx, acct, "commit", commitCall(c, s.now(), &o)); err != nil {
 		return ledger.CommitResult{}, err
 	}
 	return s.commitResultOf(c.ReservationID, o)
@@ -206,17 +187,15 @@ func (s *Store) Release(ctx context.Context, reservationID, reason string) (ledg
 	return s.releaseAlone(ctx, reservationID, reason)
 }
 
-// releaseAlone is Release in a transaction of its own.
-func (s *Store) releaseAlone(ctx context.Context, reservationID, reason string) (res ledger.ReleaseResult, err error) {
-	pass, err := s.enterReservation(ctx, reservationID)
+// releaseAlone is Release in a transaction of its own; it fails with ledger.ErrBusy
+// (retryable, never a refusal) when the account stays busy.
+func (s *Store) releaseAlone(ctx context.Context, reservationID, reason string) (ledger.ReleaseResult, error) {
+	acct, err := s.reservationAccount(ctx, reservationID)
 	if err != nil {
 		return ledger.ReleaseResult{}, err
 	}
-	defer func() { pass.done(err) }()
 	var o opOutcome
-	err = releaseCall(reservationID, reason, s.now(), &o).run(ctx, s.pool)
-	if err != nil {
-		err = dbError("release", err) // the gate reads it
+	if err := s.alone(ctx, acct, "release", releaseCall(reservationID, reason, s.now(), &o)); err != nil {
 		return ledger.ReleaseResult{}, err
 	}
 	return s.releaseResultOf(reservationID, o)
