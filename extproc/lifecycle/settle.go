@@ -142,13 +142,6 @@ func (u unitsField) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-func deref(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
 // tokenPriced reports whether the endpoint is priced by tokens.
 func (r *Request) tokenPriced() bool {
 	b := r.endpoint.spec().billing
