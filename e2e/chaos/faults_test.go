@@ -114,8 +114,10 @@ func newKeyOn(t *testing.T, s *stack.Stack, stream bool) *key {
 	return &key{account: id, id: fmt.Sprint(k["id"]), secret: fmt.Sprint(k["key"]), stream: stream}
 }
 
-// TestFaults is the fault-injection run.
+// TestFaults is the fault-injection run. The outage tests run beside it, each on a
+// stack of its own.
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	duration := 30 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("CHAOS_DURATION")); err == nil && d > duration {
 		duration = d
