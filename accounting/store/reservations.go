@@ -268,6 +268,31 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) (int, error) {
 	return n, nil
 }
 
+// GraceLapsed gives every held reservation whose lease has run out (and that nobody is
+// settling or expiring right now) a new expiry, now + grace, and returns how many it
+// moved. Accounting's sweeper calls it when it was away (starting, paused, or cut off
+// from the database): a lease that ran out meanwhile ran out because its owner could
+// not renew it, not because the owner died, and expiring it at once would make the
+// owner's answer free. Rows another transaction holds are skipped (SKIP LOCKED): they
+// are being settled, renewed or expired, and a statement that waited for them while
+// holding others could close a cycle with a batch settling several reservations.
+func (s *Store) GraceLapsed(ctx context.Context, grace time.Duration) (int, error) {
+	if grace < 0 {
+		return 0, ledger.Refuse(ledger.ReasonInvalidArgument, "a grace must not be negative")
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE reservations
+		SET expires_at = coalesce($2::timestamptz, now()) + $1::interval
+		WHERE id IN (SELECT id FROM reservations
+			WHERE state = 'held' AND expires_at <= coalesce($2::timestamptz, now())
+			FOR UPDATE SKIP LOCKED)`,
+		grace, s.now())
+	if err != nil {
+		return 0, dbError("grace lapsed", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 func parseState(s string) ledger.ReservationState {
 	switch s {
 	case "held":

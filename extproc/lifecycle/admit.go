@@ -162,7 +162,6 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 		Pool:      pool,
 		TTL:       r.svc.cfg.LeaseTTL,
 	}
-	start := time.Now()
 	deadline, _ := ctx.Deadline()
 	var res ledger.Reservation
 	err := r.svc.retry(func() time.Time { return deadline }, func(actx context.Context) error {
@@ -179,6 +178,6 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 		return r.ledgerError(err, "reserve")
 	}
 	r.reservation = &res
-	r.hold = r.svc.newHold(res, start, r.log)
+	r.hold = r.svc.newHold(res, r.log)
 	return nil
 }
