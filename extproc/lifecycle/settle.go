@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/pricing"
+	"github.com/llmgw/gateway/extproc/response"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -40,14 +41,21 @@ func (r *Request) release(_ context.Context, reason string) {
 	})
 }
 
-// commit charges the actual cost of token usage, once.
-func (r *Request) commit(ctx context.Context, in, out int64) {
-	in, out = clampUsage(in), clampUsage(out)
+// commit charges the actual cost of token usage, once: the sum of its parts at the
+// model's rate card, at the tier the answer reports (pricedTier) and the region the
+// request named.
+func (r *Request) commit(ctx context.Context, u response.Usage) {
+	parts, in, out := usageParts(u)
+	rec := ledger.Usage{InputTokens: in, OutputTokens: out}
 	var actual int64
 	if m := r.model; !m.Free {
-		actual = pricing.Tokens(m.Prices, in, out)
+		rc := r.parsed.RateCard
+		sel := pricing.Sel{Tier: pricedTier(&m.Prices, u.ServiceTier, rc.ServiceTier), Geo: rc.InferenceGeo}
+		cs := pricing.Charge(&m.Prices, parts, sel)
+		actual = pricing.Sum(cs)
+		rec.Components, rec.ServiceTier = components(cs), sel.Tier
 	}
-	r.charge(ctx, actual, ledger.Usage{InputTokens: in, OutputTokens: out})
+	r.charge(ctx, actual, rec)
 }
 
 // commitUnits charges n of the endpoint's units (characters, images, seconds), once.
@@ -188,7 +196,7 @@ func (r *Request) End(ctx context.Context, cause string) {
 	case endUsage, endDelivered:
 		r.settleStream(ctx)
 	case endPrompt:
-		r.commit(ctx, r.knownPromptTokens(), 0)
+		r.commit(ctx, response.Usage{InputTokens: r.knownPromptTokens()})
 	default:
 		r.release(ctx, cause)
 	}
