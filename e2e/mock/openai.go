@@ -181,9 +181,9 @@ type respItem struct {
 type respUsage struct {
 	InputTokens         int              `json:"input_tokens"`
 	InputTokensDetails  respInputDetails `json:"input_tokens_details"`
-	OutputTokens        int            `json:"output_tokens"`
-	OutputTokensDetails map[string]int `json:"output_tokens_details"`
-	TotalTokens         int            `json:"total_tokens"`
+	OutputTokens        int              `json:"output_tokens"`
+	OutputTokensDetails map[string]int   `json:"output_tokens_details"`
+	TotalTokens         int              `json:"total_tokens"`
 }
 
 type response struct {
