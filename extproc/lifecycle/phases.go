@@ -15,6 +15,7 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/response"
 	"github.com/llmgw/gateway/extproc/tokens"
 	"github.com/llmgw/gateway/extproc/translate"
 	"github.com/llmgw/gateway/extproc/wire"
@@ -196,7 +197,7 @@ func (r *Request) End(ctx context.Context, cause string) {
 	case endUsage, endDelivered:
 		r.settleStream(ctx)
 	case endPrompt:
-		r.commit(ctx, r.knownPromptTokens(), 0)
+		r.commit(ctx, response.Usage{InputTokens: r.knownPromptTokens()})
 	default:
 		r.release(ctx, cause)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/pricing"
+	"github.com/llmgw/gateway/extproc/response"
 )
 
 // release returns the hold, once, after the reply (budget.go).
@@ -41,14 +42,21 @@ func (r *Request) release(_ context.Context, reason string) {
 	})
 }
 
-// commit charges the actual cost of token usage, once.
-func (r *Request) commit(ctx context.Context, in, out int64) {
-	in, out = clampUsage(in), clampUsage(out)
+// commit charges the actual cost of token usage, once: the sum of its parts at the
+// model's rate card, at the tier the answer reports (pricedTier) and the region the
+// request named.
+func (r *Request) commit(ctx context.Context, u response.Usage) {
+	parts, in, out := usageParts(u)
+	rec := ledger.Usage{InputTokens: in, OutputTokens: out}
 	var actual int64
 	if m := r.model; !m.Free {
-		actual = pricing.Tokens(m.Prices, in, out)
+		rc := r.parsed.RateCard
+		sel := pricing.Sel{Tier: pricedTier(&m.Prices, u.ServiceTier, rc.ServiceTier), Geo: rc.InferenceGeo}
+		cs := pricing.Charge(&m.Prices, parts, sel)
+		actual = pricing.Sum(cs)
+		rec.Components, rec.ServiceTier = components(cs), sel.Tier
 	}
-	r.charge(ctx, actual, ledger.Usage{InputTokens: in, OutputTokens: out})
+	r.charge(ctx, actual, rec)
 }
 
 // commitUnits charges n of the endpoint's units (characters, images, seconds), once.
