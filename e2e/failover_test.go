@@ -12,7 +12,7 @@ import (
 
 var probeSeq atomic.Int64
 
-// TestFailoverAcrossChannels: demo-failover (LOCAL-STACK.md: an out-of-funds OpenAI
+// TestFailoverAcrossChannels: demo-failover (docs/local-stack.md: an out-of-funds OpenAI
 // account, a port where nothing listens, an out-of-funds Anthropic account, a working
 // OpenAI account) always answers, streamed or not, through every chat API, and each
 // request is charged exactly once, the model's price of the usage it was told; the

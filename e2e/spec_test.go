@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// This file checks the API contract (shared/spec/model-gateway-api.md) rule by rule
+// This file checks the API contract (docs/api.md) rule by rule
 // with raw HTTP: envelopes field by field, stream typing, the body limit at its exact
 // edge and with chunked bodies, the key header forms, GET /models, method mismatches
 // and the video task id and retention rules.

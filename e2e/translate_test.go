@@ -12,7 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 )
 
-// Any chat model through any chat API (LOCAL-STACK.md): every client API (the official
+// Any chat model through any chat API (docs/local-stack.md): every client API (the official
 // SDKs) against a model of every upstream format, text, streamed text, a tool round trip
 // streamed and not, an image, stop sequences, output limits; each charged exactly the
 // model's price of the usage the client was told.

@@ -1,6 +1,7 @@
 // Package envoy holds the Envoy release the gateway is pinned to. envoy.yaml, the deploy
-// manifests, the READMEs and the Envoy test front all name this one version; a test in this
-// directory and one in deploy/ fail when any mention disagrees with the VERSION file.
+// manifests, the READMEs, docs/operations.md and the Envoy test front all name this one
+// version; a test in this directory and one in deploy/ fail when any mention disagrees
+// with the VERSION file.
 package envoy
 
 import (

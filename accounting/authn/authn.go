@@ -73,7 +73,7 @@ func (t Tokens) sets() TokenSets {
 
 // TokenSets are the bearer tokens accepted per role. More than one token of a role is
 // accepted at once so that a token can be rotated without an outage: add the new one,
-// roll the callers, remove the old one (deploy/README.md, "Rotating credentials").
+// roll the callers, remove the old one (docs/operations.md, "Rotating credentials").
 type TokenSets struct {
 	Service []string
 	Admin   []string
@@ -114,7 +114,7 @@ func (t TokenSets) Validate() error {
 // line; blank lines and lines starting with '#' skipped), else from the environment
 // variable env read with getenv (comma-separated). Surrounding whitespace is trimmed. A
 // file with no token is an error; the content never appears in errors. During a rotation
-// the file holds the new token first and the old one after it (deploy/README.md).
+// the file holds the new token first and the old one after it (docs/operations.md).
 func LoadTokens(file, env string, getenv func(string) string) ([]string, error) {
 	var parts []string
 	if file != "" {

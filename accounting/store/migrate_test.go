@@ -70,7 +70,7 @@ func TestEnsureDatabaseAndMigrateConcurrently(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ledger.Tier{ // LOCAL-STACK.md's table
+	want := []ledger.Tier{ // docs/local-stack.md's tiers table
 		{Name: "default", RPMBeforeTopUp: 20, RPMAfterTopUp: 600, InFlightGeneral: 16, InFlightHighCost: 2},
 		{Name: "enterprise", RPMBeforeTopUp: 600, RPMAfterTopUp: 6000, InFlightGeneral: 64, InFlightHighCost: 8},
 		{Name: "tight", RPMBeforeTopUp: 3, RPMAfterTopUp: 3, InFlightGeneral: 2, InFlightHighCost: 1},

@@ -5,7 +5,7 @@
 // cleaning of x-envoy-* instructions, x-envoy-external-address); the router's retries
 // are emulated for the route retry policy's subset in retrypolicy.go, over the
 // priorities, health and weights of a cluster's endpoints (lb.go). Per request it drives one
-// ext_proc gRPC stream the way Envoy does (EmulatedEnvoyVersion; shared/design/ENVOY-EXTPROC.md): the
+// ext_proc gRPC stream the way Envoy does (EmulatedEnvoyVersion; docs/design/envoy-extproc.md): the
 // message sequence, header and body mutations, mode overrides, pipelined STREAMED
 // response bodies, immediate responses, local replies through local_reply_config,
 // routing by cluster_header, and the clusters delivered over ADS (CDS: ads.go) — with

@@ -13,7 +13,7 @@ import (
 	"github.com/llmgw/gateway/internal/pdfpages"
 )
 
-// Input billed like the real providers (LOCAL-STACK.md): besides the words of message
+// Input billed like the real providers (docs/local-stack.md): besides the words of message
 // and system text (generate), a request is billed for the JSON of its tool and function
 // definitions and response_format / text.format schemas at one token per 4 bytes
 // (rounded up), its images, audio and files at the providers' published rules, and a

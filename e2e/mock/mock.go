@@ -7,7 +7,7 @@
 // Answers are deterministic: they derive from the request (the words of the last user
 // message are echoed), and directives in that message steer tests ([[mock:tokens=K]],
 // [[mock:slow=N]], [[mock:cut]], [[mock:pad=BYTES]], [[mock:tool=NAME]], [[mock:gap=MS]];
-// see shared/design/LOCAL-STACK.md). Stop sequences and output limits are honoured, and
+// see docs/local-stack.md). Stop sequences and output limits are honoured, and
 // each provider is as strict as its real counterpart (strict.go: unknown top-level
 // fields, roles, orphan tool results, image sources are 400s in its own shape). A body carrying
 // [[mock:probe=ID]] is counted: GET /mock/probes/{ID} tells how many provider requests

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Strictness like the real APIs (LOCAL-STACK.md): what a real provider refuses with a
+// Strictness like the real APIs (docs/local-stack.md): what a real provider refuses with a
 // 400 the mock refuses too, in its own shape, so a gateway that translates badly fails the
 // e2e suite instead of passing silently.
 

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// directives steer an answer (LOCAL-STACK.md).
+// directives steer an answer (docs/local-stack.md).
 type directives struct {
 	tokens int // -1: not given
 	slow   int // seconds

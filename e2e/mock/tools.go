@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// toolRE is the [[mock:tool=NAME]] directive (LOCAL-STACK.md): when the request offers a
+// toolRE is the [[mock:tool=NAME]] directive (docs/local-stack.md): when the request offers a
 // function tool NAME, the answer is one call of it.
 var toolRE = regexp.MustCompile(`\[\[mock:tool=([A-Za-z0-9_-]+)\]\]`)
 

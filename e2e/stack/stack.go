@@ -33,7 +33,7 @@ import (
 )
 
 // Config says where the stack's parts listen and where its files are. Zero fields take
-// the defaults of LOCAL-STACK.md, each overridable by its environment variable.
+// the defaults of docs/local-stack.md, each overridable by its environment variable.
 type Config struct {
 	// Root is the repository root (envoy/, deploy/ are read from it).
 	Root string

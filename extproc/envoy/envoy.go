@@ -1,7 +1,7 @@
 // Package envoy is the Envoy adapter: the ext_proc ExternalProcessor gRPC server. It
 // reads each ProcessingRequest of a stream (one stream per HTTP request), hands it to
 // the request lifecycle as neutral values, and answers with the matching oneof, exactly
-// once per message and in order (Envoy 1.37+, see design/ENVOY-EXTPROC.md).
+// once per message and in order (Envoy 1.37+, see docs/design/envoy-extproc.md).
 //
 // It and extproc/xds are the only packages that import go-control-plane. It holds no business logic:
 // everything it decides is how to express a lifecycle.Action in Envoy's terms —
@@ -55,7 +55,7 @@ type Server struct {
 	obs Observer
 	// cutting: the process is cutting its open streams (drain deadline). Envoy sees a
 	// gRPC error and, without failure_mode_allow, answers the client its own 500
-	// (ext_proc.cc, Filter::onGrpcError; design/ENVOY-EXTPROC.md, "Failures"): the end
+	// (ext_proc.cc, Filter::onGrpcError; docs/design/envoy-extproc.md, "Failures and the end of a stream"): the end
 	// is extproc's failure, not a client that left.
 	cutting atomic.Bool
 }
@@ -415,7 +415,7 @@ func mutation(set []lifecycle.Header, remove []string) *extprocv3.HeaderMutation
 			headers[i].Key, headers[i].RawValue = h.Name, values[start:len(values):len(values)]
 			opts[i].Header = &headers[i]
 			// Envoy reads only the deprecated append flag here, not append_action
-			// (ENVOY-EXTPROC.md, "Mutations"): false replaces any existing value.
+			// (docs/design/envoy-extproc.md, "Mutations"): false replaces any existing value.
 			//lint:ignore SA1019 ext_proc honours append, not append_action
 			opts[i].Append = replace
 			m.SetHeaders[i] = &opts[i]

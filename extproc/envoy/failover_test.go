@@ -16,7 +16,7 @@ import (
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
-// failoverCatalog is demo-failover of the local stack (LOCAL-STACK.md): an out-of-funds
+// failoverCatalog is demo-failover of the local stack (docs/local-stack.md): an out-of-funds
 // OpenAI account, a port where nothing listens, an out-of-funds Anthropic account, then
 // a working OpenAI account.
 const failoverCatalog = `

@@ -6,7 +6,7 @@ import (
 	"github.com/llmgw/gateway/extproc/wire"
 )
 
-// The time budget of a request, in one place. The README's "Time budget" table says the
+// The time budget of a request, in one place. docs/lifecycle.md's "Time budget" table says the
 // same for operators; envoy/envoy.yaml's ext_proc settings must agree with it (a test in
 // envoy/ checks them).
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/llmgw/gateway/extproc/translate"
 )
 
-// Failover (envoy/README.md, "Failover across channels"). With Config.Failover, a chat
+// Failover (docs/design/envoy-extproc.md, "Failover across channels"). With Config.Failover, a chat
 // request is not rewritten for one channel: it is held once, then routed to its
 // failover cluster (catalog.FailoverCluster: its tier's candidate channels as
 // endpoints, by priority, cooling ones unhealthy), with x-envoy-max-retries bounding the

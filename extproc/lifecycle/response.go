@@ -344,7 +344,8 @@ func (r *Request) settleUsage(ctx context.Context) {
 // client, so the client can read it at once), charges its seconds and answers with the
 // gateway's id. The gateway's id cannot collide: two channels, or a provider that reuses
 // ids after a restart, may hand out the same id, and the client's id must still name
-// exactly one task (design: the spec's task id rules; see README "Video tasks").
+// exactly one task (design: the spec's task id rules; see docs/api.md, "Video task", and
+// docs/lifecycle.md, "Settlement policy").
 //
 // An answer without a usable task id is released (the provider accepted nothing the
 // client could read). Once the provider accepted the task it bills it, so the client is

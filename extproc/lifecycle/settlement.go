@@ -1,7 +1,7 @@
 package lifecycle
 
 // The settlement policy of a request whose stream ended before it was settled: one pure
-// decision over what the request's lifecycle saw, mirrored by the README's settlement
+// decision over what the request's lifecycle saw, mirrored by docs/lifecycle.md's settlement
 // rules and by its table test. (Complete answers are settled where they end: their
 // usage is committed, or a usable answer without usage is released.)
 

@@ -2,7 +2,7 @@ package lifecycle
 
 import "testing"
 
-// TestDecideEnd mirrors the README's settlement rules for a stream that ended before
+// TestDecideEnd mirrors docs/lifecycle.md's settlement rules for a stream that ended before
 // its request was settled.
 func TestDecideEnd(t *testing.T) {
 	for _, c := range []struct {

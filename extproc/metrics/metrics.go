@@ -15,7 +15,7 @@
 // Label values come only from fixed sets: models and channels from the catalog (any
 // other value is "unknown"), endpoints from the lifecycle's route templates, codes from
 // the API's error table. A client can therefore never create a series. The names and
-// meanings are documented for operators in deploy/README.md.
+// meanings are documented for operators in docs/observability.md, "Metrics".
 package metrics
 
 import (

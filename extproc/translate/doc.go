@@ -27,7 +27,7 @@
 // the client can observe in the answer's meaning (a tracing id, a store flag), and refused
 // with an *Unsupported error naming the client's param when its meaning would be lost
 // (n > 1, logprobs, a response format the target cannot honour). The fields tables
-// (fields.go) are the one home of that decision; the README's conformance table is
+// (fields.go) are the one home of that decision; docs/translation.md's conformance table is
 // rendered from them and a test keeps the two equal.
 //
 // Tool call ids are kept as the upstream gave them, in both directions, so a tool result

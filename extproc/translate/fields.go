@@ -146,7 +146,7 @@ func checkFields(api API, root wire.Object) error {
 	return err
 }
 
-// ConformanceTable renders requestFields as the README's Markdown table.
+// ConformanceTable renders requestFields as docs/translation.md's Markdown table.
 func ConformanceTable() string {
 	var b strings.Builder
 	b.WriteString("| client API | field | when translated |\n|---|---|---|\n")

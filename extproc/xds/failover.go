@@ -20,7 +20,7 @@ import (
 	"github.com/llmgw/gateway/extproc/catalog"
 )
 
-// Failover clusters (envoy/README.md, "Failover across channels"): for each chat model,
+// Failover clusters (docs/design/envoy-extproc.md, "Failover across channels"): for each chat model,
 // one cluster per distinct set of channels a request may use (catalog.CandidateSets),
 // whose endpoints are those channels' upstreams — the channel's catalog priority as the
 // endpoint's priority, its weight as the endpoint's weight, the channel's name in the

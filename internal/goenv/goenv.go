@@ -2,7 +2,7 @@
 // when their environment leaves them unset: one P (GOMAXPROCS=1) and a system monitor
 // that never sleeps deeply (NoDeepSleep). The local stack gives them to every part it
 // starts and the load tool to itself; the deployment's manifests set GODEBUG the same
-// way and leave GOMAXPROCS to the container's CPU limit (deploy README, Scaling). The
+// way and leave GOMAXPROCS to the container's CPU limit (docs/operations.md, Scaling). The
 // runtime reads both only at a process's start, so they travel in the environment.
 //
 // It imports nothing of the gateway.
@@ -38,7 +38,7 @@ const NoDeepSleep = "schedtrace=2147483647"
 // One P: with more Ps than it keeps busy, a Go process wakes another thread whenever it
 // readies a goroutine (gRPC hands every message from goroutine to goroutine), a context
 // switch each: at 100 requests/s extproc made ≈50 per request with two Ps and ≈25 with
-// one, and used less CPU (README, Performance). The local stack runs five Go processes
+// one, and used less CPU (docs/performance.md). The local stack runs five Go processes
 // and PostgreSQL on one machine; none needs a second core.
 func Apply(environ []string) []string {
 	out := make([]string, 0, len(environ)+2)

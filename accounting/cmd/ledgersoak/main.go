@@ -2,8 +2,8 @@
 // PostgreSQL database and reports, every -every pairs, the throughput and what the pairs
 // leave behind in the tables: heap and index sizes, dead tuples, the share of updates
 // that were HOT (heap-only: no new index entries) and how often autovacuum ran. It is the
-// measurement behind the tables' storage settings (migration 0004; README,
-// "Performance"). `make soak` runs it with 1,000,000 pairs; -schema 3 measures the schema
+// measurement behind the tables' storage settings (migration 0004;
+// docs/performance.md). `make soak` runs it with 1,000,000 pairs; -schema 3 measures the schema
 // before those settings.
 //
 // The database is created on the server of -server (the tests' server by default) under

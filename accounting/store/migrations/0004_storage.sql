@@ -1,7 +1,7 @@
 -- 0004_storage: per-table storage settings that keep the ledger's hot tables small and
 -- their updates HOT (heap-only: the new row version goes on the same page with no new
 -- index entry, and the old one is pruned without VACUUM). Measured with `make soak`
--- (README, "Performance"; deploy/README.md, "PostgreSQL").
+-- (docs/performance.md; docs/operations.md, "PostgreSQL: keeping the tables small").
 --
 -- Only storage parameters: no data changes and no rewrite. ALTER TABLE … SET (…) takes a
 -- SHARE UPDATE EXCLUSIVE lock, which blocks neither reads nor writes (it waits for, or

@@ -1,6 +1,6 @@
 -- 0010_reservations_archive: settled reservations move out of `reservations` into
 -- `reservations_archive` once nothing can ask for them any more (Store.ArchiveSettled,
--- run by accounting's sweeper; README "Performance", deploy/README.md "PostgreSQL").
+-- run by accounting's sweeper; docs/performance.md, docs/operations.md "Growth, and the archive").
 --
 -- Why: every request leaves a reservation, and `reservations` is the table the hot path
 -- reads and writes: its request id index (random keys: Envoy's x-request-id) takes every
@@ -63,7 +63,7 @@ CREATE TABLE reservations_archive (
 -- Only the primary key: ids in time order go to its right edge. An index on request_id
 -- (to look a request up from the access log's x-request-id) would take every move on a
 -- random page, as `reservations`' own does: with it archiving cost the soak ≈10 % of its
--- pairs a second, ≈4 % without it (README, "Performance"); an operator who needs the
+-- pairs a second, ≈4 % without it (docs/performance.md); an operator who needs the
 -- lookup can add it (CREATE INDEX CONCURRENTLY … ON reservations_archive (request_id)).
 
 -- Insert-only, like ledger_entries: vacuum for the visibility map and freezing in small

@@ -3,9 +3,9 @@
 // non-streamed chat request open loop through the gateway and then straight to the mock
 // provider, back to back. It prints latency percentiles, the latency the gateway adds,
 // the success rate, the CPU time and the context switches each part spent per request
-// (from /proc) and each part's memory, as the README's performance table.
+// (from /proc) and each part's memory, as docs/performance.md's load table.
 //
-//	make loadtest                                  # the README's rates
+//	make loadtest                                  # docs/performance.md's rates
 //	go run ./e2e/cmd/loadtest -rates 100,1000 -duration 20s
 //	go run ./e2e/cmd/loadtest -runs 3 -baseline ../other-checkout
 //

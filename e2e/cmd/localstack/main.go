@@ -23,7 +23,7 @@ func main() {
 // Main runs the stack until ctx ends or a part exits.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
-		fmt.Fprintln(stderr, "usage: localstack (configure with the environment variables in README.md)")
+		fmt.Fprintln(stderr, "usage: localstack (configure with the environment variables in docs/configuration.md)")
 		return 2
 	}
 	s, err := stack.Start(ctx, stack.Config{Log: stdout, UsePathEnvoy: true})

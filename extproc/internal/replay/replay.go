@@ -1,6 +1,6 @@
 // Package replay is the test harness that plays Envoy's side of the ext_proc protocol
 // over real gRPC against the real extproc server: the message sequences Envoy 1.37+
-// sends (design/ENVOY-EXTPROC.md), built from small helpers, and a fake Ledger for unit
+// sends (docs/design/envoy-extproc.md), built from small helpers, and a fake Ledger for unit
 // tests. It is used by tests only.
 package replay
 
