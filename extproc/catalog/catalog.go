@@ -46,6 +46,13 @@ const (
 	FormatOpenAI    Format = "openai"
 	FormatAnthropic Format = "anthropic"
 	FormatVideo     Format = "video"
+	// FormatGemini is the Gemini API (generativelanguage), FormatVertexGemini the same
+	// body on Vertex AI, FormatVertexAnthropic Claude on Vertex AI, FormatBedrock the
+	// Bedrock Converse API.
+	FormatGemini          Format = "gemini"
+	FormatVertexGemini    Format = "vertex-gemini"
+	FormatVertexAnthropic Format = "vertex-anthropic"
+	FormatBedrock         Format = "bedrock"
 )
 
 // kindFormats are the upstream formats a model of each kind may be served in. A chat
