@@ -155,6 +155,9 @@ type Request struct {
 	addr string
 	// upstreamPath is :path without the client's query string, set when one was sent.
 	upstreamPath string
+	// path is the client's :path without its query (what goes upstream unless the
+	// channel's API has another); authority its :authority (credential.go).
+	path, authority string
 	// bufferedBody: Envoy said (protocol_config) it sends the request body BUFFERED, so
 	// its one body message is the whole body, with or without end_of_stream.
 	bufferedBody bool
@@ -277,6 +280,8 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 			method = h.Value
 		case ":path":
 			path = h.Value
+		case ":authority":
+			r.authority = h.Value
 		case "content-length":
 			if n, err := strconv.ParseInt(h.Value, 10, 64); err == nil {
 				r.contentLength = n
@@ -297,6 +302,7 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 		path = path[:i]
 		r.upstreamPath = path
 	}
+	r.path = path
 	ep, taskID, ok := byPath(path)
 	if !ok {
 		r.env = apierr.OpenAI
