@@ -25,7 +25,8 @@ const JWTBearerGrant = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 type TokenIssuer struct {
 	Email     string
 	PublicKey *rsa.PublicKey
-	// Audience is the endpoint's URL as the key file's token_uri names it.
+	// Audience is the endpoint's URL as the key file's token_uri names it; empty means
+	// the URL the request was sent to (http://host/path).
 	Audience string
 	// TTL is the issued tokens' lifetime (Google's: an hour).
 	TTL time.Duration
@@ -52,7 +53,11 @@ func (t *TokenIssuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse("unsupported_grant_type", "Invalid grant_type.")
 		return
 	}
-	if err := t.verify(r.PostForm.Get("assertion")); err != nil {
+	aud := t.Audience
+	if aud == "" {
+		aud = "http://" + r.Host + r.URL.Path
+	}
+	if t.PublicKey == nil || t.verify(r.PostForm.Get("assertion"), aud) != nil {
 		refuse("invalid_grant", "Invalid JWT Signature.")
 		return
 	}
@@ -71,13 +76,13 @@ func (t *TokenIssuer) now() time.Time {
 }
 
 // verify checks the grant's JWT.
-func (t *TokenIssuer) verify(assertion string) error {
+func (t *TokenIssuer) verify(assertion, aud string) error {
 	var claims struct {
 		jwt.RegisteredClaims
 		Scope string `json:"scope"`
 	}
 	_, err := jwt.ParseWithClaims(assertion, &claims, func(*jwt.Token) (any, error) { return t.PublicKey, nil },
-		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(t.Email), jwt.WithAudience(t.Audience),
+		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(t.Email), jwt.WithAudience(aud),
 		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithTimeFunc(t.now))
 	if err != nil {
 		return err
