@@ -18,24 +18,30 @@
 // gateway key (a gw- header value) is refused. Upstream model mock-broken answers an
 // unusable HTML page. Every response names the upstream model it was asked for.
 //
-// The package depends only on the standard library (and the e2e commands' serve helper).
+// The clouds' own authentication (cloudauth.go) is checked with internal/cloudauth.
+//
+// The package depends only on the standard library, the e2e commands' serve helper and
+// internal/cloudauth.
 package mock
 
 import (
 	"bytes"
 	"context"
+	"crypto/rsa"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/llmgw/gateway/e2e/internal/serve"
+	"github.com/llmgw/gateway/internal/cloudauth"
 	"github.com/llmgw/gateway/internal/logging"
 )
 
@@ -44,6 +50,8 @@ type Server struct {
 	mux *http.ServeMux
 	// now is the clock (tests may replace it before serving).
 	now func() time.Time
+
+	cloud cloudAuth
 
 	mu     sync.Mutex
 	videos map[string]*videoTask
@@ -127,6 +135,7 @@ func New() *Server {
 	s.mux.HandleFunc("POST /v1/video/generations", s.openAI(s.videoSubmit))
 	s.mux.HandleFunc("GET /v1/videos/{id}", s.openAI(s.videoGet))
 	s.mux.HandleFunc("GET /mock/probes/{id}", s.probe)
+	s.registerCloudAuth()
 	return s
 }
 
@@ -298,8 +307,23 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mockproviders", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", envOr("MOCK_ADDR", "127.0.0.1:18080"), "address to listen on")
+	gcpKey := fs.String("gcp-public-key", "", "PEM file of the demo service account's public key (the token endpoint refuses every grant without it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	mock := New()
+	if *gcpKey != "" {
+		b, err := os.ReadFile(*gcpKey)
+		if err == nil {
+			var k *rsa.PublicKey
+			if k, err = cloudauth.ParsePublicKeyPEM(b); err == nil {
+				mock.TrustServiceAccount(k)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "mockproviders: --gcp-public-key:", err)
+			return 2
+		}
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -307,7 +331,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	logger := logging.Std(stderr, "mockproviders")
-	srv := &http.Server{Handler: New(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+	srv := &http.Server{Handler: mock, ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
 	logger.Printf("mock OpenAI, Anthropic and video providers listening on %s", ln.Addr())
 	if err := serve.Until(ctx, srv, ln); err != nil {
 		fmt.Fprintln(stderr, "mockproviders:", err)

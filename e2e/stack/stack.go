@@ -127,6 +127,8 @@ type Stack struct {
 	// Accounting lists the accounting replicas, the first at AccountingAddr.
 	Accounting []Replica
 
+	clouds cloudSecrets
+
 	mu    sync.Mutex
 	procs []*proc
 	pg    *privatePostgres
@@ -191,7 +193,11 @@ func (s *Stack) start(ctx context.Context) error {
 		}
 	}
 
-	if err := s.spawn(ctx, "mock", s.childEnv("mock"), "mockproviders", "--listen", s.MockAddr); err != nil {
+	gcpKey, err := s.makeCloudSecrets()
+	if err != nil {
+		return err
+	}
+	if err := s.spawn(ctx, "mock", s.childEnv("mock"), "mockproviders", "--listen", s.MockAddr, "--gcp-public-key", gcpKey); err != nil {
 		return err
 	}
 	if err := s.waitTCP(ctx, "mock", s.MockAddr); err != nil {
@@ -534,10 +540,10 @@ func (s *Stack) AdminTokenFile() string {
 
 // secretVars are the environment variables that carry a secret: each child gets only
 // the ones it uses (childEnv), whatever the caller's environment holds.
-var secretVars = []string{
+var secretVars = append([]string{
 	"DATABASE_URL", "GATEWAY_SERVICE_TOKEN", "GATEWAY_ADMIN_TOKEN",
 	"DEMO_OPENAI_KEY", "DEMO_ANTHROPIC_KEY", "DEMO_EXHAUSTED_KEY", "DEMO_VIDEO_KEY",
-}
+}, cloudSecretVars...)
 
 // childEnv is the environment of one part of the stack ("mock", "accounting",
 // "extproc" or "front"): the caller's environment without any secret variable, the
@@ -586,6 +592,7 @@ func (s *Stack) childEnv(part string) []string {
 			"DEMO_EXHAUSTED_KEY=sk-mock-exhausted",
 			"DEMO_VIDEO_KEY=sk-mock-video",
 		)
+		env = append(env, s.cloudEnv()...)
 	}
 	return env
 }

@@ -78,15 +78,16 @@ func TestChildEnvHoldsOnlyItsSecrets(t *testing.T) {
 	t.Setenv("GATEWAY_ADMIN_TOKEN", "from-the-shell-admin-token")
 	t.Setenv("DEMO_OPENAI_KEY", "from-the-shell-provider-key")
 	s := &Stack{Config: Config{DatabaseURL: "postgres://u:pw@127.0.0.1/gw"}.FromEnv(),
-		AdminToken: "admin-token-0123456789", ServiceToken: "service-token-0123456789"}
+		AdminToken: "admin-token-0123456789", ServiceToken: "service-token-0123456789",
+		clouds: cloudSecrets{`{"type":"service_account"}`, `{"type":"service_account"}`}}
 	s.Catalog = filepath.Join(t.TempDir(), "catalog.yaml") // as Start decided it (renderCatalog)
 	cases := []struct {
 		part       string
 		want, deny []string
 	}{
-		{part: "mock", deny: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "DATABASE_URL"}, want: []string{"MOCK_ADDR"}},
+		{part: "mock", deny: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "DATABASE_URL", "DEMO_AWS_SECRET_ACCESS_KEY", "DEMO_GCP_SERVICE_ACCOUNT"}, want: []string{"MOCK_ADDR"}},
 		{part: "front", deny: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "DATABASE_URL"}},
-		{part: "extproc", deny: []string{"GATEWAY_ADMIN_TOKEN", "DATABASE_URL"}, want: []string{"GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "GATEWAY_CATALOG", "ACCOUNTING_ADDR"}},
+		{part: "extproc", deny: []string{"GATEWAY_ADMIN_TOKEN", "DATABASE_URL"}, want: []string{"GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "GATEWAY_CATALOG", "ACCOUNTING_ADDR", "DEMO_AWS_ACCESS_KEY_ID", "DEMO_AWS_SECRET_ACCESS_KEY", "DEMO_GCP_SERVICE_ACCOUNT", "DEMO_GCP_REFUSED_SERVICE_ACCOUNT"}},
 		{part: "accounting", deny: []string{"DEMO_OPENAI_KEY"}, want: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DATABASE_URL"}},
 		{part: "console", deny: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "DATABASE_URL"}, want: []string{"CONSOLE_ADMIN_TOKEN_FILE"}},
 	}

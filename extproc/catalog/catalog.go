@@ -12,7 +12,8 @@
 // unit (image, second). A price may be absent: such a model is listed but refused with
 // pricing_unavailable, since no complete published price exists.
 //
-// It depends on the wire package (model id rule) and sigs.k8s.io/yaml only.
+// It depends on the wire package (model id rule), the credential package (which builds
+// each channel's signer from its resolved secrets) and sigs.k8s.io/yaml only.
 package catalog
 
 import (
@@ -24,6 +25,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/llmgw/gateway/extproc/credential"
 	"github.com/llmgw/gateway/extproc/wire"
 	"sigs.k8s.io/yaml"
 )
@@ -48,6 +50,13 @@ const (
 	FormatOpenAI    Format = "openai"
 	FormatAnthropic Format = "anthropic"
 	FormatVideo     Format = "video"
+	// FormatGemini is the Gemini API (generativelanguage), FormatVertexGemini the same
+	// body on Vertex AI, FormatVertexAnthropic Claude on Vertex AI, FormatBedrock the
+	// Bedrock Converse API.
+	FormatGemini          Format = "gemini"
+	FormatVertexGemini    Format = "vertex-gemini"
+	FormatVertexAnthropic Format = "vertex-anthropic"
+	FormatBedrock         Format = "bedrock"
 )
 
 // kindFormats are the upstream formats a model of each kind may be served in. A chat
@@ -55,11 +64,13 @@ const (
 // gateway translates between the chat APIs (extproc/translate); an OpenAI channel of a
 // responses model speaks the Responses API, of any other chat model Chat Completions.
 var kindFormats = map[Kind][]Format{
-	KindChat: {FormatOpenAI, FormatAnthropic}, KindMessages: {FormatAnthropic, FormatOpenAI},
-	KindResponses:  {FormatOpenAI, FormatAnthropic},
+	KindChat: chatFormats, KindMessages: chatFormats, KindResponses: chatFormats,
 	KindEmbeddings: {FormatOpenAI}, KindSpeech: {FormatOpenAI}, KindImage: {FormatOpenAI},
 	KindVideo: {FormatVideo},
 }
+
+// chatFormats are the formats a chat model's channels may speak.
+var chatFormats = []Format{FormatOpenAI, FormatAnthropic, FormatGemini, FormatVertexGemini, FormatVertexAnthropic, FormatBedrock}
 
 // Prices are a model's published prices in micro-credits. A nil field is unpublished.
 type Prices struct {
@@ -116,10 +127,14 @@ type Channel struct {
 	Cluster       string `json:"cluster"`
 	Format        Format `json:"format"`
 	UpstreamModel string `json:"upstream_model"`
-	// CredentialEnv or CredentialFile names where the upstream credential is read from;
-	// exactly one is set.
-	CredentialEnv  string `json:"credential_env,omitempty"`
-	CredentialFile string `json:"credential_file,omitempty"`
+	// The upstream credential (credential.go): a key read from CredentialEnv or
+	// CredentialFile (exactly one), sent in CredentialHeader (default by format); or AWS
+	// (format bedrock); or GCP (formats vertex-*).
+	CredentialEnv    string         `json:"credential_env,omitempty"`
+	CredentialFile   string         `json:"credential_file,omitempty"`
+	CredentialHeader string         `json:"credential_header,omitempty"`
+	AWS              *AWSCredential `json:"aws,omitempty"`
+	GCP              *GCPCredential `json:"gcp,omitempty"`
 	// Priority: lower values are tried first. Weight splits traffic among channels of
 	// equal priority (default 1).
 	Priority int  `json:"priority,omitempty"`
@@ -132,11 +147,11 @@ type Channel struct {
 	// /v1/embeddings/multimodal.
 	MultimodalEmbeddings bool `json:"multimodal_embeddings,omitempty"`
 
-	credential string
+	credential credential.Credential
 }
 
-// Credential returns the upstream credential. Never log it.
-func (c *Channel) Credential() string { return c.credential }
+// Credential authenticates requests to the channel's upstream.
+func (c *Channel) Credential() credential.Credential { return c.credential }
 
 // IsEnabled reports whether the channel takes traffic.
 func (c *Channel) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
@@ -214,6 +229,16 @@ type Catalog struct {
 
 // Clusters returns the upstream clusters, in file order. Do not modify.
 func (c *Catalog) Clusters() []*Cluster { return c.clusters }
+
+// Cluster returns the cluster named name, nil when there is none.
+func (c *Catalog) Cluster(name string) *Cluster {
+	for _, cl := range c.clusters {
+		if cl.Name == name {
+			return cl
+		}
+	}
+	return nil
+}
 
 // Model returns the model with the public id.
 func (c *Catalog) Model(id string) (*Model, bool) {
@@ -321,13 +346,13 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(str
 			bad("%s: upstream_model is required", where)
 		}
 		switch ch.Format {
-		case FormatOpenAI, FormatAnthropic, FormatVideo:
+		case FormatOpenAI, FormatAnthropic, FormatVideo, FormatGemini, FormatVertexGemini, FormatVertexAnthropic, FormatBedrock:
 			if ok && len(kindFormats[m.Kind]) > 0 && !slices.Contains(kindFormats[m.Kind], ch.Format) {
 				fs := kindFormats[m.Kind]
 				bad("%s: format %q cannot serve a %s model (needs one of %q)", where, ch.Format, m.Kind, fs)
 			}
 		default:
-			bad("%s: format %q is not one of openai, anthropic, video", where, ch.Format)
+			bad("%s: format %q is not one of openai, anthropic, gemini, vertex-gemini, vertex-anthropic, bedrock, video", where, ch.Format)
 		}
 		if ch.MultimodalEmbeddings && ok && m.Kind != KindEmbeddings {
 			bad("%s: multimodal_embeddings applies to embeddings models only", where)
@@ -343,26 +368,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(str
 				bad("%s: empty tier name", where)
 			}
 		}
-		switch {
-		case ch.CredentialEnv != "" && ch.CredentialFile != "":
-			bad("%s: set only one of credential_env and credential_file", where)
-		case ch.CredentialEnv != "":
-			v, found := lookupEnv(ch.CredentialEnv)
-			if !found || strings.TrimSpace(v) == "" {
-				bad("%s: environment variable %s is not set", where, ch.CredentialEnv)
-			}
-			ch.credential = strings.TrimSpace(v)
-		case ch.CredentialFile != "":
-			b, err := readFile(ch.CredentialFile)
-			if err != nil {
-				bad("%s: credential_file: %w", where, err)
-			} else if strings.TrimSpace(string(b)) == "" {
-				bad("%s: credential_file %s is empty", where, ch.CredentialFile)
-			}
-			ch.credential = strings.TrimSpace(string(b))
-		default:
-			bad("%s: one of credential_env and credential_file is required", where)
-		}
+		ch.resolveCredential(secretSource{lookupEnv, readFile, where, bad})
 		if ok {
 			m.channels = append(m.channels, ch)
 		}

@@ -1,12 +1,15 @@
 package catalog
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/llmgw/gateway/extproc/credential"
 )
 
 func demoEnv(name string) (string, bool) {
@@ -76,7 +79,7 @@ func TestDemoCatalog(t *testing.T) {
 				t.Errorf("HasCandidate(%s) = %v", tt.tier, got)
 			}
 			ch := m.Channels()[0]
-			if ch.UpstreamModel != tt.upstream || ch.Credential() != tt.credential || ch.Cluster != "mock-providers" {
+			if ch.UpstreamModel != tt.upstream || keyOf(t, ch) != tt.credential || ch.Cluster != "mock-providers" {
 				t.Errorf("channel = %+v", ch)
 			}
 			if strings.Contains(ch.String(), tt.credential) {
@@ -210,7 +213,7 @@ func TestCredentialFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := c.Model("m")
-	if got := m.Channels()[0].Credential(); got != "sk-file" {
+	if got := keyOf(t, m.Channels()[0]); got != "sk-file" {
 		t.Errorf("credential = %q", got)
 	}
 	_, err = Parse([]byte(strings.ReplaceAll(doc, p, filepath.Join(dir, "none"))), demoEnv, os.ReadFile)
@@ -302,4 +305,14 @@ func TestOrder(t *testing.T) {
 	if names(chans) != "p0-a,p0-b,p1,p2" {
 		t.Error("Order changed its argument")
 	}
+}
+
+// keyOf is the static key ch's credential sends.
+func keyOf(t *testing.T, ch *Channel) string {
+	t.Helper()
+	hs, err := ch.Credential().Headers(context.Background(), credential.Request{})
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("%s: headers %d, %v", ch.Name, len(hs), err)
+	}
+	return strings.TrimPrefix(hs[0].Value, "Bearer ")
 }

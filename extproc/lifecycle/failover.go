@@ -2,11 +2,13 @@ package lifecycle
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/credential"
 	"github.com/llmgw/gateway/extproc/translate"
 )
 
@@ -61,7 +63,9 @@ func (r *Request) routeFailover(body []byte, set []*catalog.Channel) (Action, er
 	usable := false
 	rewrites := make(map[*catalog.Channel]rewrite, len(set))
 	for _, ch := range set {
-		act, xlate, err := r.rewriteFor(ch, body)
+		// A failover cluster's endpoints carry no hostname: each attempt reaches its
+		// upstream with the client's host (credential.go, upstreamHost).
+		act, xlate, err := r.rewriteFor(ch, body, r.authority)
 		if err != nil {
 			return Action{}, err
 		}
@@ -90,7 +94,7 @@ func (r *Request) routeFailover(body []byte, set []*catalog.Channel) (Action, er
 			identityEncoding,
 		},
 		// The client's credentials go now; each attempt sets its channel's.
-		RemoveHeaders:   []string{"authorization", "x-api-key"},
+		RemoveHeaders:   slices.Clone(credential.HeaderNames),
 		ClearRouteCache: true,
 	}, nil
 }

@@ -33,9 +33,12 @@ type Request struct {
 	env           apierr.Envelope
 	contentLength int64
 	// upstreamPath is :path without the client's query string, set when one was sent.
-	upstreamPath  string
-	clientVersion bool   // the client sent anthropic-version
-	requestID     string // Envoy's x-request-id, for the record
+	upstreamPath string
+	// path is the client's :path without its query (what goes upstream unless the
+	// channel's API has another); authority its :authority (credential.go).
+	path, authority string
+	clientVersion   bool   // the client sent anthropic-version
+	requestID       string // Envoy's x-request-id, for the record
 	// addr is the client's address as Envoy reports it ("" when unknown).
 	addr string
 	tr   *reqTrace

@@ -5,11 +5,13 @@ package lifecycle
 
 import (
 	"errors"
+	"net/http"
 	"slices"
 	"strconv"
 
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/credential"
 	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/openai"
 	"github.com/llmgw/gateway/extproc/response"
@@ -49,7 +51,7 @@ func (r *Request) mutate(body []byte) (Action, error) {
 		return Action{}, err
 	}
 	r.channel = ch
-	a, xlate, err := r.rewriteFor(ch, body)
+	a, xlate, err := r.rewriteFor(ch, body, r.upstreamHost(ch))
 	r.xlate = xlate
 	if err != nil {
 		return Action{}, err
@@ -64,8 +66,9 @@ func (r *Request) mutate(body []byte) (Action, error) {
 // rewriteFor is the request as channel ch must receive it: translated into the channel's
 // API when the client speaks another (translation.go; the translator is returned for
 // the answer), else edited in place (the model id, and stream usage on a chat stream),
-// every other byte kept; with the channel's path, credential and API headers.
-func (r *Request) rewriteFor(ch *catalog.Channel, body []byte) (Action, *translate.Translator, error) {
+// every other byte kept; with the channel's path, API headers and credential, computed
+// over the final bytes for host, the host header the upstream will receive.
+func (r *Request) rewriteFor(ch *catalog.Channel, body []byte, host string) (Action, *translate.Translator, error) {
 	path, body, xlate, err := r.translateFor(ch, body)
 	if err != nil {
 		return Action{}, nil, err
@@ -96,21 +99,19 @@ func (r *Request) rewriteFor(ch *catalog.Channel, body []byte) (Action, *transla
 	}
 	if path != "" {
 		a.SetHeaders = append(a.SetHeaders, Header{":path", path})
+	} else {
+		path = r.path
 	}
+	a.SetHeaders = append(a.SetHeaders, r.credentialHeaders(ch, http.MethodPost, host, path, body)...)
+	a.RemoveHeaders = slices.Clone(credential.HeaderNames)
 	if ch.Format == catalog.FormatAnthropic {
-		a.SetHeaders = append(a.SetHeaders, Header{"x-api-key", ch.Credential()})
 		// The client's anthropic-version reached here only from an Anthropic endpoint
 		// (RequestHeaders removes it from the others).
 		if !r.clientVersion || r.env != apierr.Anthropic {
 			a.SetHeaders = append(a.SetHeaders, Header{"anthropic-version", AnthropicVersion})
 		}
-		a.RemoveHeaders = []string{"authorization"}
-	} else {
-		a.SetHeaders = append(a.SetHeaders, Header{"authorization", "Bearer " + ch.Credential()})
-		a.RemoveHeaders = []string{"x-api-key"}
-		if r.clientVersion && r.env == apierr.Anthropic {
-			a.RemoveHeaders = append(a.RemoveHeaders, "anthropic-version")
-		}
+	} else if r.clientVersion && r.env == apierr.Anthropic {
+		a.RemoveHeaders = append(a.RemoveHeaders, "anthropic-version")
 	}
 	return a, xlate, nil
 }

@@ -168,6 +168,8 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 			method = h.Value
 		case ":path":
 			path = h.Value
+		case ":authority":
+			r.authority = h.Value
 		case "content-length":
 			if n, err := strconv.ParseInt(h.Value, 10, 64); err == nil {
 				r.contentLength = n
@@ -188,6 +190,7 @@ func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStr
 		path = path[:i]
 		r.upstreamPath = path
 	}
+	r.path = path
 	ep, taskID, ok := byPath(path)
 	if !ok {
 		r.env = apierr.OpenAI

@@ -3,10 +3,12 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/credential"
 	"github.com/llmgw/gateway/extproc/video"
 	"go.uber.org/zap"
 )
@@ -65,15 +67,15 @@ func (r *Request) videoTask(ctx context.Context, id string) Action {
 	// source/extensions/filters/common/mutation_rules/mutation_rules.cc,
 	// ExtraRoutingHeaders and Checker::check); the cleared route cache re-matches it.
 	r.channel, r.proxied, r.taskID = ch, true, id
+	path := videoTaskPrefix + t.Origin.UpstreamTaskID
 	return Action{
 		ClearRouteCache: true,
-		RemoveHeaders:   []string{RoutingHeader, "x-api-key"},
-		SetHeaders: []Header{
-			{":path", videoTaskPrefix + t.Origin.UpstreamTaskID},
+		RemoveHeaders:   append([]string{RoutingHeader}, credential.HeaderNames...),
+		SetHeaders: append([]Header{
+			{":path", path},
 			{RoutingHeader, r.channel.Cluster},
-			{"authorization", "Bearer " + r.channel.Credential()},
 			identityEncoding,
-		},
+		}, r.credentialHeaders(ch, http.MethodGet, r.upstreamHost(ch), path, nil)...),
 	}
 }
 
