@@ -14,6 +14,7 @@ import (
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/server/servertest"
+	"github.com/llmgw/gateway/extproc/credential"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"github.com/llmgw/gateway/extproc/lifecycle"
@@ -103,8 +104,9 @@ func getTask(t *testing.T, h *replay.Harness, id, key string) (*replay.Exchange,
 	if hs["x-gateway-upstream"] != "mock-providers" || hs["authorization"] != "Bearer sk-mock-video" || !c.GetClearRouteCache() {
 		t.Errorf("routing %v", hs)
 	}
-	// The client's authorization goes too (removes run before sets).
-	if rm := c.GetHeaderMutation().GetRemoveHeaders(); !slices.Equal(rm, []string{"x-gateway-upstream", "x-api-key", "authorization"}) {
+	// The client's authorization goes too, with every header any credential sets
+	// (removes run before sets).
+	if rm := c.GetHeaderMutation().GetRemoveHeaders(); !slices.Equal(rm, append([]string{"x-gateway-upstream"}, credential.HeaderNames...)) {
 		t.Errorf("removes %v", rm)
 	}
 	return x, nil
