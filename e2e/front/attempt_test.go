@@ -224,7 +224,7 @@ func TestUpstreamExtProcFailover(t *testing.T) {
 	)
 	fake := &attemptFake{}
 	h := newHarnessClusters(t, nil, fake.handler("failover", []*corev3.HeaderValueOption{setHeader("x-envoy-max-retries", "2")}, rewriteFor),
-		withRetryPolicy(retryPolicyYAML), cl)
+		withRetryPolicy(failoverRetryPolicy(t)), cl)
 	status, _, got := h.do(t, http.MethodPost, "/v1/chat/completions", map[string]string{"Content-Type": "application/json"},
 		strings.NewReader(`{"model":"public","messages":[]}`))
 	if status != 200 || string(got) != `{"answer":"from ch2"}` {
@@ -291,7 +291,7 @@ func TestUpstreamExtProcStatusDrivesRetry(t *testing.T) {
 	)
 	fake := &attemptFake{}
 	h := newHarnessClusters(t, nil, fake.handler("failover", []*corev3.HeaderValueOption{setHeader("x-envoy-max-retries", "1")}, rewriteFor),
-		withRetryPolicy(retryPolicyYAML), cl)
+		withRetryPolicy(failoverRetryPolicy(t)), cl)
 	status, hdr, _ := h.do(t, http.MethodPost, "/v1/chat/completions", nil, strings.NewReader(`{}`))
 	if status != 503 || hdr.Get("X-Attempt-Failure") != "quota" {
 		t.Fatalf("client got %d %v, want the last attempt's rewritten 503", status, hdr)
@@ -316,7 +316,7 @@ func TestUpstreamExtProcImmediateResponse(t *testing.T) {
 				return immediate(429, `{"error":"channel already tried"}`, "attempt refused")
 			}
 			return nil
-		}), withRetryPolicy(retryPolicyYAML), cl)
+		}), withRetryPolicy(failoverRetryPolicy(t)), cl)
 	status, _, got := h.do(t, http.MethodPost, "/v1/chat/completions", nil, strings.NewReader(`{}`))
 	// local_reply_config puts it in the gateway's envelope, as any local reply.
 	if status != 429 {
@@ -375,9 +375,11 @@ func TestUpstreamFilterRefusals(t *testing.T) {
 		}
 	}
 	// The connection manager's ext_proc takes neither initial metadata nor attributes.
-	const anchor = "                        envoy_grpc:\n                          cluster_name: extproc\n"
-	text := strings.Replace(mustRead(t), anchor, anchor+"                        initial_metadata: [{key: a, value: b}]\n", 1)
-	if _, err := FromBootstrap(mustParse(t, text)); err == nil || !strings.Contains(err.Error(), "initial_metadata") {
+	b := loadBootstrap(t)
+	b.ExtProc(func(ep *extprocv3.ExternalProcessor) {
+		ep.GrpcService.InitialMetadata = []*corev3.HeaderValue{{Key: "a", Value: "b"}}
+	})
+	if _, err := FromBootstrap(b.Parsed()); err == nil || !strings.Contains(err.Error(), "initial_metadata") {
 		t.Errorf("downstream initial_metadata: error %v", err)
 	}
 }

@@ -185,8 +185,9 @@ func TestCDSReconnects(t *testing.T) {
 	first.set(t, testCluster("a", up.Listener.Addr().String()))
 	go func() { _ = gs.Serve(ln) }()
 
-	text := strings.Replace(mustRead(t), "port_value: 50051", "port_value: "+port(addr), 1)
-	cfg, err := FromBootstrap(mustParse(t, text))
+	b := loadBootstrap(t)
+	b.ClusterAddress("extproc", addr)
+	cfg, err := FromBootstrap(b.Parsed())
 	if err != nil {
 		t.Fatal(err)
 	}

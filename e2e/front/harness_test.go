@@ -6,12 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
-	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -19,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/llmgw/gateway/envoy/config"
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
 )
 
 const waitFor = 10 * time.Second
@@ -106,16 +103,19 @@ type harness struct {
 	cds *cdsServer
 }
 
+// bootstrapEdit changes the parsed envoy/envoy.yaml before a test's front reads it.
+type bootstrapEdit = func(*bootstraptest.Bootstrap)
+
 // newHarness loads envoy/envoy.yaml with edit applied (nil: unchanged), pointing its
 // extproc cluster at the fake, whose xDS side serves the mock-providers cluster on the
 // fake upstream.
-func newHarness(t testing.TB, upstream http.Handler, handler func(s *session) error, edit func(string) string) *harness {
+func newHarness(t testing.TB, upstream http.Handler, handler func(s *session) error, edit bootstrapEdit) *harness {
 	t.Helper()
 	return newHarnessClusters(t, upstream, handler, edit)
 }
 
 // newHarnessClusters is newHarness with more clusters served over CDS.
-func newHarnessClusters(t testing.TB, upstream http.Handler, handler func(s *session) error, edit func(string) string, more ...*clusterv3.Cluster) *harness {
+func newHarnessClusters(t testing.TB, upstream http.Handler, handler func(s *session) error, edit bootstrapEdit, more ...*clusterv3.Cluster) *harness {
 	t.Helper()
 	h := &harness{proc: &fakeProc{handler: handler, sessions: make(chan *session, 16)}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -145,20 +145,12 @@ func newHarnessClusters(t testing.TB, upstream http.Handler, handler func(s *ses
 	}
 	h.cds.set(t, more...)
 
-	raw, err := os.ReadFile("../../envoy/envoy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(raw)
-	text = strings.Replace(text, "port_value: 50051", "port_value: "+port(ln.Addr().String()), 1)
+	b := loadBootstrap(t)
+	b.ClusterAddress("extproc", ln.Addr().String())
 	if edit != nil {
-		text = edit(text)
+		edit(b)
 	}
-	bs, err := config.Parse([]byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := FromBootstrap(bs)
+	cfg, err := FromBootstrap(b.Parsed())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,22 +275,8 @@ func appendHeader(k, v string) *corev3.HeaderValueOption {
 
 type corev3HVO = corev3.HeaderValueOption
 
-func mustRead(t *testing.T) string {
+// loadBootstrap parses envoy/envoy.yaml for a test to edit.
+func loadBootstrap(t testing.TB) *bootstraptest.Bootstrap {
 	t.Helper()
-	b, err := os.ReadFile("../../envoy/envoy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func configParse(yaml string) (*bootstrapv3.Bootstrap, error) { return config.Parse([]byte(yaml)) }
-
-func mustParse(t *testing.T, yaml string) *bootstrapv3.Bootstrap {
-	t.Helper()
-	bs, err := configParse(yaml)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bs
+	return bootstraptest.Load(t, "../../envoy/envoy.yaml")
 }
