@@ -13,12 +13,13 @@ import (
 
 	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
 	"github.com/llmgw/gateway/internal/logging/logtest"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // accessLines waits for n access log lines in out and decodes them.
 func accessLines(t *testing.T, out *logtest.Buffer, n int) []map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(testkit.Deadline)
 	for {
 		text := out.String()
 		if got := strings.Split(strings.TrimSuffix(text, "\n"), "\n"); text != "" && len(got) >= n {

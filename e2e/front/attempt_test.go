@@ -16,6 +16,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/llmgw/gateway/internal/testkit"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -255,7 +256,7 @@ func TestUpstreamExtProcFailover(t *testing.T) {
 	for i, rec := range recs {
 		select {
 		case <-rec.done:
-		case <-time.After(waitFor):
+		case <-time.After(testkit.Deadline):
 			t.Fatalf("attempt %d's stream never ended", i+1)
 		}
 		if rec.channel != "ch"+string(rune('0'+i)) {
@@ -360,7 +361,7 @@ func TestUpstreamFilterRefusals(t *testing.T) {
 	for _, c := range cases {
 		h.cds.set(t, testCluster("mock-providers", h.upstream.Listener.Addr().String()), c.c)
 		// NACKs of earlier versions may still be queued: wait for this one's.
-		deadline := time.After(waitFor)
+		deadline := time.After(testkit.Deadline)
 	wait:
 		for {
 			select {

@@ -8,6 +8,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
+	"github.com/llmgw/gateway/internal/testkit"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -108,7 +109,7 @@ func TestAwaitOutcomes(t *testing.T) {
 			if tt.reset {
 				select {
 				case <-s.stream.Context().Done():
-				case <-time.After(waitFor):
+				case <-time.After(testkit.Deadline):
 					t.Error("the wait did not reset the stream")
 				}
 			}

@@ -19,6 +19,7 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/llmgw/gateway/internal/testkit"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -158,7 +159,7 @@ func TestCDSLiveClusters(t *testing.T) {
 		if !strings.Contains(msg, "ring") || !strings.Contains(msg, "lb_policy") {
 			t.Errorf("NACK says %q", msg)
 		}
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		t.Fatal("no NACK for an unemulated cluster setting")
 	}
 	eventually("the valid cluster of a refused update applies", func() bool { _, b := get("fresh"); return b == "other upstream" })

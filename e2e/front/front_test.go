@@ -25,6 +25,7 @@ import (
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
+	"github.com/llmgw/gateway/internal/testkit"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -394,7 +395,7 @@ func TestStreamedResponsePipelinedAndFlushed(t *testing.T) {
 		_ = rc.Flush()
 		select {
 		case <-gotChunk1:
-		case <-time.After(waitFor):
+		case <-time.After(testkit.Deadline):
 			return
 		}
 		_, _ = w.Write([]byte("ch2\n"))
@@ -402,7 +403,7 @@ func TestStreamedResponsePipelinedAndFlushed(t *testing.T) {
 		// Hold the end until the client saw the first rewritten chunk: proves flushing.
 		select {
 		case <-clientGotA:
-		case <-time.After(waitFor):
+		case <-time.After(testkit.Deadline):
 		}
 	})
 	h := newHarness(t, upstream, func(s *session) error {
@@ -616,7 +617,7 @@ func TestClientDisconnectCancelsStream(t *testing.T) {
 				t.Error("end_of_stream sent after the client disconnected")
 			}
 		}
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		t.Fatal("ext_proc stream not cancelled")
 	}
 }
@@ -937,7 +938,7 @@ func TestNoneModeClosesStreamAfterHeadersReply(t *testing.T) {
 		select {
 		case <-ended:
 			endedFirst.Store(true)
-		case <-time.After(waitFor):
+		case <-time.After(testkit.Deadline):
 		}
 		_, _ = w.Write([]byte("ID3 audio"))
 	})

@@ -17,9 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
+	"github.com/llmgw/gateway/internal/testkit"
 )
-
-const waitFor = 10 * time.Second
 
 // fakeProc is a scripted ext_proc server: each stream is handed to the test's handler,
 // which reads the messages the front sends and writes replies.
@@ -70,7 +69,7 @@ func (s *session) next() *extprocsvc.ProcessingRequest {
 		}
 		s.log = append(s.log, m)
 		return m
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		return nil
 	}
 }
@@ -85,7 +84,7 @@ func (s *session) waitEnd() ([]*extprocsvc.ProcessingRequest, error) {
 	select {
 	case err := <-s.end:
 		return rest, err
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		return rest, errors.New("stream did not end")
 	}
 }
@@ -183,7 +182,7 @@ func (h *harness) session(t *testing.T) *session {
 	select {
 	case s := <-h.proc.sessions:
 		return s
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		t.Fatal("no ext_proc stream")
 		return nil
 	}
@@ -258,13 +257,7 @@ func routeTo(cluster string, extra ...*corev3.HeaderValueOption) *extprocsvc.Pro
 	})
 }
 
-func headerMap(m *corev3.HeaderMap) map[string][]string {
-	out := map[string][]string{}
-	for _, h := range m.GetHeaders() {
-		out[h.GetKey()] = append(out[h.GetKey()], string(h.GetRawValue()))
-	}
-	return out
-}
+func headerMap(m *corev3.HeaderMap) testkit.Headers { return testkit.RawHeaders(m.GetHeaders()) }
 
 func appendHeader(k, v string) *corev3.HeaderValueOption {
 	o := setHeader(k, v)

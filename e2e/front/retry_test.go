@@ -20,6 +20,7 @@ import (
 	previousprioritiesv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
+	"github.com/llmgw/gateway/internal/testkit"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -370,7 +371,7 @@ func TestDegradedEndpointNacked(t *testing.T) {
 		if !strings.Contains(msg, "model") || !strings.Contains(msg, "DEGRADED") {
 			t.Errorf("NACK %q, want the cluster and DEGRADED named", msg)
 		}
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		t.Fatal("no NACK")
 	}
 }
