@@ -19,24 +19,17 @@ import (
 	"github.com/llmgw/gateway/internal/testkit"
 )
 
+// The keys of replay.DemoLedger.
 const (
-	keyPaid      = "gw-paid0000000000000000000000000000000000000000"
-	keyNew       = "gw-new00000000000000000000000000000000000000000"
-	keySuspended = "gw-susp0000000000000000000000000000000000000000"
-	keyScoped    = "gw-scope000000000000000000000000000000000000000"
-	keyUnknown   = "gw-unknown0000000000000000000000000000000000000"
-	keyEnterp    = "gw-enterp00000000000000000000000000000000000000"
+	keyPaid      = replay.KeyPaid
+	keyNew       = replay.KeyNew
+	keySuspended = replay.KeySuspended
+	keyScoped    = replay.KeyScoped
+	keyUnknown   = replay.KeyUnknown
+	keyEnterp    = replay.KeyEnterprise
 )
 
-func newFake() *replay.FakeLedger {
-	f := &replay.FakeLedger{}
-	f.AddKey(keyPaid, ledger.Grant{KeyID: "k-paid", AccountID: "a1", Tier: "default", AccountToppedUp: true})
-	f.AddKey(keyNew, ledger.Grant{KeyID: "k-new", AccountID: "a2", Tier: "default"})
-	f.AddKey(keySuspended, ledger.Grant{KeyID: "k-susp", AccountID: "a3", Tier: "default", AccountToppedUp: true, AccountSuspended: true})
-	f.AddKey(keyScoped, ledger.Grant{KeyID: "k-scope", AccountID: "a1", Tier: "default", AccountToppedUp: true, AllowedModels: []string{"demo-free"}})
-	f.AddKey(keyEnterp, ledger.Grant{KeyID: "k-ent", AccountID: "a4", Tier: "enterprise", AccountToppedUp: true})
-	return f
-}
+func newFake() *replay.FakeLedger { return replay.DemoLedger() }
 
 // checkError asserts an immediate error response: w in the OpenAI (anthropic=false) or
 // Anthropic envelope, with details naming the code and every header in raw_value.
