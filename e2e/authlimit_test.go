@@ -9,12 +9,14 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/llmgw/gateway/e2e/front"
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
@@ -30,31 +32,25 @@ import (
 // reach no other test.
 func trustedHopFront(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(gw.RunDir, "envoy.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	b := bootstraptest.Load(t, filepath.Join(gw.RunDir, "envoy.yaml"))
+	b.HCM(func(h *hcmv3.HttpConnectionManager) {
+		if !h.GetUseRemoteAddress().GetValue() {
+			t.Fatal("envoy.yaml does not use the remote address")
+		}
+		h.XffNumTrustedHops = 1
+	})
+	_, stackPort, _ := net.SplitHostPort(gw.GatewayAddr)
+	if got := b.Listener().GetAddress().GetSocketAddress().GetPortValue(); strconv.Itoa(int(got)) != stackPort {
+		t.Fatalf("listener port %d, want the stack's %s", got, gw.GatewayAddr)
 	}
-	text := string(b)
-	const ura = "use_remote_address: true"
-	if !strings.Contains(text, ura) {
-		t.Fatalf("envoy.yaml has no %q", ura)
-	}
-	text = strings.Replace(text, ura, ura+"\n                xff_num_trusted_hops: 1", 1)
-	_, port, _ := net.SplitHostPort(gw.GatewayAddr)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, free, _ := net.SplitHostPort(ln.Addr().String())
+	b.ListenerAddress(ln.Addr().String())
 	_ = ln.Close()
-	if strings.Count(text, "port_value: "+port+"\n") != 1 {
-		t.Fatalf("listener port %s not found once in envoy.yaml", port)
-	}
-	text = strings.Replace(text, "port_value: "+port+"\n", "port_value: "+free+"\n", 1)
 	path := filepath.Join(t.TempDir(), "envoy.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	b.Write(path)
 	srv, fl, err := front.Start(path, log.New(io.Discard, "", 0), false)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/llmgw/gateway/internal/testkit"
 	"github.com/openai/openai-go/v3"
 )
 
@@ -19,7 +20,7 @@ const applyWithin = 3 * time.Second
 
 // errorCode is the "error.code" of a gateway error body, or "" for a success.
 func errorCode(body []byte) string {
-	var e openAIEnvelope
+	var e testkit.ErrorEnvelope
 	_ = json.Unmarshal(body, &e)
 	return e.Error.Code
 }

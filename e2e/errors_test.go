@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/llmgw/gateway/internal/testkit"
 	"github.com/openai/openai-go/v3"
 )
 
@@ -51,26 +52,6 @@ func send(t *testing.T, req *http.Request, headers ...string) (int, http.Header,
 	return resp.StatusCode, resp.Header, b
 }
 
-type openAIEnvelope struct {
-	Error struct {
-		Message   string  `json:"message"`
-		Type      string  `json:"type"`
-		Code      string  `json:"code"`
-		Retryable *bool   `json:"retryable"`
-		Param     *string `json:"param"`
-		DocURL    string  `json:"doc_url"`
-	} `json:"error"`
-}
-
-type anthropicEnvelope struct {
-	Type  string `json:"type"`
-	Error struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-		Code    string `json:"code"`
-	} `json:"error"`
-}
-
 // checkOpenAIError asserts the OpenAI envelope with the spec's status, code, type and
 // retry headers.
 func checkOpenAIError(t *testing.T, status int, h http.Header, body []byte, wantStatus int, wantCode, wantType string, retryable bool) {
@@ -78,7 +59,7 @@ func checkOpenAIError(t *testing.T, status int, h http.Header, body []byte, want
 	if status != wantStatus {
 		t.Errorf("status = %d, want %d (%s)", status, wantStatus, body)
 	}
-	var env openAIEnvelope
+	var env testkit.ErrorEnvelope
 	if err := json.Unmarshal(body, &env); err != nil {
 		t.Fatalf("body %q is not the OpenAI envelope: %v", body, err)
 	}
@@ -224,7 +205,7 @@ func TestMessagesErrors(t *testing.T) {
 			if status != tc.status {
 				t.Errorf("status = %d, want %d (%s)", status, tc.status, body)
 			}
-			var env anthropicEnvelope
+			var env testkit.ErrorEnvelope
 			if err := json.Unmarshal(body, &env); err != nil || env.Type != "error" || env.Error.Type != tc.typ || env.Error.Code != tc.code || env.Error.Message == "" {
 				t.Errorf("envelope = %s, want type %s code %s", body, tc.typ, tc.code)
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // This file checks the API contract (docs/api.md) rule by rule
@@ -53,7 +54,7 @@ func checkAnthropicError(t *testing.T, status int, h http.Header, body []byte, w
 	if status != wantStatus {
 		t.Errorf("status = %d, want %d (%s)", status, wantStatus, body)
 	}
-	var env anthropicEnvelope
+	var env testkit.ErrorEnvelope
 	if err := json.Unmarshal(body, &env); err != nil || env.Type != "error" || env.Error.Type != wantType || env.Error.Code != wantCode || env.Error.Message == "" {
 		t.Errorf("envelope = %s, want type %s code %s", body, wantType, wantCode)
 	}

@@ -12,20 +12,9 @@ import (
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/server/servertest"
+	"github.com/llmgw/gateway/internal/testkit"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 func recvKind(t *testing.T, st grpc.ServerStreamingClient[accountingv1.WatchChangesResponse]) *accountingv1.WatchChangesResponse {
 	t.Helper()
@@ -75,7 +64,7 @@ func TestWatchChangesResetFirstThenInOrder(t *testing.T) {
 		}
 		streams = append(streams, st)
 	}
-	waitFor(t, "two subscribers and the hub's feed", func() bool { return f.Hub.Subscribers() == 2 && mem.Feeds() == 1 })
+	testkit.WaitFor(t, "two subscribers and the hub's feed", func() bool { return f.Hub.Subscribers() == 2 && mem.Feeds() == 1 })
 	syncStreams(t, mem, streams...)
 
 	const n = 200
@@ -101,7 +90,7 @@ func TestWatchChangesResetFirstThenInOrder(t *testing.T) {
 		}
 	}
 	cancel()
-	waitFor(t, "subscribers to leave", func() bool { return f.Hub.Subscribers() == 0 })
+	testkit.WaitFor(t, "subscribers to leave", func() bool { return f.Hub.Subscribers() == 0 })
 }
 
 // TestWatchChangesSlowSubscriberDoesNotBlockOthers keeps one stream unread while many
@@ -133,7 +122,7 @@ func TestWatchChangesSlowSubscriberDoesNotBlockOthers(t *testing.T) {
 	if m := recvKind(t, slow); m.GetKind() != accountingv1.ChangeKind_CHANGE_KIND_RESET {
 		t.Fatalf("first = %v", m)
 	}
-	waitFor(t, "two subscribers", func() bool { return f.Hub.Subscribers() == 2 && mem.Feeds() == 1 })
+	testkit.WaitFor(t, "two subscribers", func() bool { return f.Hub.Subscribers() == 2 && mem.Feeds() == 1 })
 	syncStreams(t, mem, fast, slow)
 
 	pad := strings.Repeat("x", 2000)

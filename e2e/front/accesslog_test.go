@@ -7,16 +7,19 @@ import (
 	"testing"
 	"time"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
 	"github.com/llmgw/gateway/internal/logging/logtest"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // accessLines waits for n access log lines in out and decodes them.
 func accessLines(t *testing.T, out *logtest.Buffer, n int) []map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(testkit.Deadline)
 	for {
 		text := out.String()
 		if got := strings.Split(strings.TrimSuffix(text, "\n"), "\n"); text != "" && len(got) >= n {
@@ -88,12 +91,14 @@ func TestAccessLog(t *testing.T) {
 	}
 	// The response body is buffered (it reaches extproc) when extproc's headers reply
 	// would ask for it: here the configured mode says so.
-	buffered := func(s string) string {
-		return strings.Replace(s, "response_body_mode: NONE", "response_body_mode: BUFFERED", 1)
+	buffered := func(b *bootstraptest.Bootstrap) {
+		b.ExtProc(func(ep *extprocv3.ExternalProcessor) {
+			ep.ProcessingMode.ResponseBodyMode = extprocv3.ProcessingMode_BUFFERED
+		})
 	}
 	tests := []struct {
 		name  string
-		edit  func(string) string
+		edit  bootstrapEdit
 		path  string
 		want  map[string]any
 		model any
@@ -112,8 +117,11 @@ func TestAccessLog(t *testing.T) {
 		},
 		{
 			name: "namespace not received",
-			edit: func(s string) string {
-				return strings.Replace(buffered(s), "untyped: [llmgw]", "untyped: [elsewhere]", 1)
+			edit: func(b *bootstraptest.Bootstrap) {
+				buffered(b)
+				b.ExtProc(func(ep *extprocv3.ExternalProcessor) {
+					ep.MetadataOptions.ReceivingNamespaces.Untyped = []string{"elsewhere"}
+				})
 			},
 			path: "/v1/chat/completions",
 			want: map[string]any{"method": "POST", "status": float64(200), "endpoint": nil, "model": nil, "channel": nil,

@@ -16,6 +16,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/llmgw/gateway/internal/testkit"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -224,7 +225,7 @@ func TestUpstreamExtProcFailover(t *testing.T) {
 	)
 	fake := &attemptFake{}
 	h := newHarnessClusters(t, nil, fake.handler("failover", []*corev3.HeaderValueOption{setHeader("x-envoy-max-retries", "2")}, rewriteFor),
-		withRetryPolicy(retryPolicyYAML), cl)
+		withRetryPolicy(failoverRetryPolicy(t)), cl)
 	status, _, got := h.do(t, http.MethodPost, "/v1/chat/completions", map[string]string{"Content-Type": "application/json"},
 		strings.NewReader(`{"model":"public","messages":[]}`))
 	if status != 200 || string(got) != `{"answer":"from ch2"}` {
@@ -255,7 +256,7 @@ func TestUpstreamExtProcFailover(t *testing.T) {
 	for i, rec := range recs {
 		select {
 		case <-rec.done:
-		case <-time.After(waitFor):
+		case <-time.After(testkit.Deadline):
 			t.Fatalf("attempt %d's stream never ended", i+1)
 		}
 		if rec.channel != "ch"+string(rune('0'+i)) {
@@ -291,7 +292,7 @@ func TestUpstreamExtProcStatusDrivesRetry(t *testing.T) {
 	)
 	fake := &attemptFake{}
 	h := newHarnessClusters(t, nil, fake.handler("failover", []*corev3.HeaderValueOption{setHeader("x-envoy-max-retries", "1")}, rewriteFor),
-		withRetryPolicy(retryPolicyYAML), cl)
+		withRetryPolicy(failoverRetryPolicy(t)), cl)
 	status, hdr, _ := h.do(t, http.MethodPost, "/v1/chat/completions", nil, strings.NewReader(`{}`))
 	if status != 503 || hdr.Get("X-Attempt-Failure") != "quota" {
 		t.Fatalf("client got %d %v, want the last attempt's rewritten 503", status, hdr)
@@ -316,7 +317,7 @@ func TestUpstreamExtProcImmediateResponse(t *testing.T) {
 				return immediate(429, `{"error":"channel already tried"}`, "attempt refused")
 			}
 			return nil
-		}), withRetryPolicy(retryPolicyYAML), cl)
+		}), withRetryPolicy(failoverRetryPolicy(t)), cl)
 	status, _, got := h.do(t, http.MethodPost, "/v1/chat/completions", nil, strings.NewReader(`{}`))
 	// local_reply_config puts it in the gateway's envelope, as any local reply.
 	if status != 429 {
@@ -360,7 +361,7 @@ func TestUpstreamFilterRefusals(t *testing.T) {
 	for _, c := range cases {
 		h.cds.set(t, testCluster("mock-providers", h.upstream.Listener.Addr().String()), c.c)
 		// NACKs of earlier versions may still be queued: wait for this one's.
-		deadline := time.After(waitFor)
+		deadline := time.After(testkit.Deadline)
 	wait:
 		for {
 			select {
@@ -375,9 +376,11 @@ func TestUpstreamFilterRefusals(t *testing.T) {
 		}
 	}
 	// The connection manager's ext_proc takes neither initial metadata nor attributes.
-	const anchor = "                        envoy_grpc:\n                          cluster_name: extproc\n"
-	text := strings.Replace(mustRead(t), anchor, anchor+"                        initial_metadata: [{key: a, value: b}]\n", 1)
-	if _, err := FromBootstrap(mustParse(t, text)); err == nil || !strings.Contains(err.Error(), "initial_metadata") {
+	b := loadBootstrap(t)
+	b.ExtProc(func(ep *extprocv3.ExternalProcessor) {
+		ep.GrpcService.InitialMetadata = []*corev3.HeaderValue{{Key: "a", Value: "b"}}
+	})
+	if _, err := FromBootstrap(b.Parsed()); err == nil || !strings.Contains(err.Error(), "initial_metadata") {
 		t.Errorf("downstream initial_metadata: error %v", err)
 	}
 }

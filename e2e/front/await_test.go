@@ -2,11 +2,13 @@ package front
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
+	"github.com/llmgw/gateway/internal/testkit"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -75,9 +77,11 @@ func TestAwaitOutcomes(t *testing.T) {
 			return hold(s)
 		}, cancel: 30 * time.Millisecond, want: awaitResult{st: awaitCanceled}, reset: true},
 	}
-	short := func(y string) string {
-		y = strings.Replace(y, "message_timeout: 2s", "message_timeout: 0.1s", 1)
-		return strings.Replace(y, "max_message_timeout: 10s", "max_message_timeout: 2s", 1)
+	short := func(b *bootstraptest.Bootstrap) {
+		b.ExtProc(func(ep *extprocv3.ExternalProcessor) {
+			ep.MessageTimeout = durationpb.New(100 * time.Millisecond)
+			ep.MaxMessageTimeout = durationpb.New(2 * time.Second)
+		})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,7 +109,7 @@ func TestAwaitOutcomes(t *testing.T) {
 			if tt.reset {
 				select {
 				case <-s.stream.Context().Done():
-				case <-time.After(waitFor):
+				case <-time.After(testkit.Deadline):
 					t.Error("the wait did not reset the stream")
 				}
 			}

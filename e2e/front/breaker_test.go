@@ -3,9 +3,9 @@ package front
 import (
 	"bytes"
 	"net/http"
-	"strings"
 	"testing"
 
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -19,7 +19,7 @@ func TestCircuitBreakers(t *testing.T) {
 		name string
 		// edit lowers max_requests of the extproc cluster to 2 (the ADS stream and one
 		// request); provider sets the provider cluster's max_requests.
-		edit       func(string) string
+		edit       bootstrapEdit
 		provider   uint32
 		wantStatus int
 		wantCode   string
@@ -27,8 +27,10 @@ func TestCircuitBreakers(t *testing.T) {
 		wantSessions int
 	}{
 		{
-			name:       "ext_proc cluster",
-			edit:       func(s string) string { return strings.Replace(s, "max_requests: 10000", "max_requests: 2", 1) },
+			name: "ext_proc cluster",
+			edit: func(b *bootstraptest.Bootstrap) {
+				b.Cluster("extproc").CircuitBreakers.Thresholds[0].MaxRequests = wrapperspb.UInt32(2)
+			},
 			provider:   10000,
 			wantStatus: 500, wantCode: "internal_error", wantSessions: 1,
 		},
@@ -92,7 +94,7 @@ func TestCircuitBreakers(t *testing.T) {
 // TestClusterLimitsAndKeepalive checks what FromBootstrap reads from envoy/envoy.yaml:
 // raised circuit breakers on every cluster and HTTP/2 keepalive towards extproc.
 func TestClusterLimitsAndKeepalive(t *testing.T) {
-	cfg, err := FromBootstrap(mustParse(t, mustRead(t)))
+	cfg, err := FromBootstrap(loadBootstrap(t).Parsed())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/llmgw/gateway/internal/testkit"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -158,7 +159,7 @@ func TestCDSLiveClusters(t *testing.T) {
 		if !strings.Contains(msg, "ring") || !strings.Contains(msg, "lb_policy") {
 			t.Errorf("NACK says %q", msg)
 		}
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		t.Fatal("no NACK for an unemulated cluster setting")
 	}
 	eventually("the valid cluster of a refused update applies", func() bool { _, b := get("fresh"); return b == "other upstream" })
@@ -185,8 +186,9 @@ func TestCDSReconnects(t *testing.T) {
 	first.set(t, testCluster("a", up.Listener.Addr().String()))
 	go func() { _ = gs.Serve(ln) }()
 
-	text := strings.Replace(mustRead(t), "port_value: 50051", "port_value: "+port(addr), 1)
-	cfg, err := FromBootstrap(mustParse(t, text))
+	b := loadBootstrap(t)
+	b.ClusterAddress("extproc", addr)
+	cfg, err := FromBootstrap(b.Parsed())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,11 @@ import (
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // steering are x-envoy-* headers a client sends to steer the router; Envoy removes
@@ -22,24 +26,23 @@ var steering = map[string]string{
 	"X-Envoy-Hedge-On-Per-Try-Timeout":       "true",
 }
 
-// Config edits of envoy/envoy.yaml.
-const (
-	yamlURA      = "use_remote_address: true"
-	yamlInternal = "address_prefix: 192.0.2.0\n                      prefix_len: 24"
-)
-
-func internalRange(prefix string, n string) func(string) string {
-	return func(s string) string {
-		return strings.Replace(s, yamlInternal, "address_prefix: "+prefix+"\n                      prefix_len: "+n, 1)
+// internalRange makes prefix/n the connection manager's only internal range.
+func internalRange(prefix string, n uint32) bootstrapEdit {
+	return func(b *bootstraptest.Bootstrap) {
+		b.HCM(func(h *hcmv3.HttpConnectionManager) {
+			h.InternalAddressConfig.CidrRanges = []*corev3.CidrRange{{AddressPrefix: prefix, PrefixLen: wrapperspb.UInt32(n)}}
+		})
 	}
 }
 
 func TestConnectionManagerRequestHeaders(t *testing.T) {
 	node := nodeAddress().String()
-	noURA := func(s string) string { return strings.Replace(s, yamlURA, "use_remote_address: false", 1) }
+	noURA := func(b *bootstraptest.Bootstrap) {
+		b.HCM(func(h *hcmv3.HttpConnectionManager) { h.UseRemoteAddress = wrapperspb.Bool(false) })
+	}
 	tests := []struct {
 		name   string
-		edit   func(string) string
+		edit   bootstrapEdit
 		client map[string]string
 		// want: exact values ("" = absent) of these headers as extproc sees them.
 		want map[string]string
@@ -59,21 +62,21 @@ func TestConnectionManagerRequestHeaders(t *testing.T) {
 		},
 		{
 			name:         "loopback listed as internal, no x-forwarded-for: internal",
-			edit:         internalRange("127.0.0.0", "8"),
+			edit:         internalRange("127.0.0.0", 8),
 			client:       map[string]string{"X-Request-Id": "client-id", "X-Envoy-Decorator-Operation": "op"},
 			want:         map[string]string{"x-forwarded-for": node, "x-envoy-internal": "true", "x-envoy-external-address": "", "x-request-id": "client-id", "x-envoy-decorator-operation": "op"},
 			steeringKept: true,
 		},
 		{
 			name:   "loopback listed as internal, any x-forwarded-for: external",
-			edit:   internalRange("127.0.0.0", "8"),
+			edit:   internalRange("127.0.0.0", 8),
 			client: map[string]string{"X-Forwarded-For": "127.0.0.1"},
 			want:   map[string]string{"x-forwarded-for": "127.0.0.1," + node, "x-envoy-internal": "", "x-envoy-external-address": "127.0.0.1"},
 		},
 		{
 			name: "one trusted hop: the client address is read from x-forwarded-for",
-			edit: func(s string) string {
-				return strings.Replace(s, yamlURA, yamlURA+"\n                xff_num_trusted_hops: 1", 1)
+			edit: func(b *bootstraptest.Bootstrap) {
+				b.HCM(func(h *hcmv3.HttpConnectionManager) { h.XffNumTrustedHops = 1 })
 			},
 			client: map[string]string{"X-Forwarded-For": "198.51.100.9, 203.0.113.7", "X-Forwarded-Proto": "https"},
 			want:   map[string]string{"x-forwarded-for": "198.51.100.9, 203.0.113.7," + node, "x-forwarded-proto": "https", "x-envoy-external-address": "203.0.113.7"},
@@ -88,14 +91,14 @@ func TestConnectionManagerRequestHeaders(t *testing.T) {
 			// The finding this configuration fixes: the client's own x-forwarded-for
 			// made the request internal, so its retry instructions survived.
 			name:         "without use_remote_address, RFC 1918 internal: a forged x-forwarded-for is trusted",
-			edit:         func(s string) string { return internalRange("10.0.0.0", "8")(noURA(s)) },
+			edit:         func(b *bootstraptest.Bootstrap) { noURA(b); internalRange("10.0.0.0", 8)(b) },
 			client:       map[string]string{"X-Forwarded-For": "10.0.0.1"},
 			want:         map[string]string{"x-forwarded-for": "10.0.0.1", "x-envoy-internal": "true", "x-envoy-external-address": ""},
 			steeringKept: true,
 		},
 		{
 			name:   "without use_remote_address, two addresses: external",
-			edit:   func(s string) string { return internalRange("10.0.0.0", "8")(noURA(s)) },
+			edit:   func(b *bootstraptest.Bootstrap) { noURA(b); internalRange("10.0.0.0", 8)(b) },
 			client: map[string]string{"X-Forwarded-For": "10.0.0.2,10.0.0.1"},
 			want:   map[string]string{"x-envoy-internal": ""},
 		},
@@ -170,15 +173,15 @@ func TestLastXFFAddress(t *testing.T) {
 }
 
 func TestMutationRulesAllowEnvoy(t *testing.T) {
-	noRules := func(s string) string {
-		return strings.Replace(s, "                      mutation_rules:\n                        allow_envoy: true\n                        allow_all_routing: false\n", "", 1)
+	noRules := func(b *bootstraptest.Bootstrap) {
+		b.ExtProc(func(ep *extprocv3.ExternalProcessor) { ep.MutationRules = nil })
 	}
-	routing := func(s string) string {
-		return strings.Replace(s, "allow_all_routing: false", "allow_all_routing: true", 1)
+	routing := func(b *bootstraptest.Bootstrap) {
+		b.ExtProc(func(ep *extprocv3.ExternalProcessor) { ep.MutationRules.AllowAllRouting = wrapperspb.Bool(true) })
 	}
 	tests := []struct {
 		name string
-		edit func(string) string
+		edit bootstrapEdit
 		// envoyApplied: the x-envoy-* remove and set reach the upstream request;
 		// routingApplied: the :authority set does.
 		envoyApplied, routingApplied bool
@@ -189,8 +192,13 @@ func TestMutationRulesAllowEnvoy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.edit != nil && tt.edit(mustRead(t)) == mustRead(t) {
-				t.Fatal("edit changed nothing")
+			if tt.edit != nil {
+				orig := loadBootstrap(t)
+				edited := orig.Clone()
+				tt.edit(edited)
+				if edited.Equal(orig) {
+					t.Fatal("edit changed nothing")
+				}
 			}
 			up := &upstreamRecorder{}
 			h := newHarness(t, up, func(s *session) error {

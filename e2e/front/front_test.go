@@ -14,12 +14,23 @@ import (
 	"testing"
 	"time"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	overloadv3 "github.com/envoyproxy/go-control-plane/envoy/config/overload/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	celv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/filters/cel/v3"
+	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
+	"github.com/llmgw/gateway/internal/testkit"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // upstreamRecorder is an upstream that records what reached it and answers JSON.
@@ -384,7 +395,7 @@ func TestStreamedResponsePipelinedAndFlushed(t *testing.T) {
 		_ = rc.Flush()
 		select {
 		case <-gotChunk1:
-		case <-time.After(waitFor):
+		case <-time.After(testkit.Deadline):
 			return
 		}
 		_, _ = w.Write([]byte("ch2\n"))
@@ -392,7 +403,7 @@ func TestStreamedResponsePipelinedAndFlushed(t *testing.T) {
 		// Hold the end until the client saw the first rewritten chunk: proves flushing.
 		select {
 		case <-clientGotA:
-		case <-time.After(waitFor):
+		case <-time.After(testkit.Deadline):
 		}
 	})
 	h := newHarness(t, upstream, func(s *session) error {
@@ -606,7 +617,7 @@ func TestClientDisconnectCancelsStream(t *testing.T) {
 				t.Error("end_of_stream sent after the client disconnected")
 			}
 		}
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		t.Fatal("ext_proc stream not cancelled")
 	}
 }
@@ -615,7 +626,7 @@ func TestExtProcFailures(t *testing.T) {
 	tests := []struct {
 		name     string
 		handler  func(s *session) error
-		edit     func(string) string
+		edit     bootstrapEdit
 		path     string
 		wantCode string
 	}{
@@ -631,7 +642,7 @@ func TestExtProcFailures(t *testing.T) {
 			s.next()
 			_, _ = s.waitEnd()
 			return nil
-		}, edit: func(y string) string { return strings.Replace(y, "message_timeout: 2s", "message_timeout: 0.05s", 1) },
+		}, edit: messageTimeout(50 * time.Millisecond),
 			path: "/v1/chat/completions", wantCode: `"code":"internal_error"`},
 		{name: "spurious reply", handler: func(s *session) error {
 			s.next()
@@ -694,7 +705,7 @@ func TestOverrideMessageTimeout(t *testing.T) {
 		// Answer after the configured 50 ms timeout, within the extension.
 		time.Sleep(200 * time.Millisecond)
 		return s.send(immediate(200, "late but fine", "extproc_test"))
-	}, func(y string) string { return strings.Replace(y, "message_timeout: 2s", "message_timeout: 0.05s", 1) })
+	}, messageTimeout(50*time.Millisecond))
 	status, _, b := h.do(t, http.MethodGet, "/v1/x", nil, nil)
 	if status != 200 || string(b) != "late but fine" {
 		t.Errorf("got %d %s", status, b)
@@ -702,68 +713,140 @@ func TestOverrideMessageTimeout(t *testing.T) {
 }
 
 func TestConfigRefusesUnemulatedSettings(t *testing.T) {
-	raw := mustRead(t)
+	orig := loadBootstrap(t)
+	extProc := func(edit func(*extprocv3.ExternalProcessor)) bootstrapEdit {
+		return func(b *bootstraptest.Bootstrap) { b.ExtProc(edit) }
+	}
+	hcm := func(edit func(*hcmv3.HttpConnectionManager)) bootstrapEdit {
+		return func(b *bootstraptest.Bootstrap) { b.HCM(edit) }
+	}
+	// accessLogField sets one field of the access log's JSON format.
+	accessLogField := func(name, value string) bootstrapEdit {
+		return accessLog(func(l *streamv3.StdoutAccessLog) {
+			l.GetLogFormat().GetJsonFormat().GetFields()[name] = structpb.NewStringValue(value)
+		})
+	}
 	tests := []struct {
-		name, old, new, want string
+		name string
+		edit bootstrapEdit
+		want string
 	}{
-		{name: "request attributes", old: "allow_mode_override: true", new: "allow_mode_override: true\n                      request_attributes: [request.path]", want: "request_attributes"},
-		{name: "failure mode allow", old: "failure_mode_allow: false", new: "failure_mode_allow: true", want: "failure_mode_allow"},
-		{name: "regex route", old: "prefix: /v1/", new: "safe_regex: {regex: \"/v1/.*\"}", want: "safe_regex"},
-		{name: "trailers", old: "request_trailer_mode: SKIP", new: "request_trailer_mode: SEND", want: "trailer"},
-		{name: "streamed request body", old: "request_body_mode: BUFFERED", new: "request_body_mode: STREAMED", want: "request_body_mode"},
-		{name: "unknown CEL", old: "expression: \"response.code_details == 'request_payload_too_large'\"", new: "expression: \"response.flags == 1\"", want: "CEL"},
-		{name: "top-level body_format", old: "                  mappers:", new: "                  body_format: {text_format: \"x\"}\n                  mappers:", want: "body_format"},
-		{name: "access log operator", old: `status: "%RESPONSE_CODE%"`, new: `status: "%RESPONSE_FLAGS%"`, want: "RESPONSE_FLAGS"},
-		{name: "access log text around an operator", old: `status: "%RESPONSE_CODE%"`, new: `status: "code %RESPONSE_CODE%"`, want: "exactly one command operator"},
-		{name: "access log truncation", old: `method: "%REQ(:METHOD)%"`, new: `method: "%REQ(:METHOD):3%"`, want: "exactly one command operator"},
-		{name: "access log alternative header", old: `request_id: "%REQ(X-REQUEST-ID)%"`, new: `request_id: "%REQ(X-REQUEST-ID?X-OTHER)%"`, want: "REQ"},
-		{name: "access log start time format", old: `start_time: "%START_TIME%"`, new: `start_time: "%START_TIME(%s)%"`, want: "START_TIME"},
-		{name: "access log omit_empty_values", old: "                      log_format:\n", new: "                      log_format:\n                        omit_empty_values: true\n", want: "omit_empty_values"},
-		{name: "access log filter", old: "                  - name: envoy.access_loggers.stdout\n", new: "                  - name: envoy.access_loggers.stdout\n                    filter: {not_health_check_filter: {}}\n", want: "filter"},
-		{name: "typed metadata namespaces", old: "untyped: [llmgw]", new: "typed: [llmgw]", want: "typed"},
-		{name: "internal_address_config without ranges", old: "                  cidr_ranges:\n                    - address_prefix: 192.0.2.0\n                      prefix_len: 24\n", new: "                  unix_sockets: false\n", want: "internal_address_config without cidr_ranges"},
-		{name: "internal_address_config unix sockets", old: "                  cidr_ranges:", new: "                  unix_sockets: true\n                  cidr_ranges:", want: "unix_sockets"},
-		{name: "skip_xff_append", old: "use_remote_address: true", new: "use_remote_address: true\n                skip_xff_append: true", want: "skip_xff_append"},
-		{name: "preserve_external_request_id", old: "use_remote_address: true", new: "use_remote_address: true\n                preserve_external_request_id: true", want: "preserve_external_request_id"},
-		{name: "mutation_rules disallow_is_error", old: "allow_envoy: true", new: "allow_envoy: true\n                        disallow_is_error: true", want: "disallow_is_error"},
-		{name: "mutation_rules allow_expression", old: "allow_envoy: true", new: "allow_envoy: true\n                        allow_expression: {regex: \"x-.*\"}", want: "allow_expression"},
-		{name: "access log", old: "                stat_prefix: gateway", new: "                stat_prefix: gateway\n                generate_request_id: false", want: "generate_request_id"},
-		{name: "overload action not emulated", old: "    - name: envoy.overload_actions.shrink_heap", new: "    - name: envoy.overload_actions.disable_http_keepalive", want: "disable_http_keepalive"},
-		{name: "overload trigger on connections", old: "          threshold:\n            value: 0.90", new: "          threshold:\n            value: 0.90\n        - name: envoy.resource_monitors.global_downstream_max_connections\n          threshold:\n            value: 0.5", want: "exactly one trigger"},
-		{name: "overload scaled trigger", old: "          threshold:\n            value: 0.95", new: "          scaled:\n            scaling_threshold: 0.8\n            saturation_threshold: 0.95", want: "scaled"},
+		{name: "request attributes", edit: extProc(func(ep *extprocv3.ExternalProcessor) { ep.RequestAttributes = []string{"request.path"} }), want: "request_attributes"},
+		{name: "failure mode allow", edit: extProc(func(ep *extprocv3.ExternalProcessor) { ep.FailureModeAllow = true }), want: "failure_mode_allow"},
+		{name: "regex route", edit: func(b *bootstraptest.Bootstrap) {
+			b.Route(func(r *routev3.Route) {
+				r.Match.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: "/v1/.*"}}
+			})
+		}, want: "safe_regex"},
+		{name: "trailers", edit: extProc(func(ep *extprocv3.ExternalProcessor) {
+			ep.ProcessingMode.RequestTrailerMode = extprocv3.ProcessingMode_SEND
+		}), want: "trailer"},
+		{name: "streamed request body", edit: extProc(func(ep *extprocv3.ExternalProcessor) {
+			ep.ProcessingMode.RequestBodyMode = extprocv3.ProcessingMode_STREAMED
+		}), want: "request_body_mode"},
+		{name: "unknown CEL", edit: mapperExpression("response.code_details == 'request_payload_too_large'", "response.flags == 1"), want: "CEL"},
+		{name: "top-level body_format", edit: hcm(func(h *hcmv3.HttpConnectionManager) {
+			h.LocalReplyConfig.BodyFormat = &corev3.SubstitutionFormatString{Format: &corev3.SubstitutionFormatString_TextFormat{TextFormat: "x"}}
+		}), want: "body_format"},
+		{name: "access log operator", edit: accessLogField("status", "%RESPONSE_FLAGS%"), want: "RESPONSE_FLAGS"},
+		{name: "access log text around an operator", edit: accessLogField("status", "code %RESPONSE_CODE%"), want: "exactly one command operator"},
+		{name: "access log truncation", edit: accessLogField("method", "%REQ(:METHOD):3%"), want: "exactly one command operator"},
+		{name: "access log alternative header", edit: accessLogField("request_id", "%REQ(X-REQUEST-ID?X-OTHER)%"), want: "REQ"},
+		{name: "access log start time format", edit: accessLogField("start_time", "%START_TIME(%s)%"), want: "START_TIME"},
+		{name: "access log omit_empty_values", edit: accessLog(func(l *streamv3.StdoutAccessLog) { l.GetLogFormat().OmitEmptyValues = true }), want: "omit_empty_values"},
+		{name: "access log filter", edit: hcm(func(h *hcmv3.HttpConnectionManager) {
+			h.AccessLog[0].Filter = &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_NotHealthCheckFilter{NotHealthCheckFilter: &accesslogv3.NotHealthCheckFilter{}}}
+		}), want: "filter"},
+		{name: "typed metadata namespaces", edit: extProc(func(ep *extprocv3.ExternalProcessor) {
+			ep.MetadataOptions.ReceivingNamespaces = &extprocv3.MetadataOptions_MetadataNamespaces{Typed: []string{"llmgw"}}
+		}), want: "typed"},
+		{name: "internal_address_config without ranges", edit: hcm(func(h *hcmv3.HttpConnectionManager) {
+			h.InternalAddressConfig = &hcmv3.HttpConnectionManager_InternalAddressConfig{UnixSockets: false}
+		}), want: "internal_address_config without cidr_ranges"},
+		{name: "internal_address_config unix sockets", edit: hcm(func(h *hcmv3.HttpConnectionManager) { h.InternalAddressConfig.UnixSockets = true }), want: "unix_sockets"},
+		{name: "skip_xff_append", edit: hcm(func(h *hcmv3.HttpConnectionManager) { h.SkipXffAppend = true }), want: "skip_xff_append"},
+		{name: "preserve_external_request_id", edit: hcm(func(h *hcmv3.HttpConnectionManager) { h.PreserveExternalRequestId = true }), want: "preserve_external_request_id"},
+		{name: "mutation_rules disallow_is_error", edit: extProc(func(ep *extprocv3.ExternalProcessor) {
+			ep.MutationRules.DisallowIsError = wrapperspb.Bool(true)
+		}), want: "disallow_is_error"},
+		{name: "mutation_rules allow_expression", edit: extProc(func(ep *extprocv3.ExternalProcessor) {
+			ep.MutationRules.AllowExpression = &matcherv3.RegexMatcher{Regex: "x-.*"}
+		}), want: "allow_expression"},
+		{name: "generate_request_id", edit: hcm(func(h *hcmv3.HttpConnectionManager) { h.GenerateRequestId = wrapperspb.Bool(false) }), want: "generate_request_id"},
+		{name: "overload action not emulated", edit: func(b *bootstraptest.Bootstrap) {
+			b.OverloadAction("envoy.overload_actions.shrink_heap").Name = "envoy.overload_actions.disable_http_keepalive"
+		}, want: "disable_http_keepalive"},
+		{name: "overload trigger on connections", edit: func(b *bootstraptest.Bootstrap) {
+			a := b.OverloadAction("envoy.overload_actions.shrink_heap")
+			a.Triggers = append(a.Triggers, &overloadv3.Trigger{Name: "envoy.resource_monitors.global_downstream_max_connections",
+				TriggerOneof: &overloadv3.Trigger_Threshold{Threshold: &overloadv3.ThresholdTrigger{Value: 0.5}}})
+		}, want: "exactly one trigger"},
+		{name: "overload scaled trigger", edit: func(b *bootstraptest.Bootstrap) {
+			b.OverloadAction("envoy.overload_actions.stop_accepting_requests").Triggers[0].TriggerOneof = &overloadv3.Trigger_Scaled{
+				Scaled: &overloadv3.ScaledTrigger{ScalingThreshold: 0.8, SaturationThreshold: 0.95}}
+		}, want: "scaled"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if !strings.Contains(raw, tt.old) {
-				t.Fatalf("envoy.yaml lacks %q", tt.old)
+			b := orig.Clone()
+			tt.edit(b)
+			if b.Equal(orig) {
+				t.Fatal("edit changed nothing")
 			}
-			bs, err := configParse(strings.Replace(raw, tt.old, tt.new, 1))
-			if err != nil {
-				t.Fatalf("edited config does not parse: %v", err)
-			}
-			_, err = FromBootstrap(bs)
+			_, err := FromBootstrap(b.Parsed())
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error = %v, want one naming %s", err, tt.want)
 			}
 		})
 	}
 	t.Run("envoy.yaml itself", func(t *testing.T) {
-		bs, err := configParse(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := FromBootstrap(bs); err != nil {
+		if _, err := FromBootstrap(orig.Parsed()); err != nil {
 			t.Fatal(err)
 		}
 	})
 }
 
-func TestLocalReplyMappersOfEnvoyYAML(t *testing.T) {
-	bs, err := configParse(mustRead(t))
-	if err != nil {
-		t.Fatal(err)
+// messageTimeout sets the ext_proc filter's message_timeout.
+func messageTimeout(d time.Duration) bootstrapEdit {
+	return func(b *bootstraptest.Bootstrap) {
+		b.ExtProc(func(ep *extprocv3.ExternalProcessor) { ep.MessageTimeout = durationpb.New(d) })
 	}
-	cfg, err := FromBootstrap(bs)
+}
+
+// accessLog edits the connection manager's single (stdout) access log.
+func accessLog(edit func(*streamv3.StdoutAccessLog)) bootstrapEdit {
+	return func(b *bootstraptest.Bootstrap) {
+		b.HCM(func(h *hcmv3.HttpConnectionManager) {
+			if len(h.GetAccessLog()) != 1 {
+				b.TB().Fatalf("connection manager has %d access logs, want 1", len(h.GetAccessLog()))
+			}
+			bootstraptest.EditAny(b.TB(), h.GetAccessLog()[0].GetTypedConfig(), edit)
+		})
+	}
+}
+
+// mapperExpression replaces the CEL expression old of a local reply mapper by expr.
+func mapperExpression(old, expr string) bootstrapEdit {
+	return func(b *bootstraptest.Bootstrap) {
+		b.HCM(func(h *hcmv3.HttpConnectionManager) {
+			for _, m := range h.GetLocalReplyConfig().GetMappers() {
+				found := false
+				bootstraptest.EditAny(b.TB(), m.GetFilter().GetExtensionFilter().GetTypedConfig(), func(e *celv3.ExpressionFilter) {
+					if found = e.GetExpression() == old; found {
+						e.Expression = expr
+					}
+				})
+				if found {
+					return
+				}
+			}
+			b.TB().Fatalf("no local reply mapper with expression %q", old)
+		})
+	}
+}
+
+func TestLocalReplyMappersOfEnvoyYAML(t *testing.T) {
+	cfg, err := FromBootstrap(loadBootstrap(t).Parsed())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -855,7 +938,7 @@ func TestNoneModeClosesStreamAfterHeadersReply(t *testing.T) {
 		select {
 		case <-ended:
 			endedFirst.Store(true)
-		case <-time.After(waitFor):
+		case <-time.After(testkit.Deadline):
 		}
 		_, _ = w.Write([]byte("ID3 audio"))
 	})

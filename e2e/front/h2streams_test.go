@@ -2,10 +2,12 @@ package front
 
 import (
 	"net"
-	"strings"
 	"testing"
 
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
 	"golang.org/x/net/http2"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // TestHTTP2MaxConcurrentStreams: the front offers a downstream HTTP/2 connection the
@@ -13,12 +15,14 @@ import (
 // its first SETTINGS frame.
 func TestHTTP2MaxConcurrentStreams(t *testing.T) {
 	for _, tc := range []struct {
-		edit func(string) string
+		edit bootstrapEdit
 		want uint32
 	}{
 		{nil, 100},
-		{func(s string) string {
-			return strings.Replace(s, "max_concurrent_streams: 100", "max_concurrent_streams: 7", 1)
+		{func(b *bootstraptest.Bootstrap) {
+			b.HCM(func(h *hcmv3.HttpConnectionManager) {
+				h.Http2ProtocolOptions.MaxConcurrentStreams = wrapperspb.UInt32(7)
+			})
 		}, 7},
 	} {
 		h := newHarness(t, nil, continueAll, tc.edit)

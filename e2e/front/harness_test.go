@@ -6,12 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
-	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -19,10 +16,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/llmgw/gateway/envoy/config"
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
+	"github.com/llmgw/gateway/internal/testkit"
 )
-
-const waitFor = 10 * time.Second
 
 // fakeProc is a scripted ext_proc server: each stream is handed to the test's handler,
 // which reads the messages the front sends and writes replies.
@@ -73,7 +69,7 @@ func (s *session) next() *extprocsvc.ProcessingRequest {
 		}
 		s.log = append(s.log, m)
 		return m
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		return nil
 	}
 }
@@ -88,7 +84,7 @@ func (s *session) waitEnd() ([]*extprocsvc.ProcessingRequest, error) {
 	select {
 	case err := <-s.end:
 		return rest, err
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		return rest, errors.New("stream did not end")
 	}
 }
@@ -106,16 +102,19 @@ type harness struct {
 	cds *cdsServer
 }
 
+// bootstrapEdit changes the parsed envoy/envoy.yaml before a test's front reads it.
+type bootstrapEdit = func(*bootstraptest.Bootstrap)
+
 // newHarness loads envoy/envoy.yaml with edit applied (nil: unchanged), pointing its
 // extproc cluster at the fake, whose xDS side serves the mock-providers cluster on the
 // fake upstream.
-func newHarness(t testing.TB, upstream http.Handler, handler func(s *session) error, edit func(string) string) *harness {
+func newHarness(t testing.TB, upstream http.Handler, handler func(s *session) error, edit bootstrapEdit) *harness {
 	t.Helper()
 	return newHarnessClusters(t, upstream, handler, edit)
 }
 
 // newHarnessClusters is newHarness with more clusters served over CDS.
-func newHarnessClusters(t testing.TB, upstream http.Handler, handler func(s *session) error, edit func(string) string, more ...*clusterv3.Cluster) *harness {
+func newHarnessClusters(t testing.TB, upstream http.Handler, handler func(s *session) error, edit bootstrapEdit, more ...*clusterv3.Cluster) *harness {
 	t.Helper()
 	h := &harness{proc: &fakeProc{handler: handler, sessions: make(chan *session, 16)}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -145,20 +144,12 @@ func newHarnessClusters(t testing.TB, upstream http.Handler, handler func(s *ses
 	}
 	h.cds.set(t, more...)
 
-	raw, err := os.ReadFile("../../envoy/envoy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(raw)
-	text = strings.Replace(text, "port_value: 50051", "port_value: "+port(ln.Addr().String()), 1)
+	b := loadBootstrap(t)
+	b.ClusterAddress("extproc", ln.Addr().String())
 	if edit != nil {
-		text = edit(text)
+		edit(b)
 	}
-	bs, err := config.Parse([]byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := FromBootstrap(bs)
+	cfg, err := FromBootstrap(b.Parsed())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +182,7 @@ func (h *harness) session(t *testing.T) *session {
 	select {
 	case s := <-h.proc.sessions:
 		return s
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		t.Fatal("no ext_proc stream")
 		return nil
 	}
@@ -266,13 +257,7 @@ func routeTo(cluster string, extra ...*corev3.HeaderValueOption) *extprocsvc.Pro
 	})
 }
 
-func headerMap(m *corev3.HeaderMap) map[string][]string {
-	out := map[string][]string{}
-	for _, h := range m.GetHeaders() {
-		out[h.GetKey()] = append(out[h.GetKey()], string(h.GetRawValue()))
-	}
-	return out
-}
+func headerMap(m *corev3.HeaderMap) testkit.Headers { return testkit.RawHeaders(m.GetHeaders()) }
 
 func appendHeader(k, v string) *corev3.HeaderValueOption {
 	o := setHeader(k, v)
@@ -283,22 +268,8 @@ func appendHeader(k, v string) *corev3.HeaderValueOption {
 
 type corev3HVO = corev3.HeaderValueOption
 
-func mustRead(t *testing.T) string {
+// loadBootstrap parses envoy/envoy.yaml for a test to edit.
+func loadBootstrap(t testing.TB) *bootstraptest.Bootstrap {
 	t.Helper()
-	b, err := os.ReadFile("../../envoy/envoy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func configParse(yaml string) (*bootstrapv3.Bootstrap, error) { return config.Parse([]byte(yaml)) }
-
-func mustParse(t *testing.T, yaml string) *bootstrapv3.Bootstrap {
-	t.Helper()
-	bs, err := configParse(yaml)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bs
+	return bootstraptest.Load(t, "../../envoy/envoy.yaml")
 }

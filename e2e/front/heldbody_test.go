@@ -10,6 +10,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/llmgw/gateway/internal/testkit"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -45,7 +46,7 @@ func TestStreamedWholeBodyHeldDuringHeaders(t *testing.T) {
 				// Answer only once the whole body is held by the front.
 				select {
 				case <-arrived:
-				case <-time.After(waitFor):
+				case <-time.After(testkit.Deadline):
 					return status.Error(codes.Internal, "the body never arrived")
 				}
 				_ = s.send(responseBodyMode(extprocv3.ProcessingMode_STREAMED))

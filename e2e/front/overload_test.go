@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	downstreamconnv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
+	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
 )
 
 // TestOverloadConnectionLimit: past global_downstream_max_connections, a new connection
@@ -17,8 +21,9 @@ func TestOverloadConnectionLimit(t *testing.T) {
 		s.next()
 		return s.send(immediate(200, `{"object":"list","data":[]}`, "extproc models list"))
 	},
-		func(s string) string {
-			return strings.Replace(s, "max_active_downstream_connections: 10000", "max_active_downstream_connections: 2", 1)
+		func(b *bootstraptest.Bootstrap) {
+			bootstraptest.ResourceMonitor(b, "envoy.resource_monitors.global_downstream_max_connections",
+				func(c *downstreamconnv3.DownstreamConnectionsConfig) { c.MaxActiveDownstreamConnections = 2 })
 		})
 	addr := h.front.Listener.Addr().String()
 	var open []net.Conn
@@ -60,8 +65,9 @@ func TestOverloadConnectionLimit(t *testing.T) {
 // threshold, a request is answered 503 in our envelope before any filter: ext_proc never
 // sees it.
 func TestOverloadStopsAcceptingRequests(t *testing.T) {
-	h := newHarness(t, nil, nil, func(s string) string {
-		return strings.Replace(s, "max_heap_size_bytes: 805306368", "max_heap_size_bytes: 1024", 1)
+	h := newHarness(t, nil, nil, func(b *bootstraptest.Bootstrap) {
+		bootstraptest.ResourceMonitor(b, "envoy.resource_monitors.fixed_heap",
+			func(c *fixedheapv3.FixedHeapConfig) { c.MaxHeapSizeBytes = 1024 })
 	})
 	status, hdr, body := h.do(t, http.MethodPost, "/v1/chat/completions", map[string]string{"content-type": "application/json"},
 		strings.NewReader(`{"model":"m","messages":[]}`))

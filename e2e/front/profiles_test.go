@@ -9,7 +9,7 @@ import (
 )
 
 func TestAdminAddressFromBootstrap(t *testing.T) {
-	cfg, err := FromBootstrap(mustParse(t, mustRead(t)))
+	cfg, err := FromBootstrap(loadBootstrap(t).Parsed())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // TestRequestTimeout checks the emulation of the HCM request_timeout: a client that
@@ -32,8 +37,8 @@ func TestRequestTimeout(t *testing.T) {
 			}
 		}
 		return nil
-	}, func(s string) string {
-		return strings.Replace(s, "request_timeout: 60s", "request_timeout: 0.3s", 1)
+	}, func(b *bootstraptest.Bootstrap) {
+		b.HCM(func(h *hcmv3.HttpConnectionManager) { h.RequestTimeout = durationpb.New(300 * time.Millisecond) })
 	})
 
 	// A request whose body never ends.

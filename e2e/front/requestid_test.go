@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
 )
 
 var uuid4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -58,11 +60,11 @@ func TestRequestIDInEveryResponse(t *testing.T) {
 		}
 		return nil
 	}
-	off := func(s string) string {
-		return strings.Replace(s, "always_set_request_id_in_response: true", "always_set_request_id_in_response: false", 1)
+	off := func(b *bootstraptest.Bootstrap) {
+		b.HCM(func(h *hcmv3.HttpConnectionManager) { h.AlwaysSetRequestIdInResponse = false })
 	}
 	for _, set := range []bool{true, false} {
-		var edit func(string) string
+		var edit bootstrapEdit
 		if !set {
 			edit = off
 		}

@@ -14,39 +14,46 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	omitcanaryv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/omit_canary_hosts/v3"
+	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	previousprioritiesv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/llmgw/gateway/e2e/internal/bootstraptest"
+	"github.com/llmgw/gateway/internal/testkit"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// retryPolicyYAML is the route retry policy of the failover design.
-const retryPolicyYAML = `
-                            retry_policy:
-                              retry_on: connect-failure,reset,retriable-status-codes
-                              retriable_status_codes: [503]
-                              num_retries: 5
-                              host_selection_retry_max_attempts: 10
-                              retry_priority:
-                                name: envoy.retry_priorities.previous_priorities
-                                typed_config:
-                                  "@type": type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3.PreviousPrioritiesConfig
-                                  update_frequency: 1
-                              retry_host_predicate:
-                                - name: envoy.retry_host_predicates.previous_hosts
-                                  typed_config:
-                                    "@type": type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate`
+// failoverRetryPolicy is the route retry policy of the failover design (envoy.yaml's),
+// with five retries where envoy.yaml has none without extproc's x-envoy-max-retries.
+func failoverRetryPolicy(t testing.TB) *routev3.RetryPolicy {
+	return &routev3.RetryPolicy{
+		RetryOn:                       "connect-failure,reset,retriable-status-codes",
+		RetriableStatusCodes:          []uint32{503},
+		NumRetries:                    wrapperspb.UInt32(5),
+		HostSelectionRetryMaxAttempts: 10,
+		RetryPriority: &routev3.RetryPolicy_RetryPriority{
+			Name: "envoy.retry_priorities.previous_priorities",
+			ConfigType: &routev3.RetryPolicy_RetryPriority_TypedConfig{
+				TypedConfig: bootstraptest.MustNew(t, &previousprioritiesv3.PreviousPrioritiesConfig{UpdateFrequency: 1})},
+		},
+		RetryHostPredicate: []*routev3.RetryPolicy_RetryHostPredicate{hostPredicate(t,
+			"envoy.retry_host_predicates.previous_hosts", &previoushostsv3.PreviousHostsPredicate{})},
+	}
+}
+
+func hostPredicate(t testing.TB, name string, cfg proto.Message) *routev3.RetryPolicy_RetryHostPredicate {
+	return &routev3.RetryPolicy_RetryHostPredicate{Name: name,
+		ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: bootstraptest.MustNew(t, cfg)}}
+}
 
 // withRetryPolicy puts policy in place of the /v1/ route's retry policy of envoy.yaml.
-func withRetryPolicy(policy string) func(string) string {
-	return func(text string) string {
-		const anchor = "                            idle_timeout: 300s"
-		start := strings.Index(text, "                            # Failover across channels")
-		const last = "envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate\n"
-		if start >= 0 {
-			end := start + strings.Index(text[start:], last) + len(last)
-			text = text[:start] + text[end:]
-		}
-		return strings.Replace(text, anchor, anchor+policy, 1)
+func withRetryPolicy(policy *routev3.RetryPolicy) bootstrapEdit {
+	return func(b *bootstraptest.Bootstrap) {
+		b.Route(func(r *routev3.Route) { r.GetRoute().RetryPolicy = policy })
 	}
 }
 
@@ -187,7 +194,7 @@ func TestRetryAcrossPriorities(t *testing.T) {
 		if rh := m.GetResponseHeaders(); rh != nil {
 			statuses <- headerMap(rh.GetHeaders())[":status"][0]
 		}
-	}, "model"), withRetryPolicy(retryPolicyYAML), cl)
+	}, "model"), withRetryPolicy(failoverRetryPolicy(t)), cl)
 	backoffs := recordBackoffs(h)
 	body := strings.Repeat("x", 100_000)
 	status, _, got := h.do(t, http.MethodPost, "/v1/chat/completions", map[string]string{"Content-Type": "application/json"}, strings.NewReader(body))
@@ -232,7 +239,7 @@ func TestMaxRetriesHeader(t *testing.T) {
 		ep{addr: answering(t, log, "p1", 503, "busy"), priority: 1},
 		ep{addr: answering(t, log, "p2", 200, "from p2"), priority: 2},
 	)
-	h := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-max-retries", "1")), withRetryPolicy(retryPolicyYAML), cl)
+	h := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-max-retries", "1")), withRetryPolicy(failoverRetryPolicy(t)), cl)
 	status, _, got := h.do(t, http.MethodPost, "/v1/chat/completions", nil, strings.NewReader("{}"))
 	if status != 503 || string(got) != "busy" {
 		t.Fatalf("client got %d %q, want priority 1's 503", status, got)
@@ -250,7 +257,7 @@ func TestMaxRetriesHeader(t *testing.T) {
 // is the router's connect-failure local reply, as without retries.
 func TestExhaustedConnectFailures(t *testing.T) {
 	cl := endpointsCluster("model", ep{addr: refusedAddr(t), priority: 0}, ep{addr: refusedAddr(t), priority: 1})
-	h := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-max-retries", "1")), withRetryPolicy(retryPolicyYAML), cl)
+	h := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-max-retries", "1")), withRetryPolicy(failoverRetryPolicy(t)), cl)
 	status, _, got := h.do(t, http.MethodGet, "/v1/models", nil, nil)
 	if status != 503 || !strings.Contains(string(got), "service_unavailable") {
 		t.Fatalf("client got %d %s, want the connect failure's 503", status, got)
@@ -265,7 +272,7 @@ func TestUnhealthyPriorityNeverAttempted(t *testing.T) {
 		ep{addr: answering(t, log, "p0", 200, "p0"), priority: 0, health: corev3.HealthStatus_UNHEALTHY},
 		ep{addr: answering(t, log, "p1", 200, "p1"), priority: 1, health: corev3.HealthStatus_HEALTHY},
 	)
-	h := newHarnessClusters(t, nil, routingProc("model"), withRetryPolicy(retryPolicyYAML), cl)
+	h := newHarnessClusters(t, nil, routingProc("model"), withRetryPolicy(failoverRetryPolicy(t)), cl)
 	for range 20 {
 		if status, _, got := h.do(t, http.MethodGet, "/v1/models", nil, nil); status != 200 || string(got) != "p1" {
 			t.Fatalf("client got %d %q", status, got)
@@ -293,7 +300,7 @@ func TestNoRetryAfterResponseHeaders(t *testing.T) {
 		ep{addr: broken.Listener.Addr().String(), priority: 0},
 		ep{addr: answering(t, log, "p1", 200, "p1"), priority: 1},
 	)
-	h := newHarnessClusters(t, nil, routingProc("model"), withRetryPolicy(retryPolicyYAML), cl)
+	h := newHarnessClusters(t, nil, routingProc("model"), withRetryPolicy(failoverRetryPolicy(t)), cl)
 	resp, err := http.Get(h.front.URL + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +324,7 @@ func TestPreviousHostsAvoidsRepeats(t *testing.T) {
 		ep{addr: answering(t, log, "a", 503, "a"), priority: 0, weight: 5},
 		ep{addr: answering(t, log, "b", 503, "b"), priority: 0, weight: 1},
 	)
-	h := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-max-retries", "1")), withRetryPolicy(retryPolicyYAML), cl)
+	h := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-max-retries", "1")), withRetryPolicy(failoverRetryPolicy(t)), cl)
 	for i := range 6 {
 		if status, _, _ := h.do(t, http.MethodGet, "/v1/models", nil, nil); status != 503 {
 			t.Fatalf("request %d: status %d", i, status)
@@ -332,32 +339,24 @@ func TestPreviousHostsAvoidsRepeats(t *testing.T) {
 // TestRetryRefusals: settings and headers the front does not emulate are refused,
 // naming them.
 func TestRetryRefusals(t *testing.T) {
-	for name, c := range map[string]struct{ policy, want string }{
-		"gateway-error":  {"\n                            retry_policy: {retry_on: \"connect-failure,gateway-error\"}", `"gateway-error" not emulated`},
-		"retry_back_off": {"\n                            retry_policy: {retry_on: reset, retry_back_off: {base_interval: 1s}}", "retry_back_off"},
-		"other priority": {`
-                            retry_policy:
-                              retry_on: reset
-                              retry_host_predicate:
-                                - name: envoy.retry_host_predicates.omit_canary_hosts
-                                  typed_config:
-                                    "@type": type.googleapis.com/envoy.extensions.retry.host.omit_canary_hosts.v3.OmitCanaryHostsPredicate`, "omit_canary_hosts"},
+	for name, c := range map[string]struct {
+		policy *routev3.RetryPolicy
+		want   string
+	}{
+		"gateway-error":  {&routev3.RetryPolicy{RetryOn: "connect-failure,gateway-error"}, `"gateway-error" not emulated`},
+		"retry_back_off": {&routev3.RetryPolicy{RetryOn: "reset", RetryBackOff: &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(time.Second)}}, "retry_back_off"},
+		"other priority": {&routev3.RetryPolicy{RetryOn: "reset", RetryHostPredicate: []*routev3.RetryPolicy_RetryHostPredicate{hostPredicate(t,
+			"envoy.retry_host_predicates.omit_canary_hosts", &omitcanaryv3.OmitCanaryHostsPredicate{})}}, "omit_canary_hosts"},
 	} {
-		bs, err := configParse(withRetryPolicy(c.policy)(mustRead(t)))
-		if err != nil {
-			if strings.Contains(err.Error(), "omit_canary") {
-				continue // the type is not linked in: refused at parse
-			}
-			t.Fatalf("%s: %v", name, err)
-		}
-		if _, err := FromBootstrap(bs); err == nil || !strings.Contains(err.Error(), c.want) {
+		b := loadBootstrap(t)
+		withRetryPolicy(c.policy)(b)
+		if _, err := FromBootstrap(b.Parsed()); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one naming %q", name, err, c.want)
 		}
 	}
-	noop := func(text string) string {
-		return strings.Replace(text, "                      domains: [\"*\"]", "                      domains: [\"*\"]\n                      include_request_attempt_count: true", 1)
-	}
-	if _, err := FromBootstrap(mustParse(t, noop(mustRead(t)))); err == nil || !strings.Contains(err.Error(), "include_request_attempt_count") {
+	b := loadBootstrap(t)
+	b.VirtualHost(func(vh *routev3.VirtualHost) { vh.IncludeRequestAttemptCount = true })
+	if _, err := FromBootstrap(b.Parsed()); err == nil || !strings.Contains(err.Error(), "include_request_attempt_count") {
 		t.Errorf("include_request_attempt_count: error %v", err)
 	}
 }
@@ -372,7 +371,7 @@ func TestDegradedEndpointNacked(t *testing.T) {
 		if !strings.Contains(msg, "model") || !strings.Contains(msg, "DEGRADED") {
 			t.Errorf("NACK %q, want the cluster and DEGRADED named", msg)
 		}
-	case <-time.After(waitFor):
+	case <-time.After(testkit.Deadline):
 		t.Fatal("no NACK")
 	}
 }
@@ -383,7 +382,7 @@ func TestDegradedEndpointNacked(t *testing.T) {
 func TestUnemulatedRetryHeaderRefused(t *testing.T) {
 	log := &attemptLog{}
 	cl := endpointsCluster("model", ep{addr: answering(t, log, "p0", 200, "p0")})
-	h := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-retry-on", "5xx")), withRetryPolicy(retryPolicyYAML), cl)
+	h := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-retry-on", "5xx")), withRetryPolicy(failoverRetryPolicy(t)), cl)
 	if status, _, _ := h.do(t, http.MethodGet, "/v1/models", nil, nil); status != 500 {
 		t.Errorf("status %d, want 500", status)
 	}

@@ -43,7 +43,7 @@ func TestTransportSocketMatches(t *testing.T) {
 	}
 	md, _ := structpb.NewStruct(map[string]any{"cluster": "tls-up", "unrelated": "label"})
 	cl.LoadAssignment.Endpoints[1].LbEndpoints[0].Metadata.FilterMetadata[socketMatchNamespace] = md
-	h := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-max-retries", "1")), withRetryPolicy(retryPolicyYAML), cl)
+	h := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-max-retries", "1")), withRetryPolicy(failoverRetryPolicy(t)), cl)
 	status, _, got := h.do(t, http.MethodGet, "/v1/models", nil, nil)
 	if status != 200 || string(got) != "over tls to /v1/models" {
 		t.Fatalf("client got %d %q, want priority 1's answer over TLS", status, got)
@@ -54,7 +54,7 @@ func TestTransportSocketMatches(t *testing.T) {
 
 	// A match whose SAN check fails: the TLS endpoint cannot be reached.
 	cl.TransportSocketMatches[1] = socketMatch(t, "tls-up", map[string]any{"cluster": "tls-up"}, ca, "other.example")
-	h2 := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-max-retries", "1")), withRetryPolicy(retryPolicyYAML), cl)
+	h2 := newHarnessClusters(t, nil, routingProc("model", setHeader("x-envoy-max-retries", "1")), withRetryPolicy(failoverRetryPolicy(t)), cl)
 	if status, _, got := h2.do(t, http.MethodGet, "/v1/models", nil, nil); status == 200 {
 		t.Errorf("reached the TLS endpoint despite a failing SAN check: %s", got)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/server/servertest"
 	"github.com/llmgw/gateway/accounting/store"
@@ -12,6 +13,7 @@ import (
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/internal/testkit"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -53,7 +55,7 @@ func startRealService(t testing.TB, o servertest.Options, svc func(*lifecycle.Co
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go lc.Watch(ctx)
-	waitFor(t, lc.Connected)
+	testkit.WaitFor(t, "the ledger client to connect", lc.Connected)
 	var opts []func(*lifecycle.Config)
 	if svc != nil {
 		opts = append(opts, svc)
@@ -96,7 +98,7 @@ func (s *realStack) balance(t testing.TB, account string) (balance, reserved int
 }
 
 // post plays a chat request and returns the body reply (or the immediate answer).
-func (s *realStack) post(t testing.TB, path, body, key string) (*replay.Exchange, *extprocResp) {
+func (s *realStack) post(t testing.TB, path, body, key string) (*replay.Exchange, *extprocv3.ProcessingResponse) {
 	t.Helper()
 	x, hdr, resp := s.h.Post(t, path, []byte(body), "authorization", "Bearer "+key)
 	if resp == nil {
@@ -152,7 +154,7 @@ func TestAdmissionAgainstRealAccounting(t *testing.T) {
 		acct := s.account(t, "default", 0)
 		_, key := s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct})
 		x, resp := s.post(t, "/v1/chat/completions", paidChat, key)
-		checkError(t, resp, want{403, "model_requires_topup", "permission_error", "model", false, ""}, false)
+		checkError(t, resp, testkit.WantError(403, "model_requires_topup", "permission_error").WithParam("model"), false)
 		x.Close()
 	})
 
@@ -160,7 +162,7 @@ func TestAdmissionAgainstRealAccounting(t *testing.T) {
 		acct := s.account(t, "default", 1_000_000)
 		_, key := s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct, AllowedModels: []string{"demo-free"}})
 		x, resp := s.post(t, "/v1/chat/completions", paidChat, key)
-		checkError(t, resp, want{403, "model_not_allowed", "permission_error", "model", false, ""}, false)
+		checkError(t, resp, testkit.WantError(403, "model_not_allowed", "permission_error").WithParam("model"), false)
 		x.Close()
 	})
 
@@ -174,7 +176,7 @@ func TestAdmissionAgainstRealAccounting(t *testing.T) {
 			t.Fatal(err)
 		}
 		x, resp := s.post(t, "/v1/chat/completions", paidChat, key)
-		checkError(t, resp, want{403, "account_suspended", "permission_error", "", false, ""}, false)
+		checkError(t, resp, testkit.WantError(403, "account_suspended", "permission_error"), false)
 		x.Close()
 	})
 
@@ -204,7 +206,7 @@ func TestAdmissionAgainstRealAccounting(t *testing.T) {
 			tc.change(t, id)
 			// The cache entry is dropped by the change stream; and Reserve rechecks.
 			x, resp = s.post(t, "/v1/chat/completions", paidChat, key)
-			checkError(t, resp, want{401, "invalid_api_key", "invalid_request_error", "", false, ""}, false)
+			checkError(t, resp, testkit.WantError(401, "invalid_api_key", "invalid_request_error"), false)
 			x.Close()
 		})
 	}
@@ -213,7 +215,7 @@ func TestAdmissionAgainstRealAccounting(t *testing.T) {
 		acct := s.account(t, "default", 1_000_000)
 		_, key := s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct, ExpiresAt: timestamppb.New(time.Now().Add(-time.Hour))})
 		x, resp := s.post(t, "/v1/chat/completions", paidChat, key)
-		checkError(t, resp, want{401, "invalid_api_key", "invalid_request_error", "", false, ""}, false)
+		checkError(t, resp, testkit.WantError(401, "invalid_api_key", "invalid_request_error"), false)
 		x.Close()
 	})
 
@@ -229,7 +231,7 @@ func TestAdmissionAgainstRealAccounting(t *testing.T) {
 			open = append(open, x)
 		}
 		x, resp := s.post(t, "/v1/chat/completions", paidChat, key)
-		checkError(t, resp, want{429, "concurrency_limit_exceeded", "rate_limit_error", "", true, "5"}, false)
+		checkError(t, resp, testkit.WantError(429, "concurrency_limit_exceeded", "rate_limit_error").WithRetry("5"), false)
 		x.Close()
 		for _, x := range open {
 			x.Close()
@@ -252,11 +254,11 @@ func TestAdmissionAgainstRealAccounting(t *testing.T) {
 		}
 		x, resp := s.post(t, "/v1/chat/completions", paidChat, key)
 		ir := resp.GetImmediateResponse()
-		ra := headerMap(ir)["retry-after"]
+		ra := testkit.MutationHeaders(t, ir.GetHeaders())["retry-after"]
 		if ir.GetStatus().GetCode() != 429 || ra == "" || ra == "0" {
 			t.Fatalf("4th request: %v", resp)
 		}
-		checkError(t, resp, want{429, "rate_limit_exceeded", "rate_limit_error", "", true, ra}, false)
+		checkError(t, resp, testkit.WantError(429, "rate_limit_exceeded", "rate_limit_error").WithRetry(ra), false)
 		x.Close()
 	})
 
@@ -268,7 +270,7 @@ func TestAdmissionAgainstRealAccounting(t *testing.T) {
 			t.Fatalf("first refused: %v", resp)
 		}
 		x, resp := s.post(t, "/v1/chat/completions", paidChat, key)
-		checkError(t, resp, want{402, "insufficient_credits", "invalid_request_error", "", false, ""}, false)
+		checkError(t, resp, testkit.WantError(402, "insufficient_credits", "invalid_request_error"), false)
 		x.Close()
 		first.Close() // released: the second now fits
 		x, resp = s.post(t, "/v1/chat/completions", paidChat, key)
@@ -284,11 +286,11 @@ func TestAdmissionAgainstRealAccounting(t *testing.T) {
 		_, key := s.key(t, &accountingv1.CreateKeyRequest{AccountId: acct, DailyLimitMicros: &limit})
 		x, resp := s.post(t, "/v1/chat/completions", paidChat, key)
 		ir := resp.GetImmediateResponse()
-		ra := headerMap(ir)["retry-after"]
+		ra := testkit.MutationHeaders(t, ir.GetHeaders())["retry-after"]
 		if ra == "" {
 			t.Fatalf("no retry-after: %v", resp)
 		}
-		checkError(t, resp, want{429, "key_limit_reached", "rate_limit_error", "", true, ra}, false)
+		checkError(t, resp, testkit.WantError(429, "key_limit_reached", "rate_limit_error").WithRetry(ra), false)
 		x.Close()
 	})
 

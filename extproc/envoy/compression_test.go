@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 func TestCompressedJSONAnswerDecoded(t *testing.T) {
@@ -87,7 +88,7 @@ func TestUndecodableAnswerIsUnusable(t *testing.T) {
 		x := admitPath(t, h, "/v1/responses", `{"model":"demo-responses","input":"hello world"}`)
 		r := x.Send(replay.ResponseHeaders(200, "content-type", "application/json", "content-encoding", c.enc))
 		if c.body == nil {
-			checkError(t, r, want{502, "upstream_error", "api_error", "", false, ""}, false)
+			checkError(t, r, testkit.WantError(502, "upstream_error", "api_error"), false)
 		} else {
 			// A compressed answer's decoded size is unknown: it streams, and a body that
 			// cannot be decoded is dropped (the headers went downstream already).

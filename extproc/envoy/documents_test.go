@@ -8,6 +8,7 @@ import (
 	"github.com/llmgw/gateway/extproc/pricing"
 	"github.com/llmgw/gateway/extproc/tokens"
 	"github.com/llmgw/gateway/internal/pdfpages/pdfpagestest"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // documentBodies are a request of each API carrying one document, its data field at
@@ -72,7 +73,7 @@ func TestUncountableDocumentRefused(t *testing.T) {
 				h := replay.Start(t, replay.Service(t, f))
 				x, _, resp := h.Post(t, tt.path, []byte(tt.body(data.b64)), bearer(keyPaid)...)
 				defer x.Close()
-				checkError(t, resp, want{503, "pricing_unavailable", "api_error", tt.param, false, ""}, tt.anthropic)
+				checkError(t, resp, testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param), tt.anthropic)
 				if reserves, _, _ := f.Counts(); reserves != 0 {
 					t.Errorf("%d reservations for a refused request", reserves)
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/extproc/webhook"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // fakeDNS resolves a fixed table; other names do not resolve.
@@ -49,14 +50,16 @@ func TestEndpointErrors(t *testing.T) {
 		images     = "/v1/images/generations"
 		videos     = "/v1/video/generations"
 	)
-	bad := func(code, param string) want { return want{400, code, "invalid_request_error", param, false, ""} }
+	bad := func(code, param string) testkit.APIError {
+		return testkit.WantError(400, code, "invalid_request_error").WithParam(param)
+	}
 	tests := []struct {
 		name     string
 		path     string
 		body     string
 		headers  []string
 		reserveE error
-		w        want
+		w        testkit.APIError
 		reserved bool
 	}{
 		// Responses (4.4)
@@ -76,13 +79,13 @@ func TestEndpointErrors(t *testing.T) {
 		{name: "responses top_p", path: responses, body: `{"model":"demo-responses","input":"hi","top_p":2}`, w: bad("invalid_request", "top_p")},
 		{name: "responses tools not array", path: responses, body: `{"model":"demo-responses","input":"hi","tools":{}}`, w: bad("invalid_request", "tools")},
 		{name: "responses metadata string", path: responses, body: `{"model":"demo-responses","input":"hi","metadata":"x"}`, w: bad("invalid_request", "metadata")},
-		{name: "responses no key", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: []string{}, w: want{401, "invalid_api_key", "invalid_request_error", "", false, ""}},
-		{name: "responses suspended", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keySuspended), w: want{403, "account_suspended", "permission_error", "", false, ""}},
-		{name: "responses embeddings model", path: responses, body: `{"model":"demo-embed","input":"hi"}`, w: want{403, "model_not_available", "permission_error", "model", false, ""}},
-		{name: "responses not allowed", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keyScoped), w: want{403, "model_not_allowed", "permission_error", "model", false, ""}},
-		{name: "responses requires top-up", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keyNew), w: want{403, "model_requires_topup", "permission_error", "model", false, ""}},
-		{name: "responses insufficient", path: responses, body: `{"model":"demo-responses","input":"hi"}`, reserveE: ledger.Refuse(ledger.ReasonInsufficientCredits, ""), reserved: true, w: want{402, "insufficient_credits", "invalid_request_error", "", false, ""}},
-		{name: "responses too large", path: responses, body: `{"model":"demo-responses","input":"` + strings.Repeat("a", 2<<20) + `"}`, w: want{413, "request_body_too_large", "invalid_request_error", "", false, ""}},
+		{name: "responses no key", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: []string{}, w: testkit.WantError(401, "invalid_api_key", "invalid_request_error")},
+		{name: "responses suspended", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keySuspended), w: testkit.WantError(403, "account_suspended", "permission_error")},
+		{name: "responses embeddings model", path: responses, body: `{"model":"demo-embed","input":"hi"}`, w: testkit.WantError(403, "model_not_available", "permission_error").WithParam("model")},
+		{name: "responses not allowed", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keyScoped), w: testkit.WantError(403, "model_not_allowed", "permission_error").WithParam("model")},
+		{name: "responses requires top-up", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keyNew), w: testkit.WantError(403, "model_requires_topup", "permission_error").WithParam("model")},
+		{name: "responses insufficient", path: responses, body: `{"model":"demo-responses","input":"hi"}`, reserveE: ledger.Refuse(ledger.ReasonInsufficientCredits, ""), reserved: true, w: testkit.WantError(402, "insufficient_credits", "invalid_request_error")},
+		{name: "responses too large", path: responses, body: `{"model":"demo-responses","input":"` + strings.Repeat("a", 2<<20) + `"}`, w: testkit.WantError(413, "request_body_too_large", "invalid_request_error")},
 		// Embeddings (4.5)
 		{name: "embeddings input missing", path: embeddings, body: `{"model":"demo-embed"}`, w: bad("invalid_request", "input")},
 		{name: "embeddings empty string", path: embeddings, body: `{"model":"demo-embed","input":""}`, w: bad("invalid_request", "input")},
@@ -97,10 +100,10 @@ func TestEndpointErrors(t *testing.T) {
 		{name: "embeddings dimensions fraction", path: embeddings, body: `{"model":"demo-embed","input":"a","dimensions":1.5}`, w: bad("invalid_request", "dimensions")},
 		{name: "embeddings stream string", path: embeddings, body: `{"model":"demo-embed","input":"a","stream":1}`, w: bad("invalid_stream", "stream")},
 		{name: "embeddings stream true", path: embeddings, body: `{"model":"demo-embed","input":"a","stream":true}`, w: bad("invalid_request", "stream")},
-		{name: "embeddings chat model", path: embeddings, body: `{"model":"demo-chat","input":"a"}`, w: want{403, "model_not_available", "permission_error", "model", false, ""}},
-		{name: "embeddings requires top-up", path: embeddings, body: `{"model":"demo-embed","input":"a"}`, headers: []string{"x-api-key", keyNew}, w: want{403, "model_requires_topup", "permission_error", "model", false, ""}},
-		{name: "embeddings key limit", path: embeddings, body: `{"model":"demo-embed","input":"a"}`, reserveE: &ledger.Refusal{Reason: ledger.ReasonKeyLimitReached, RetryAfter: 60, Limit: "daily"}, reserved: true, w: want{429, "key_limit_reached", "rate_limit_error", "", true, "60"}},
-		{name: "multimodal without a channel that serves it", path: multimodal, body: `{"model":"demo-embed","input":[{"text":"a"}]}`, w: want{403, "model_not_available", "permission_error", "model", false, ""}},
+		{name: "embeddings chat model", path: embeddings, body: `{"model":"demo-chat","input":"a"}`, w: testkit.WantError(403, "model_not_available", "permission_error").WithParam("model")},
+		{name: "embeddings requires top-up", path: embeddings, body: `{"model":"demo-embed","input":"a"}`, headers: []string{"x-api-key", keyNew}, w: testkit.WantError(403, "model_requires_topup", "permission_error").WithParam("model")},
+		{name: "embeddings key limit", path: embeddings, body: `{"model":"demo-embed","input":"a"}`, reserveE: &ledger.Refusal{Reason: ledger.ReasonKeyLimitReached, RetryAfter: 60, Limit: "daily"}, reserved: true, w: testkit.WantError(429, "key_limit_reached", "rate_limit_error").WithRetry("60")},
+		{name: "multimodal without a channel that serves it", path: multimodal, body: `{"model":"demo-embed","input":[{"text":"a"}]}`, w: testkit.WantError(403, "model_not_available", "permission_error").WithParam("model")},
 		{name: "multimodal input missing", path: multimodal, body: `{"model":"demo-embed"}`, w: bad("invalid_request", "input")},
 		// Speech (4.6)
 		{name: "speech input missing", path: speech, body: `{"model":"demo-tts","voice":"alloy"}`, w: bad("invalid_request", "input")},
@@ -110,8 +113,8 @@ func TestEndpointErrors(t *testing.T) {
 		{name: "speech format", path: speech, body: `{"model":"demo-tts","input":"hi","voice":"alloy","response_format":"ogg"}`, w: bad("invalid_request", "response_format")},
 		{name: "speech speed zero", path: speech, body: `{"model":"demo-tts","input":"hi","voice":"alloy","speed":0}`, w: bad("invalid_request", "speed")},
 		{name: "speech speed string", path: speech, body: `{"model":"demo-tts","input":"hi","voice":"alloy","speed":"1"}`, w: bad("invalid_request", "speed")},
-		{name: "speech image model", path: speech, body: `{"model":"demo-image","input":"hi","voice":"alloy"}`, w: want{403, "model_not_available", "permission_error", "model", false, ""}},
-		{name: "speech concurrency", path: speech, body: `{"model":"demo-tts","input":"hi","voice":"alloy"}`, reserveE: &ledger.Refusal{Reason: ledger.ReasonConcurrencyLimitExceeded}, reserved: true, w: want{429, "concurrency_limit_exceeded", "rate_limit_error", "", true, "5"}},
+		{name: "speech image model", path: speech, body: `{"model":"demo-image","input":"hi","voice":"alloy"}`, w: testkit.WantError(403, "model_not_available", "permission_error").WithParam("model")},
+		{name: "speech concurrency", path: speech, body: `{"model":"demo-tts","input":"hi","voice":"alloy"}`, reserveE: &ledger.Refusal{Reason: ledger.ReasonConcurrencyLimitExceeded}, reserved: true, w: testkit.WantError(429, "concurrency_limit_exceeded", "rate_limit_error").WithRetry("5")},
 		// Images (4.7)
 		{name: "images prompt missing", path: images, body: `{"model":"demo-image"}`, w: bad("invalid_request", "prompt")},
 		{name: "images prompt empty", path: images, body: `{"model":"demo-image","prompt":""}`, w: bad("invalid_request", "prompt")},
@@ -120,7 +123,7 @@ func TestEndpointErrors(t *testing.T) {
 		{name: "images response_format", path: images, body: `{"model":"demo-image","prompt":"a cat","response_format":"png"}`, w: bad("invalid_request", "response_format")},
 		{name: "images size number", path: images, body: `{"model":"demo-image","prompt":"a cat","size":1024}`, w: bad("invalid_request", "size")},
 		{name: "images model missing", path: images, body: `{"prompt":"a cat"}`, w: bad("invalid_model", "model")},
-		{name: "images rate limit", path: images, body: `{"model":"demo-image","prompt":"a cat"}`, reserveE: &ledger.Refusal{Reason: ledger.ReasonRateLimitExceeded, RetryAfter: 7}, reserved: true, w: want{429, "rate_limit_exceeded", "rate_limit_error", "", true, "7"}},
+		{name: "images rate limit", path: images, body: `{"model":"demo-image","prompt":"a cat"}`, reserveE: &ledger.Refusal{Reason: ledger.ReasonRateLimitExceeded, RetryAfter: 7}, reserved: true, w: testkit.WantError(429, "rate_limit_exceeded", "rate_limit_error").WithRetry("7")},
 		// Video submission
 		{name: "video duration too short", path: videos, body: `{"model":"demo-video","prompt":"a wave","duration":1}`, w: bad("invalid_duration", "duration")},
 		{name: "video duration too long", path: videos, body: `{"model":"demo-video","prompt":"a wave","duration":16}`, w: bad("invalid_duration", "duration")},
@@ -135,8 +138,8 @@ func TestEndpointErrors(t *testing.T) {
 		{name: "video webhook own domain", path: videos, body: `{"model":"demo-video","prompt":"a wave","webhook_url":"https://gw.llmgw.dev/x"}`, w: bad("invalid_webhook_url", "webhook_url")},
 		{name: "video webhook does not resolve", path: videos, body: `{"model":"demo-video","prompt":"a wave","webhook_url":"https://nx.example.com/x"}`, w: bad("invalid_webhook_url", "webhook_url")},
 		{name: "video stream", path: videos, body: `{"model":"demo-video","prompt":"a wave","stream":true}`, w: bad("invalid_request", "stream")},
-		{name: "video chat model", path: videos, body: `{"model":"demo-chat","prompt":"a wave"}`, w: want{403, "model_not_available", "permission_error", "model", false, ""}},
-		{name: "video insufficient", path: videos, body: `{"model":"demo-video","prompt":"a wave"}`, reserveE: ledger.Refuse(ledger.ReasonInsufficientCredits, ""), reserved: true, w: want{402, "insufficient_credits", "invalid_request_error", "", false, ""}},
+		{name: "video chat model", path: videos, body: `{"model":"demo-chat","prompt":"a wave"}`, w: testkit.WantError(403, "model_not_available", "permission_error").WithParam("model")},
+		{name: "video insufficient", path: videos, body: `{"model":"demo-video","prompt":"a wave"}`, reserveE: ledger.Refuse(ledger.ReasonInsufficientCredits, ""), reserved: true, w: testkit.WantError(402, "insufficient_credits", "invalid_request_error")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,7 +156,7 @@ func TestEndpointErrors(t *testing.T) {
 				resp = hdr
 			}
 			checkError(t, resp, tt.w, false)
-			if tt.w.code == "invalid_duration" && !strings.Contains(string(resp.GetImmediateResponse().GetBody()), "from 2 to 15") {
+			if tt.w.Code == "invalid_duration" && !strings.Contains(string(resp.GetImmediateResponse().GetBody()), "from 2 to 15") {
 				t.Errorf("message does not name the range: %s", resp.GetImmediateResponse().GetBody())
 			}
 			x.Close()
@@ -335,7 +338,7 @@ func TestSpeech(t *testing.T) {
 	h = replay.Start(t, replay.Service(t, f))
 	x = admitPath(t, h, "/v1/audio/speech", `{"model":"demo-tts","input":"hi","voice":"alloy"}`)
 	r = x.Send(replay.ResponseHeaders(200, "content-type", "text/html"))
-	checkError(t, r, want{502, "upstream_error", "api_error", "", false, ""}, false)
+	checkError(t, r, testkit.WantError(502, "upstream_error", "api_error"), false)
 	x.Close()
 	if len(f.Commits) != 0 || len(f.Releases) != 1 {
 		t.Errorf("commits %v releases %v", f.Commits, f.Releases)
@@ -348,14 +351,14 @@ func TestImages(t *testing.T) {
 		status int
 		ct     string
 		body   string
-		w      *want
+		w      *testkit.APIError
 		free   bool
 	}{
 		{name: "url", status: 200, ct: "application/json", body: `{"created":1,"data":[{"url":"https://images.mock.invalid/a.png","revised_prompt":"a cat"}]}`},
 		{name: "b64", status: 200, ct: "application/json", body: `{"created":1,"data":[{"b64_json":"` + strings.Repeat("QUJD", 1<<20) + `"}]}`},
 		// An empty "data" passes through (the headers already went out) and is not billed.
 		{name: "no image", status: 200, ct: "application/json", body: `{"created":1,"data":[ ]}`, free: true},
-		{name: "upstream out of funds", status: 429, ct: "application/json", body: `{"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"quota"}}`, w: &want{503, "upstream_account_unavailable", "api_error", "", true, ""}},
+		{name: "upstream out of funds", status: 429, ct: "application/json", body: `{"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"quota"}}`, w: testkit.WantError(503, "upstream_account_unavailable", "api_error").WithRetry("").Ptr()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

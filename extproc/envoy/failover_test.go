@@ -13,6 +13,7 @@ import (
 	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/internal/testkit"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -229,7 +230,7 @@ func TestFailoverClientLeavesMidway(t *testing.T) {
 	a.Send(replay.ResponseBody([]byte(`{"error":{"message":"overloaded","type":"server_error"}}`), true))
 	a.Close()
 	d.Cancel() // the client is gone: Envoy resets the request's stream
-	waitFor(t, func() bool { _, reserved := s.balance(t, acct); return reserved == 0 })
+	testkit.WaitFor(t, "the hold released", func() bool { _, reserved := s.balance(t, acct); return reserved == 0 })
 	if balance, reserved := s.balance(t, acct); balance != 1_000_000 || reserved != 0 {
 		t.Errorf("balance %d reserved %d after the client left mid-failover", balance, reserved)
 	}

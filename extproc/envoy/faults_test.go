@@ -12,6 +12,7 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // stuckLedger's Commit, Renew and Reserve calls wait until their gate opens (or their
@@ -52,9 +53,9 @@ func (s *stuckLedger) Reserve(ctx context.Context, r ledger.ReserveRequest) (led
 
 // replyWithin sends msg on x and returns its reply, or fails the test when none came
 // while the ledger was stuck (then it opens gate, so the test can end).
-func replyWithin(t *testing.T, x *replay.Exchange, msg *extprocv3.ProcessingRequest, gate chan struct{}) *extprocResp {
+func replyWithin(t *testing.T, x *replay.Exchange, msg *extprocv3.ProcessingRequest, gate chan struct{}) *extprocv3.ProcessingResponse {
 	t.Helper()
-	got := make(chan *extprocResp, 1)
+	got := make(chan *extprocv3.ProcessingResponse, 1)
 	go func() { got <- x.Send(msg) }()
 	select {
 	case r := <-got:
@@ -117,7 +118,7 @@ func TestReserveOverBudgetIsRefusedAndReleased(t *testing.T) {
 	f := &stuckLedger{FakeLedger: newFake(), reserveGate: make(chan struct{})}
 	h := replay.Start(t, replay.Service(t, f))
 	x, _, resp := h.Post(t, "/v1/chat/completions", []byte(chatOK), bearer(keyPaid)...)
-	checkError(t, resp, want{503, "service_unavailable", "api_error", "", false, ""}, false)
+	checkError(t, resp, testkit.WantError(503, "service_unavailable", "api_error"), false)
 	close(f.reserveGate) // accounting answers again
 	x.Close()
 	reserves, commits, releases := f.Counts()
@@ -218,7 +219,7 @@ func TestHoldIsALeaseItsOwnerRenews(t *testing.T) {
 		t.Errorf("reserved for %v, want the lease %v", f.Reserves[0].TTL, lease)
 	}
 	x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
-	waitFor(t, func() bool { return f.RenewalCount() >= 3 }) // more than a lease
+	testkit.WaitFor(t, "three lease renewals", func() bool { return f.RenewalCount() >= 3 }) // more than a lease
 	x.Send(replay.ResponseBody([]byte(streamDone), false))
 	x.Send(replay.ResponseBody(nil, true))
 	x.Close()

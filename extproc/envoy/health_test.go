@@ -7,6 +7,7 @@ import (
 	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // TestACoolingChannelIsSkippedByLaterRequests: a channel whose provider account refused
@@ -23,7 +24,7 @@ func TestACoolingChannelIsSkippedByLaterRequests(t *testing.T) {
 	x := admit(t, h, chatOK)
 	x.Send(replay.ResponseHeaders(429, "content-type", "application/json"))
 	r := x.Send(replay.ResponseBody([]byte(`{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`), true))
-	checkError(t, r, want{503, "upstream_account_unavailable", "api_error", "", true, ""}, false)
+	checkError(t, r, testkit.WantError(503, "upstream_account_unavailable", "api_error").WithRetry(""), false)
 	x.Close()
 	if s, why := tracker.State("mock-demo-chat"); s != health.Cooling || why != health.RateLimited {
 		t.Fatalf("channel state %v (%v), want cooling after the 429", s, why)
@@ -31,7 +32,7 @@ func TestACoolingChannelIsSkippedByLaterRequests(t *testing.T) {
 
 	// While it cools: no upstream call, no hold, a retryable 503.
 	_, _, resp := h.Post(t, "/v1/chat/completions", []byte(chatOK), bearer(keyPaid)...)
-	checkError(t, resp, want{503, "service_unavailable", "api_error", "", false, ""}, false)
+	checkError(t, resp, testkit.WantError(503, "service_unavailable", "api_error"), false)
 	if len(f.Reserves) != 1 {
 		t.Errorf("reserves %d, want only the first request's", len(f.Reserves))
 	}
@@ -47,7 +48,7 @@ func TestACoolingChannelIsSkippedByLaterRequests(t *testing.T) {
 		t.Errorf("last failure %v, want account", why)
 	}
 	_, _, resp = h.Post(t, "/v1/chat/completions", []byte(chatOK), bearer(keyPaid)...)
-	checkError(t, resp, want{503, "upstream_account_unavailable", "api_error", "", true, ""}, false)
+	checkError(t, resp, testkit.WantError(503, "upstream_account_unavailable", "api_error").WithRetry(""), false)
 
 	// After the cooldown one request probes; its success makes the channel healthy.
 	now = now.Add(time.Hour)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/internal/pdfpages/pdfpagestest"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // TestHoldBoundsEveryPart checks that the same material held through any billed part of
@@ -87,7 +88,7 @@ func TestUnboundedPartsHaveNoPrice(t *testing.T) {
 				}
 				return
 			}
-			checkError(t, bdy, want{503, "pricing_unavailable", "api_error", tt.param, false, ""}, tt.anthropic)
+			checkError(t, bdy, testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param), tt.anthropic)
 			if reserves, _, _ := f.Counts(); reserves != 0 {
 				t.Errorf("%d reservations for a refused request", reserves)
 			}

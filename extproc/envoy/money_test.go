@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // TestClientGoneAfterUsageChargesUsage: the upstream's usage event reached extproc (and
@@ -64,7 +65,7 @@ func TestClientGoneAfterUsageChargesUsage(t *testing.T) {
 				x.Send(replay.ResponseBody([]byte(c), false))
 			}
 			x.Cancel()
-			waitFor(t, func() bool { _, c, rel := f.Counts(); return c+rel == 1 })
+			testkit.WaitFor(t, "the settlement", func() bool { _, c, rel := f.Counts(); return c+rel == 1 })
 			if len(f.Commits) != 1 {
 				t.Fatalf("commits %+v releases %v, want one commit", f.Commits, f.Releases)
 			}
@@ -124,7 +125,7 @@ func TestPanicInPhaseSettlesAndServerSurvives(t *testing.T) {
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("stream ended with %v, want Internal after the panic", err)
 	}
-	waitFor(t, func() bool { _, c, rel := f.Counts(); return c+rel == 1 })
+	testkit.WaitFor(t, "the settlement", func() bool { _, c, rel := f.Counts(); return c+rel == 1 })
 	if len(f.Commits) != 0 || len(f.Releases) != 1 || !strings.HasSuffix(f.Releases[0], ":panic") {
 		t.Fatalf("commits %+v releases %v, want one release for the panic", f.Commits, f.Releases)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // TestResponseWithoutBody checks responses whose headers end the stream: Envoy then sends
@@ -13,12 +14,12 @@ func TestResponseWithoutBody(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		status int
-		w      want
+		w      testkit.APIError
 	}{
-		{"upstream 503 without body", 503, want{503, "service_unavailable", "api_error", "", false, ""}},
-		{"upstream 401 without body", 401, want{503, "upstream_account_unavailable", "api_error", "", true, ""}},
-		{"upstream 500 without body", 500, want{502, "upstream_error", "api_error", "", false, ""}},
-		{"success without body", 200, want{502, "upstream_error", "api_error", "", false, ""}},
+		{"upstream 503 without body", 503, testkit.WantError(503, "service_unavailable", "api_error")},
+		{"upstream 401 without body", 401, testkit.WantError(503, "upstream_account_unavailable", "api_error").WithRetry("")},
+		{"upstream 500 without body", 500, testkit.WantError(502, "upstream_error", "api_error")},
+		{"success without body", 200, testkit.WantError(502, "upstream_error", "api_error")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // TestServerToolsHaveNoPrice checks that a request asking the provider for tools it runs
@@ -49,9 +50,9 @@ func TestServerToolsHaveNoPrice(t *testing.T) {
 				}
 				return
 			}
-			w := want{503, "pricing_unavailable", "api_error", tt.param, false, ""}
+			w := testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param)
 			if tt.anthropic {
-				w.param = ""
+				w.Param = ""
 			}
 			checkError(t, bdy, w, tt.anthropic)
 			if reserves, _, _ := f.Counts(); reserves != 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/internal/testkit"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -110,7 +111,7 @@ func TestSettlementAgainstRealAccounting(t *testing.T) {
 				x.Close()
 			}
 			// Settlement after a cancel happens when the server sees the stream end.
-			waitFor(t, func() bool { _, held := s.balance(t, acct); return held == 0 })
+			testkit.WaitFor(t, "the hold settled", func() bool { _, held := s.balance(t, acct); return held == 0 })
 			bal, _ := s.balance(t, acct)
 			if got := start - bal; got != tt.charged {
 				t.Errorf("charged %d micros, want %d", got, tt.charged)

@@ -12,25 +12,14 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/credential"
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/internal/testkit"
 	"github.com/tidwall/gjson"
 )
 
-// setHeaders returns a common response's set headers by name, failing on any value put
-// in "value" instead of "raw_value" and on appends.
+// setHeaders returns a common response's set headers by name (testkit.MutationHeaders).
 func setHeaders(t *testing.T, c *extprocv3.CommonResponse) map[string]string {
 	t.Helper()
-	m := map[string]string{}
-	for _, h := range c.GetHeaderMutation().GetSetHeaders() {
-		if h.GetHeader().GetValue() != "" {
-			t.Errorf("header %s uses value", h.GetHeader().GetKey())
-		}
-		//lint:ignore SA1019 ext_proc honours append, not append_action
-		if h.GetAppend().GetValue() {
-			t.Errorf("header %s appends", h.GetHeader().GetKey())
-		}
-		m[h.GetHeader().GetKey()] = string(h.GetHeader().GetRawValue())
-	}
-	return m
+	return testkit.MutationHeaders(t, c.GetHeaderMutation())
 }
 
 func TestChatMutation(t *testing.T) {
@@ -305,12 +294,12 @@ func TestResponseErrorsRelease(t *testing.T) {
 		status int
 		ct     string
 		body   string
-		w      want
+		w      testkit.APIError
 	}{
-		{name: "openai out of funds", status: 429, ct: "application/json", body: `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, w: want{503, "upstream_account_unavailable", "api_error", "", true, ""}},
-		{name: "upstream 401", status: 401, ct: "application/json", body: `{"error":{"message":"bad key sk-mock"}}`, w: want{503, "upstream_account_unavailable", "api_error", "", true, ""}},
-		{name: "no healthy upstream", status: 503, ct: "text/plain", body: `no healthy upstream`, w: want{503, "service_unavailable", "api_error", "", false, ""}},
-		{name: "upstream 500", status: 500, ct: "application/json", body: `{"error":{"message":"boom"}}`, w: want{502, "upstream_error", "api_error", "", false, ""}},
+		{name: "openai out of funds", status: 429, ct: "application/json", body: `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, w: testkit.WantError(503, "upstream_account_unavailable", "api_error").WithRetry("")},
+		{name: "upstream 401", status: 401, ct: "application/json", body: `{"error":{"message":"bad key sk-mock"}}`, w: testkit.WantError(503, "upstream_account_unavailable", "api_error").WithRetry("")},
+		{name: "no healthy upstream", status: 503, ct: "text/plain", body: `no healthy upstream`, w: testkit.WantError(503, "service_unavailable", "api_error")},
+		{name: "upstream 500", status: 500, ct: "application/json", body: `{"error":{"message":"boom"}}`, w: testkit.WantError(502, "upstream_error", "api_error")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -337,7 +326,7 @@ func TestResponseErrorsRelease(t *testing.T) {
 	h := replay.Start(t, replay.Service(t, f))
 	x := admit(t, h, chatOK)
 	r := x.Send(replay.ResponseHeaders(200, "content-type", "text/html"))
-	checkError(t, r, want{502, "upstream_error", "api_error", "", false, ""}, false)
+	checkError(t, r, testkit.WantError(502, "upstream_error", "api_error"), false)
 	x.Close()
 	if len(f.Commits) != 0 || len(f.Releases) != 1 {
 		t.Errorf("commits %v releases %v", f.Commits, f.Releases)
@@ -364,7 +353,7 @@ func TestCancelSettlesWhatWasDelivered(t *testing.T) {
 			x.Cancel()
 			// The server settles after Recv fails; poll the fake until it has. Input is the
 			// local count of "x" (1 token + 4 + 3 framing), output "hello world" (2).
-			waitFor(t, func() bool { _, c, rel := f.Counts(); return c+rel == 1 })
+			testkit.WaitFor(t, "the settlement", func() bool { _, c, rel := f.Counts(); return c+rel == 1 })
 			_, commits, _ := f.Counts()
 			if commits != 1 {
 				t.Fatalf("commits %+v releases %v", f.Commits, f.Releases)
@@ -386,13 +375,13 @@ func TestEmptyAndChunkedBodies(t *testing.T) {
 	// HTTP/1 Content-Length: 0: headers only, end_of_stream true.
 	x := h.Open(t)
 	r := x.Send(replay.RequestHeaders(true, ":method", "POST", ":path", "/v1/chat/completions", "content-length", "0", "authorization", "Bearer "+keyPaid))
-	checkError(t, r, want{400, "invalid_request", "invalid_request_error", "", false, ""}, false)
+	checkError(t, r, testkit.WantError(400, "invalid_request", "invalid_request_error"), false)
 	x.Close()
 	// HTTP/2 empty DATA with END_STREAM: an empty body message.
 	x = h.Open(t)
 	x.Send(replay.PostHeaders("/v1/chat/completions", -1, bearer(keyPaid)...))
 	r = x.Send(replay.RequestBody(nil, true))
-	checkError(t, r, want{400, "invalid_request", "invalid_request_error", "", false, ""}, false)
+	checkError(t, r, testkit.WantError(400, "invalid_request", "invalid_request_error"), false)
 	x.Close()
 	// Chunked body without content-length: admitted, content-length set.
 	x = h.Open(t)

@@ -7,6 +7,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // TestBufferedBodyBeforeRequestTrailers: an HTTP/2 request with trailers reaches
@@ -41,7 +42,7 @@ func TestBufferedBodyBeforeRequestTrailers(t *testing.T) {
 			}
 			r := x.Send(replay.RequestBody([]byte(chatOK), false))
 			if !tc.admitted {
-				checkError(t, r, want{500, "internal_error", "api_error", "", false, ""}, false)
+				checkError(t, r, testkit.WantError(500, "internal_error", "api_error"), false)
 				x.Close()
 				if len(f.Reserves) != 0 {
 					t.Errorf("reserved %v", f.Reserves)

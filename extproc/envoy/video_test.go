@@ -19,6 +19,7 @@ import (
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/extproc/video"
+	"github.com/llmgw/gateway/internal/testkit"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -31,16 +32,16 @@ func TestVideoSubmission(t *testing.T) {
 		upstream string
 		recordE  error
 		hold     int64
-		w        *want // the error answered instead of the task
+		w        *testkit.APIError // the error answered instead of the task
 		recorded bool
 	}{
 		// 4 s at 100,000 per second.
 		{name: "accepted", body: `{"model":"demo-video","prompt":"a wave, 720p","duration":4,"resolution":"720p","webhook_url":"https://hooks.example.com/done"}`, status: 200, upstream: accepted, hold: 400000, recorded: true},
 		// The model's default duration (5 s) when omitted.
 		{name: "default duration", body: `{"model":"demo-video","prompt":"a wave"}`, status: 200, upstream: accepted, hold: 500000, recorded: true},
-		{name: "no task id", body: `{"model":"demo-video","prompt":"a wave"}`, status: 200, upstream: `{"status":"queued"}`, hold: 500000, w: &want{502, "upstream_error", "api_error", "", false, ""}},
-		{name: "bad task id", body: `{"model":"demo-video","prompt":"a wave"}`, status: 200, upstream: `{"id":"../x"}`, hold: 500000, w: &want{502, "upstream_error", "api_error", "", false, ""}},
-		{name: "upstream refused", body: `{"model":"demo-video","prompt":"a wave"}`, status: 401, upstream: `{"error":{"message":"bad key"}}`, hold: 500000, w: &want{503, "upstream_account_unavailable", "api_error", "", true, ""}},
+		{name: "no task id", body: `{"model":"demo-video","prompt":"a wave"}`, status: 200, upstream: `{"status":"queued"}`, hold: 500000, w: testkit.WantError(502, "upstream_error", "api_error").Ptr()},
+		{name: "bad task id", body: `{"model":"demo-video","prompt":"a wave"}`, status: 200, upstream: `{"id":"../x"}`, hold: 500000, w: testkit.WantError(502, "upstream_error", "api_error").Ptr()},
+		{name: "upstream refused", body: `{"model":"demo-video","prompt":"a wave"}`, status: 401, upstream: `{"error":{"message":"bad key"}}`, hold: 500000, w: testkit.WantError(503, "upstream_account_unavailable", "api_error").WithRetry("").Ptr()},
 		// The provider accepted (and bills) the task: the client gets it and is charged;
 		// recording goes on after the reply.
 		{name: "accounting cannot record", body: `{"model":"demo-video","prompt":"a wave"}`, status: 200, upstream: accepted, recordE: errors.New("unavailable"), hold: 500000, recorded: true},
@@ -88,7 +89,7 @@ func TestVideoSubmission(t *testing.T) {
 }
 
 // getTask plays GET /v1/videos/{id} with the key and returns the headers reply.
-func getTask(t *testing.T, h *replay.Harness, id, key string) (*replay.Exchange, *want) {
+func getTask(t *testing.T, h *replay.Harness, id, key string) (*replay.Exchange, *testkit.APIError) {
 	t.Helper()
 	x := h.Open(t)
 	kv := []string{":method", "GET", ":path", "/v1/videos/" + id, "x-gateway-upstream", "evil"}
@@ -129,12 +130,12 @@ func TestVideoTaskVisibility(t *testing.T) {
 	f.SetTask(task("vid_adm", "k-adm", "a1", true, 0))
 	f.SetTask(task("vid_old", "k-paid", "a1", false, 24*time.Hour))
 	f.SetTask(task("vid_almost", "k-paid", "a1", false, 24*time.Hour-time.Second))
-	notFound := &want{404, "task_not_found", "invalid_request_error", "", false, ""}
+	notFound := testkit.WantError(404, "task_not_found", "invalid_request_error").Ptr()
 	tests := []struct {
 		name string
 		id   string
 		key  string
-		w    *want // nil: routed upstream
+		w    *testkit.APIError // nil: routed upstream
 	}{
 		{name: "owner's key", id: "vid_a1", key: keyPaid},
 		{name: "another key of the same account", id: "vid_a1", key: keyScoped},
@@ -146,15 +147,15 @@ func TestVideoTaskVisibility(t *testing.T) {
 		{name: "admin task, other account", id: "vid_adm", key: keyOther, w: notFound},
 		{name: "unknown task", id: "vid_nope", key: keyPaid, w: notFound},
 		{name: "just under 24 h", id: "vid_almost", key: keyPaid},
-		{name: "24 h old", id: "vid_old", key: keyPaid, w: &want{404, "task_expired", "invalid_request_error", "", false, ""}},
+		{name: "24 h old", id: "vid_old", key: keyPaid, w: testkit.WantError(404, "task_expired", "invalid_request_error").Ptr()},
 		{name: "expired task of another account is not found", id: "vid_old", key: keyOther, w: notFound},
-		{name: "bad characters", id: "vid%2F..", key: keyPaid, w: &want{400, "invalid_task_id", "invalid_request_error", "task_id", false, ""}},
-		{name: "slash", id: "a/b", key: keyPaid, w: &want{400, "invalid_task_id", "invalid_request_error", "task_id", false, ""}},
-		{name: "too long", id: strings.Repeat("v", 201), key: keyPaid, w: &want{400, "invalid_task_id", "invalid_request_error", "task_id", false, ""}},
-		{name: "empty", id: "", key: keyPaid, w: &want{400, "invalid_task_id", "invalid_request_error", "task_id", false, ""}},
-		{name: "no key", id: "vid_a1", w: &want{401, "invalid_api_key", "invalid_request_error", "", false, ""}},
-		{name: "unknown key", id: "vid_a1", key: keyUnknown, w: &want{401, "invalid_api_key", "invalid_request_error", "", false, ""}},
-		{name: "suspended", id: "vid_a1", key: keySuspended, w: &want{403, "account_suspended", "permission_error", "", false, ""}},
+		{name: "bad characters", id: "vid%2F..", key: keyPaid, w: testkit.WantError(400, "invalid_task_id", "invalid_request_error").WithParam("task_id").Ptr()},
+		{name: "slash", id: "a/b", key: keyPaid, w: testkit.WantError(400, "invalid_task_id", "invalid_request_error").WithParam("task_id").Ptr()},
+		{name: "too long", id: strings.Repeat("v", 201), key: keyPaid, w: testkit.WantError(400, "invalid_task_id", "invalid_request_error").WithParam("task_id").Ptr()},
+		{name: "empty", id: "", key: keyPaid, w: testkit.WantError(400, "invalid_task_id", "invalid_request_error").WithParam("task_id").Ptr()},
+		{name: "no key", id: "vid_a1", w: testkit.WantError(401, "invalid_api_key", "invalid_request_error").Ptr()},
+		{name: "unknown key", id: "vid_a1", key: keyUnknown, w: testkit.WantError(401, "invalid_api_key", "invalid_request_error").Ptr()},
+		{name: "suspended", id: "vid_a1", key: keySuspended, w: testkit.WantError(403, "account_suspended", "permission_error").Ptr()},
 	}
 	h := replay.Start(t, replay.Service(t, f))
 	for _, tt := range tests {
@@ -181,7 +182,7 @@ func TestVideoTaskVisibility(t *testing.T) {
 	}
 	// 405 for another method.
 	x := h.Open(t)
-	checkError(t, x.Send(replay.PostHeaders("/v1/videos/vid_a1", 2, bearer(keyPaid)...)), want{405, "method_not_allowed", "invalid_request_error", "", false, ""}, false)
+	checkError(t, x.Send(replay.PostHeaders("/v1/videos/vid_a1", 2, bearer(keyPaid)...)), testkit.WantError(405, "method_not_allowed", "invalid_request_error"), false)
 	x.Close()
 }
 
@@ -193,11 +194,11 @@ func TestVideoTaskRead(t *testing.T) {
 		name   string
 		status int
 		body   string
-		w      *want
+		w      *testkit.APIError
 	}{
 		{name: "passed through with the public model", status: 200, body: `{"id":"vid_1","object":"video.generation","model":"mock-video","status":"completed","url":"https://videos.mock.invalid/vid_1.mp4"}`},
-		{name: "upstream 404", status: 404, body: `{"error":{"message":"No video task"}}`, w: &want{404, "task_not_found", "invalid_request_error", "", false, ""}},
-		{name: "upstream 500", status: 500, body: `boom`, w: &want{502, "upstream_error", "api_error", "", false, ""}},
+		{name: "upstream 404", status: 404, body: `{"error":{"message":"No video task"}}`, w: testkit.WantError(404, "task_not_found", "invalid_request_error").Ptr()},
+		{name: "upstream 500", status: 500, body: `boom`, w: testkit.WantError(502, "upstream_error", "api_error").Ptr()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/internal/testkit"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -97,17 +98,6 @@ func start(t *testing.T) (*fakeLedger, *Client) {
 	return f, New(accountingv1.NewLedgerServiceClient(conn), Options{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met before the deadline")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func TestKeyCacheFollowsTheWatchStream(t *testing.T) {
 	f, c := start(t)
 	ctx := context.Background()
@@ -129,7 +119,7 @@ func TestKeyCacheFollowsTheWatchStream(t *testing.T) {
 	defer cancel()
 	go c.Watch(wctx)
 	f.changes <- &accountingv1.WatchChangesResponse{Kind: accountingv1.ChangeKind_CHANGE_KIND_RESET}
-	waitFor(t, c.Connected)
+	testkit.WaitFor(t, "the watch stream to connect", c.Connected)
 	g := auth()
 	auth()
 	if n := f.authCount(); n != 3 {
@@ -144,7 +134,7 @@ func TestKeyCacheFollowsTheWatchStream(t *testing.T) {
 		gen := c.gen
 		c.mu.Unlock()
 		f.changes <- ch
-		waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.gen > gen })
+		testkit.WaitFor(t, "the cache to change generation", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.gen > gen })
 	}
 	// A change to another account keeps the entry; a RESET drops it.
 	send(&accountingv1.WatchChangesResponse{Kind: accountingv1.ChangeKind_CHANGE_KIND_ACCOUNT, AccountId: "other"})
@@ -165,14 +155,14 @@ func TestKeyCacheFollowsTheWatchStream(t *testing.T) {
 	}
 	// Stream loss: nothing cached until a new RESET.
 	f.endWatch <- struct{}{}
-	waitFor(t, func() bool { return !c.Connected() })
+	testkit.WaitFor(t, "the watch stream to break", func() bool { return !c.Connected() })
 	auth()
 	auth()
 	if n := f.authCount(); n != 7 {
 		t.Fatalf("stream down: %d RPCs, want 7", n)
 	}
 	f.changes <- &accountingv1.WatchChangesResponse{Kind: accountingv1.ChangeKind_CHANGE_KIND_RESET}
-	waitFor(t, c.Connected)
+	testkit.WaitFor(t, "the watch stream to connect", c.Connected)
 }
 
 func TestMaxAge(t *testing.T) {
@@ -184,7 +174,7 @@ func TestMaxAge(t *testing.T) {
 	defer cancel()
 	go c.Watch(ctx)
 	f.changes <- &accountingv1.WatchChangesResponse{Kind: accountingv1.ChangeKind_CHANGE_KIND_RESET}
-	waitFor(t, c.Connected)
+	testkit.WaitFor(t, "the watch stream to connect", c.Connected)
 	_, _ = c.Authenticate(ctx, []byte("good"))
 	_, _ = c.Authenticate(ctx, []byte("good"))
 	mu.Lock()
@@ -230,7 +220,7 @@ func TestUnknownKeyCachedBriefly(t *testing.T) {
 	defer cancel()
 	go c.Watch(ctx)
 	f.changes <- &accountingv1.WatchChangesResponse{Kind: accountingv1.ChangeKind_CHANGE_KIND_RESET}
-	waitFor(t, c.Connected)
+	testkit.WaitFor(t, "the watch stream to connect", c.Connected)
 	bad := func() {
 		t.Helper()
 		_, err := c.Authenticate(ctx, []byte("bad"))
@@ -255,7 +245,7 @@ func TestUnknownKeyCachedBriefly(t *testing.T) {
 	gen := c.gen
 	c.mu.Unlock()
 	f.changes <- &accountingv1.WatchChangesResponse{Kind: accountingv1.ChangeKind_CHANGE_KIND_KEY, KeyId: "k-new"}
-	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.gen > gen })
+	testkit.WaitFor(t, "the cache to change generation", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.gen > gen })
 	bad()
 	if n := f.authCount(); n != 3 {
 		t.Fatalf("%d RPCs, want 3 (a key change drops cached refusals)", n)
