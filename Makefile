@@ -29,6 +29,10 @@ test: lint browser ## Lint, then run every test: unit, PostgreSQL-backed, gRPC r
 	$(GO) test -tags vtprotobuf -count=1 -timeout 30m ./...
 	cd deploy && $(GO) test -count=1 ./...
 
+.PHONY: chaos
+chaos: ## The whole fault-injection suite, the 3-minute accounting outage included (make test runs it without that one)
+	CHAOS_LONG=1 $(GO) test -tags vtprotobuf -count=1 -timeout 20m -v -run . ./e2e/chaos/
+
 .PHONY: bench
 bench: ## Run the benchmarks (figures: docs/performance.md)
 	$(GO) test -tags vtprotobuf -run '^$$' -bench . -benchmem -count=1 ./...
