@@ -746,7 +746,8 @@ func TestConfigRefusesUnemulatedSettings(t *testing.T) {
 		}), want: "request_body_mode"},
 		{name: "unknown CEL", edit: mapperExpression("response.code_details == 'request_payload_too_large'", "response.flags == 1"), want: "CEL"},
 		{name: "top-level body_format", edit: hcm(func(h *hcmv3.HttpConnectionManager) {
-			h.LocalReplyConfig.BodyFormat = &corev3.SubstitutionFormatString{Format: &corev3.SubstitutionFormatString_TextFormat{TextFormat: "x"}}
+			h.LocalReplyConfig.BodyFormat = &corev3.SubstitutionFormatString{Format: &corev3.SubstitutionFormatString_TextFormatSource{
+				TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "x"}}}}
 		}), want: "body_format"},
 		{name: "access log operator", edit: accessLogField("status", "%RESPONSE_FLAGS%"), want: "RESPONSE_FLAGS"},
 		{name: "access log text around an operator", edit: accessLogField("status", "code %RESPONSE_CODE%"), want: "exactly one command operator"},

@@ -171,11 +171,6 @@ func newHarnessClusters(t testing.TB, upstream http.Handler, handler func(s *ses
 	return h
 }
 
-func port(addr string) string {
-	_, p, _ := net.SplitHostPort(addr)
-	return p
-}
-
 // session returns the next ext_proc stream the fake saw.
 func (h *harness) session(t *testing.T) *session {
 	t.Helper()
