@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/jackc/pgx/v5"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 )
@@ -214,22 +213,6 @@ func TestUnpricedTierRefused(t *testing.T) {
 	if n := reservationCount(t, c.keyID); n != 0 {
 		t.Errorf("%d reservations, want none", n)
 	}
-}
-
-// reservationCount is how many reservations the key ever made.
-func reservationCount(t *testing.T, keyID string) int {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, gw.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM reservations WHERE key_id = $1", keyID).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // TestHoldBoundsCacheWritesUnderLoad: requests that write their whole prompt to the
