@@ -13,7 +13,8 @@ import (
 
 // settleLog is the Observer that logs each settlement from its request's Record: one
 // "settled" line when it landed, a "commit failed" or "release failed" line when it was
-// refused for good. A line never carries a secret: keys appear by id only.
+// refused for good. A line never carries a secret: keys appear by id only. The settled
+// line's fields are built only when the logger writes it.
 type settleLog struct{ log *zap.Logger }
 
 func (settleLog) Held(ledger.Reservation) {}
@@ -31,11 +32,15 @@ func (l settleLog) Observe(rec Record) {
 		// The hold expires server-side at the end of its lease.
 		l.log.Warn("release failed", id, zap.String("reservation", s.Reservation), zap.Error(s.Err))
 	case s.Outcome == OutcomeCommit:
-		l.log.Info("settled", append(settledFields(rec, id), zap.String("outcome", "committed"),
-			zap.Int64("charged_micros", s.ChargedMicros), zap.Int64("actual_micros", s.ActualMicros), zap.Bool("capped", s.Capped))...)
+		if ce := l.log.Check(zap.InfoLevel, "settled"); ce != nil {
+			ce.Write(append(settledFields(rec, id), zap.String("outcome", "committed"),
+				zap.Int64("charged_micros", s.ChargedMicros), zap.Int64("actual_micros", s.ActualMicros), zap.Bool("capped", s.Capped))...)
+		}
 	default:
-		l.log.Info("settled", append(settledFields(rec, id), zap.String("outcome", "released"),
-			zap.Int64("charged_micros", 0), zap.String("reason", s.Reason))...)
+		if ce := l.log.Check(zap.InfoLevel, "settled"); ce != nil {
+			ce.Write(append(settledFields(rec, id), zap.String("outcome", "released"),
+				zap.Int64("charged_micros", 0), zap.String("reason", s.Reason))...)
+		}
 	}
 }
 

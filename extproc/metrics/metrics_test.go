@@ -138,6 +138,15 @@ func TestRequestsAndCredits(t *testing.T) {
 			upstream: metrics.KindAccountUnavailable, held: true,
 		},
 		{
+			// Refused at its headers: the status is still the upstream's.
+			name: "a 200 that is not what was asked for",
+			msgs: append(post("/v1/chat/completions", chat, auth()...),
+				replay.ResponseHeaders(200, "content-type", "text/html"),
+				replay.ResponseBody([]byte(`<html>maintenance</html>`), true)),
+			want:     series{"/v1/chat/completions", "demo-chat", "mock-demo-chat", "upstream_error"},
+			upstream: metrics.KindUnusable, held: true,
+		},
+		{
 			name: "envoy timed the upstream out",
 			msgs: append(post("/v1/chat/completions", chat, auth()...),
 				replay.ResponseHeaders(504, "content-type", "text/plain"),

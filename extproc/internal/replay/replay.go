@@ -297,6 +297,7 @@ type FakeLedger struct {
 	Commits           []ledger.CommitRequest
 	CommitE           error
 	LostCommitAnswers int
+	charged           map[string]int64 // by reservation id
 	Releases          []string
 	Renewals          []string
 	Auths             int
@@ -351,11 +352,13 @@ func (f *FakeLedger) Commit(_ context.Context, c ledger.CommitRequest) (ledger.C
 	if f.CommitE != nil {
 		return ledger.CommitResult{}, f.CommitE
 	}
-	for _, done := range f.Commits {
-		if done.ReservationID == c.ReservationID {
-			return ledger.CommitResult{Charged: done.Actual, Replayed: true}, nil
-		}
+	if charged, ok := f.charged[c.ReservationID]; ok {
+		return ledger.CommitResult{Charged: charged, Replayed: true}, nil
 	}
+	if f.charged == nil {
+		f.charged = map[string]int64{}
+	}
+	f.charged[c.ReservationID] = c.Actual
 	f.Commits = append(f.Commits, c)
 	if f.LostCommitAnswers > 0 {
 		f.LostCommitAnswers--
