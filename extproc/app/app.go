@@ -282,7 +282,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}})
 	m.WatchHealth(tracker)
 	svc, err := lifecycle.New(lifecycle.Config{
-		Source: source, Ledger: m.WrapLedger(ledgerClient), Counter: counter, Log: log,
+		Source: source, Ledger: ledgerClient, Counter: counter, Log: log, Observers: []lifecycle.Observer{m},
 		Webhooks: &webhook.Validator{OwnHosts: cfg.PublicHosts}, LeaseTTL: cfg.HoldLease,
 		Health: tracker, Failover: cfg.Failover,
 		AuthFailures: cfg.AuthFailures, ObserveAuthFailure: m.ObserveAuthFailure,

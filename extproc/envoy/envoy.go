@@ -18,9 +18,9 @@
 // request closed) and still goes through End; it never takes the process, and with it
 // every other stream's settlement, down.
 //
-// An optional Observer (metrics) hears how long each phase took and how each stream
-// ended; the adapter reports facts (the phase, the code of an error it answered, the
-// upstream status) and leaves their interpretation to the Observer.
+// An optional Observer (metrics) hears how long each phase took. What became of the
+// request (its answer and settlement) is the lifecycle's record (lifecycle.Observer),
+// never rebuilt here from the messages.
 package envoy
 
 import (
@@ -28,7 +28,6 @@ import (
 	"errors"
 	"io"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +35,6 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -79,30 +77,10 @@ const (
 	PhaseSettle          Phase = "settle"
 )
 
-// Outcome is how one stream ended, as far as the adapter saw it.
-type Outcome struct {
-	// Code is the API error code extproc answered with (an immediate response of status
-	// 400 or more), "" when it answered none.
-	Code apierr.Code
-	// CodePhase is the phase whose reply carried Code.
-	CodePhase Phase
-	// Answered is true when the client got an answer: an immediate response, or
-	// upstream response headers that extproc let through.
-	Answered bool
-	// UpstreamStatus is the :status of the response headers (the upstream's, or Envoy's
-	// own local reply), 0 when none came.
-	UpstreamStatus int
-	// Streamed is true when the response body was switched to STREAMED; Complete when
-	// its last chunk (end_of_stream) arrived.
-	Streamed, Complete bool
-}
-
-// Observer hears about every stream. Its methods are called from the stream's
-// goroutine, so they must be cheap and safe for concurrent use.
+// Observer hears how long each phase of every stream took. It is called from the
+// stream's goroutine, so it must be cheap and safe for concurrent use.
 type Observer interface {
 	ObservePhase(p Phase, d time.Duration)
-	// ObserveStream is called once per stream, after the request was settled.
-	ObserveStream(req *lifecycle.Request, o Outcome)
 }
 
 // Option configures a Server.
@@ -145,18 +123,14 @@ func (s *Server) Serve(stream Stream) error {
 	ctx := stream.Context()
 	req := s.svc.NewRequest()
 	cause := lifecycle.CauseClientLeft
-	var out Outcome
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SettleTimeout)
 		defer cancel()
 		_, admitted := req.Reservation()
 		start := time.Now()
 		s.end(sctx, req, cause)
-		if s.obs != nil {
-			if admitted {
-				s.obs.ObservePhase(PhaseSettle, time.Since(start))
-			}
-			s.obs.ObserveStream(req, out)
+		if s.obs != nil && admitted {
+			s.obs.ObservePhase(PhaseSettle, time.Since(start))
 		}
 	}()
 	for {
@@ -185,11 +159,9 @@ func (s *Server) Serve(stream Stream) error {
 			return status.Error(codes.Internal, "ext_proc: internal error")
 		}
 		if s.obs != nil {
-			p := phaseOf(msg)
-			if p != "" {
+			if p := phaseOf(msg); p != "" {
 				s.obs.ObservePhase(p, time.Since(start))
 			}
-			out.note(p, msg, resp)
 		}
 		if resp == nil {
 			continue
@@ -278,38 +250,6 @@ func phaseOf(msg *extprocv3.ProcessingRequest) Phase {
 		return PhaseResponseBody
 	}
 	return ""
-}
-
-// note records what one message and its reply say about the stream's outcome.
-func (o *Outcome) note(p Phase, msg *extprocv3.ProcessingRequest, resp *extprocv3.ProcessingResponse) {
-	if im := resp.GetImmediateResponse(); im != nil {
-		o.Answered = true
-		if code := int(im.GetStatus().GetCode()); code >= 400 && o.Code == "" {
-			c, _ := strings.CutPrefix(im.GetDetails(), "extproc_")
-			o.Code, o.CodePhase = apierr.Code(c), p
-		}
-		return
-	}
-	switch p {
-	case PhaseResponseHeaders:
-		o.Answered = true
-		for _, h := range msg.GetResponseHeaders().GetHeaders().GetHeaders() {
-			if h.GetKey() == ":status" {
-				v := string(h.GetRawValue())
-				if v == "" {
-					v = h.GetValue()
-				}
-				o.UpstreamStatus, _ = strconv.Atoi(v)
-			}
-		}
-		if resp.GetModeOverride().GetResponseBodyMode() == filterv3.ProcessingMode_STREAMED {
-			o.Streamed = true
-		}
-	case PhaseResponseBody:
-		if msg.GetResponseBody().GetEndOfStream() {
-			o.Complete = true
-		}
-	}
 }
 
 // statusOf is the :status of response headers (0 when absent).

@@ -3,6 +3,8 @@ package envoy_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/extproc/metrics"
 	"github.com/llmgw/gateway/internal/testkit"
 )
 
@@ -116,7 +119,8 @@ func TestReserveOverBudgetIsRefusedAndReleased(t *testing.T) {
 		t.Fatalf("admission budget %v not below Envoy's message timeout %v", lifecycle.AdmitBudget, lifecycle.EnvoyMessageTimeout)
 	}
 	f := &stuckLedger{FakeLedger: newFake(), reserveGate: make(chan struct{})}
-	h := replay.Start(t, replay.Service(t, f))
+	m := metrics.New(replay.DemoCatalog(t))
+	h := replay.Start(t, replay.Service(t, f, func(c *lifecycle.Config) { c.Observers = []lifecycle.Observer{m} }))
 	x, _, resp := h.Post(t, "/v1/chat/completions", []byte(chatOK), bearer(keyPaid)...)
 	checkError(t, resp, testkit.WantError(503, "service_unavailable", "api_error"), false)
 	close(f.reserveGate) // accounting answers again
@@ -127,6 +131,22 @@ func TestReserveOverBudgetIsRefusedAndReleased(t *testing.T) {
 	}
 	if commits != 0 || releases != 1 || !strings.HasSuffix(f.Releases[0], ":reserve_timed_out") {
 		t.Errorf("commits %d releases %v: the abandoned hold must be released", commits, f.Releases)
+	}
+	// The abandoned hold is the request's settlement: held and released once, none left
+	// in flight.
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	hold := strconv.FormatInt(f.Reserves[0].Amount, 10)
+	for _, want := range []string{
+		`gateway_credits_micros_total{kind="held"} ` + hold + "\n",
+		`gateway_credits_micros_total{kind="released"} ` + hold + "\n",
+		`gateway_credits_micros_total{kind="committed"} 0` + "\n",
+		"gateway_reservations_in_flight 0\n",
+		`gateway_requests_total{channel="none",code="service_unavailable",endpoint="/v1/chat/completions",model="demo-chat"} 1` + "\n",
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("no %q in the metrics", want)
+		}
 	}
 }
 

@@ -182,11 +182,12 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 	})
 	if err != nil {
 		if !final(err) {
-			r.svc.abandonReserve(req, r.log())
+			r.abandonReserve(req)
 		}
 		return r.ledgerError(err, "reserve")
 	}
 	r.reservation = &res
 	r.hold = r.svc.newHold(res, r.log)
+	r.svc.held(res)
 	return nil
 }

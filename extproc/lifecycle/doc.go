@@ -82,6 +82,14 @@
 // by accounting's clock (task_not_found, task_expired); a readable task is routed,
 // unbilled, to its model's highest-priority channel.
 //
+// # Record
+//
+// What became of a request is told once, by the lifecycle itself: each hold when it is
+// made, and the request's Record (its Facts, how it was answered, and its settlement as
+// it landed) when it is over, to the Service's Observers (record.go). The settled log
+// line, the metrics and any other observer read that one record; the access log's facts
+// go with each reply (Facts), from the same settlement the Record carries.
+//
 // A Request is not safe for concurrent use: the adapter drives it from one goroutine.
 // A Service is safe for concurrent use.
 package lifecycle

@@ -1,9 +1,6 @@
 package lifecycle
 
-import (
-	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/extproc/apierr"
-)
+import "github.com/llmgw/gateway/extproc/apierr"
 
 // Facts are what the lifecycle knows of a request when a reply leaves: the front's
 // access log line carries them (the adapter hands them to Envoy as dynamic metadata).
@@ -11,7 +8,8 @@ import (
 //
 // Settlement runs after the last reply (budget.go), so a reply can carry the settlement
 // that was decided, never the one that landed: the ledger stays the authority (a commit
-// that never lands before its hold expires charges nothing). A request whose stream
+// that never lands before its hold expires charges nothing), and the request's Record
+// (record.go) carries the settlement as it landed. A request whose stream
 // ends before its answer is settled by End, after Envoy's last reply: its line has no
 // outcome.
 type Facts struct {
@@ -50,14 +48,6 @@ const (
 	OutcomeError = "error"
 )
 
-// verdict is the settlement decided on the request's goroutine (commit or release),
-// before its ledger call runs in the background.
-type verdict struct {
-	outcome string
-	charge  int64
-	usage   ledger.Usage
-}
-
 // facts returns the request's current Facts.
 func (r *Request) facts() Facts {
 	f := Facts{Endpoint: r.endpoint.Path(), Error: r.failed}
@@ -70,11 +60,15 @@ func (r *Request) facts() Facts {
 	if r.reservation != nil {
 		f.Held, f.HoldMicros = true, r.reservation.Amount
 	}
-	switch v := r.verdict; {
-	case v.outcome != "":
-		f.Outcome, f.ChargeMicros = v.outcome, v.charge
-		if v.outcome == OutcomeCommit && v.usage.Units == nil {
-			f.Usage, f.InputTokens, f.OutputTokens = true, v.usage.InputTokens, v.usage.OutputTokens
+	switch v := &r.settlement; {
+	case v.Outcome != "":
+		f.Outcome = v.Outcome
+		if v.Outcome == OutcomeCommit {
+			// Accounting charges the hold at most (Capped).
+			f.ChargeMicros = min(v.ActualMicros, r.reservation.Amount)
+			if v.Usage.Units == nil {
+				f.Usage, f.InputTokens, f.OutputTokens = true, v.Usage.InputTokens, v.Usage.OutputTokens
+			}
 		}
 	case f.Error != "" && !f.Held:
 		f.Outcome = OutcomeError

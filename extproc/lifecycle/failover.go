@@ -117,7 +117,7 @@ func (r *Request) adoptWinner() {
 	}
 }
 
-// AttemptSummary is one attempt, for the settlement record.
+// AttemptSummary is one attempt, for the request's Record.
 type AttemptSummary struct {
 	Channel string
 	Outcome AttemptOutcome

@@ -64,20 +64,33 @@ func final(err error) bool {
 	return ledger.ReasonOf(err) != 0 || errors.Is(err, ledger.ErrNotFound)
 }
 
-// settle runs call (the commit or release of h) in the background, after the client's
-// reply: it is retried until accounting answers it — it lands, or is refused for good
-// (accounting expired the hold: nothing is charged, never twice) — however long
-// accounting is away. A settlement is idempotent by reservation id (a commit made twice
-// is answered "replayed"), so a retry after a reply that was lost charges nothing more.
-// done hears the last error. h's keeper stops when settle ends; until then it keeps
-// renewing the lease, so that the hold is still held when accounting is back.
-func (s *Service) settle(h *hold, call func(context.Context) error, done func(error)) {
+// settleInBackground runs call (the commit or release of the request's hold) in the
+// background, after the client's reply: it is retried until accounting answers it — it
+// lands, or is refused for good (accounting expired the hold: nothing is charged, never
+// twice) — however long accounting is away. A settlement is idempotent by reservation id
+// (a commit made twice is answered "replayed"), so a retry after a reply that was lost
+// charges nothing more. traced hears the last error. The hold's keeper stops when the
+// call ends; until then it keeps renewing the lease, so that the hold is still held when
+// accounting is back. The call is a part of the request: its record waits for it.
+func (r *Request) settleInBackground(call func(context.Context) error, traced func(error)) {
+	s, h := r.svc, r.hold
 	s.pending.add()
+	r.startPart()
 	backgroundWork.Go(func() {
 		defer s.pending.done()
+		defer r.endPart()
 		defer h.end()
-		done(s.retry(nil, call))
+		err := s.retry(nil, call)
+		r.landed.err = err
+		traced(err)
 	})
+}
+
+// held tells the observers of a hold accounting granted.
+func (s *Service) held(res ledger.Reservation) {
+	for _, o := range s.observers {
+		o.Held(res)
+	}
 }
 
 // retry calls call until it succeeds or fails for good, or until the time until()
@@ -98,16 +111,24 @@ func (s *Service) retry(until func() time.Time, call func(context.Context) error
 	}
 }
 
+// reasonReserveTimedOut is the release reason of a hold made by a reservation whose
+// reply did not come within the admission budget.
+const reasonReserveTimedOut = "reserve_timed_out"
+
 // abandonReserve makes sure a reservation whose reply did not come within the admission
 // budget leaves no hold: the client was already told to retry, so the same request id
 // is reserved again (accounting answers a reservation that exists with that same
 // reservation) until accounting answers, and whatever hold it names is released. Were
-// it never answered, any hold made in between expires with its lease. log is the
-// request's logger.
-func (s *Service) abandonReserve(req ledger.ReserveRequest, log *zap.Logger) {
+// it never answered, any hold made in between expires with its lease. The hold it finds
+// and its release are the request's settlement (record.go): a part of the request, its
+// record waits for it.
+func (r *Request) abandonReserve(req ledger.ReserveRequest) {
+	s := r.svc
 	s.pending.add()
+	r.startPart()
 	backgroundWork.Go(func() {
 		defer s.pending.done()
+		defer r.endPart()
 		deadline := time.Now().Add(s.cfg.LeaseTTL)
 		var res ledger.Reservation
 		err := s.retry(func() time.Time { return deadline }, func(ctx context.Context) error {
@@ -118,14 +139,13 @@ func (s *Service) abandonReserve(req ledger.ReserveRequest, log *zap.Logger) {
 		if err != nil {
 			return // refused (no hold was made), or accounting never answered (the lease frees it)
 		}
+		s.held(res)
 		err = s.retry(func() time.Time { return deadline }, func(ctx context.Context) error {
-			_, err := s.cfg.Ledger.Release(ctx, res.ID, "reserve_timed_out")
+			_, err := s.cfg.Ledger.Release(ctx, res.ID, reasonReserveTimedOut)
 			return err
 		})
-		if err != nil && !final(err) {
-			log.Warn("release of an abandoned reservation failed: its lease frees it",
-				zap.String("reservation", res.ID), zap.Error(err))
-		}
+		r.abandoned = &Settlement{Reservation: res.ID, HoldMicros: res.Amount, Outcome: OutcomeRelease,
+			Reason: reasonReserveTimedOut, Err: err}
 	})
 }
 

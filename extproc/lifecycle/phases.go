@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -79,8 +80,13 @@ type Request struct {
 	// sent: the request was let through to the provider (settlement.go).
 	sent    bool
 	settled bool
-	// verdict is the settlement decided before a reply (facts.go).
-	verdict verdict
+	// settlement is the hold's settlement, decided before a reply (settle.go); landed
+	// is what the ledger answered it, written by its background call (record.go).
+	settlement Settlement
+	landed     landed
+	// abandoned is the settlement of a hold a reservation abandoned past the admission
+	// budget made after all (abandonReserve), written by its background call.
+	abandoned *Settlement
 
 	// The response.
 	resp *responseState
@@ -89,6 +95,14 @@ type Request struct {
 	// last reply carried (facts.go).
 	failed   apierr.Code
 	reported Facts
+	// reply is how the client was answered (record.go).
+	reply Reply
+
+	// open counts the parts of the request still running: its stream until End, and
+	// its background ledger calls. The last to end hands the record over (record.go).
+	open atomic.Int32
+	// ended: End ran.
+	ended bool
 }
 
 // forwardedHeaders are the client's request headers that reach a provider (spec:
@@ -120,6 +134,7 @@ func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStr
 	ctx = r.traceHeaders(ctx, headers)
 	a := r.requestHeaders(ctx, headers, endOfStream)
 	if a.Immediate != nil {
+		r.replied(a, false)
 		return r.withFacts(a)
 	}
 	for _, h := range headers {
@@ -146,25 +161,42 @@ func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStr
 func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool) Action {
 	a := r.requestBody(r.traceCtx(ctx), body, endOfStream)
 	r.traceAdmitted(a.Immediate != nil)
+	r.replied(a, false)
 	return r.withFacts(a)
 }
 
 // ResponseHeaders handles the upstream's response headers (responseHeaders).
 func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Header, endOfStream bool) Action {
 	r.adoptWinner()
-	return r.withFacts(r.responseHeaders(ctx, status, headers, endOfStream))
+	a := r.responseHeaders(ctx, status, headers, endOfStream)
+	r.reply.Answered, r.reply.UpstreamStatus = true, status
+	r.reply.Streamed = r.reply.Streamed || a.Immediate == nil && a.ResponseBodyMode == ModeStreamed
+	r.replied(a, true)
+	return r.withFacts(a)
 }
 
 // ResponseBody handles a response body message (responseBody).
 func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bool) Action {
-	return r.withFacts(r.responseBody(ctx, chunk, endOfStream))
+	a := r.responseBody(ctx, chunk, endOfStream)
+	r.reply.Complete = r.reply.Complete || endOfStream
+	r.replied(a, true)
+	return r.withFacts(a)
 }
 
 // End finishes the request and settles what was not, by the settlement policy
 // (decideEnd): the provider's usage if it came, else what a stream delivered, else the
 // prompt once the request reached the provider, else nothing. cause says why the stream
-// ended, for the record ("stream_closed", ...). Safe to call more than once.
+// ended, for the record ("stream_closed", ...). Safe to call more than once: the first
+// call ends the request's stream, and the request's record is handed to the observers
+// once its settlement, if any, has landed (record.go).
 func (r *Request) End(ctx context.Context, cause string) {
+	if r.ended {
+		return
+	}
+	r.ended = true
+	// Deferred first, so it runs last: after the settlement was decided and the trace
+	// ended, and also after a panic.
+	defer r.endPart()
 	defer r.traceEnd(cause)
 	defer r.endFailover()
 	if r.resp != nil && r.resp.dec != nil {

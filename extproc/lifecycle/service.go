@@ -66,8 +66,12 @@ type Config struct {
 	// Health is the channels' health on this replica (routing skips cooling channels);
 	// a Tracker with the default cooldowns when nil.
 	Health *health.Tracker
-	// Log receives lifecycle events; never a key. Nop when nil.
+	// Log receives lifecycle events; never a key. Nop when nil. Each settlement is
+	// logged from its request's Record ("settled", settlelog.go).
 	Log *zap.Logger
+	// Observers hear each hold and each request's Record (record.go), after the
+	// settlement log.
+	Observers []Observer
 	// Failover routes chat requests to their failover clusters, whose upstream ext_proc
 	// makes each attempt through StartAttempt (failover.go); the catalog's clusters must
 	// then include them (extproc/xds).
@@ -78,6 +82,8 @@ type Config struct {
 type Service struct {
 	cfg   Config
 	fails *failLimiter
+	// observers are the settlement log and cfg.Observers.
+	observers []Observer
 	// pending counts the background work that outlives a stream: settlements and
 	// abandoned reservations (WaitSettled).
 	pending background
@@ -118,7 +124,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ObserveAuthFailure == nil {
 		cfg.ObserveAuthFailure = func(apierr.Code) {}
 	}
-	return &Service{cfg: cfg, fails: newFailLimiter(cfg.AuthFailures)}, nil
+	observers := append([]Observer{settleLog{cfg.Log}}, cfg.Observers...)
+	return &Service{cfg: cfg, fails: newFailLimiter(cfg.AuthFailures), observers: observers}, nil
 }
 
 // backgroundWork runs the background work of every Service of the process (settlements,
@@ -135,7 +142,9 @@ func randomID() string {
 
 // NewRequest starts the lifecycle of one HTTP request.
 func (s *Service) NewRequest() *Request {
-	return &Request{svc: s, contentLength: -1, counted: tokens.Tally{Bound: -1}, cat: s.cfg.Source.Current()}
+	r := &Request{svc: s, contentLength: -1, counted: tokens.Tally{Bound: -1}, cat: s.cfg.Source.Current()}
+	r.open.Store(1) // the stream, until End
+	return r
 }
 
 // Reservation returns the request's reservation, if admitted.

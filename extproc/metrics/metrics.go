@@ -1,11 +1,12 @@
 // Package metrics is extproc's Prometheus instrumentation, on a registry of its own
 // (served on the health/metrics listener at /metrics). It observes; it never decides:
 //
-//   - the Envoy adapter reports phases and stream outcomes through envoy.Observer
-//     (gateway_requests_total, gateway_phase_duration_seconds,
-//     gateway_upstream_errors_total);
-//   - a decorator of the lifecycle's Ledger sees every hold and settlement
-//     (gateway_credits_micros_total, gateway_tokens_total,
+//   - the Envoy adapter reports how long each phase took through envoy.Observer
+//     (gateway_phase_duration_seconds);
+//   - the lifecycle hands it each hold when it is made and each request's Record once,
+//     when the request is over, through lifecycle.Observer (gateway_requests_total,
+//     gateway_upstream_errors_total, gateway_credits_micros_total,
+//     gateway_spend_micros_total, gateway_tokens_total,
 //     gateway_reservations_in_flight);
 //   - a gRPC client interceptor times every accounting call
 //     (gateway_accounting_call_duration_seconds);
@@ -22,7 +23,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,20 +79,12 @@ type Metrics struct {
 	codes   map[apierr.Code]bool
 	catalog *prometheus.GaugeVec
 	reloads *prometheus.CounterVec
-
-	mu        sync.Mutex
-	holds     map[string]hold // unsettled reservations by id
-	lastPrune time.Time
 }
 
-// hold is a reservation the Ledger decorator saw granted and not yet settled.
-type hold struct {
-	amount  int64
-	expires time.Time
-	model   string
-}
-
-var _ envoy.Observer = (*Metrics)(nil)
+var (
+	_ envoy.Observer     = (*Metrics)(nil)
+	_ lifecycle.Observer = (*Metrics)(nil)
+)
 
 // New returns the collectors, registered on a new registry together with the Go
 // runtime and process collectors. Model and channel labels are limited to cat's.
@@ -100,7 +92,6 @@ func New(cat *catalog.Catalog) *Metrics {
 	m := &Metrics{
 		reg:   prometheus.NewRegistry(),
 		codes: map[apierr.Code]bool{},
-		holds: map[string]hold{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_requests_total",
 			Help: "Requests finished, by API endpoint, public model, channel and the API code answered (ok or the error code).",
@@ -243,12 +234,12 @@ func (m *Metrics) model(id string) string {
 	return Unknown
 }
 
-func (m *Metrics) channel(ch *catalog.Channel) string {
+func (m *Metrics) channel(name string) string {
 	switch {
-	case ch == nil:
+	case name == "":
 		return NoneLbl
-	case m.labels.Load().channels[ch.Name]:
-		return ch.Name
+	case m.labels.Load().channels[name]:
+		return name
 	}
 	return Unknown
 }
@@ -258,36 +249,76 @@ func (m *Metrics) ObservePhase(p envoy.Phase, d time.Duration) {
 	m.phases.WithLabelValues(string(p)).Observe(d.Seconds())
 }
 
-// ObserveStream implements envoy.Observer: it counts the request and, when the upstream
-// failed it, the upstream error.
-func (m *Metrics) ObserveStream(req *lifecycle.Request, o envoy.Outcome) {
+// Held implements lifecycle.Observer: a hold was made.
+func (m *Metrics) Held(res ledger.Reservation) {
+	m.credits.WithLabelValues("held").Add(float64(res.Amount))
+	m.inFlight.Inc()
+}
+
+// Observe implements lifecycle.Observer: it counts the request, the upstream error that
+// failed it, and its hold's settlement. The lifecycle hands over each hold once and each
+// request's record once, so nothing is counted twice (a replayed commit is the one
+// settlement of its request).
+func (m *Metrics) Observe(rec lifecycle.Record) {
 	code := CodeOK
-	switch {
-	case o.Code != "" && m.codes[o.Code]:
-		code = string(o.Code)
-	case o.Code != "":
+	switch c := rec.Reply.Code; {
+	case c != "" && m.codes[c]:
+		code = string(c)
+	case c != "":
 		code = Unknown
-	case !o.Answered:
+	case !rec.Reply.Answered:
 		// The stream ended before any answer: the client (or Envoy) gave up.
 		code = Canceled
 	}
-	m.requests.WithLabelValues(req.Endpoint().Path(), m.model(req.ModelID()), m.channel(req.Channel()), code).Inc()
-	if kind := UpstreamKind(o); kind != "" {
+	model := rec.Model
+	if model == "" {
+		model = rec.AskedModel
+	}
+	m.requests.WithLabelValues(rec.Endpoint, m.model(model), m.channel(rec.Channel), code).Inc()
+	if kind := UpstreamKind(rec.Reply); kind != "" {
 		m.upstreamErrors.WithLabelValues(kind).Inc()
+	}
+	if s := &rec.Settlement; s.Reservation != "" {
+		m.settled(rec.Model, s)
+	}
+}
+
+// settled counts a hold's settlement: a landed commit's charge, and the rest of the hold
+// as released. A hold whose settlement failed for good is released whole: accounting
+// refused it because the hold had expired (or expires it), and nothing was charged.
+func (m *Metrics) settled(model string, s *lifecycle.Settlement) {
+	m.inFlight.Dec()
+	var charged int64
+	if s.Landed() && s.Outcome == lifecycle.OutcomeCommit {
+		charged = s.ChargedMicros
+		m.credits.WithLabelValues("committed").Add(float64(charged))
+		if !m.labels.Load().models[model] {
+			model = "other"
+		}
+		m.spend.WithLabelValues(model).Add(float64(charged))
+		if n := s.Usage.InputTokens; n > 0 {
+			m.tokens.WithLabelValues("input").Add(float64(n))
+		}
+		if n := s.Usage.OutputTokens; n > 0 {
+			m.tokens.WithLabelValues("output").Add(float64(n))
+		}
+	}
+	if back := s.HoldMicros - charged; back > 0 {
+		m.credits.WithLabelValues("released").Add(float64(back))
 	}
 }
 
 // UpstreamKind classifies a stream's upstream failure, "" when the upstream did not
 // fail it: an error answered in a response phase with one of the upstream codes, or a
 // streamed success cut before its last chunk.
-func UpstreamKind(o envoy.Outcome) string {
+func UpstreamKind(o lifecycle.Reply) string {
 	if o.Code == "" {
 		if o.Streamed && !o.Complete && o.UpstreamStatus >= 200 && o.UpstreamStatus <= 299 {
 			return KindDisconnect
 		}
 		return ""
 	}
-	if o.CodePhase != envoy.PhaseResponseHeaders && o.CodePhase != envoy.PhaseResponseBody {
+	if !o.CodeOnResponse {
 		return ""
 	}
 	s := o.UpstreamStatus
@@ -325,116 +356,6 @@ func (m *Metrics) AccountingInterceptor() grpc.UnaryClientInterceptor {
 		elapsed := time.Since(start).Seconds()
 		ledgerclient.EachOperation(method, req, func(op string) { m.accounting.WithLabelValues(op).Observe(elapsed) })
 		return err
-	}
-}
-
-// WrapLedger returns next with its holds and settlements counted. Methods it does not
-// override pass through the embedded Ledger.
-func (m *Metrics) WrapLedger(next lifecycle.Ledger) lifecycle.Ledger {
-	return &countingLedger{Ledger: next, m: m}
-}
-
-// countingLedger is the Ledger decorator of WrapLedger.
-type countingLedger struct {
-	lifecycle.Ledger
-	m *Metrics
-}
-
-// staleAfter is how long past its expiry an unsettled hold stays in the in-flight
-// gauge: by then accounting's sweeper has released it (credited back as released).
-const staleAfter = time.Hour
-
-func (l *countingLedger) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
-	res, err := l.Ledger.Reserve(ctx, r)
-	if err == nil {
-		l.m.held(res)
-	}
-	return res, err
-}
-
-func (l *countingLedger) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error) {
-	res, err := l.Ledger.Commit(ctx, c)
-	if err == nil {
-		l.m.committed(c, res)
-	}
-	return res, err
-}
-
-func (l *countingLedger) Release(ctx context.Context, id, reason string) (ledger.ReleaseResult, error) {
-	res, err := l.Ledger.Release(ctx, id, reason)
-	if err == nil || ledger.ReasonOf(err) == ledger.ReasonReservationSettled {
-		// Released now, or already settled elsewhere (expired): either way no longer
-		// in flight here.
-		l.m.released(id)
-	}
-	return res, err
-}
-
-func (m *Metrics) held(r ledger.Reservation) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, dup := m.holds[r.ID]; dup {
-		return
-	}
-	m.pruneLocked()
-	m.holds[r.ID] = hold{amount: r.Amount, expires: r.ExpiresAt, model: r.Model}
-	m.credits.WithLabelValues("held").Add(float64(r.Amount))
-	m.inFlight.Set(float64(len(m.holds)))
-}
-
-// committed counts a successful commit once: a replayed commit of a reservation
-// already settled here is not counted again.
-func (m *Metrics) committed(c ledger.CommitRequest, res ledger.CommitResult) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	h, ok := m.holds[c.ReservationID]
-	if !ok {
-		return
-	}
-	delete(m.holds, c.ReservationID)
-	m.inFlight.Set(float64(len(m.holds)))
-	m.credits.WithLabelValues("committed").Add(float64(res.Charged))
-	model := h.model
-	if !m.labels.Load().models[model] {
-		model = "other"
-	}
-	m.spend.WithLabelValues(model).Add(float64(res.Charged))
-	if back := h.amount - res.Charged; back > 0 {
-		m.credits.WithLabelValues("released").Add(float64(back))
-	}
-	if c.Usage.InputTokens > 0 {
-		m.tokens.WithLabelValues("input").Add(float64(c.Usage.InputTokens))
-	}
-	if c.Usage.OutputTokens > 0 {
-		m.tokens.WithLabelValues("output").Add(float64(c.Usage.OutputTokens))
-	}
-}
-
-func (m *Metrics) released(id string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	h, ok := m.holds[id]
-	if !ok {
-		return
-	}
-	delete(m.holds, id)
-	m.inFlight.Set(float64(len(m.holds)))
-	m.credits.WithLabelValues("released").Add(float64(h.amount))
-}
-
-// pruneLocked drops holds long past their expiry (their settlement failed for good;
-// accounting expired them), so the map stays bounded through an accounting outage.
-func (m *Metrics) pruneLocked() {
-	now := time.Now()
-	if now.Sub(m.lastPrune) < time.Minute {
-		return
-	}
-	m.lastPrune = now
-	for id, h := range m.holds {
-		if !h.expires.IsZero() && now.After(h.expires.Add(staleAfter)) {
-			delete(m.holds, id)
-			m.credits.WithLabelValues("released").Add(float64(h.amount))
-		}
 	}
 }
 

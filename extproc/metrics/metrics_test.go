@@ -13,6 +13,7 @@ import (
 	"github.com/llmgw/gateway/extproc/envoy"
 	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/extproc/metrics"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	dto "github.com/prometheus/client_model/go"
@@ -49,6 +50,7 @@ func (f *fakeStream) Send(r *extprocv3.ProcessingResponse) error {
 // fresh Metrics.
 type fixture struct {
 	m   *metrics.Metrics
+	svc *lifecycle.Service
 	srv *envoy.Server
 	l   *replay.FakeLedger
 }
@@ -58,14 +60,18 @@ func newFixture(t testing.TB) *fixture {
 	l := &replay.FakeLedger{}
 	l.AddKey(keyPaid, ledger.Grant{KeyID: "k1", AccountID: "a1", Tier: "default", AccountToppedUp: true})
 	m := metrics.New(replay.DemoCatalog(t))
-	svc := replay.Service(t, m.WrapLedger(l))
-	return &fixture{m: m, srv: envoy.New(svc, nil, envoy.WithObserver(m)), l: l}
+	svc := replay.Service(t, l, func(c *lifecycle.Config) { c.Observers = []lifecycle.Observer{m} })
+	return &fixture{m: m, svc: svc, srv: envoy.New(svc, nil, envoy.WithObserver(m)), l: l}
 }
 
+// play serves msgs as one stream and waits for its settlement to land.
 func (f *fixture) play(t *testing.T, msgs ...*extprocv3.ProcessingRequest) *fakeStream {
 	t.Helper()
 	s := &fakeStream{msgs: msgs}
 	if err := f.srv.Serve(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.WaitSettled(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -130,6 +136,15 @@ func TestRequestsAndCredits(t *testing.T) {
 				replay.ResponseBody([]byte(`{"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"x"}}`), true)),
 			want:     series{"/v1/chat/completions", "demo-chat", "mock-demo-chat", "upstream_account_unavailable"},
 			upstream: metrics.KindAccountUnavailable, held: true,
+		},
+		{
+			// Refused at its headers: the status is still the upstream's.
+			name: "a 200 that is not what was asked for",
+			msgs: append(post("/v1/chat/completions", chat, auth()...),
+				replay.ResponseHeaders(200, "content-type", "text/html"),
+				replay.ResponseBody([]byte(`<html>maintenance</html>`), true)),
+			want:     series{"/v1/chat/completions", "demo-chat", "mock-demo-chat", "upstream_error"},
+			upstream: metrics.KindUnusable, held: true,
 		},
 		{
 			name: "envoy timed the upstream out",
@@ -284,49 +299,85 @@ func scrape(t *testing.T, m *metrics.Metrics) string {
 
 func TestInFlightWhileHeld(t *testing.T) {
 	f := newFixture(t)
-	// Admit, then hold: the stream is still open when the gauge is read.
-	res, err := f.m.WrapLedger(f.l).Reserve(context.Background(), ledger.ReserveRequest{RequestID: "r1", KeyID: "k1", Amount: 500})
-	if err != nil {
-		t.Fatal(err)
+	f.l.LostCommitAnswers = 1
+	ctx := context.Background()
+	// Admit, then hold: the request is still open when the gauge is read.
+	r := f.svc.NewRequest()
+	r.RequestHeaders(ctx, []lifecycle.Header{{Name: ":method", Value: "POST"}, {Name: ":path", Value: "/v1/chat/completions"},
+		{Name: "content-type", Value: "application/json"}, {Name: "authorization", Value: "Bearer " + keyPaid}}, false)
+	if a := r.RequestBody(ctx, []byte(chat), true); a.Immediate != nil {
+		t.Fatalf("refused: %s", a.Immediate.Body)
 	}
 	if g := value(t, f.m, "gateway_reservations_in_flight"); g != 1 {
 		t.Fatalf("in flight %v, want 1", g)
 	}
-	l := f.m.WrapLedger(f.l)
-	if _, err := l.Commit(context.Background(), ledger.CommitRequest{ReservationID: res.ID, Actual: 200, Usage: ledger.Usage{InputTokens: 1, OutputTokens: 2}}); err != nil {
+	hold := float64(f.l.Reserves[0].Amount)
+	if held := credits(f.m, "held"); held != hold {
+		t.Fatalf("held %v, want %v", held, hold)
+	}
+	r.ResponseHeaders(ctx, 200, []lifecycle.Header{{Name: ":status", Value: "200"}, {Name: "content-type", Value: "application/json"}}, false)
+	r.ResponseBody(ctx, []byte(`{"model":"mock-gpt","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}`), true)
+	r.End(ctx, lifecycle.CauseClientLeft)
+	if err := f.svc.WaitSettled(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A replayed commit (a retry after a lost answer) and a late release count nothing.
-	_, _ = l.Commit(context.Background(), ledger.CommitRequest{ReservationID: res.ID, Actual: 200})
-	_, _ = l.Release(context.Background(), res.ID, "late")
+	// The commit landed, its answer was lost, and its retry was answered as a replay:
+	// one settlement, counted once.
+	if n := len(f.l.Commits); n != 1 {
+		t.Fatalf("%d commits landed, want 1", n)
+	}
+	charged := float64(f.l.Commits[0].Actual)
 	if g := value(t, f.m, "gateway_reservations_in_flight"); g != 0 {
 		t.Errorf("in flight %v, want 0", g)
 	}
-	if c, r := credits(f.m, "committed"), credits(f.m, "released"); c != 200 || r != 300 {
-		t.Errorf("committed %v released %v, want 200 300", c, r)
+	if c, r := credits(f.m, "committed"), credits(f.m, "released"); c != charged || r != hold-charged {
+		t.Errorf("committed %v released %v, want %v %v", c, r, charged, hold-charged)
+	}
+	if in, out := value(t, f.m, "gateway_tokens_total", "direction", "input"), value(t, f.m, "gateway_tokens_total", "direction", "output"); in != 1 || out != 2 {
+		t.Errorf("tokens %v/%v, want 1/2", in, out)
+	}
+}
+
+// TestFailedCommitReleasesTheHold: a commit accounting refuses for good (the hold had
+// expired) charges nothing; the whole hold counts as released, once.
+func TestFailedCommitReleasesTheHold(t *testing.T) {
+	f := newFixture(t)
+	f.l.CommitE = ledger.Refuse(ledger.ReasonReservationSettled, "the reservation expired")
+	f.play(t, append(post("/v1/chat/completions", chat, auth()...),
+		replay.ResponseHeaders(200, "content-type", "application/json"),
+		replay.ResponseBody([]byte(`{"model":"mock-gpt","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34}}`), true))...)
+	hold := float64(f.l.Reserves[0].Amount)
+	if held, c, r := credits(f.m, "held"), credits(f.m, "committed"), credits(f.m, "released"); held != hold || c != 0 || r != hold {
+		t.Errorf("held %v committed %v released %v, want %v 0 %v", held, c, r, hold, hold)
+	}
+	if g := value(t, f.m, "gateway_reservations_in_flight"); g != 0 {
+		t.Errorf("in flight %v, want 0", g)
+	}
+	if in := value(t, f.m, "gateway_tokens_total", "direction", "input"); in != 0 {
+		t.Errorf("tokens of a failed commit counted: %v", in)
 	}
 }
 
 func TestUpstreamKind(t *testing.T) {
 	tests := []struct {
 		name string
-		o    envoy.Outcome
+		o    lifecycle.Reply
 		want string
 	}{
-		{"success", envoy.Outcome{Answered: true, UpstreamStatus: 200}, ""},
-		{"complete stream", envoy.Outcome{Answered: true, UpstreamStatus: 200, Streamed: true, Complete: true}, ""},
-		{"cut stream", envoy.Outcome{Answered: true, UpstreamStatus: 200, Streamed: true}, metrics.KindDisconnect},
-		{"refused before upstream", envoy.Outcome{Code: apierr.InsufficientCredits, CodePhase: envoy.PhaseRequestBody}, ""},
-		{"invalid request of ours", envoy.Outcome{Code: apierr.InvalidRequest, CodePhase: envoy.PhaseRequestBody}, ""},
-		{"account", envoy.Outcome{Code: apierr.UpstreamAccountUnavailable, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 401}, metrics.KindAccountUnavailable},
-		{"overloaded", envoy.Outcome{Code: apierr.ServiceUnavailable, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 529}, metrics.KindUnavailable},
-		{"timeout", envoy.Outcome{Code: apierr.UpstreamError, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 504}, metrics.KindTimeout},
-		{"provider says invalid", envoy.Outcome{Code: apierr.InvalidRequest, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 400}, metrics.KindRejected},
-		{"html 200", envoy.Outcome{Code: apierr.UpstreamError, CodePhase: envoy.PhaseResponseHeaders, UpstreamStatus: 200}, metrics.KindUnusable},
-		{"500", envoy.Outcome{Code: apierr.UpstreamError, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 500}, metrics.KindServerError},
-		{"404", envoy.Outcome{Code: apierr.UpstreamError, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 404}, metrics.KindClientError},
-		{"unknown video task", envoy.Outcome{Code: apierr.TaskNotFound, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 404}, ""},
-		{"rewriter failure", envoy.Outcome{Code: apierr.InternalError, CodePhase: envoy.PhaseResponseBody, UpstreamStatus: 200}, ""},
+		{"success", lifecycle.Reply{Answered: true, UpstreamStatus: 200}, ""},
+		{"complete stream", lifecycle.Reply{Answered: true, UpstreamStatus: 200, Streamed: true, Complete: true}, ""},
+		{"cut stream", lifecycle.Reply{Answered: true, UpstreamStatus: 200, Streamed: true}, metrics.KindDisconnect},
+		{"refused before upstream", lifecycle.Reply{Code: apierr.InsufficientCredits}, ""},
+		{"invalid request of ours", lifecycle.Reply{Code: apierr.InvalidRequest}, ""},
+		{"account", lifecycle.Reply{Code: apierr.UpstreamAccountUnavailable, CodeOnResponse: true, UpstreamStatus: 401}, metrics.KindAccountUnavailable},
+		{"overloaded", lifecycle.Reply{Code: apierr.ServiceUnavailable, CodeOnResponse: true, UpstreamStatus: 529}, metrics.KindUnavailable},
+		{"timeout", lifecycle.Reply{Code: apierr.UpstreamError, CodeOnResponse: true, UpstreamStatus: 504}, metrics.KindTimeout},
+		{"provider says invalid", lifecycle.Reply{Code: apierr.InvalidRequest, CodeOnResponse: true, UpstreamStatus: 400}, metrics.KindRejected},
+		{"html 200", lifecycle.Reply{Code: apierr.UpstreamError, CodeOnResponse: true, UpstreamStatus: 200}, metrics.KindUnusable},
+		{"500", lifecycle.Reply{Code: apierr.UpstreamError, CodeOnResponse: true, UpstreamStatus: 500}, metrics.KindServerError},
+		{"404", lifecycle.Reply{Code: apierr.UpstreamError, CodeOnResponse: true, UpstreamStatus: 404}, metrics.KindClientError},
+		{"unknown video task", lifecycle.Reply{Code: apierr.TaskNotFound, CodeOnResponse: true, UpstreamStatus: 404}, ""},
+		{"rewriter failure", lifecycle.Reply{Code: apierr.InternalError, CodeOnResponse: true, UpstreamStatus: 200}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

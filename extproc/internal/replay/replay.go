@@ -290,10 +290,17 @@ type FakeLedger struct {
 	Grants   map[string]ledger.Grant // by string(hash)
 	ReserveE error                   // returned by Reserve when set
 	Reserves []ledger.ReserveRequest
-	Commits  []ledger.CommitRequest
-	Releases []string
-	Renewals []string
-	Auths    int
+	// Commits are the commits that landed. A commit of a reservation already committed
+	// is answered as accounting does, with the first result, Replayed; CommitE, when
+	// set, refuses every commit instead; the first LostCommitAnswers commits land but
+	// their answers are lost (a transport error).
+	Commits           []ledger.CommitRequest
+	CommitE           error
+	LostCommitAnswers int
+	charged           map[string]int64 // by reservation id
+	Releases          []string
+	Renewals          []string
+	Auths             int
 	// Tasks are the video tasks GetVideoTask returns (RecordVideoTask adds to them);
 	// Recorded lists every RecordVideoTask call's task id; RecordE fails those calls.
 	Tasks    map[string]lifecycle.VideoTask
@@ -342,9 +349,26 @@ func (f *FakeLedger) Reserve(_ context.Context, r ledger.ReserveRequest) (ledger
 func (f *FakeLedger) Commit(_ context.Context, c ledger.CommitRequest) (ledger.CommitResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.CommitE != nil {
+		return ledger.CommitResult{}, f.CommitE
+	}
+	if charged, ok := f.charged[c.ReservationID]; ok {
+		return ledger.CommitResult{Charged: charged, Replayed: true}, nil
+	}
+	if f.charged == nil {
+		f.charged = map[string]int64{}
+	}
+	f.charged[c.ReservationID] = c.Actual
 	f.Commits = append(f.Commits, c)
+	if f.LostCommitAnswers > 0 {
+		f.LostCommitAnswers--
+		return ledger.CommitResult{}, ErrAnswerLost
+	}
 	return ledger.CommitResult{Charged: c.Actual}, nil
 }
+
+// ErrAnswerLost is a ledger call whose answer never came back (it may have landed).
+var ErrAnswerLost = errors.New("replay: the answer was lost")
 
 // Release implements lifecycle.Ledger.
 func (f *FakeLedger) Release(_ context.Context, id, reason string) (ledger.ReleaseResult, error) {
