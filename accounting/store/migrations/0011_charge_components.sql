@@ -44,9 +44,12 @@ END
 $$;
 
 ALTER TABLE ledger_entries
-    ADD COLUMN components jsonb CONSTRAINT ledger_entries_components_array
-        CHECK (components IS NULL OR jsonb_typeof(components) = 'array'),
-    ADD COLUMN service_tier text;
+    ADD COLUMN components jsonb,
+    ADD COLUMN service_tier text,
+    -- NOT VALID: checked for every new row, without a scan of the rows before it (all
+    -- NULL in a column just added).
+    ADD CONSTRAINT ledger_entries_components_array
+        CHECK (components IS NULL OR jsonb_typeof(components) = 'array') NOT VALID;
 
 ALTER TABLE usage_daily
     ADD COLUMN channel text NOT NULL DEFAULT '',
