@@ -8,7 +8,7 @@ import (
 )
 
 // A charge's components are stored with its ledger entry, in the column `components`
-// (migrations/0011): a jsonb array of these objects, amounts in micro-credits as priced.
+// (migrations/0012): a jsonb array of these objects, amounts in micro-credits as priced.
 type storedComponent struct {
 	Name         string `json:"name"`
 	Units        int64  `json:"units"`

@@ -219,7 +219,7 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
-// A database with charges from before 0011 migrates with every row valid: the usage
+// A database with charges from before 0012 migrates with every row valid: the usage
 // rollup keeps its totals and gains the split by channel, old charges list without
 // components, a process still calling the old ledger_commit keeps charging, and new
 // charges carry their breakdown.

@@ -430,7 +430,7 @@ func TestTopUpIdempotencyMigrationUnderTraffic(t *testing.T) {
 				}
 				if err == nil {
 					// Charged as the accounting of the schema's version does: this version's
-					// Commit needs 0011's ledger_commit, and a process charging while the
+					// Commit needs 0012's ledger_commit, and a process charging while the
 					// migrations run is one of the previous version (a rolling deploy).
 					// Like the store, it tries again when a lock wait timed out (the
 					// statement changed nothing).
@@ -453,7 +453,7 @@ func TestTopUpIdempotencyMigrationUnderTraffic(t *testing.T) {
 	for pairs.Load() < 50 { // traffic under way before the migration starts
 		time.Sleep(time.Millisecond)
 	}
-	// Up to 0010: the migrations that let charges go on while they run. 0011 makes the
+	// Up to 0010: the migrations that let charges go on while they run. 0012 makes the
 	// usage rollup again from the ledger under its locks (charges wait for it: see the
 	// migration), and runs once the traffic stopped.
 	migErr := store.MigrateTo(ctx, pool, 10)

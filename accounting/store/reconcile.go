@@ -14,7 +14,7 @@ import (
 // and upstream model: requests and charged from the entries, units and amounts from
 // their stored components. It reads the ledger itself (an operator's occasional report,
 // not the hot path: no rollup across accounts, whose rows every charge would contend
-// for), narrowed to the range's pages by the BRIN index of migrations/0012.
+// for), narrowed to the range's pages by the BRIN index of migrations/0013.
 func (s *Store) Reconcile(ctx context.Context, q ledger.ReconcileQuery) ([]ledger.ReconcileRow, error) {
 	from, to := q.From.UTC(), q.To.UTC()
 	switch {

@@ -1,4 +1,4 @@
--- 0011_charge_components: each charge keeps its priced breakdown and its tier, and the
+-- 0012_charge_components: each charge keeps its priced breakdown and its tier, and the
 -- usage rollup counts cache tokens and splits by channel and upstream model.
 --
 -- ledger_entries gains `components` (jsonb: an array of {"name", "units",

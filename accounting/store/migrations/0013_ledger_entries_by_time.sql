@@ -1,5 +1,5 @@
 ---- tern: disable-tx ----
--- 0012_ledger_entries_by_time: a BRIN index of the entries' times, for reconciliation
+-- 0013_ledger_entries_by_time: a BRIN index of the entries' times, for reconciliation
 -- (Store.Reconcile), which reads every account's charges of a range of UTC days.
 --
 -- Entries are only appended, with the time of their commit, so their times follow the
