@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,8 +23,8 @@ import (
 // usagePage is the usage page's data.
 type usagePage struct {
 	Account, From, To, By string
-	Rows                  []*accountingv1.UsageRow
-	Total                 *accountingv1.UsageRow
+	Rows                  []ledger.UsageRow
+	Total                 ledger.UsageRow
 	Bars                  []bar
 }
 
@@ -47,23 +48,34 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, se *session) {
 		render(w, http.StatusBadRequest, "error", page{Title: "Usage", Error: plainWords(err)})
 		return
 	}
-	d.Rows, d.Total = res.GetRows(), res.GetTotal()
+	for _, row := range res.GetRows() {
+		d.Rows = append(d.Rows, contract.UsageRowFromProto(row))
+	}
+	d.Total = contract.UsageRowFromProto(res.GetTotal())
 	if q.Get("format") == "csv" {
-		writeCSV(w, "usage-"+d.Account+".csv", []string{d.By, "requests", "input_tokens", "output_tokens", "charged"}, func(add func(...string)) {
+		header := []string{d.By, "requests", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "charged"}
+		if group == ledger.ByChannel {
+			header = slices.Insert(header, 1, "upstream_model")
+		}
+		writeCSV(w, "usage-"+d.Account+".csv", header, func(add func(...string)) {
 			for _, row := range d.Rows {
-				add(row.GetGroup(), strconv.FormatInt(row.GetRequests(), 10), strconv.FormatInt(row.GetInputTokens(), 10),
-					strconv.FormatInt(row.GetOutputTokens(), 10), ledger.FormatCredits6(row.GetChargedMicros()))
+				f := []string{row.Group, itoa(row.Requests), itoa(row.InputTokens), itoa(row.OutputTokens),
+					itoa(row.CacheReadTokens), itoa(row.CacheWriteTokens), ledger.FormatCredits6(row.Charged)}
+				if group == ledger.ByChannel {
+					f = slices.Insert(f, 1, row.UpstreamModel)
+				}
+				add(f...)
 			}
 		})
 		return
 	}
 	var top int64 = 1
 	for _, row := range d.Rows {
-		top = max(top, row.GetChargedMicros())
+		top = max(top, row.Charged)
 	}
 	for i, row := range d.Rows {
-		h := int(row.GetChargedMicros() * 100 / top)
-		d.Bars = append(d.Bars, bar{Label: row.GetGroup(), X: 10 + i*60, H: h, Y: 110 - h})
+		h := int(row.Charged * 100 / top)
+		d.Bars = append(d.Bars, bar{Label: row.Group, X: 10 + i*60, H: h, Y: 110 - h})
 	}
 	render(w, 200, "usage", page{Title: "Usage", CSRF: se.csrf, Data: d})
 }
@@ -90,11 +102,13 @@ func (s *Server) statement(w http.ResponseWriter, r *http.Request, se *session) 
 				break
 			}
 		}
-		writeCSV(w, "statement-"+id+".csv", []string{"id", "created_at", "kind", "amount", "key_id", "model", "input_tokens", "output_tokens", "reservation_id"}, func(add func(...string)) {
-			for _, e := range all {
-				add(strconv.FormatInt(e.GetId(), 10), e.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), string(contract.EntryKindFromProto(e.GetKind())),
-					ledger.FormatCredits6(e.GetAmountMicros()), e.GetKeyId(), e.GetModel(), strconv.FormatInt(e.GetInputTokens(), 10),
-					strconv.FormatInt(e.GetOutputTokens(), 10), e.GetReservationId())
+		var entries []ledger.Entry
+		for _, e := range all {
+			entries = append(entries, contract.EntryFromProto(e))
+		}
+		writeCSV(w, "statement-"+id+".csv", statementHeader(), func(add func(...string)) {
+			for _, e := range entries {
+				add(statementRow(e)...)
 			}
 		})
 		return
@@ -104,11 +118,49 @@ func (s *Server) statement(w http.ResponseWriter, r *http.Request, se *session) 
 		render(w, http.StatusBadRequest, "error", page{Title: "Statement", Error: plainWords(err)})
 		return
 	}
-	render(w, 200, "statement", page{Title: "Statement", CSRF: se.csrf, Data: struct {
-		Account string
-		Res     *accountingv1.ListLedgerEntriesResponse
-	}{id, res}})
+	d := statementPage{Account: id, NextBefore: res.GetNextBeforeId()}
+	for _, e := range res.GetEntries() {
+		d.Entries = append(d.Entries, contract.EntryFromProto(e))
+	}
+	render(w, 200, "statement", page{Title: "Statement", CSRF: se.csrf, Data: d})
 }
+
+// statementPage is the statement page's data.
+type statementPage struct {
+	Account    string
+	Entries    []ledger.Entry
+	NextBefore int64
+}
+
+// statementHeader is the statement CSV's header: an entry's fields, then for each
+// component its units, price per million and amount (empty when the charge has none).
+func statementHeader() []string {
+	h := []string{"id", "created_at", "kind", "amount", "key_id", "model", "input_tokens", "output_tokens", "reservation_id",
+		"channel", "upstream_model", "service_tier", "capped"}
+	for _, n := range ledger.ComponentNames {
+		h = append(h, n+"_units", n+"_price_per_mtok", n+"_amount")
+	}
+	return h
+}
+
+// statementRow is one entry as a CSV row, in statementHeader's columns.
+func statementRow(e ledger.Entry) []string {
+	f := []string{strconv.FormatInt(e.ID, 10), e.CreatedAt.UTC().Format(time.RFC3339), string(e.Kind),
+		ledger.FormatCredits6(e.Amount), e.KeyID, e.Model, itoa(e.InputTokens), itoa(e.OutputTokens), e.ReservationID,
+		e.Channel, e.UpstreamModel, e.ServiceTier, strconv.FormatBool(e.Capped())}
+	for _, n := range ledger.ComponentNames {
+		i := slices.IndexFunc(e.Components, func(c ledger.Component) bool { return c.Name == n })
+		if i < 0 {
+			f = append(f, "", "", "")
+			continue
+		}
+		c := e.Components[i]
+		f = append(f, itoa(c.Units), itoa(c.PricePerMTok), ledger.FormatCredits6(c.Amount))
+	}
+	return f
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func writeCSV(w http.ResponseWriter, name string, header []string, rows func(add func(...string))) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")

@@ -179,4 +179,27 @@ func TestRecordsRoundTrip(t *testing.T) {
 			t.Errorf("usage (-want +got)\n%s", diff)
 		}
 	}
+	components := []ledger.Component{
+		{Name: "cache_write_1h", Units: 3_000, PricePerMTok: 6_000_000, Amount: 18_000},
+		{Name: "output", Units: 10, PricePerMTok: 15_000_000, Amount: 150},
+	}
+	for _, e := range []ledger.Entry{
+		{ID: 7, Kind: ledger.EntryCharge, Amount: -18_150, CreatedAt: expires, ReservationID: "r", KeyID: "k", Model: "m",
+			InputTokens: 3_000, OutputTokens: 10, Channel: "c", UpstreamModel: "u", Components: components, ServiceTier: "flex"},
+		{ID: 1, Kind: ledger.EntryTopUp, Amount: 5, CreatedAt: expires},
+	} {
+		if diff := cmp.Diff(e, EntryFromProto(EntryToProto(e))); diff != "" {
+			t.Errorf("entry (-want +got)\n%s", diff)
+		}
+	}
+	row := ledger.UsageRow{Group: "c", UpstreamModel: "u", Requests: 1, InputTokens: 2, OutputTokens: 3, CacheReadTokens: 4,
+		CacheWriteTokens: 5, Charged: 6}
+	if diff := cmp.Diff(row, UsageRowFromProto(UsageRowToProto(row))); diff != "" {
+		t.Errorf("usage row (-want +got)\n%s", diff)
+	}
+	rec := ledger.ReconcileRow{Day: "2026-03-14", Channel: "c", UpstreamModel: "u", Requests: 2, Charged: 9,
+		Components: []ledger.ComponentTotal{{Name: "input", Units: 4, Amount: 5}, {Name: "output", Units: 6, Amount: 7}}}
+	if diff := cmp.Diff(rec, ReconcileRowFromProto(ReconcileRowToProto(rec))); diff != "" {
+		t.Errorf("reconcile row (-want +got)\n%s", diff)
+	}
 }

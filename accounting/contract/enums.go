@@ -69,6 +69,7 @@ var usageGroups = newEnum(
 	pair[ledger.UsageGroup, accountingv1.UsageGroup]{ledger.ByModel, accountingv1.UsageGroup_USAGE_GROUP_MODEL},
 	pair[ledger.UsageGroup, accountingv1.UsageGroup]{ledger.ByKey, accountingv1.UsageGroup_USAGE_GROUP_KEY},
 	pair[ledger.UsageGroup, accountingv1.UsageGroup]{ledger.ByDay, accountingv1.UsageGroup_USAGE_GROUP_DAY},
+	pair[ledger.UsageGroup, accountingv1.UsageGroup]{ledger.ByChannel, accountingv1.UsageGroup_USAGE_GROUP_CHANNEL},
 )
 
 // UsageGroupToProto is a report grouping on the wire.

@@ -136,11 +136,26 @@ func VideoTaskToProto(t ledger.VideoTask, now time.Time) *accountingv1.VideoTask
 
 // UsageToProto is what a request consumed, on the wire.
 func UsageToProto(u ledger.Usage) *accountingv1.Usage {
-	out := &accountingv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Units: maps.Clone(u.Units),
-		ServiceTier: u.ServiceTier}
-	for _, c := range u.Components {
-		out.Components = append(out.Components, &accountingv1.ChargeComponent{
+	return &accountingv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Units: maps.Clone(u.Units),
+		ServiceTier: u.ServiceTier, Components: ComponentsToProto(u.Components)}
+}
+
+// ComponentsToProto is a charge's priced components on the wire.
+func ComponentsToProto(cs []ledger.Component) []*accountingv1.ChargeComponent {
+	var out []*accountingv1.ChargeComponent
+	for _, c := range cs {
+		out = append(out, &accountingv1.ChargeComponent{
 			Name: c.Name, Units: c.Units, PricePerMtok: c.PricePerMTok, AmountMicros: c.Amount})
+	}
+	return out
+}
+
+// ComponentsFromProto reads a charge's priced components (nil for none).
+func ComponentsFromProto(cs []*accountingv1.ChargeComponent) []ledger.Component {
+	var out []ledger.Component
+	for _, c := range cs {
+		out = append(out, ledger.Component{
+			Name: c.GetName(), Units: c.GetUnits(), PricePerMTok: c.GetPricePerMtok(), Amount: c.GetAmountMicros()})
 	}
 	return out
 }
@@ -154,13 +169,8 @@ func UsageFromProto(u *accountingv1.Usage) ledger.Usage {
 	if len(u.GetUnits()) > 0 {
 		units = maps.Clone(u.GetUnits())
 	}
-	out := ledger.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), Units: units,
-		ServiceTier: u.GetServiceTier()}
-	for _, c := range u.GetComponents() {
-		out.Components = append(out.Components, ledger.Component{
-			Name: c.GetName(), Units: c.GetUnits(), PricePerMTok: c.GetPricePerMtok(), Amount: c.GetAmountMicros()})
-	}
-	return out
+	return ledger.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), Units: units,
+		ServiceTier: u.GetServiceTier(), Components: ComponentsFromProto(u.GetComponents())}
 }
 
 // TierToProto is a tier's limits on the wire.
@@ -188,11 +198,28 @@ func TierFromProto(t *accountingv1.Tier) ledger.Tier {
 // UsageRowToProto is one group of a usage report on the wire.
 func UsageRowToProto(r ledger.UsageRow) *accountingv1.UsageRow {
 	return &accountingv1.UsageRow{
-		Group:         r.Group,
-		Requests:      r.Requests,
-		InputTokens:   r.InputTokens,
-		OutputTokens:  r.OutputTokens,
-		ChargedMicros: r.Charged,
+		Group:            r.Group,
+		UpstreamModel:    r.UpstreamModel,
+		Requests:         r.Requests,
+		InputTokens:      r.InputTokens,
+		OutputTokens:     r.OutputTokens,
+		CacheReadTokens:  r.CacheReadTokens,
+		CacheWriteTokens: r.CacheWriteTokens,
+		ChargedMicros:    r.Charged,
+	}
+}
+
+// UsageRowFromProto reads one group of a usage report.
+func UsageRowFromProto(r *accountingv1.UsageRow) ledger.UsageRow {
+	return ledger.UsageRow{
+		Group:            r.GetGroup(),
+		UpstreamModel:    r.GetUpstreamModel(),
+		Requests:         r.GetRequests(),
+		InputTokens:      r.GetInputTokens(),
+		OutputTokens:     r.GetOutputTokens(),
+		CacheReadTokens:  r.GetCacheReadTokens(),
+		CacheWriteTokens: r.GetCacheWriteTokens(),
+		Charged:          r.GetChargedMicros(),
 	}
 }
 
@@ -208,7 +235,53 @@ func EntryToProto(e ledger.Entry) *accountingv1.LedgerEntry {
 		Model:         e.Model,
 		InputTokens:   e.InputTokens,
 		OutputTokens:  e.OutputTokens,
+		Channel:       e.Channel,
+		UpstreamModel: e.UpstreamModel,
+		Components:    ComponentsToProto(e.Components),
+		ServiceTier:   e.ServiceTier,
 	}
+}
+
+// EntryFromProto reads one ledger entry of a statement.
+func EntryFromProto(e *accountingv1.LedgerEntry) ledger.Entry {
+	out := ledger.Entry{
+		ID:            e.GetId(),
+		Kind:          EntryKindFromProto(e.GetKind()),
+		Amount:        e.GetAmountMicros(),
+		ReservationID: e.GetReservationId(),
+		KeyID:         e.GetKeyId(),
+		Model:         e.GetModel(),
+		InputTokens:   e.GetInputTokens(),
+		OutputTokens:  e.GetOutputTokens(),
+		Channel:       e.GetChannel(),
+		UpstreamModel: e.GetUpstreamModel(),
+		Components:    ComponentsFromProto(e.GetComponents()),
+		ServiceTier:   e.GetServiceTier(),
+	}
+	if at := timeOrNil(e.GetCreatedAt()); at != nil {
+		out.CreatedAt = at.UTC()
+	}
+	return out
+}
+
+// ReconcileRowToProto is one day, channel and upstream model of a reconciliation.
+func ReconcileRowToProto(r ledger.ReconcileRow) *accountingv1.ReconcileRow {
+	out := &accountingv1.ReconcileRow{Day: r.Day, Channel: r.Channel, UpstreamModel: r.UpstreamModel,
+		Requests: r.Requests, ChargedMicros: r.Charged}
+	for _, c := range r.Components {
+		out.Components = append(out.Components, &accountingv1.ChargeComponent{Name: c.Name, Units: c.Units, AmountMicros: c.Amount})
+	}
+	return out
+}
+
+// ReconcileRowFromProto reads one row of a reconciliation.
+func ReconcileRowFromProto(r *accountingv1.ReconcileRow) ledger.ReconcileRow {
+	out := ledger.ReconcileRow{Day: r.GetDay(), Channel: r.GetChannel(), UpstreamModel: r.GetUpstreamModel(),
+		Requests: r.GetRequests(), Charged: r.GetChargedMicros()}
+	for _, c := range r.GetComponents() {
+		out.Components = append(out.Components, ledger.ComponentTotal{Name: c.GetName(), Units: c.GetUnits(), Amount: c.GetAmountMicros()})
+	}
+	return out
 }
 
 // VideoTaskFromProto reads a video task's owner record and its age when it was read.

@@ -161,7 +161,8 @@ func keyUpdate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed)
 }
 
 // groupFields is the JSON name of a usage row's group, per grouping.
-var groupFields = map[ledger.UsageGroup]string{ledger.ByModel: "model", ledger.ByKey: "key_id", ledger.ByDay: "day"}
+var groupFields = map[ledger.UsageGroup]string{ledger.ByModel: "model", ledger.ByKey: "key_id", ledger.ByDay: "day",
+	ledger.ByChannel: "channel"}
 
 func usage(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
 	account, err := required(p, "usage", "account", "ID")
@@ -174,7 +175,7 @@ func usage(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (an
 	}
 	group, ok := ledger.UsageGroupNamed(by)
 	if !ok {
-		return nil, usagef("--by takes model, key or day, not %q", by)
+		return nil, usagef("--by takes model, key, day or channel, not %q", by)
 	}
 	for _, f := range []string{"from", "to"} {
 		if _, err := time.Parse(time.DateOnly, p.flags[f]); p.has(f) && err != nil {
@@ -188,13 +189,44 @@ func usage(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (an
 	if err != nil {
 		return nil, err
 	}
-	out := UsageReport{Rows: []map[string]any{}, Total: usageJSON(resp.GetTotal())}
-	for _, r := range resp.GetRows() {
+	out := UsageReport{Rows: []map[string]any{}, Total: usageJSON(contract.UsageRowFromProto(resp.GetTotal()))}
+	for _, pr := range resp.GetRows() {
+		r := contract.UsageRowFromProto(pr)
 		row := usageJSON(r)
-		out.Rows = append(out.Rows, map[string]any{
-			groupFields[group]: r.GetGroup(), "requests": row.Requests, "input_tokens": row.InputTokens,
-			"output_tokens": row.OutputTokens, "charged": row.Charged, "charged_micros": row.ChargedMicros,
-		})
+		m := map[string]any{
+			groupFields[group]: r.Group, "requests": row.Requests, "input_tokens": row.InputTokens,
+			"output_tokens": row.OutputTokens, "cache_read_tokens": row.CacheReadTokens,
+			"cache_write_tokens": row.CacheWriteTokens, "charged": row.Charged, "charged_micros": row.ChargedMicros,
+		}
+		if group == ledger.ByChannel {
+			m["upstream_model"] = r.UpstreamModel
+		}
+		out.Rows = append(out.Rows, m)
+	}
+	return out, nil
+}
+
+// reconcile prints every account's charges of a range of UTC days per day, channel and
+// upstream model. Both days are required: a reconciliation is of a stated period.
+func reconcile(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+	var days [2]string
+	for i, f := range []string{"from", "to"} {
+		v, err := required(p, "reconcile", f, "YYYY-MM-DD")
+		if err != nil {
+			return nil, err
+		}
+		if _, err := time.Parse(time.DateOnly, v); err != nil {
+			return nil, usagef("--%s wants a UTC day such as 2026-01-31, not %q", f, v)
+		}
+		days[i] = v
+	}
+	resp, err := c.Reconcile(ctx, &accountingv1.ReconcileRequest{FromDay: days[0], ToDay: days[1]})
+	if err != nil {
+		return nil, err
+	}
+	out := Reconciliation{Rows: []ReconcileRow{}}
+	for _, r := range resp.GetRows() {
+		out.Rows = append(out.Rows, reconcileJSON(contract.ReconcileRowFromProto(r)))
 	}
 	return out, nil
 }
@@ -226,7 +258,7 @@ func ledgerList(ctx context.Context, c accountingv1.AdminServiceClient, p parsed
 		out.NextBefore = strconv.FormatInt(n, 10)
 	}
 	for _, e := range resp.GetEntries() {
-		out.Entries = append(out.Entries, entryJSON(e))
+		out.Entries = append(out.Entries, entryJSON(contract.EntryFromProto(e)))
 	}
 	return out, nil
 }

@@ -58,8 +58,9 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
              [--daily-limit CREDITS | --no-daily-limit]
              [--monthly-limit CREDITS | --no-monthly-limit]
              [--expires RFC3339 | --no-expiry]
-  usage --account ID [--key KEYID] [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--by model|key|day]
+  usage --account ID [--key KEYID] [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--by model|key|day|channel]
   ledger --account ID [--limit N] [--before ENTRY_ID]
+  reconcile --from YYYY-MM-DD --to YYYY-MM-DD
   tier list
   tier set NAME --rpm-before N --rpm-after N --in-flight N --in-flight-high-cost N
 
@@ -117,6 +118,7 @@ var commands = map[string]command{
 		"account": stringFlag, "key": stringFlag, "from": stringFlag, "to": stringFlag, "by": stringFlag,
 	}, entity: "account or key", run: usage},
 	"ledger":    {flags: map[string]flagKind{"account": stringFlag, "limit": stringFlag, "before": stringFlag}, entity: "account", run: ledgerList},
+	"reconcile": {flags: map[string]flagKind{"from": stringFlag, "to": stringFlag}, entity: "range", run: reconcile},
 	"tier list": {entity: "tier", run: tierList},
 	"tier set": {flags: map[string]flagKind{
 		"rpm-before": stringFlag, "rpm-after": stringFlag, "in-flight": stringFlag, "in-flight-high-cost": stringFlag,

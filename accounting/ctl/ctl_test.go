@@ -198,7 +198,7 @@ func TestFailures(t *testing.T) {
 		{"key update bad limit", env, []string{"key", "update", "k", "--monthly-limit", "x"}, 2, "--monthly-limit"},
 		{"key list without account", env, []string{"key", "list"}, 2, "needs --account"},
 		{"usage without account", env, []string{"usage"}, 2, "needs --account"},
-		{"usage bad by", env, []string{"usage", "--account", id, "--by", "week"}, 2, "--by takes model, key or day"},
+		{"usage bad by", env, []string{"usage", "--account", id, "--by", "week"}, 2, "--by takes model, key, day or channel"},
 		{"usage bad day", env, []string{"usage", "--account", id, "--from", "2026-13-01"}, 2, "--from wants a UTC day"},
 		{"ledger without account", env, []string{"ledger"}, 2, "needs --account"},
 		{"ledger bad cursor", env, []string{"ledger", "--account", id, "--before", "x"}, 2, "--before wants an entry id"},

@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -132,20 +131,24 @@ type KeyList struct {
 
 // UsageTotals is the JSON shape of a usage report's total.
 type UsageTotals struct {
-	Requests      int64       `json:"requests"`
-	InputTokens   int64       `json:"input_tokens"`
-	OutputTokens  int64       `json:"output_tokens"`
-	Charged       json.Number `json:"charged"`
-	ChargedMicros int64       `json:"charged_micros"`
+	Requests         int64       `json:"requests"`
+	InputTokens      int64       `json:"input_tokens"`
+	OutputTokens     int64       `json:"output_tokens"`
+	CacheReadTokens  int64       `json:"cache_read_tokens"`
+	CacheWriteTokens int64       `json:"cache_write_tokens"`
+	Charged          json.Number `json:"charged"`
+	ChargedMicros    int64       `json:"charged_micros"`
 }
 
-func usageJSON(r *accountingv1.UsageRow) UsageTotals {
+func usageJSON(r ledger.UsageRow) UsageTotals {
 	return UsageTotals{
-		Requests:      r.GetRequests(),
-		InputTokens:   r.GetInputTokens(),
-		OutputTokens:  r.GetOutputTokens(),
-		Charged:       credits(r.GetChargedMicros()),
-		ChargedMicros: r.GetChargedMicros(),
+		Requests:         r.Requests,
+		InputTokens:      r.InputTokens,
+		OutputTokens:     r.OutputTokens,
+		CacheReadTokens:  r.CacheReadTokens,
+		CacheWriteTokens: r.CacheWriteTokens,
+		Charged:          credits(r.Charged),
+		ChargedMicros:    r.Charged,
 	}
 }
 
@@ -156,7 +159,9 @@ type UsageReport struct {
 	Total UsageTotals      `json:"total"`
 }
 
-// Entry is the JSON shape of a ledger entry.
+// Entry is the JSON shape of a ledger entry. A charge carries its components (amounts
+// as priced: when the hold capped the charge, "capped" is true and they sum to more
+// than the amount) and its service tier; a top-up has none.
 type Entry struct {
 	ID            string      `json:"id"`
 	Kind          string      `json:"kind"`
@@ -168,21 +173,86 @@ type Entry struct {
 	Model         string      `json:"model"`
 	InputTokens   int64       `json:"input_tokens"`
 	OutputTokens  int64       `json:"output_tokens"`
+	Channel       string      `json:"channel"`
+	UpstreamModel string      `json:"upstream_model"`
+	Components    []Component `json:"components"`
+	ServiceTier   string      `json:"service_tier"`
+	Capped        bool        `json:"capped"`
 }
 
-func entryJSON(e *accountingv1.LedgerEntry) Entry {
-	return Entry{
-		ID:            strconv.FormatInt(e.GetId(), 10),
-		Kind:          string(contract.EntryKindFromProto(e.GetKind())),
-		Amount:        credits(e.GetAmountMicros()),
-		AmountMicros:  e.GetAmountMicros(),
-		CreatedAt:     timeOrNil(e.GetCreatedAt()),
-		ReservationID: e.GetReservationId(),
-		KeyID:         e.GetKeyId(),
-		Model:         e.GetModel(),
-		InputTokens:   e.GetInputTokens(),
-		OutputTokens:  e.GetOutputTokens(),
+// Component is the JSON shape of one priced part of a charge.
+type Component struct {
+	Name         string      `json:"name"`
+	Units        int64       `json:"units"`
+	PricePerMTok json.Number `json:"price_per_mtok"`
+	Amount       json.Number `json:"amount"`
+	AmountMicros int64       `json:"amount_micros"`
+}
+
+func entryJSON(e ledger.Entry) Entry {
+	out := Entry{
+		ID:            strconv.FormatInt(e.ID, 10),
+		Kind:          string(e.Kind),
+		Amount:        credits(e.Amount),
+		AmountMicros:  e.Amount,
+		ReservationID: e.ReservationID,
+		KeyID:         e.KeyID,
+		Model:         e.Model,
+		InputTokens:   e.InputTokens,
+		OutputTokens:  e.OutputTokens,
+		Channel:       e.Channel,
+		UpstreamModel: e.UpstreamModel,
+		Components:    []Component{},
+		ServiceTier:   e.ServiceTier,
+		Capped:        e.Capped(),
 	}
+	if !e.CreatedAt.IsZero() {
+		at := e.CreatedAt.UTC().Format(time.RFC3339Nano)
+		out.CreatedAt = &at
+	}
+	for _, c := range e.Components {
+		out.Components = append(out.Components, Component{Name: c.Name, Units: c.Units,
+			PricePerMTok: json.Number(strconv.FormatInt(c.PricePerMTok, 10)), Amount: credits(c.Amount), AmountMicros: c.Amount})
+	}
+	return out
+}
+
+// Reconciliation is the JSON shape of reconcile.
+type Reconciliation struct {
+	Rows []ReconcileRow `json:"rows"`
+}
+
+// ReconcileRow is one UTC day, channel and upstream model of a reconciliation: each
+// component's units and amount at the card's prices, their sum ("priced") and what the
+// accounts were charged (less than priced where holds capped charges).
+type ReconcileRow struct {
+	Day           string                    `json:"day"`
+	Channel       string                    `json:"channel"`
+	UpstreamModel string                    `json:"upstream_model"`
+	Requests      int64                     `json:"requests"`
+	Components    map[string]ComponentTotal `json:"components"`
+	Priced        json.Number               `json:"priced"`
+	PricedMicros  int64                     `json:"priced_micros"`
+	Charged       json.Number               `json:"charged"`
+	ChargedMicros int64                     `json:"charged_micros"`
+}
+
+// ComponentTotal is the JSON shape of one component's units and amount, summed.
+type ComponentTotal struct {
+	Units        int64       `json:"units"`
+	Amount       json.Number `json:"amount"`
+	AmountMicros int64       `json:"amount_micros"`
+}
+
+func reconcileJSON(r ledger.ReconcileRow) ReconcileRow {
+	out := ReconcileRow{Day: r.Day, Channel: r.Channel, UpstreamModel: r.UpstreamModel, Requests: r.Requests,
+		Components: map[string]ComponentTotal{}, Charged: credits(r.Charged), ChargedMicros: r.Charged}
+	for _, c := range r.Components {
+		out.Components[c.Name] = ComponentTotal{Units: c.Units, Amount: credits(c.Amount), AmountMicros: c.Amount}
+		out.PricedMicros += c.Amount
+	}
+	out.Priced = credits(out.PricedMicros)
+	return out
 }
 
 // Statement is the JSON shape of ledger.

@@ -35,9 +35,11 @@ const (
 	ByModel UsageGroup = iota + 1
 	ByKey
 	ByDay
+	// ByChannel groups by the channel that served the charge and its upstream model.
+	ByChannel
 )
 
-var usageGroupNames = map[UsageGroup]string{ByModel: "model", ByKey: "key", ByDay: "day"}
+var usageGroupNames = map[UsageGroup]string{ByModel: "model", ByKey: "key", ByDay: "day", ByChannel: "channel"}
 
 // String is the group's name as operators type it (gatewayctl usage --by, the console).
 func (g UsageGroup) String() string { return usageGroupNames[g] }
@@ -61,13 +63,19 @@ type UsageQuery struct {
 	By        UsageGroup
 }
 
-// UsageRow is the charges of one group: the model, key id or day ("2006-01-02").
+// UsageRow is the charges of one group: the model, key id, day ("2006-01-02") or
+// channel (with UpstreamModel).
 type UsageRow struct {
-	Group        string
-	Requests     int64
-	InputTokens  int64
-	OutputTokens int64
-	Charged      Micros
+	Group         string
+	UpstreamModel string // ByChannel only
+	Requests      int64
+	InputTokens   int64
+	OutputTokens  int64
+	// Input tokens read from and written to a prompt cache (both write windows), as
+	// the charges' components recorded them: part of InputTokens.
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	Charged          Micros
 }
 
 // UsageReport is a usage report's rows, ordered by group, and their total.
@@ -96,6 +104,20 @@ type Entry struct {
 	Model         string
 	InputTokens   int64
 	OutputTokens  int64
+	// A charge's channel and upstream model, its priced components and tier, as
+	// committed (empty for charges recorded without them). The components keep the
+	// amounts they were priced at: when the hold capped the charge (Capped), they sum
+	// to more than -Amount.
+	Channel       string
+	UpstreamModel string
+	Components    []Component
+	ServiceTier   string
+}
+
+// Capped reports whether the charge is less than its components priced: the hold,
+// not the card, set its amount.
+func (e Entry) Capped() bool {
+	return e.Kind == EntryCharge && len(e.Components) > 0 && PricedAmount(e.Components) > -e.Amount
 }
 
 // MaxTierLimit bounds each of a tier's limits.

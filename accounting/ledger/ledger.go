@@ -260,6 +260,9 @@ type Store interface {
 	// LedgerEntries returns up to limit of an account's entries older than beforeID
 	// (from the newest when 0), newest first.
 	LedgerEntries(ctx context.Context, accountID string, beforeID int64, limit int) ([]Entry, error)
+	// Reconcile sums every account's charges in a range of UTC days per day, channel
+	// and upstream model, with their components.
+	Reconcile(ctx context.Context, q ReconcileQuery) ([]ReconcileRow, error)
 	// Tiers returns every tier, by name.
 	Tiers(ctx context.Context) ([]Tier, error)
 	// PutTier creates or changes a tier; new reservations use it at once.

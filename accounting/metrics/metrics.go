@@ -299,6 +299,12 @@ func (s *countingStore) LedgerEntries(ctx context.Context, accountID string, bef
 	return v, err
 }
 
+func (s *countingStore) Reconcile(ctx context.Context, q ledger.ReconcileQuery) ([]ledger.ReconcileRow, error) {
+	v, err := s.st.Reconcile(ctx, q)
+	s.m.failed(ctx, "Reconcile", err)
+	return v, err
+}
+
 func (s *countingStore) Tiers(ctx context.Context) ([]ledger.Tier, error) {
 	v, err := s.st.Tiers(ctx)
 	s.m.failed(ctx, "Tiers", err)

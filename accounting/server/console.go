@@ -152,6 +152,34 @@ func (a *AdminServer) ListLedgerEntries(ctx context.Context, req *accountingv1.L
 	return resp, nil
 }
 
+// Reconcile sums every account's charges over UTC days per day, channel and upstream
+// model. Both days are required: a reconciliation is always of a stated period.
+func (a *AdminServer) Reconcile(ctx context.Context, req *accountingv1.ReconcileRequest) (*accountingv1.ReconcileResponse, error) {
+	if req.GetFromDay() == "" || req.GetToDay() == "" {
+		return nil, invalidArgument("from_day and to_day are required")
+	}
+	from, err := dayFromProto("from_day", req.GetFromDay(), time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	to, err := dayFromProto("to_day", req.GetToDay(), time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	if to.Before(from) {
+		return nil, invalidArgument("to_day is before from_day")
+	}
+	rows, err := a.s.store.Reconcile(ctx, ledger.ReconcileQuery{From: from, To: to})
+	if err != nil {
+		return nil, a.s.fail(ctx, "Reconcile", err)
+	}
+	resp := &accountingv1.ReconcileResponse{}
+	for _, r := range rows {
+		resp.Rows = append(resp.Rows, contract.ReconcileRowToProto(r))
+	}
+	return resp, nil
+}
+
 // ListTiers returns every tier.
 func (a *AdminServer) ListTiers(ctx context.Context, _ *accountingv1.ListTiersRequest) (*accountingv1.ListTiersResponse, error) {
 	tiers, err := a.s.store.Tiers(ctx)

@@ -183,3 +183,41 @@ func TestListPagesAndTiers(t *testing.T) {
 		t.Errorf("ListTiers = %v, %v", tiers, err)
 	}
 }
+
+type reconcileStore struct {
+	*servertest.Memory
+	got ledger.ReconcileQuery
+}
+
+func (s *reconcileStore) Reconcile(_ context.Context, q ledger.ReconcileQuery) ([]ledger.ReconcileRow, error) {
+	s.got = q
+	return []ledger.ReconcileRow{{Day: "2028-02-10", Channel: "c", UpstreamModel: "u", Requests: 2, Charged: 7,
+		Components: []ledger.ComponentTotal{{Name: "cache_read", Units: 80, Amount: 8}}}}, nil
+}
+
+// Reconcile asks the store for the days requested, across all accounts, and answers
+// its rows with each component's totals.
+func TestReconcileRange(t *testing.T) {
+	t.Parallel()
+	st := &reconcileStore{Memory: servertest.NewMemory()}
+	admin := servertest.Start(t, st, servertest.Options{}).Admin(t, servertest.AdminToken)
+	resp, err := admin.Reconcile(context.Background(), &accountingv1.ReconcileRequest{FromDay: "2028-02-01", ToDay: "2028-02-29"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := func(s string) time.Time { d, _ := time.Parse(time.DateOnly, s); return d }
+	if want := (ledger.ReconcileQuery{From: day("2028-02-01"), To: day("2028-02-29")}); st.got != want {
+		t.Errorf("query %+v, want %+v", st.got, want)
+	}
+	want := &accountingv1.ReconcileResponse{Rows: []*accountingv1.ReconcileRow{{Day: "2028-02-10", Channel: "c", UpstreamModel: "u",
+		Requests: 2, ChargedMicros: 7, Components: []*accountingv1.ChargeComponent{{Name: "cache_read", Units: 80, AmountMicros: 8}}}}}
+	if diff := cmp.Diff(want, resp, protocmp.Transform()); diff != "" {
+		t.Errorf("response (-want +got):\n%s", diff)
+	}
+	// The ledger service's credential is not an admin's.
+	if _, err := servertest.Start(t, st, servertest.Options{}).Admin(t, "wrong").Reconcile(context.Background(),
+		&accountingv1.ReconcileRequest{FromDay: "2028-02-01", ToDay: "2028-02-29"}); status.Code(err) != codes.Unauthenticated &&
+		status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a wrong token: %v", err)
+	}
+}

@@ -164,10 +164,16 @@ func (l *LedgerServer) Commit(ctx context.Context, req *accountingv1.CommitReque
 			return nil, invalidArgument("usage units must not be negative")
 		}
 	}
+	usage := contract.UsageFromProto(u)
+	// A breakdown that does not add up to the charge is refused before anything is
+	// charged: the ledger would keep a statement that cannot be checked.
+	if err := ledger.ValidateComponents(req.GetActualMicros(), usage.Components); err != nil {
+		return nil, invalidArgument(err.Error())
+	}
 	res, err := l.s.store.Commit(ctx, ledger.CommitRequest{
 		ReservationID: req.GetReservationId(),
 		Actual:        req.GetActualMicros(),
-		Usage:         contract.UsageFromProto(u),
+		Usage:         usage,
 		UpstreamModel: req.GetUpstreamModel(),
 		Channel:       req.GetChannel(),
 	})

@@ -168,6 +168,33 @@ func TestInvalidArgumentsNeverReachTheStore(t *testing.T) {
 			_, err := l.Commit(ctx, &accountingv1.CommitRequest{ReservationId: "r", Usage: &accountingv1.Usage{Units: map[string]int64{"images": -1}}})
 			return err
 		}},
+		{"commit components that miss the actual cost", func(l accountingv1.LedgerServiceClient, _ accountingv1.AdminServiceClient) error {
+			_, err := l.Commit(ctx, &accountingv1.CommitRequest{ReservationId: "r", ActualMicros: 11, Usage: &accountingv1.Usage{
+				Components: []*accountingv1.ChargeComponent{{Name: "input", Units: 2_000, PricePerMtok: 5_000, AmountMicros: 10}}}})
+			return err
+		}},
+		{"commit a component priced wrong", func(l accountingv1.LedgerServiceClient, _ accountingv1.AdminServiceClient) error {
+			_, err := l.Commit(ctx, &accountingv1.CommitRequest{ReservationId: "r", ActualMicros: 9, Usage: &accountingv1.Usage{
+				Components: []*accountingv1.ChargeComponent{{Name: "input", Units: 2_000, PricePerMtok: 5_000, AmountMicros: 9}}}})
+			return err
+		}},
+		{"commit an unknown component", func(l accountingv1.LedgerServiceClient, _ accountingv1.AdminServiceClient) error {
+			_, err := l.Commit(ctx, &accountingv1.CommitRequest{ReservationId: "r", ActualMicros: 10, Usage: &accountingv1.Usage{
+				Components: []*accountingv1.ChargeComponent{{Name: "tips", Units: 2_000, PricePerMtok: 5_000, AmountMicros: 10}}}})
+			return err
+		}},
+		{"reconcile without days", func(_ accountingv1.LedgerServiceClient, a accountingv1.AdminServiceClient) error {
+			_, err := a.Reconcile(ctx, &accountingv1.ReconcileRequest{FromDay: "2026-03-01"})
+			return err
+		}},
+		{"reconcile a bad day", func(_ accountingv1.LedgerServiceClient, a accountingv1.AdminServiceClient) error {
+			_, err := a.Reconcile(ctx, &accountingv1.ReconcileRequest{FromDay: "2026-02-30", ToDay: "2026-03-01"})
+			return err
+		}},
+		{"reconcile a reversed range", func(_ accountingv1.LedgerServiceClient, a accountingv1.AdminServiceClient) error {
+			_, err := a.Reconcile(ctx, &accountingv1.ReconcileRequest{FromDay: "2026-03-02", ToDay: "2026-03-01"})
+			return err
+		}},
 		{"release no id", func(l accountingv1.LedgerServiceClient, _ accountingv1.AdminServiceClient) error {
 			_, err := l.Release(ctx, &accountingv1.ReleaseRequest{})
 			return err

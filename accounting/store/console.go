@@ -88,10 +88,12 @@ func (s *Store) UpdateKey(ctx context.Context, u ledger.KeyUpdate) (ledger.Key, 
 }
 
 // usageGroups is the SQL of each UsageGroup's column.
-var usageGroups = map[ledger.UsageGroup]string{
-	ledger.ByModel: "model",
-	ledger.ByKey:   "key_id::text",
-	ledger.ByDay:   "to_char(day, 'YYYY-MM-DD')",
+// (a row's upstream model: its own only when grouped by channel).
+var usageGroups = map[ledger.UsageGroup]struct{ group, upstream string }{
+	ledger.ByModel:   {"model", "''"},
+	ledger.ByKey:     {"key_id::text", "''"},
+	ledger.ByDay:     {"to_char(day, 'YYYY-MM-DD')", "''"},
+	ledger.ByChannel: {"channel", "upstream_model"},
 }
 
 // Usage sums an account's charges from the daily rollup, which every charge updates
@@ -120,10 +122,11 @@ func (s *Store) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageRep
 		}
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT `+group+`, sum(requests), sum(input_tokens), sum(output_tokens), sum(charged)
+		SELECT `+group.group+`, `+group.upstream+`, sum(requests), sum(input_tokens), sum(output_tokens),
+			sum(cache_read_tokens), sum(cache_write_tokens), sum(charged)
 		FROM usage_daily
 		WHERE account_id = $1 AND day BETWEEN $2::date AND $3::date AND ($4::uuid IS NULL OR key_id = $4::uuid)
-		GROUP BY 1 ORDER BY 1`,
+		GROUP BY 1, 2 ORDER BY 1, 2`,
 		q.AccountID, day(q.From), day(q.To), nullIfEmpty(q.KeyID))
 	if err != nil {
 		return ledger.UsageReport{}, dbError("usage", err)
@@ -131,7 +134,8 @@ func (s *Store) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageRep
 	var r ledger.UsageReport
 	r.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.UsageRow, error) {
 		var u ledger.UsageRow
-		err := row.Scan(&u.Group, &u.Requests, &u.InputTokens, &u.OutputTokens, &u.Charged)
+		err := row.Scan(&u.Group, &u.UpstreamModel, &u.Requests, &u.InputTokens, &u.OutputTokens,
+			&u.CacheReadTokens, &u.CacheWriteTokens, &u.Charged)
 		return u, err
 	})
 	if err != nil {
@@ -141,6 +145,8 @@ func (s *Store) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageRep
 		r.Total.Requests += u.Requests
 		r.Total.InputTokens += u.InputTokens
 		r.Total.OutputTokens += u.OutputTokens
+		r.Total.CacheReadTokens += u.CacheReadTokens
+		r.Total.CacheWriteTokens += u.CacheWriteTokens
 		r.Total.Charged += u.Charged
 	}
 	return r, nil
@@ -160,7 +166,8 @@ func (s *Store) LedgerEntries(ctx context.Context, accountID string, beforeID in
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, kind, amount, created_at, coalesce(reservation_id::text, ''), coalesce(key_id::text, ''),
-			coalesce(model, ''), coalesce(input_tokens, 0), coalesce(output_tokens, 0)
+			coalesce(model, ''), coalesce(input_tokens, 0), coalesce(output_tokens, 0), coalesce(channel, ''),
+			coalesce(upstream_model, ''), components::text, coalesce(service_tier, '')
 		FROM ledger_entries
 		WHERE account_id = $1 AND ($2 = 0 OR id < $2)
 		ORDER BY id DESC LIMIT $3`, accountID, beforeID, limit)
@@ -169,9 +176,16 @@ func (s *Store) LedgerEntries(ctx context.Context, accountID string, beforeID in
 	}
 	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Entry, error) {
 		var e ledger.Entry
-		err := r.Scan(&e.ID, &e.Kind, &e.Amount, &e.CreatedAt, &e.ReservationID, &e.KeyID, &e.Model,
-			&e.InputTokens, &e.OutputTokens)
+		var components *string
+		if err := r.Scan(&e.ID, &e.Kind, &e.Amount, &e.CreatedAt, &e.ReservationID, &e.KeyID, &e.Model,
+			&e.InputTokens, &e.OutputTokens, &e.Channel, &e.UpstreamModel, &components, &e.ServiceTier); err != nil {
+			return e, err
+		}
 		e.CreatedAt = e.CreatedAt.UTC()
+		var err error
+		if components != nil {
+			e.Components, err = componentsOf([]byte(*components))
+		}
 		return e, err
 	})
 	if err != nil {

@@ -121,7 +121,8 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 		amount                []int64
 		upstream, channel     []*string
 		in, out               []int64
-		units                 []*string
+		units, components     []*string
+		tier                  []*string
 		at                    []time.Time
 	}
 	for i, op := range batch {
@@ -142,18 +143,21 @@ func writeGroup(ctx context.Context, tx batchSender, st *groupState, batch []*ba
 		ch.amount = append(ch.amount, -r.charged)
 		ch.upstream, ch.channel = append(ch.upstream, nonEmpty(c.UpstreamModel)), append(ch.channel, nonEmpty(c.Channel))
 		ch.in, ch.out, ch.units = append(ch.in, c.Usage.InputTokens), append(ch.out, c.Usage.OutputTokens), append(ch.units, units)
+		ch.components, ch.tier = append(ch.components, componentsArg(c.Usage)), append(ch.tier, nonEmpty(c.Usage.ServiceTier))
 		ch.at = append(ch.at, r.settledAt)
 	}
 	if len(ch.res) > 0 {
 		b.Queue(`INSERT INTO ledger_entries (account_id, kind, amount, reservation_id, key_id, model, upstream_model,
-				channel, input_tokens, output_tokens, units, created_at)
+				channel, input_tokens, output_tokens, units, components, service_tier, created_at)
 			SELECT u.acct, 'charge', u.amount, u.res, u.key, u.model, u.upstream, u.channel, u.inp, u.outp,
-				u.units::jsonb, u.at
+				u.units::jsonb, u.components::jsonb, u.tier, u.at
 			FROM (SELECT unnest($1::text[]::uuid[]) AS acct, unnest($2::bigint[]) AS amount, unnest($3::text[]::uuid[]) AS res,
 				unnest($4::text[]::uuid[]) AS key, unnest($5::text[]) AS model, unnest($6::text[]) AS upstream,
 				unnest($7::text[]) AS channel, unnest($8::bigint[]) AS inp, unnest($9::bigint[]) AS outp,
-				unnest($10::text[]) AS units, unnest($11::timestamptz[]) AS at) AS u`,
-			ch.acct, ch.amount, ch.res, ch.key, ch.model, ch.upstream, ch.channel, ch.in, ch.out, ch.units, ch.at)
+				unnest($10::text[]) AS units, unnest($11::text[]) AS components, unnest($12::text[]) AS tier,
+				unnest($13::timestamptz[]) AS at) AS u`,
+			ch.acct, ch.amount, ch.res, ch.key, ch.model, ch.upstream, ch.channel, ch.in, ch.out, ch.units, ch.components,
+			ch.tier, ch.at)
 	}
 
 	// Windows: one row change per window, the batch's new holds and its settlements

@@ -88,9 +88,9 @@ func reserveCall(r ledger.ReserveRequest, now *time.Time, o *opOutcome) loneCall
 func commitCall(c ledger.CommitRequest, now *time.Time, o *opOutcome) loneCall {
 	return loneCall{
 		sql: `SELECT o_outcome, o_charged, o_capped, o_state
-		FROM ledger_commit($1, $2, $3, $4, $5, $6, $7, $8)`,
+		FROM ledger_commit($1, $2, $3, $4, $5, $6, $7, $8, $9::text::jsonb, $10)`,
 		args: []any{c.ReservationID, c.Actual, c.Usage.InputTokens, c.Usage.OutputTokens, unitsArg(c.Usage),
-			c.UpstreamModel, c.Channel, now},
+			c.UpstreamModel, c.Channel, now, componentsArg(c.Usage), c.Usage.ServiceTier},
 		scan: func(row pgx.Row) error { return row.Scan(&o.outcome, &o.charged, &o.capped, &o.state) },
 	}
 }

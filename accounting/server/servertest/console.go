@@ -86,6 +86,11 @@ func (m *Memory) LedgerEntries(context.Context, string, int64, int) ([]ledger.En
 	return nil, errors.ErrUnsupported
 }
 
+// Reconcile implements ledger.Store: unsupported by the fake.
+func (m *Memory) Reconcile(context.Context, ledger.ReconcileQuery) ([]ledger.ReconcileRow, error) {
+	return nil, errors.ErrUnsupported
+}
+
 // memTiers are the tiers CreateAccount accepts.
 var memTiers = []ledger.Tier{
 	{Name: ledger.DefaultTier, RPMBeforeTopUp: 20, RPMAfterTopUp: 600, InFlightGeneral: 16, InFlightHighCost: 2},

@@ -272,6 +272,8 @@ const (
 	UsageGroup_USAGE_GROUP_MODEL       UsageGroup = 1
 	UsageGroup_USAGE_GROUP_KEY         UsageGroup = 2
 	UsageGroup_USAGE_GROUP_DAY         UsageGroup = 3
+	// By the channel that served the charge, with its upstream model.
+	UsageGroup_USAGE_GROUP_CHANNEL UsageGroup = 4
 )
 
 // Enum value maps for UsageGroup.
@@ -281,12 +283,14 @@ var (
 		1: "USAGE_GROUP_MODEL",
 		2: "USAGE_GROUP_KEY",
 		3: "USAGE_GROUP_DAY",
+		4: "USAGE_GROUP_CHANNEL",
 	}
 	UsageGroup_value = map[string]int32{
 		"USAGE_GROUP_UNSPECIFIED": 0,
 		"USAGE_GROUP_MODEL":       1,
 		"USAGE_GROUP_KEY":         2,
 		"USAGE_GROUP_DAY":         3,
+		"USAGE_GROUP_CHANNEL":     4,
 	}
 )
 
@@ -3690,12 +3694,18 @@ func (x *GetUsageRequest) GetGroupBy() UsageGroup {
 
 type UsageRow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The model, the key id or the day ("YYYY-MM-DD"); empty in the total.
+	// The model, the key id, the day ("YYYY-MM-DD") or the channel; empty in the total.
 	Group         string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	Requests      int64  `protobuf:"varint,2,opt,name=requests,proto3" json:"requests,omitempty"`
 	InputTokens   int64  `protobuf:"varint,3,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
 	OutputTokens  int64  `protobuf:"varint,4,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
 	ChargedMicros int64  `protobuf:"varint,5,opt,name=charged_micros,json=chargedMicros,proto3" json:"charged_micros,omitempty"`
+	// Input tokens read from and written to a prompt cache (both write windows), as
+	// the charges' components recorded them; part of input_tokens.
+	CacheReadTokens  int64 `protobuf:"varint,6,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `protobuf:"varint,7,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	// The upstream model, when grouped by channel.
+	UpstreamModel string `protobuf:"bytes,8,opt,name=upstream_model,json=upstreamModel,proto3" json:"upstream_model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3763,6 +3773,27 @@ func (x *UsageRow) GetChargedMicros() int64 {
 		return x.ChargedMicros
 	}
 	return 0
+}
+
+func (x *UsageRow) GetCacheReadTokens() int64 {
+	if x != nil {
+		return x.CacheReadTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetCacheWriteTokens() int64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetUpstreamModel() string {
+	if x != nil {
+		return x.UpstreamModel
+	}
+	return ""
 }
 
 type GetUsageResponse struct {
@@ -3892,6 +3923,13 @@ type LedgerEntry struct {
 	Model         string `protobuf:"bytes,7,opt,name=model,proto3" json:"model,omitempty"`
 	InputTokens   int64  `protobuf:"varint,8,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
 	OutputTokens  int64  `protobuf:"varint,9,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// A charge's channel and upstream model, and its priced components and service tier
+	// (none for charges recorded without them). The components keep the amounts they
+	// were priced at: when the hold capped the charge they sum to more than the amount.
+	Channel       string             `protobuf:"bytes,10,opt,name=channel,proto3" json:"channel,omitempty"`
+	UpstreamModel string             `protobuf:"bytes,11,opt,name=upstream_model,json=upstreamModel,proto3" json:"upstream_model,omitempty"`
+	Components    []*ChargeComponent `protobuf:"bytes,12,rep,name=components,proto3" json:"components,omitempty"`
+	ServiceTier   string             `protobuf:"bytes,13,opt,name=service_tier,json=serviceTier,proto3" json:"service_tier,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3989,6 +4027,218 @@ func (x *LedgerEntry) GetOutputTokens() int64 {
 	return 0
 }
 
+func (x *LedgerEntry) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *LedgerEntry) GetUpstreamModel() string {
+	if x != nil {
+		return x.UpstreamModel
+	}
+	return ""
+}
+
+func (x *LedgerEntry) GetComponents() []*ChargeComponent {
+	if x != nil {
+		return x.Components
+	}
+	return nil
+}
+
+func (x *LedgerEntry) GetServiceTier() string {
+	if x != nil {
+		return x.ServiceTier
+	}
+	return ""
+}
+
+type ReconcileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// UTC days "YYYY-MM-DD", both included, at most 92 days.
+	FromDay       string `protobuf:"bytes,1,opt,name=from_day,json=fromDay,proto3" json:"from_day,omitempty"`
+	ToDay         string `protobuf:"bytes,2,opt,name=to_day,json=toDay,proto3" json:"to_day,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileRequest) Reset() {
+	*x = ReconcileRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileRequest) ProtoMessage() {}
+
+func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
+func (*ReconcileRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ReconcileRequest) GetFromDay() string {
+	if x != nil {
+		return x.FromDay
+	}
+	return ""
+}
+
+func (x *ReconcileRequest) GetToDay() string {
+	if x != nil {
+		return x.ToDay
+	}
+	return ""
+}
+
+type ReconcileRow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Day           string                 `protobuf:"bytes,1,opt,name=day,proto3" json:"day,omitempty"`
+	Channel       string                 `protobuf:"bytes,2,opt,name=channel,proto3" json:"channel,omitempty"`
+	UpstreamModel string                 `protobuf:"bytes,3,opt,name=upstream_model,json=upstreamModel,proto3" json:"upstream_model,omitempty"`
+	Requests      int64                  `protobuf:"varint,4,opt,name=requests,proto3" json:"requests,omitempty"`
+	// Each component's units and amount summed (price_per_mtok unset).
+	Components []*ChargeComponent `protobuf:"bytes,5,rep,name=components,proto3" json:"components,omitempty"`
+	// What the accounts were charged: the components' sum less what holds capped.
+	ChargedMicros int64 `protobuf:"varint,6,opt,name=charged_micros,json=chargedMicros,proto3" json:"charged_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileRow) Reset() {
+	*x = ReconcileRow{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileRow) ProtoMessage() {}
+
+func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileRow.ProtoReflect.Descriptor instead.
+func (*ReconcileRow) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ReconcileRow) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *ReconcileRow) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *ReconcileRow) GetUpstreamModel() string {
+	if x != nil {
+		return x.UpstreamModel
+	}
+	return ""
+}
+
+func (x *ReconcileRow) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *ReconcileRow) GetComponents() []*ChargeComponent {
+	if x != nil {
+		return x.Components
+	}
+	return nil
+}
+
+func (x *ReconcileRow) GetChargedMicros() int64 {
+	if x != nil {
+		return x.ChargedMicros
+	}
+	return 0
+}
+
+type ReconcileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By day, channel and upstream model.
+	Rows          []*ReconcileRow `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileResponse) Reset() {
+	*x = ReconcileResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileResponse) ProtoMessage() {}
+
+func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
+func (*ReconcileResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ReconcileResponse) GetRows() []*ReconcileRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
 type ListLedgerEntriesResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Entries []*LedgerEntry         `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
@@ -4000,7 +4250,7 @@ type ListLedgerEntriesResponse struct {
 
 func (x *ListLedgerEntriesResponse) Reset() {
 	*x = ListLedgerEntriesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4012,7 +4262,7 @@ func (x *ListLedgerEntriesResponse) String() string {
 func (*ListLedgerEntriesResponse) ProtoMessage() {}
 
 func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4025,7 +4275,7 @@ func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListLedgerEntriesResponse) GetEntries() []*LedgerEntry {
@@ -4056,7 +4306,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4068,7 +4318,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4081,7 +4331,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Tier) GetName() string {
@@ -4127,7 +4377,7 @@ type ListTiersRequest struct {
 
 func (x *ListTiersRequest) Reset() {
 	*x = ListTiersRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4139,7 +4389,7 @@ func (x *ListTiersRequest) String() string {
 func (*ListTiersRequest) ProtoMessage() {}
 
 func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4152,7 +4402,7 @@ func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersRequest.ProtoReflect.Descriptor instead.
 func (*ListTiersRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
 }
 
 type ListTiersResponse struct {
@@ -4164,7 +4414,7 @@ type ListTiersResponse struct {
 
 func (x *ListTiersResponse) Reset() {
 	*x = ListTiersResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4176,7 +4426,7 @@ func (x *ListTiersResponse) String() string {
 func (*ListTiersResponse) ProtoMessage() {}
 
 func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4189,7 +4439,7 @@ func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersResponse.ProtoReflect.Descriptor instead.
 func (*ListTiersResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListTiersResponse) GetTiers() []*Tier {
@@ -4208,7 +4458,7 @@ type SetTierRequest struct {
 
 func (x *SetTierRequest) Reset() {
 	*x = SetTierRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4220,7 +4470,7 @@ func (x *SetTierRequest) String() string {
 func (*SetTierRequest) ProtoMessage() {}
 
 func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4233,7 +4483,7 @@ func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierRequest.ProtoReflect.Descriptor instead.
 func (*SetTierRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SetTierRequest) GetTier() *Tier {
@@ -4252,7 +4502,7 @@ type SetTierResponse struct {
 
 func (x *SetTierResponse) Reset() {
 	*x = SetTierResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4264,7 +4514,7 @@ func (x *SetTierResponse) String() string {
 func (*SetTierResponse) ProtoMessage() {}
 
 func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4277,7 +4527,7 @@ func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierResponse.ProtoReflect.Descriptor instead.
 func (*SetTierResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SetTierResponse) GetTier() *Tier {
@@ -4544,13 +4794,16 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x19\n" +
 	"\bfrom_day\x18\x03 \x01(\tR\afromDay\x12\x15\n" +
 	"\x06to_day\x18\x04 \x01(\tR\x05toDay\x124\n" +
-	"\bgroup_by\x18\x05 \x01(\x0e2\x19.accounting.v1.UsageGroupR\agroupBy\"\xab\x01\n" +
+	"\bgroup_by\x18\x05 \x01(\x0e2\x19.accounting.v1.UsageGroupR\agroupBy\"\xac\x02\n" +
 	"\bUsageRow\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1a\n" +
 	"\brequests\x18\x02 \x01(\x03R\brequests\x12!\n" +
 	"\finput_tokens\x18\x03 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x04 \x01(\x03R\foutputTokens\x12%\n" +
-	"\x0echarged_micros\x18\x05 \x01(\x03R\rchargedMicros\"n\n" +
+	"\x0echarged_micros\x18\x05 \x01(\x03R\rchargedMicros\x12*\n" +
+	"\x11cache_read_tokens\x18\x06 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
+	"\x12cache_write_tokens\x18\a \x01(\x03R\x10cacheWriteTokens\x12%\n" +
+	"\x0eupstream_model\x18\b \x01(\tR\rupstreamModel\"n\n" +
 	"\x10GetUsageResponse\x12+\n" +
 	"\x04rows\x18\x01 \x03(\v2\x17.accounting.v1.UsageRowR\x04rows\x12-\n" +
 	"\x05total\x18\x02 \x01(\v2\x17.accounting.v1.UsageRowR\x05total\"l\n" +
@@ -4558,7 +4811,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1b\n" +
-	"\tbefore_id\x18\x03 \x01(\x03R\bbeforeId\"\xc7\x02\n" +
+	"\tbefore_id\x18\x03 \x01(\x03R\bbeforeId\"\xeb\x03\n" +
 	"\vLedgerEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12,\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x18.accounting.v1.EntryKindR\x04kind\x12#\n" +
@@ -4569,7 +4822,28 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x06key_id\x18\x06 \x01(\tR\x05keyId\x12\x14\n" +
 	"\x05model\x18\a \x01(\tR\x05model\x12!\n" +
 	"\finput_tokens\x18\b \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\t \x01(\x03R\foutputTokens\"w\n" +
+	"\routput_tokens\x18\t \x01(\x03R\foutputTokens\x12\x18\n" +
+	"\achannel\x18\n" +
+	" \x01(\tR\achannel\x12%\n" +
+	"\x0eupstream_model\x18\v \x01(\tR\rupstreamModel\x12>\n" +
+	"\n" +
+	"components\x18\f \x03(\v2\x1e.accounting.v1.ChargeComponentR\n" +
+	"components\x12!\n" +
+	"\fservice_tier\x18\r \x01(\tR\vserviceTier\"D\n" +
+	"\x10ReconcileRequest\x12\x19\n" +
+	"\bfrom_day\x18\x01 \x01(\tR\afromDay\x12\x15\n" +
+	"\x06to_day\x18\x02 \x01(\tR\x05toDay\"\xe4\x01\n" +
+	"\fReconcileRow\x12\x10\n" +
+	"\x03day\x18\x01 \x01(\tR\x03day\x12\x18\n" +
+	"\achannel\x18\x02 \x01(\tR\achannel\x12%\n" +
+	"\x0eupstream_model\x18\x03 \x01(\tR\rupstreamModel\x12\x1a\n" +
+	"\brequests\x18\x04 \x01(\x03R\brequests\x12>\n" +
+	"\n" +
+	"components\x18\x05 \x03(\v2\x1e.accounting.v1.ChargeComponentR\n" +
+	"components\x12%\n" +
+	"\x0echarged_micros\x18\x06 \x01(\x03R\rchargedMicros\"D\n" +
+	"\x11ReconcileResponse\x12/\n" +
+	"\x04rows\x18\x01 \x03(\v2\x1b.accounting.v1.ReconcileRowR\x04rows\"w\n" +
 	"\x19ListLedgerEntriesResponse\x124\n" +
 	"\aentries\x18\x01 \x03(\v2\x1a.accounting.v1.LedgerEntryR\aentries\x12$\n" +
 	"\x0enext_before_id\x18\x02 \x01(\x03R\fnextBeforeId\"\xc7\x01\n" +
@@ -4614,13 +4888,14 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHANGE_KIND_RESET\x10\x01\x12\x13\n" +
 	"\x0fCHANGE_KIND_KEY\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_ACCOUNT\x10\x03*j\n" +
+	"\x13CHANGE_KIND_ACCOUNT\x10\x03*\x83\x01\n" +
 	"\n" +
 	"UsageGroup\x12\x1b\n" +
 	"\x17USAGE_GROUP_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11USAGE_GROUP_MODEL\x10\x01\x12\x13\n" +
 	"\x0fUSAGE_GROUP_KEY\x10\x02\x12\x13\n" +
-	"\x0fUSAGE_GROUP_DAY\x10\x03*U\n" +
+	"\x0fUSAGE_GROUP_DAY\x10\x03\x12\x17\n" +
+	"\x13USAGE_GROUP_CHANNEL\x10\x04*U\n" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTRY_KIND_TOP_UP\x10\x01\x12\x15\n" +
@@ -4634,7 +4909,8 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
-	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xfa\t\n" +
+	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xca\n" +
+	"\n" +
 	"\fAdminService\x12Z\n" +
 	"\rCreateAccount\x12#.accounting.v1.CreateAccountRequest\x1a$.accounting.v1.CreateAccountResponse\x12Q\n" +
 	"\n" +
@@ -4650,6 +4926,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\tUpdateKey\x12\x1f.accounting.v1.UpdateKeyRequest\x1a .accounting.v1.UpdateKeyResponse\x12K\n" +
 	"\bGetUsage\x12\x1e.accounting.v1.GetUsageRequest\x1a\x1f.accounting.v1.GetUsageResponse\x12f\n" +
 	"\x11ListLedgerEntries\x12'.accounting.v1.ListLedgerEntriesRequest\x1a(.accounting.v1.ListLedgerEntriesResponse\x12N\n" +
+	"\tReconcile\x12\x1f.accounting.v1.ReconcileRequest\x1a .accounting.v1.ReconcileResponse\x12N\n" +
 	"\tListTiers\x12\x1f.accounting.v1.ListTiersRequest\x1a .accounting.v1.ListTiersResponse\x12H\n" +
 	"\aSetTier\x12\x1d.accounting.v1.SetTierRequest\x1a\x1e.accounting.v1.SetTierResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
 
@@ -4666,7 +4943,7 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                         // 0: accounting.v1.Reason
 	(Pool)(0),                           // 1: accounting.v1.Pool
@@ -4732,22 +5009,25 @@ var file_accounting_v1_accounting_proto_goTypes = []any{
 	(*GetUsageResponse)(nil),            // 61: accounting.v1.GetUsageResponse
 	(*ListLedgerEntriesRequest)(nil),    // 62: accounting.v1.ListLedgerEntriesRequest
 	(*LedgerEntry)(nil),                 // 63: accounting.v1.LedgerEntry
-	(*ListLedgerEntriesResponse)(nil),   // 64: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 65: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 66: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 67: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 68: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 69: accounting.v1.SetTierResponse
-	nil,                                 // 70: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 71: google.protobuf.Timestamp
+	(*ReconcileRequest)(nil),            // 64: accounting.v1.ReconcileRequest
+	(*ReconcileRow)(nil),                // 65: accounting.v1.ReconcileRow
+	(*ReconcileResponse)(nil),           // 66: accounting.v1.ReconcileResponse
+	(*ListLedgerEntriesResponse)(nil),   // 67: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                        // 68: accounting.v1.Tier
+	(*ListTiersRequest)(nil),            // 69: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),           // 70: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),              // 71: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),             // 72: accounting.v1.SetTierResponse
+	nil,                                 // 73: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),       // 74: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
 	9,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	71, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	74, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 3: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	71, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	70, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	74, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	73, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
 	13, // 6: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
 	12, // 7: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
 	2,  // 8: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
@@ -4761,15 +5041,15 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	17, // 16: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
 	22, // 17: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
 	6,  // 18: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
-	71, // 19: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	74, // 19: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 20: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
 	31, // 21: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
 	31, // 22: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	71, // 23: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	71, // 24: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	71, // 25: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	71, // 26: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	71, // 27: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	74, // 23: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	74, // 24: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	74, // 25: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	74, // 26: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	74, // 27: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
 	37, // 28: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
 	32, // 29: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
 	32, // 30: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
@@ -4780,7 +5060,7 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	37, // 35: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
 	32, // 36: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
 	37, // 37: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	71, // 38: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	74, // 38: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
 	54, // 39: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
 	55, // 40: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
 	55, // 41: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
@@ -4790,64 +5070,69 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	60, // 45: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
 	60, // 46: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
 	5,  // 47: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	71, // 48: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
-	63, // 49: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
-	65, // 50: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
-	65, // 51: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
-	65, // 52: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	7,  // 53: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	10, // 54: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	14, // 55: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	16, // 56: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	18, // 57: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
-	23, // 58: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	25, // 59: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	27, // 60: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	29, // 61: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	33, // 62: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	34, // 63: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	35, // 64: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	36, // 65: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	38, // 66: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	40, // 67: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	41, // 68: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	42, // 69: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	50, // 70: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	52, // 71: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	57, // 72: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	59, // 73: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	62, // 74: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	66, // 75: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	68, // 76: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	8,  // 77: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	11, // 78: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	15, // 79: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	17, // 80: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	20, // 81: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
-	24, // 82: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	26, // 83: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	28, // 84: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	30, // 85: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	43, // 86: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	44, // 87: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	45, // 88: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	46, // 89: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	39, // 90: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	47, // 91: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	48, // 92: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	49, // 93: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	51, // 94: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	53, // 95: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	58, // 96: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	61, // 97: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	64, // 98: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	67, // 99: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	69, // 100: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	77, // [77:101] is the sub-list for method output_type
-	53, // [53:77] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	74, // 48: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	13, // 49: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
+	13, // 50: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
+	65, // 51: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
+	63, // 52: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	68, // 53: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	68, // 54: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	68, // 55: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	7,  // 56: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	10, // 57: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	14, // 58: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	16, // 59: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	18, // 60: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
+	23, // 61: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	25, // 62: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	27, // 63: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	29, // 64: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	33, // 65: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	34, // 66: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	35, // 67: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	36, // 68: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	38, // 69: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	40, // 70: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	41, // 71: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	42, // 72: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	50, // 73: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	52, // 74: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	57, // 75: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	59, // 76: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	62, // 77: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	64, // 78: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
+	69, // 79: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	71, // 80: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	8,  // 81: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	11, // 82: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	15, // 83: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	17, // 84: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	20, // 85: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
+	24, // 86: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	26, // 87: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	28, // 88: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	30, // 89: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	43, // 90: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	44, // 91: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	45, // 92: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	46, // 93: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	39, // 94: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	47, // 95: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	48, // 96: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	49, // 97: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	51, // 98: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	53, // 99: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	58, // 100: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	61, // 101: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	67, // 102: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	66, // 103: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	70, // 104: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	72, // 105: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	81, // [81:106] is the sub-list for method output_type
+	56, // [56:81] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -4877,7 +5162,7 @@ func file_accounting_v1_accounting_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   65,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -508,6 +508,7 @@ const (
 	AdminService_UpdateKey_FullMethodName           = "/accounting.v1.AdminService/UpdateKey"
 	AdminService_GetUsage_FullMethodName            = "/accounting.v1.AdminService/GetUsage"
 	AdminService_ListLedgerEntries_FullMethodName   = "/accounting.v1.AdminService/ListLedgerEntries"
+	AdminService_Reconcile_FullMethodName           = "/accounting.v1.AdminService/Reconcile"
 	AdminService_ListTiers_FullMethodName           = "/accounting.v1.AdminService/ListTiers"
 	AdminService_SetTier_FullMethodName             = "/accounting.v1.AdminService/SetTier"
 )
@@ -544,6 +545,10 @@ type AdminServiceClient interface {
 	GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error)
 	// ListLedgerEntries pages through an account's statement, newest first.
 	ListLedgerEntries(ctx context.Context, in *ListLedgerEntriesRequest, opts ...grpc.CallOption) (*ListLedgerEntriesResponse, error)
+	// Reconcile sums every account's charges over a range of UTC days (at most 92) per
+	// day, channel and upstream model, with each component's units and amount at the
+	// card's prices: the figures to compare with a provider's usage export.
+	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
 	ListTiers(ctx context.Context, in *ListTiersRequest, opts ...grpc.CallOption) (*ListTiersResponse, error)
 	// SetTier creates or changes a tier; reservations that start after it returns use
 	// the new limits.
@@ -688,6 +693,16 @@ func (c *adminServiceClient) ListLedgerEntries(ctx context.Context, in *ListLedg
 	return out, nil
 }
 
+func (c *adminServiceClient) Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconcileResponse)
+	err := c.cc.Invoke(ctx, AdminService_Reconcile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) ListTiers(ctx context.Context, in *ListTiersRequest, opts ...grpc.CallOption) (*ListTiersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListTiersResponse)
@@ -740,6 +755,10 @@ type AdminServiceServer interface {
 	GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error)
 	// ListLedgerEntries pages through an account's statement, newest first.
 	ListLedgerEntries(context.Context, *ListLedgerEntriesRequest) (*ListLedgerEntriesResponse, error)
+	// Reconcile sums every account's charges over a range of UTC days (at most 92) per
+	// day, channel and upstream model, with each component's units and amount at the
+	// card's prices: the figures to compare with a provider's usage export.
+	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
 	ListTiers(context.Context, *ListTiersRequest) (*ListTiersResponse, error)
 	// SetTier creates or changes a tier; reservations that start after it returns use
 	// the new limits.
@@ -792,6 +811,9 @@ func (UnimplementedAdminServiceServer) GetUsage(context.Context, *GetUsageReques
 }
 func (UnimplementedAdminServiceServer) ListLedgerEntries(context.Context, *ListLedgerEntriesRequest) (*ListLedgerEntriesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListLedgerEntries not implemented")
+}
+func (UnimplementedAdminServiceServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
 }
 func (UnimplementedAdminServiceServer) ListTiers(context.Context, *ListTiersRequest) (*ListTiersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTiers not implemented")
@@ -1054,6 +1076,24 @@ func _AdminService_ListLedgerEntries_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_Reconcile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconcileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).Reconcile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_Reconcile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).Reconcile(ctx, req.(*ReconcileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_ListTiers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListTiersRequest)
 	if err := dec(in); err != nil {
@@ -1148,6 +1188,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListLedgerEntries",
 			Handler:    _AdminService_ListLedgerEntries_Handler,
+		},
+		{
+			MethodName: "Reconcile",
+			Handler:    _AdminService_Reconcile_Handler,
 		},
 		{
 			MethodName: "ListTiers",

@@ -1,0 +1,48 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+)
+
+// A charge's components are stored with its ledger entry, in the column `components`
+// (migrations/0012): a jsonb array of these objects, amounts in micro-credits as priced.
+type storedComponent struct {
+	Name         string `json:"name"`
+	Units        int64  `json:"units"`
+	PricePerMTok int64  `json:"price_per_mtok"`
+	Amount       int64  `json:"amount"`
+}
+
+// componentsArg is a usage's components as the text of a jsonb argument: nil (SQL NULL)
+// when it has none. (Marshalling these plain structs cannot fail.)
+func componentsArg(u ledger.Usage) *string {
+	if len(u.Components) == 0 {
+		return nil
+	}
+	out := make([]storedComponent, len(u.Components))
+	for i, c := range u.Components {
+		out[i] = storedComponent{Name: c.Name, Units: c.Units, PricePerMTok: c.PricePerMTok, Amount: c.Amount}
+	}
+	j, _ := json.Marshal(out)
+	s := string(j)
+	return &s
+}
+
+// componentsOf reads a stored breakdown (nil or empty: none).
+func componentsOf(raw []byte) ([]ledger.Component, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var in []storedComponent
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, fmt.Errorf("stored charge components: %w", err)
+	}
+	var out []ledger.Component
+	for _, c := range in {
+		out = append(out, ledger.Component{Name: c.Name, Units: c.Units, PricePerMTok: c.PricePerMTok, Amount: c.Amount})
+	}
+	return out, nil
+}
