@@ -27,7 +27,7 @@ func TestCompressedJSONAnswerDecoded(t *testing.T) {
 			t.Errorf("%s: body %q", enc, got)
 		}
 		x.Close()
-		ledgerCheck(t, f, 276, 50)
+		f.CheckCharged(t, 276, 50)
 	}
 }
 
