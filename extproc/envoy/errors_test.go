@@ -20,12 +20,11 @@ import (
 
 // The keys of replay.DemoLedger.
 const (
-	keyPaid      = replay.KeyPaid
-	keyNew       = replay.KeyNew
-	keySuspended = replay.KeySuspended
-	keyScoped    = replay.KeyScoped
-	keyUnknown   = replay.KeyUnknown
-	keyEnterp    = replay.KeyEnterprise
+	keyPaid    = replay.KeyPaid
+	keyNew     = replay.KeyNew
+	keyScoped  = replay.KeyScoped
+	keyUnknown = replay.KeyUnknown
+	keyEnterp  = replay.KeyEnterprise
 )
 
 func newFake() *replay.FakeLedger { return replay.DemoLedger() }

@@ -72,6 +72,14 @@ func finish(t testing.TB, svc *lifecycle.Service, r *lifecycle.Request) {
 	}
 }
 
+// mustAdmit fails the test when a answers the client instead of admitting the request.
+func mustAdmit(t testing.TB, a lifecycle.Action) {
+	t.Helper()
+	if im := a.Immediate; im != nil {
+		t.Fatalf("not admitted: %d %s", im.Status, im.Body)
+	}
+}
+
 // setHeaders are the headers an answer sets, by name.
 func setHeaders(a lifecycle.Action) map[string]string {
 	m := map[string]string{}

@@ -25,9 +25,7 @@ import (
 func admit(t *testing.T, svc *lifecycle.Service, path, body string) *lifecycle.Request {
 	t.Helper()
 	r, a := post(t, svc, path, body, bearer(replay.KeyPaid)...)
-	if a.Immediate != nil {
-		t.Fatalf("not admitted: %d %s", a.Immediate.Status, a.Immediate.Body)
-	}
+	mustAdmit(t, a)
 	hs := setHeaders(a)
 	if hs["x-gateway-upstream"] != "mock-providers" || !a.ClearRouteCache || !strings.HasPrefix(hs["authorization"], "Bearer sk-mock-") {
 		t.Errorf("routing headers %v", hs)

@@ -1,4 +1,4 @@
-package envoy_test
+package lifecycle_test
 
 import (
 	"testing"
@@ -40,34 +40,34 @@ func TestServerToolsHaveNoPrice(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
-			h := replay.Start(t, replay.Service(t, f))
-			x, hdr, bdy := h.Post(t, tt.path, []byte(tt.body), bearer(keyPaid)...)
-			defer x.Close()
+			f := replay.DemoLedger()
+			svc := replay.Service(t, f)
+			r, a := post(t, svc, tt.path, tt.body, bearer(replay.KeyPaid)...)
+			defer finish(t, svc, r)
 			if tt.admitted {
-				if bdy.GetRequestBody() == nil {
-					t.Fatalf("refused: %v %v", hdr, bdy)
-				}
+				mustAdmit(t, a)
 				return
 			}
 			w := testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param)
 			if tt.anthropic {
 				w.Param = ""
 			}
-			checkError(t, bdy, w, tt.anthropic)
+			checkRefused(t, a.Immediate, w, tt.anthropic)
 			if reserves, _, _ := f.Counts(); reserves != 0 {
 				t.Errorf("%d reservations for a refused request", reserves)
 			}
 		})
 	}
 	// count_tokens is not billed: a server tool does not stop it.
-	f := newFake()
-	h := replay.Start(t, replay.Service(t, f))
-	x, _, bdy := h.Post(t, "/v1/messages/count_tokens",
-		[]byte(`{"model":"demo-claude","tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"hi"}]}`),
-		bearer(keyPaid)...)
-	defer x.Close()
-	if ir := bdy.GetImmediateResponse(); ir == nil || ir.GetStatus().GetCode() != 200 {
-		t.Errorf("count_tokens: %v", bdy)
+	f := replay.DemoLedger()
+	svc := replay.Service(t, f)
+	r, a := post(t, svc, "/v1/messages/count_tokens",
+		`{"model":"demo-claude","tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"hi"}]}`,
+		bearer(replay.KeyPaid)...)
+	defer finish(t, svc, r)
+	if im := a.Immediate; im == nil {
+		t.Errorf("count_tokens: not answered at the body")
+	} else if im.Status != 200 {
+		t.Errorf("count_tokens: %d %s", im.Status, im.Body)
 	}
 }

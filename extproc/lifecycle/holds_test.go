@@ -1,4 +1,4 @@
-package envoy_test
+package lifecycle_test
 
 import (
 	"strings"
@@ -38,12 +38,13 @@ func TestHoldBoundsEveryPart(t *testing.T) {
 			with: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","description":"` + material + `","input_schema":{}}]}`},
 	}
 	hold := func(t *testing.T, path, body string) int64 {
-		f := newFake()
-		h := replay.Start(t, replay.Service(t, f))
-		x, _, resp := h.Post(t, path, []byte(body), bearer(keyPaid)...)
-		x.Close()
-		if resp.GetRequestBody() == nil || len(f.Reserves) != 1 {
-			t.Fatalf("not admitted: %v", resp)
+		f := replay.DemoLedger()
+		svc := replay.Service(t, f)
+		r, a := post(t, svc, path, body, bearer(replay.KeyPaid)...)
+		finish(t, svc, r)
+		mustAdmit(t, a)
+		if len(f.Reserves) != 1 {
+			t.Fatalf("admitted with %d reservations", len(f.Reserves))
 		}
 		return f.Reserves[0].Amount
 	}
@@ -78,17 +79,15 @@ func TestUnboundedPartsHaveNoPrice(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
-			h := replay.Start(t, replay.Service(t, f))
-			x, hdr, bdy := h.Post(t, tt.path, []byte(tt.body), bearer(keyPaid)...)
-			defer x.Close()
+			f := replay.DemoLedger()
+			svc := replay.Service(t, f)
+			r, a := post(t, svc, tt.path, tt.body, bearer(replay.KeyPaid)...)
+			defer finish(t, svc, r)
 			if tt.admitted {
-				if bdy.GetRequestBody() == nil {
-					t.Fatalf("refused: %v %v", hdr, bdy)
-				}
+				mustAdmit(t, a)
 				return
 			}
-			checkError(t, bdy, testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param), tt.anthropic)
+			checkRefused(t, a.Immediate, testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param), tt.anthropic)
 			if reserves, _, _ := f.Counts(); reserves != 0 {
 				t.Errorf("%d reservations for a refused request", reserves)
 			}

@@ -1,4 +1,4 @@
-package envoy_test
+package lifecycle_test
 
 import (
 	"encoding/base64"
@@ -41,12 +41,13 @@ func TestDocumentHeldByPages(t *testing.T) {
 	for _, tt := range documentBodies {
 		t.Run(tt.name, func(t *testing.T) {
 			hold := func(data string) int64 {
-				f := newFake()
-				h := replay.Start(t, replay.Service(t, f))
-				x, hdr, resp := h.Post(t, tt.path, []byte(tt.body(data)), bearer(keyPaid)...)
-				x.Close()
-				if resp.GetRequestBody() == nil || len(f.Reserves) != 1 {
-					t.Fatalf("not admitted: %v %v", hdr, resp)
+				f := replay.DemoLedger()
+				svc := replay.Service(t, f)
+				r, a := post(t, svc, tt.path, tt.body(data), bearer(replay.KeyPaid)...)
+				finish(t, svc, r)
+				mustAdmit(t, a)
+				if len(f.Reserves) != 1 {
+					t.Fatalf("admitted with %d reservations", len(f.Reserves))
 				}
 				return f.Reserves[0].Amount
 			}
@@ -69,11 +70,11 @@ func TestUncountableDocumentRefused(t *testing.T) {
 			{"not base64", "%%%%"},
 		} {
 			t.Run(tt.name+" "+data.name, func(t *testing.T) {
-				f := newFake()
-				h := replay.Start(t, replay.Service(t, f))
-				x, _, resp := h.Post(t, tt.path, []byte(tt.body(data.b64)), bearer(keyPaid)...)
-				defer x.Close()
-				checkError(t, resp, testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param), tt.anthropic)
+				f := replay.DemoLedger()
+				svc := replay.Service(t, f)
+				r, a := post(t, svc, tt.path, tt.body(data.b64), bearer(replay.KeyPaid)...)
+				defer finish(t, svc, r)
+				checkRefused(t, a.Immediate, testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param), tt.anthropic)
 				if reserves, _, _ := f.Counts(); reserves != 0 {
 					t.Errorf("%d reservations for a refused request", reserves)
 				}
