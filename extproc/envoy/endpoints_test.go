@@ -41,9 +41,7 @@ func TestResponsesJSON(t *testing.T) {
 	x := admitPath(t, h, "/v1/responses", `{"model":"demo-responses","input":"hello world","max_output_tokens":100,"x_vendor":1}`)
 	up := `{"id":"resp_1","object":"response","status":"completed","model":"mock-gpt","output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":10,"output_tokens":20,"total_tokens":30}}`
 	r := x.Send(replay.ResponseHeaders(200, "content-type", "application/json", "content-length", strconv.Itoa(len(up))))
-	if r.GetModeOverride().GetResponseBodyMode().String() != "BUFFERED" {
-		t.Fatalf("mode %v", r.GetModeOverride())
-	}
+	checkMode(t, r, buffered, buffered)
 	r = x.Send(replay.ResponseBody([]byte(up), true))
 	if got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()); got != strings.Replace(up, "mock-gpt", "demo-responses", 1) {
 		t.Errorf("body %s", got)
@@ -65,9 +63,7 @@ func TestResponsesStream(t *testing.T) {
 		h := replay.Start(t, replay.Service(t, f))
 		x := admitPath(t, h, "/v1/responses", `{"model":"demo-responses","stream":true,"input":[{"role":"user","content":[{"type":"input_text","text":"hello world"}]}]}`)
 		r := x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
-		if r.GetModeOverride().GetResponseBodyMode().String() != "STREAMED" {
-			t.Fatalf("mode %v", r.GetModeOverride())
-		}
+		checkMode(t, r, buffered, streamed)
 		var out bytes.Buffer
 		for _, part := range [][]byte{stream[:split], stream[split:], nil} {
 			r = x.Send(replay.ResponseBody(part, part == nil))
@@ -131,9 +127,7 @@ func TestEmbeddings(t *testing.T) {
 			h := replay.Start(t, replay.Service(t, f))
 			x := admitPath(t, h, "/v1/embeddings", tt.body)
 			r := x.Send(replay.ResponseHeaders(200, "content-type", "application/json", "content-length", "999"))
-			if r.GetModeOverride().GetResponseBodyMode().String() != "STREAMED" {
-				t.Fatalf("mode %v", r.GetModeOverride())
-			}
+			checkMode(t, r, buffered, streamed)
 			if rm := r.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(); len(rm) != 1 || rm[0] != "content-length" {
 				t.Errorf("removes %v", rm)
 			}
@@ -159,9 +153,7 @@ func TestSpeech(t *testing.T) {
 	// 11 code points (13 bytes) at 15,000,000/M = 165 micros, held and charged exactly.
 	x := admitPath(t, h, "/v1/audio/speech", `{"model":"demo-tts","input":"héllo wörld","voice":"verse","response_format":"opus","speed":1.5}`)
 	r := x.Send(replay.ResponseHeaders(200, "content-type", "audio/ogg"))
-	if r.GetModeOverride().GetResponseBodyMode().String() != "NONE" {
-		t.Fatalf("mode %v", r.GetModeOverride())
-	}
+	checkMode(t, r, buffered, none)
 	x.Close()
 	f.CheckCharged(t, 165, 165)
 	if f.Commits[0].Usage.Units["characters"] != 11 {
@@ -203,13 +195,11 @@ func TestImages(t *testing.T) {
 			r := x.Send(replay.ResponseHeaders(tt.status, "content-type", tt.ct))
 			// Errors are buffered to be replaced; images stream through, so a b64_json
 			// body of any size never meets Envoy's buffer limit.
-			wantMode := "STREAMED"
+			wantMode := streamed
 			if tt.w != nil {
-				wantMode = "BUFFERED"
+				wantMode = buffered
 			}
-			if r.GetModeOverride().GetResponseBodyMode().String() != wantMode {
-				t.Fatalf("mode %v", r.GetModeOverride())
-			}
+			checkMode(t, r, buffered, wantMode)
 			if tt.w != nil {
 				r = x.Send(replay.ResponseBody([]byte(tt.body), true))
 			} else {
