@@ -62,10 +62,7 @@ func TestHoldBoundsEveryPart(t *testing.T) {
 // or by file id) is refused before any reservation as pricing_unavailable naming it,
 // while the same document by its bytes is admitted.
 func TestUnboundedPartsHaveNoPrice(t *testing.T) {
-	tests := []struct {
-		name, path, body, param string
-		anthropic, admitted     bool
-	}{
+	checkPriced(t, []priced{
 		{name: "messages document by URL", path: "/v1/messages", anthropic: true,
 			body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://example.com/a.pdf"}},{"type":"text","text":"sum up"}]}]}`},
 		{name: "messages document by file id", path: "/v1/messages", anthropic: true,
@@ -76,7 +73,20 @@ func TestUnboundedPartsHaveNoPrice(t *testing.T) {
 			body: `{"model":"demo-chat","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`},
 		{name: "responses file by URL", path: "/v1/responses", param: "input[0].content[0].file_url",
 			body: `{"model":"demo-responses","input":[{"role":"user","content":[{"type":"input_file","file_url":"https://example.com/a.pdf"}]}]}`},
-	}
+	})
+}
+
+// priced is a request whose every billed part admission must price: admitted, or
+// refused before any reservation as pricing_unavailable naming param (the Anthropic
+// envelope names no field).
+type priced struct {
+	name, path, body, param string
+	anthropic, admitted     bool
+}
+
+// checkPriced plays each case with replay.KeyPaid on a fresh demo service.
+func checkPriced(t *testing.T, tests []priced) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := replay.DemoLedger()

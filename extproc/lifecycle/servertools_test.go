@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/extproc/internal/replay"
-	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // TestServerToolsHaveNoPrice checks that a request asking the provider for tools it runs
@@ -12,10 +11,7 @@ import (
 // as pricing_unavailable naming the field, in the route's envelope, while client tools
 // (functions, custom tools) pass and count_tokens is never refused for it.
 func TestServerToolsHaveNoPrice(t *testing.T) {
-	tests := []struct {
-		name, path, body, param string
-		anthropic, admitted     bool
-	}{
+	checkPriced(t, []priced{
 		{name: "chat web_search_options", path: "/v1/chat/completions",
 			body:  `{"model":"demo-chat","web_search_options":{},"messages":[{"role":"user","content":"hi"}]}`,
 			param: "web_search_options"},
@@ -37,27 +33,7 @@ func TestServerToolsHaveNoPrice(t *testing.T) {
 		{name: "messages custom tool", path: "/v1/messages", anthropic: true,
 			body:     `{"model":"demo-claude","max_tokens":10,"tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"hi"}]}`,
 			admitted: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := replay.DemoLedger()
-			svc := replay.Service(t, f)
-			r, a := post(t, svc, tt.path, tt.body, bearer(replay.KeyPaid)...)
-			defer finish(t, svc, r)
-			if tt.admitted {
-				mustAdmit(t, a)
-				return
-			}
-			w := testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param)
-			if tt.anthropic {
-				w.Param = ""
-			}
-			checkRefused(t, a.Immediate, w, tt.anthropic)
-			if reserves, _, _ := f.Counts(); reserves != 0 {
-				t.Errorf("%d reservations for a refused request", reserves)
-			}
-		})
-	}
+	})
 	// count_tokens is not billed: a server tool does not stop it.
 	f := replay.DemoLedger()
 	svc := replay.Service(t, f)
