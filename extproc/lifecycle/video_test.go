@@ -122,8 +122,9 @@ func TestVideoSubmission(t *testing.T) {
 
 // getTask plays the headers of GET /v1/videos/{id} with the key (none when empty) and a
 // client's routing header, and returns the request. A routed read must go to the
-// channel with its key, the client's routing header and every header any credential
-// sets removed (removes run before sets); an answer at the headers is the caller's.
+// channel with its key and the task's id (the provider's, recorded as the same), the
+// client's routing header and every header any credential sets removed (removes run
+// before sets); an answer at the headers is the caller's.
 func getTask(t *testing.T, svc *lifecycle.Service, id, key string) *lifecycle.Request {
 	t.Helper()
 	hs := []lifecycle.Header{{":method", "GET"}, {":path", "/v1/videos/" + id}, {"x-gateway-upstream", "evil"}}
@@ -138,6 +139,9 @@ func getTask(t *testing.T, svc *lifecycle.Service, id, key string) *lifecycle.Re
 	set := setHeaders(a)
 	if set["x-gateway-upstream"] != "mock-providers" || set["authorization"] != "Bearer sk-mock-video" || !a.ClearRouteCache {
 		t.Errorf("routing %v", set)
+	}
+	if set[":path"] != "/v1/videos/"+id {
+		t.Errorf("read sent upstream as %q, want the provider's id (the task's own)", set[":path"])
 	}
 	if !slices.Equal(a.RemoveHeaders, append([]string{"x-gateway-upstream"}, credential.HeaderNames...)) {
 		t.Errorf("removes %v", a.RemoveHeaders)
