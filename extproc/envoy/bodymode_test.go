@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 )
@@ -23,9 +24,7 @@ func TestStreamedWholeBodyInOneMessage(t *testing.T) {
 		"data: {\"id\":\"c\",\"model\":\"mock-gpt\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n"
 	x := admit(t, h, `{"model":"demo-chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`)
 	r := x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
-	if r.GetModeOverride().GetResponseBodyMode().String() != "STREAMED" {
-		t.Fatalf("mode = %v", r.GetModeOverride())
-	}
+	checkMode(t, r, buffered, streamed)
 	r = x.Send(replay.ResponseBody([]byte(stream), true))
 	c := r.GetResponseBody().GetResponse()
 	if want := strings.ReplaceAll(stream, "mock-gpt", "demo-chat"); string(c.GetBodyMutation().GetBody()) != want {
@@ -54,33 +53,33 @@ func TestJSONBodyModeBySize(t *testing.T) {
 		up, public      string
 		extra           []string // response headers besides content-type
 		length          int      // content-length sent, -1: none, 0: the body's
-		wantMode        string
+		wantMode        filterv3.ProcessingMode_BodySendMode
 		in, out         int64
 	}{
 		{name: "chat, small", path: "/v1/chat/completions", req: chatOK, public: "demo-chat",
 			up:     `{"id":"c","model":"mock-gpt","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":1000,"completion_tokens":500}}`,
-			length: 0, wantMode: "BUFFERED", in: 1000, out: 500},
+			length: 0, wantMode: buffered, in: 1000, out: 500},
 		{name: "chat, at the threshold", path: "/v1/chat/completions", req: chatOK, public: "demo-chat",
 			up:     `{"id":"c","model":"mock-gpt","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":1000,"completion_tokens":500}}`,
-			length: limit / 2, wantMode: "BUFFERED"},
+			length: limit / 2, wantMode: buffered},
 		{name: "chat, over the threshold", path: "/v1/chat/completions", req: chatOK, public: "demo-chat",
 			up:     `{"id":"c","model":"mock-gpt","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":1000,"completion_tokens":500}}`,
-			length: limit/2 + 1, wantMode: "STREAMED"},
+			length: limit/2 + 1, wantMode: streamed},
 		{name: "chat, no length", path: "/v1/chat/completions", req: chatOK, public: "demo-chat",
 			up:     `{"id":"c","model":"mock-gpt","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":1000,"completion_tokens":500}}`,
-			length: -1, wantMode: "STREAMED", in: 1000, out: 500},
+			length: -1, wantMode: streamed, in: 1000, out: 500},
 		{name: "chat over the limit", path: "/v1/chat/completions", req: chatOK, public: "demo-chat",
 			up:     `{"id":"c","model":"mock-gpt","choices":[{"message":{"content":"` + pad + `"}}],"usage":{"prompt_tokens":1000,"completion_tokens":700000}}`,
-			length: 0, wantMode: "STREAMED", in: 1000, out: 700000},
+			length: 0, wantMode: streamed, in: 1000, out: 700000},
 		{name: "messages over the limit", path: "/v1/messages", public: "demo-claude",
 			req:    `{"model":"demo-claude","max_tokens":8192,"messages":[{"role":"user","content":"hi"}]}`,
 			extra:  []string{"x-api-key", keyPaid},
 			up:     `{"id":"m","type":"message","model":"mock-claude","content":[{"type":"text","text":"` + pad + `"}],"usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":8000}}`,
-			length: 0, wantMode: "STREAMED", in: 15, out: 8000},
+			length: 0, wantMode: streamed, in: 15, out: 8000},
 		{name: "responses, no length", path: "/v1/responses", public: "demo-responses",
 			req:    `{"model":"demo-responses","input":"hello world","max_output_tokens":100}`,
 			up:     `{"id":"r","object":"response","model":"mock-gpt","output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":10,"output_tokens":20}}`,
-			length: -1, wantMode: "STREAMED", in: 10, out: 20},
+			length: -1, wantMode: streamed, in: 10, out: 20},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,11 +101,9 @@ func TestJSONBodyModeBySize(t *testing.T) {
 				kv = append(kv, "content-length", strconv.Itoa(tt.length))
 			}
 			r := x.Send(replay.ResponseHeaders(200, kv...))
-			if got := r.GetModeOverride().GetResponseBodyMode().String(); got != tt.wantMode {
-				t.Fatalf("mode %s, want %s", got, tt.wantMode)
-			}
+			checkMode(t, r, buffered, tt.wantMode)
 			removed := slices.Contains(r.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(), "content-length")
-			if removed != (tt.wantMode == "STREAMED") {
+			if removed != (tt.wantMode == streamed) {
 				t.Errorf("content-length removed: %v", removed)
 			}
 			if tt.in == 0 {
@@ -114,7 +111,7 @@ func TestJSONBodyModeBySize(t *testing.T) {
 				return
 			}
 			var out bytes.Buffer
-			if tt.wantMode == "BUFFERED" {
+			if tt.wantMode == buffered {
 				r = x.Send(replay.ResponseBody([]byte(tt.up), true))
 				out.Write(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
 			} else {
@@ -145,8 +142,6 @@ func TestCompressedJSONStreams(t *testing.T) {
 	h := replay.Start(t, replay.Service(t, newFake()))
 	x := admit(t, h, chatOK)
 	r := x.Send(replay.ResponseHeaders(200, "content-type", "application/json", "content-encoding", "gzip", "content-length", "40"))
-	if got := r.GetModeOverride().GetResponseBodyMode().String(); got != "STREAMED" {
-		t.Errorf("mode %s, want STREAMED", got)
-	}
+	checkMode(t, r, buffered, streamed)
 	x.Close()
 }

@@ -2,171 +2,17 @@ package envoy_test
 
 import (
 	"bytes"
-	"context"
-	"errors"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
-	"github.com/llmgw/gateway/extproc/webhook"
 	"github.com/llmgw/gateway/internal/testkit"
 )
-
-// fakeDNS resolves a fixed table; other names do not resolve.
-type fakeDNS map[string]string
-
-var _ webhook.Resolver = fakeDNS(nil)
-
-func (f fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	ip, ok := f[host]
-	if !ok {
-		return nil, errors.New("no such host")
-	}
-	return []netip.Addr{netip.MustParseAddr(ip)}, nil
-}
-
-// withDNS wires the webhook validator to the fake resolver, with llmgw.dev as the
-// service's own domain.
-func withDNS(c *lifecycle.Config) {
-	c.Webhooks = &webhook.Validator{
-		Resolver: fakeDNS{"hooks.example.com": "93.184.215.14", "evil.example.com": "10.0.0.8", "gw.llmgw.dev": "93.184.215.20"},
-		OwnHosts: []string{"llmgw.dev"},
-	}
-}
-
-func TestEndpointErrors(t *testing.T) {
-	const (
-		responses  = "/v1/responses"
-		embeddings = "/v1/embeddings"
-		multimodal = "/v1/embeddings/multimodal"
-		speech     = "/v1/audio/speech"
-		images     = "/v1/images/generations"
-		videos     = "/v1/video/generations"
-	)
-	bad := func(code, param string) testkit.APIError {
-		return testkit.WantError(400, code, "invalid_request_error").WithParam(param)
-	}
-	tests := []struct {
-		name     string
-		path     string
-		body     string
-		headers  []string
-		reserveE error
-		w        testkit.APIError
-		reserved bool
-	}{
-		// Responses (4.4)
-		{name: "responses invalid json", path: responses, body: `{"model":`, w: bad("invalid_request", "")},
-		{name: "responses model missing", path: responses, body: `{"input":"hi"}`, w: bad("invalid_model", "model")},
-		{name: "responses model with space", path: responses, body: `{"model":"demo responses","input":"hi"}`, w: bad("invalid_model", "model")},
-		{name: "responses input missing", path: responses, body: `{"model":"demo-responses"}`, w: bad("invalid_request", "input")},
-		{name: "responses input number", path: responses, body: `{"model":"demo-responses","input":3}`, w: bad("invalid_request", "input")},
-		{name: "responses input item not object", path: responses, body: `{"model":"demo-responses","input":["hi"]}`, w: bad("invalid_request", "input[0]")},
-		{name: "responses part without type", path: responses, body: `{"model":"demo-responses","input":[{"role":"user","content":[{"text":"x"}]}]}`, w: bad("invalid_request", "input[0].content[0].type")},
-		{name: "responses instructions number", path: responses, body: `{"model":"demo-responses","input":"hi","instructions":1}`, w: bad("invalid_request", "instructions")},
-		{name: "responses max_output_tokens zero", path: responses, body: `{"model":"demo-responses","input":"hi","max_output_tokens":0}`, w: bad("invalid_max_tokens", "max_output_tokens")},
-		{name: "responses max_output_tokens fraction", path: responses, body: `{"model":"demo-responses","input":"hi","max_output_tokens":2.5}`, w: bad("invalid_max_tokens", "max_output_tokens")},
-		{name: "responses max_output_tokens above model", path: responses, body: `{"model":"demo-responses","input":"hi","max_output_tokens":4097}`, w: bad("invalid_max_tokens", "max_output_tokens")},
-		{name: "responses stream string", path: responses, body: `{"model":"demo-responses","input":"hi","stream":"true"}`, w: bad("invalid_stream", "stream")},
-		{name: "responses temperature", path: responses, body: `{"model":"demo-responses","input":"hi","temperature":-0.1}`, w: bad("invalid_request", "temperature")},
-		{name: "responses top_p", path: responses, body: `{"model":"demo-responses","input":"hi","top_p":2}`, w: bad("invalid_request", "top_p")},
-		{name: "responses tools not array", path: responses, body: `{"model":"demo-responses","input":"hi","tools":{}}`, w: bad("invalid_request", "tools")},
-		{name: "responses metadata string", path: responses, body: `{"model":"demo-responses","input":"hi","metadata":"x"}`, w: bad("invalid_request", "metadata")},
-		{name: "responses no key", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: []string{}, w: testkit.WantError(401, "invalid_api_key", "invalid_request_error")},
-		{name: "responses suspended", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keySuspended), w: testkit.WantError(403, "account_suspended", "permission_error")},
-		{name: "responses embeddings model", path: responses, body: `{"model":"demo-embed","input":"hi"}`, w: testkit.WantError(403, "model_not_available", "permission_error").WithParam("model")},
-		{name: "responses not allowed", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keyScoped), w: testkit.WantError(403, "model_not_allowed", "permission_error").WithParam("model")},
-		{name: "responses requires top-up", path: responses, body: `{"model":"demo-responses","input":"hi"}`, headers: bearer(keyNew), w: testkit.WantError(403, "model_requires_topup", "permission_error").WithParam("model")},
-		{name: "responses insufficient", path: responses, body: `{"model":"demo-responses","input":"hi"}`, reserveE: ledger.Refuse(ledger.ReasonInsufficientCredits, ""), reserved: true, w: testkit.WantError(402, "insufficient_credits", "invalid_request_error")},
-		{name: "responses too large", path: responses, body: `{"model":"demo-responses","input":"` + strings.Repeat("a", 2<<20) + `"}`, w: testkit.WantError(413, "request_body_too_large", "invalid_request_error")},
-		// Embeddings (4.5)
-		{name: "embeddings input missing", path: embeddings, body: `{"model":"demo-embed"}`, w: bad("invalid_request", "input")},
-		{name: "embeddings empty string", path: embeddings, body: `{"model":"demo-embed","input":""}`, w: bad("invalid_request", "input")},
-		{name: "embeddings empty array", path: embeddings, body: `{"model":"demo-embed","input":[]}`, w: bad("invalid_request", "input")},
-		{name: "embeddings mixed array", path: embeddings, body: `{"model":"demo-embed","input":["a",1]}`, w: bad("invalid_request", "input")},
-		{name: "embeddings object", path: embeddings, body: `{"model":"demo-embed","input":{"text":"a"}}`, w: bad("invalid_request", "input")},
-		{name: "embeddings negative token", path: embeddings, body: `{"model":"demo-embed","input":[1,-2]}`, w: bad("invalid_request", "input")},
-		{name: "embeddings fractional token", path: embeddings, body: `{"model":"demo-embed","input":[1,2.5]}`, w: bad("invalid_request", "input")},
-		{name: "embeddings empty token array", path: embeddings, body: `{"model":"demo-embed","input":[[1],[]]}`, w: bad("invalid_request", "input")},
-		{name: "embeddings encoding_format", path: embeddings, body: `{"model":"demo-embed","input":"a","encoding_format":"int8"}`, w: bad("invalid_request", "encoding_format")},
-		{name: "embeddings dimensions zero", path: embeddings, body: `{"model":"demo-embed","input":"a","dimensions":0}`, w: bad("invalid_request", "dimensions")},
-		{name: "embeddings dimensions fraction", path: embeddings, body: `{"model":"demo-embed","input":"a","dimensions":1.5}`, w: bad("invalid_request", "dimensions")},
-		{name: "embeddings stream string", path: embeddings, body: `{"model":"demo-embed","input":"a","stream":1}`, w: bad("invalid_stream", "stream")},
-		{name: "embeddings stream true", path: embeddings, body: `{"model":"demo-embed","input":"a","stream":true}`, w: bad("invalid_request", "stream")},
-		{name: "embeddings chat model", path: embeddings, body: `{"model":"demo-chat","input":"a"}`, w: testkit.WantError(403, "model_not_available", "permission_error").WithParam("model")},
-		{name: "embeddings requires top-up", path: embeddings, body: `{"model":"demo-embed","input":"a"}`, headers: []string{"x-api-key", keyNew}, w: testkit.WantError(403, "model_requires_topup", "permission_error").WithParam("model")},
-		{name: "embeddings key limit", path: embeddings, body: `{"model":"demo-embed","input":"a"}`, reserveE: &ledger.Refusal{Reason: ledger.ReasonKeyLimitReached, RetryAfter: 60, Limit: "daily"}, reserved: true, w: testkit.WantError(429, "key_limit_reached", "rate_limit_error").WithRetry("60")},
-		{name: "multimodal without a channel that serves it", path: multimodal, body: `{"model":"demo-embed","input":[{"text":"a"}]}`, w: testkit.WantError(403, "model_not_available", "permission_error").WithParam("model")},
-		{name: "multimodal input missing", path: multimodal, body: `{"model":"demo-embed"}`, w: bad("invalid_request", "input")},
-		// Speech (4.6)
-		{name: "speech input missing", path: speech, body: `{"model":"demo-tts","voice":"alloy"}`, w: bad("invalid_request", "input")},
-		{name: "speech input empty", path: speech, body: `{"model":"demo-tts","input":"","voice":"alloy"}`, w: bad("invalid_request", "input")},
-		{name: "speech voice missing", path: speech, body: `{"model":"demo-tts","input":"hi"}`, w: bad("invalid_request", "voice")},
-		{name: "speech voice not the model's", path: speech, body: `{"model":"demo-tts","input":"hi","voice":"nova"}`, w: bad("invalid_request", "voice")},
-		{name: "speech format", path: speech, body: `{"model":"demo-tts","input":"hi","voice":"alloy","response_format":"ogg"}`, w: bad("invalid_request", "response_format")},
-		{name: "speech speed zero", path: speech, body: `{"model":"demo-tts","input":"hi","voice":"alloy","speed":0}`, w: bad("invalid_request", "speed")},
-		{name: "speech speed string", path: speech, body: `{"model":"demo-tts","input":"hi","voice":"alloy","speed":"1"}`, w: bad("invalid_request", "speed")},
-		{name: "speech image model", path: speech, body: `{"model":"demo-image","input":"hi","voice":"alloy"}`, w: testkit.WantError(403, "model_not_available", "permission_error").WithParam("model")},
-		{name: "speech concurrency", path: speech, body: `{"model":"demo-tts","input":"hi","voice":"alloy"}`, reserveE: &ledger.Refusal{Reason: ledger.ReasonConcurrencyLimitExceeded}, reserved: true, w: testkit.WantError(429, "concurrency_limit_exceeded", "rate_limit_error").WithRetry("5")},
-		// Images (4.7)
-		{name: "images prompt missing", path: images, body: `{"model":"demo-image"}`, w: bad("invalid_request", "prompt")},
-		{name: "images prompt empty", path: images, body: `{"model":"demo-image","prompt":""}`, w: bad("invalid_request", "prompt")},
-		{name: "images n two", path: images, body: `{"model":"demo-image","prompt":"a cat","n":2}`, w: bad("invalid_n", "n")},
-		{name: "images n string", path: images, body: `{"model":"demo-image","prompt":"a cat","n":"1"}`, w: bad("invalid_n", "n")},
-		{name: "images response_format", path: images, body: `{"model":"demo-image","prompt":"a cat","response_format":"png"}`, w: bad("invalid_request", "response_format")},
-		{name: "images size number", path: images, body: `{"model":"demo-image","prompt":"a cat","size":1024}`, w: bad("invalid_request", "size")},
-		{name: "images model missing", path: images, body: `{"prompt":"a cat"}`, w: bad("invalid_model", "model")},
-		{name: "images rate limit", path: images, body: `{"model":"demo-image","prompt":"a cat"}`, reserveE: &ledger.Refusal{Reason: ledger.ReasonRateLimitExceeded, RetryAfter: 7}, reserved: true, w: testkit.WantError(429, "rate_limit_exceeded", "rate_limit_error").WithRetry("7")},
-		// Video submission
-		{name: "video duration too short", path: videos, body: `{"model":"demo-video","prompt":"a wave","duration":1}`, w: bad("invalid_duration", "duration")},
-		{name: "video duration too long", path: videos, body: `{"model":"demo-video","prompt":"a wave","duration":16}`, w: bad("invalid_duration", "duration")},
-		{name: "video duration fraction", path: videos, body: `{"model":"demo-video","prompt":"a wave","duration":2.5}`, w: bad("invalid_duration", "duration")},
-		{name: "video duration string", path: videos, body: `{"model":"demo-video","prompt":"a wave","duration":"5"}`, w: bad("invalid_duration", "duration")},
-		{name: "video duration zero", path: videos, body: `{"model":"demo-video","prompt":"a wave","duration":0}`, w: bad("invalid_duration", "duration")},
-		{name: "video resolution other tier", path: videos, body: `{"model":"demo-video","prompt":"a wave","resolution":"1080p"}`, w: bad("resolution_not_priced", "resolution")},
-		{name: "video tier in prompt", path: videos, body: `{"model":"demo-video","prompt":"a wave in 4K"}`, w: bad("resolution_not_priced", "resolution")},
-		{name: "video webhook http", path: videos, body: `{"model":"demo-video","prompt":"a wave","webhook_url":"http://hooks.example.com/x"}`, w: bad("invalid_webhook_url", "webhook_url")},
-		{name: "video webhook ip", path: videos, body: `{"model":"demo-video","prompt":"a wave","webhook_url":"https://0x7f.1/x"}`, w: bad("invalid_webhook_url", "webhook_url")},
-		{name: "video webhook resolves private", path: videos, body: `{"model":"demo-video","prompt":"a wave","webhook_url":"https://evil.example.com/x"}`, w: bad("invalid_webhook_url", "webhook_url")},
-		{name: "video webhook own domain", path: videos, body: `{"model":"demo-video","prompt":"a wave","webhook_url":"https://gw.llmgw.dev/x"}`, w: bad("invalid_webhook_url", "webhook_url")},
-		{name: "video webhook does not resolve", path: videos, body: `{"model":"demo-video","prompt":"a wave","webhook_url":"https://nx.example.com/x"}`, w: bad("invalid_webhook_url", "webhook_url")},
-		{name: "video stream", path: videos, body: `{"model":"demo-video","prompt":"a wave","stream":true}`, w: bad("invalid_request", "stream")},
-		{name: "video chat model", path: videos, body: `{"model":"demo-chat","prompt":"a wave"}`, w: testkit.WantError(403, "model_not_available", "permission_error").WithParam("model")},
-		{name: "video insufficient", path: videos, body: `{"model":"demo-video","prompt":"a wave"}`, reserveE: ledger.Refuse(ledger.ReasonInsufficientCredits, ""), reserved: true, w: testkit.WantError(402, "insufficient_credits", "invalid_request_error")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
-			f.ReserveE = tt.reserveE
-			h := replay.Start(t, replay.Service(t, f, withDNS))
-			headers := tt.headers
-			if headers == nil {
-				headers = bearer(keyPaid)
-			}
-			x, hdr, body := h.Post(t, tt.path, []byte(tt.body), headers...)
-			resp := body
-			if resp == nil {
-				resp = hdr
-			}
-			checkError(t, resp, tt.w, false)
-			if tt.w.Code == "invalid_duration" && !strings.Contains(string(resp.GetImmediateResponse().GetBody()), "from 2 to 15") {
-				t.Errorf("message does not name the range: %s", resp.GetImmediateResponse().GetBody())
-			}
-			x.Close()
-			reserves, commits, releases := f.Counts()
-			if tt.reserved != (reserves == 1) || commits != 0 || releases != 0 {
-				t.Errorf("ledger saw %d reserves, %d commits, %d releases", reserves, commits, releases)
-			}
-		})
-	}
-}
 
 // admitPath plays an admitted request on path and checks the routing mutation.
 func admitPath(t *testing.T, h *replay.Harness, path, body string) *replay.Exchange {
@@ -189,26 +35,13 @@ func admitPath(t *testing.T, h *replay.Harness, path, body string) *replay.Excha
 	return x
 }
 
-// ledgerCheck asserts one hold of amount and one commit of actual (no release).
-func ledgerCheck(t *testing.T, f *replay.FakeLedger, hold, actual int64) {
-	t.Helper()
-	if len(f.Reserves) != 1 || f.Reserves[0].Amount != hold {
-		t.Errorf("reserves %+v, want one hold of %d", f.Reserves, hold)
-	}
-	if len(f.Commits) != 1 || f.Commits[0].Actual != actual || len(f.Releases) != 0 {
-		t.Errorf("commits %+v releases %v, want one commit of %d", f.Commits, f.Releases, actual)
-	}
-}
-
 func TestResponsesJSON(t *testing.T) {
 	f := newFake()
 	h := replay.Start(t, replay.Service(t, f))
 	x := admitPath(t, h, "/v1/responses", `{"model":"demo-responses","input":"hello world","max_output_tokens":100,"x_vendor":1}`)
 	up := `{"id":"resp_1","object":"response","status":"completed","model":"mock-gpt","output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":10,"output_tokens":20,"total_tokens":30}}`
 	r := x.Send(replay.ResponseHeaders(200, "content-type", "application/json", "content-length", strconv.Itoa(len(up))))
-	if r.GetModeOverride().GetResponseBodyMode().String() != "BUFFERED" {
-		t.Fatalf("mode %v", r.GetModeOverride())
-	}
+	checkMode(t, r, buffered, buffered)
 	r = x.Send(replay.ResponseBody([]byte(up), true))
 	if got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()); got != strings.Replace(up, "mock-gpt", "demo-responses", 1) {
 		t.Errorf("body %s", got)
@@ -217,7 +50,7 @@ func TestResponsesJSON(t *testing.T) {
 	// Hold: "hello world" is 2 tokens + 4 framing + 3 priming, and the unknown field
 	// `"x_vendor":1` counts as JSON (4 tokens): 13, ×1.1 → 15, +64 = 79 at $1/M = 79;
 	// 100 output tokens at $2/M = 200. Commit: 10 + 20×2 = 50.
-	ledgerCheck(t, f, 281, 50)
+	f.CheckCharged(t, 281, 50)
 }
 
 func TestResponsesStream(t *testing.T) {
@@ -230,9 +63,7 @@ func TestResponsesStream(t *testing.T) {
 		h := replay.Start(t, replay.Service(t, f))
 		x := admitPath(t, h, "/v1/responses", `{"model":"demo-responses","stream":true,"input":[{"role":"user","content":[{"type":"input_text","text":"hello world"}]}]}`)
 		r := x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
-		if r.GetModeOverride().GetResponseBodyMode().String() != "STREAMED" {
-			t.Fatalf("mode %v", r.GetModeOverride())
-		}
+		checkMode(t, r, buffered, streamed)
 		var out bytes.Buffer
 		for _, part := range [][]byte{stream[:split], stream[split:], nil} {
 			r = x.Send(replay.ResponseBody(part, part == nil))
@@ -296,9 +127,7 @@ func TestEmbeddings(t *testing.T) {
 			h := replay.Start(t, replay.Service(t, f))
 			x := admitPath(t, h, "/v1/embeddings", tt.body)
 			r := x.Send(replay.ResponseHeaders(200, "content-type", "application/json", "content-length", "999"))
-			if r.GetModeOverride().GetResponseBodyMode().String() != "STREAMED" {
-				t.Fatalf("mode %v", r.GetModeOverride())
-			}
+			checkMode(t, r, buffered, streamed)
 			if rm := r.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(); len(rm) != 1 || rm[0] != "content-length" {
 				t.Errorf("removes %v", rm)
 			}
@@ -313,7 +142,7 @@ func TestEmbeddings(t *testing.T) {
 				t.Errorf("body %s", out.String())
 			}
 			// Commit: 50 tokens at 100,000/M = 5.
-			ledgerCheck(t, f, tt.hold, tt.wantActual)
+			f.CheckCharged(t, tt.hold, tt.wantActual)
 		})
 	}
 }
@@ -324,11 +153,9 @@ func TestSpeech(t *testing.T) {
 	// 11 code points (13 bytes) at 15,000,000/M = 165 micros, held and charged exactly.
 	x := admitPath(t, h, "/v1/audio/speech", `{"model":"demo-tts","input":"héllo wörld","voice":"verse","response_format":"opus","speed":1.5}`)
 	r := x.Send(replay.ResponseHeaders(200, "content-type", "audio/ogg"))
-	if r.GetModeOverride().GetResponseBodyMode().String() != "NONE" {
-		t.Fatalf("mode %v", r.GetModeOverride())
-	}
+	checkMode(t, r, buffered, none)
 	x.Close()
-	ledgerCheck(t, f, 165, 165)
+	f.CheckCharged(t, 165, 165)
 	if f.Commits[0].Usage.Units["characters"] != 11 {
 		t.Errorf("usage %+v", f.Commits[0].Usage)
 	}
@@ -368,13 +195,11 @@ func TestImages(t *testing.T) {
 			r := x.Send(replay.ResponseHeaders(tt.status, "content-type", tt.ct))
 			// Errors are buffered to be replaced; images stream through, so a b64_json
 			// body of any size never meets Envoy's buffer limit.
-			wantMode := "STREAMED"
+			wantMode := streamed
 			if tt.w != nil {
-				wantMode = "BUFFERED"
+				wantMode = buffered
 			}
-			if r.GetModeOverride().GetResponseBodyMode().String() != wantMode {
-				t.Fatalf("mode %v", r.GetModeOverride())
-			}
+			checkMode(t, r, buffered, wantMode)
 			if tt.w != nil {
 				r = x.Send(replay.ResponseBody([]byte(tt.body), true))
 			} else {
@@ -405,7 +230,7 @@ func TestImages(t *testing.T) {
 				}
 				return
 			}
-			ledgerCheck(t, f, 40000, 40000)
+			f.CheckCharged(t, 40000, 40000)
 		})
 	}
 }
@@ -446,7 +271,7 @@ func TestMultimodalEmbeddings(t *testing.T) {
 		t.Errorf("body %s", got)
 	}
 	x.Close()
-	ledgerCheck(t, f, 207, 90)
+	f.CheckCharged(t, 207, 90)
 	// Plain embeddings still go to the higher-priority text channel.
 	x, _, resp = h.Post(t, "/v1/embeddings", []byte(`{"model":"demo-embed","input":"a"}`), bearer(keyPaid)...)
 	if hs := setHeaders(t, resp.GetRequestBody().GetResponse()); hs["x-gateway-upstream"] != "mock-providers" {

@@ -3,7 +3,6 @@ package envoy_test
 import (
 	"context"
 
-	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -21,12 +20,11 @@ import (
 
 // The keys of replay.DemoLedger.
 const (
-	keyPaid      = replay.KeyPaid
-	keyNew       = replay.KeyNew
-	keySuspended = replay.KeySuspended
-	keyScoped    = replay.KeyScoped
-	keyUnknown   = replay.KeyUnknown
-	keyEnterp    = replay.KeyEnterprise
+	keyPaid    = replay.KeyPaid
+	keyNew     = replay.KeyNew
+	keyScoped  = replay.KeyScoped
+	keyUnknown = replay.KeyUnknown
+	keyEnterp  = replay.KeyEnterprise
 )
 
 func newFake() *replay.FakeLedger { return replay.DemoLedger() }
@@ -54,8 +52,8 @@ const chatOK = `{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]
 // (Envoy reads nothing else), body and details; before a refusal of the body, the
 // headers reply only removes the routing, proxy and credential headers. Which requests
 // are refused, and with what, is the lifecycle's behaviour, tested through its own API
-// (extproc/lifecycle TestChatCompletionsAdmissionErrors); the dynamic metadata has its
-// own test (metadata_test.go).
+// in extproc/lifecycle (TestChatCompletionsAdmissionErrors, TestMessagesErrors,
+// TestRoutingErrors, ...); the dynamic metadata has its own test (metadata_test.go).
 func TestImmediateErrorProtocol(t *testing.T) {
 	const path = "/v1/chat/completions"
 	tests := []struct {
@@ -136,88 +134,4 @@ func immediateOf(im *lifecycle.Immediate) *extprocv3.ProcessingResponse {
 			Body:    im.Body,
 			Details: im.Details,
 		}}}
-}
-
-func TestRoutingErrors(t *testing.T) {
-	tests := []struct {
-		name, method, path string
-		w                  testkit.APIError
-		anthropic          bool
-	}{
-		{name: "unknown path", method: "POST", path: "/v1/nope", w: testkit.WantError(404, "not_found", "invalid_request_error")},
-		{name: "no version prefix", method: "POST", path: "/chat/completions", w: testkit.WantError(404, "not_found", "invalid_request_error")},
-		{name: "chat with GET", method: "GET", path: "/v1/chat/completions", w: testkit.WantError(405, "method_not_allowed", "invalid_request_error")},
-		{name: "models with POST", method: "POST", path: "/v1/models?x=1", w: testkit.WantError(405, "method_not_allowed", "invalid_request_error")},
-		{name: "messages with GET", method: "GET", path: "/v1/messages", anthropic: true, w: testkit.WantError(405, "method_not_allowed", "invalid_request_error")},
-	}
-	f := newFake()
-	h := replay.Start(t, replay.Service(t, f))
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			x := h.Open(t)
-			resp := x.Send(replay.RequestHeaders(tt.method == "GET", ":method", tt.method, ":path", tt.path))
-			checkError(t, resp, tt.w, tt.anthropic)
-			x.Close()
-		})
-	}
-	if f.Auths != 0 {
-		t.Errorf("routing errors called Authenticate %d times", f.Auths)
-	}
-}
-
-func TestMessagesErrors(t *testing.T) {
-	const ok = `{"model":"demo-claude","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
-	tests := []struct {
-		name     string
-		path     string
-		body     string
-		headers  []string
-		reserveE error
-		w        testkit.APIError
-		reserved bool
-	}{
-		{name: "invalid json", body: `nope`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
-		{name: "max_tokens missing", body: `{"model":"demo-claude","messages":[{"role":"user","content":"hi"}]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(400, "invalid_max_tokens", "invalid_request_error")},
-		{name: "max_tokens zero", body: `{"model":"demo-claude","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(400, "invalid_max_tokens", "invalid_request_error")},
-		{name: "system role", body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"system","content":"hi"}]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
-		{name: "content object", body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":{"a":1}}]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
-		{name: "content null", body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":null}]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
-		{name: "block without type", body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":[{"text":"x"}]}]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
-		{name: "stream string", body: `{"model":"demo-claude","max_tokens":10,"stream":"yes","messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(400, "invalid_stream", "invalid_request_error")},
-		{name: "bad model", body: `{"model":"a b","max_tokens":10,"messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(400, "invalid_model", "invalid_request_error")},
-		{name: "no key", body: ok, w: testkit.WantError(401, "invalid_api_key", "authentication_error")},
-		{name: "suspended", body: ok, headers: []string{"x-api-key", keySuspended}, w: testkit.WantError(403, "account_suspended", "permission_error")},
-		{name: "embeddings model on messages", body: `{"model":"demo-embed","max_tokens":10,"messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(403, "model_not_available", "permission_error")},
-		{name: "requires top-up", body: ok, headers: []string{"x-api-key", keyNew}, w: testkit.WantError(403, "model_requires_topup", "permission_error")},
-		{name: "not allowed", body: ok, headers: []string{"x-api-key", keyScoped}, w: testkit.WantError(403, "model_not_allowed", "permission_error")},
-		{name: "above model max", body: `{"model":"demo-claude","max_tokens":8193,"messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(400, "invalid_max_tokens", "invalid_request_error")},
-		{name: "insufficient", body: ok, headers: []string{"x-api-key", keyPaid}, reserveE: ledger.Refuse(ledger.ReasonInsufficientCredits, ""), reserved: true, w: testkit.WantError(402, "insufficient_credits", "invalid_request_error")},
-		{name: "concurrency", body: ok, headers: []string{"x-api-key", keyPaid}, reserveE: &ledger.Refusal{Reason: ledger.ReasonConcurrencyLimitExceeded}, reserved: true, w: testkit.WantError(429, "concurrency_limit_exceeded", "rate_limit_error").WithRetry("5")},
-		{name: "count_tokens no messages", path: "/v1/messages/count_tokens", body: `{"model":"demo-claude","messages":[]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
-		{name: "count_tokens bad key", path: "/v1/messages/count_tokens", body: `{"model":"demo-claude","messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", keyUnknown}, w: testkit.WantError(401, "invalid_api_key", "authentication_error")},
-		{name: "count_tokens requires top-up", path: "/v1/messages/count_tokens", body: `{"model":"demo-claude","messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", keyNew}, w: testkit.WantError(403, "model_requires_topup", "permission_error")},
-		{name: "count_tokens too large", path: "/v1/messages/count_tokens", body: `{"model":"demo-claude","messages":[{"role":"user","content":"` + strings.Repeat("a", 2<<20) + `"}]}`, headers: []string{"x-api-key", keyPaid}, w: testkit.WantError(413, "request_body_too_large", "request_too_large")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
-			f.ReserveE = tt.reserveE
-			h := replay.Start(t, replay.Service(t, f))
-			path := tt.path
-			if path == "" {
-				path = "/v1/messages"
-			}
-			x, hdr, body := h.Post(t, path, []byte(tt.body), tt.headers...)
-			resp := body
-			if resp == nil {
-				resp = hdr
-			}
-			checkError(t, resp, tt.w, true)
-			x.Close()
-			reserves, commits, releases := f.Counts()
-			if tt.reserved != (reserves == 1) || commits != 0 || releases != 0 {
-				t.Errorf("ledger saw %d reserves, %d commits, %d releases", reserves, commits, releases)
-			}
-		})
-	}
 }

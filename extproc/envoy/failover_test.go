@@ -106,9 +106,7 @@ func TestFailoverReplay(t *testing.T) {
 	if v, _ := header(c1.GetHeaderMutation(), "authorization"); v != "Bearer sk-mock-exhausted" {
 		t.Errorf("attempt 1 credential = %q", v)
 	}
-	if r := a1.Send(replay.ResponseHeaders(429, "content-type", "application/json")); r.GetModeOverride().GetResponseBodyMode().String() != "BUFFERED" {
-		t.Fatalf("attempt 1 error headers: %v", r)
-	}
+	checkMode(t, a1.Send(replay.ResponseHeaders(429, "content-type", "application/json")), none, buffered)
 	r := a1.Send(replay.ResponseBody([]byte(`{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`), true))
 	if v, _ := header(r.GetResponseBody().GetResponse().GetHeaderMutation(), ":status"); v != "503" {
 		t.Fatalf("attempt 1 not turned into the retriable status: %v", r)

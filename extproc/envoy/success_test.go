@@ -237,10 +237,7 @@ func TestResponseJSONCommits(t *testing.T) {
 	h := replay.Start(t, replay.Service(t, f))
 	x := admit(t, h, chatOK)
 	r := x.Send(replay.ResponseHeaders(200, "content-type", "application/json", "content-length", "200"))
-	mo := r.GetModeOverride()
-	if mo == nil || mo.GetResponseBodyMode().String() != "BUFFERED" || mo.GetRequestBodyMode().String() != "BUFFERED" {
-		t.Fatalf("mode override = %v", mo)
-	}
+	checkMode(t, r, buffered, buffered)
 	up := `{"id":"c1","object":"chat.completion","created":1,"model":"mock-gpt","choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":500,"total_tokens":1500},"x":1}`
 	r = x.Send(replay.ResponseBody([]byte(up), true))
 	c := r.GetResponseBody().GetResponse()
@@ -267,9 +264,7 @@ func TestResponseSSECommits(t *testing.T) {
 		f.Commits = nil
 		x := admit(t, h, `{"model":"demo-chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`)
 		r := x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
-		if r.GetModeOverride().GetResponseBodyMode().String() != "STREAMED" {
-			t.Fatalf("mode = %v", r.GetModeOverride())
-		}
+		checkMode(t, r, buffered, streamed)
 		if rm := r.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(); len(rm) != 1 || rm[0] != "content-length" {
 			t.Errorf("removes %v", rm)
 		}
@@ -307,9 +302,7 @@ func TestResponseErrorsRelease(t *testing.T) {
 			h := replay.Start(t, replay.Service(t, f))
 			x := admit(t, h, chatOK)
 			r := x.Send(replay.ResponseHeaders(tt.status, "content-type", tt.ct))
-			if r.GetModeOverride().GetResponseBodyMode().String() != "BUFFERED" {
-				t.Fatalf("mode = %v", r.GetModeOverride())
-			}
+			checkMode(t, r, buffered, buffered)
 			r = x.Send(replay.ResponseBody([]byte(tt.body), true))
 			checkError(t, r, tt.w, false)
 			if bytes.Contains(r.GetImmediateResponse().GetBody(), []byte("sk-mock")) || bytes.Contains(r.GetImmediateResponse().GetBody(), []byte("quota")) {

@@ -1,51 +1,13 @@
 package lifecycle_test
 
 import (
-	"context"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/internal/replay"
-	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/internal/testkit"
 )
-
-func bearer(k string) []string { return []string{"authorization", "Bearer " + k} }
-
-const chatOK = `{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]}`
-
-// postHeaders are the request headers of a JSON POST to path as Envoy hands them over,
-// with content-length n (n < 0: chunked, none) and the extra name/value pairs.
-func postHeaders(path string, n int, extra ...string) []lifecycle.Header {
-	hs := []lifecycle.Header{{":method", "POST"}, {":path", path}, {":authority", "gateway"}, {":scheme", "http"},
-		{"content-type", "application/json"}, {"x-forwarded-proto", "http"}}
-	if n >= 0 {
-		hs = append(hs, lifecycle.Header{Name: "content-length", Value: strconv.Itoa(n)})
-	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		hs = append(hs, lifecycle.Header{Name: extra[i], Value: extra[i+1]})
-	}
-	return hs
-}
-
-// checkRefused asserts the lifecycle's immediate answer is w, in the OpenAI envelope or
-// the Anthropic one, with details naming the code for Envoy's local_reply_config.
-func checkRefused(t *testing.T, im *lifecycle.Immediate, w testkit.APIError, anthropic bool) {
-	t.Helper()
-	if im == nil {
-		t.Fatalf("admitted, want %d %s", w.Status, w.Code)
-	}
-	if im.Details != "extproc_"+w.Code {
-		t.Errorf("details = %q", im.Details)
-	}
-	h := map[string]string{}
-	for _, kv := range im.Headers {
-		h[kv.Name] = kv.Value
-	}
-	w.Check(t, im.Status, h, im.Body, anthropic)
-}
 
 // TestChatCompletionsAdmissionErrors: every refusal of admission on the chat endpoint
 // (body, key, model, ledger) is the spec's error, and nothing is held or settled except
@@ -53,15 +15,7 @@ func checkRefused(t *testing.T, im *lifecycle.Immediate, w testkit.APIError, ant
 func TestChatCompletionsAdmissionErrors(t *testing.T) {
 	const path = "/v1/chat/completions"
 	big := `{"model":"demo-chat","messages":[{"role":"user","content":"` + strings.Repeat("a", 2<<20) + `"}]}`
-	tests := []struct {
-		name     string
-		body     string
-		headers  []string
-		chunked  bool
-		reserveE error
-		w        testkit.APIError
-		reserved bool // a Reserve call is expected (refused by the ledger)
-	}{
+	tests := []refusal{
 		{name: "invalid json", body: `{"model":`, headers: bearer(replay.KeyPaid), w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
 		{name: "not an object", body: `[1,2]`, headers: bearer(replay.KeyPaid), w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
 		{name: "duplicate model key", body: `{"model":"demo-free","model":"demo-premium","messages":[{"role":"user","content":"x"}]}`, headers: bearer(replay.KeyPaid), w: testkit.WantError(400, "invalid_request", "invalid_request_error").WithParam("model")},
@@ -108,26 +62,36 @@ func TestChatCompletionsAdmissionErrors(t *testing.T) {
 		{name: "rate limit", body: chatOK, headers: bearer(replay.KeyPaid), reserveE: &ledger.Refusal{Reason: ledger.ReasonRateLimitExceeded, RetryAfter: 17, Limit: "rpm"}, reserved: true, w: testkit.WantError(429, "rate_limit_exceeded", "rate_limit_error").WithRetry("17")},
 		{name: "revoked between auth and reserve", body: chatOK, headers: bearer(replay.KeyPaid), reserveE: ledger.Refuse(ledger.ReasonInvalidAPIKey, ""), reserved: true, w: testkit.WantError(401, "invalid_api_key", "invalid_request_error")},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := replay.DemoLedger()
-			f.ReserveE = tt.reserveE
-			r := replay.Service(t, f).NewRequest()
-			ctx := context.Background()
-			n := len(tt.body)
-			if tt.chunked {
-				n = -1
-			}
-			a := r.RequestHeaders(ctx, postHeaders(path, n, tt.headers...), false)
-			if a.Immediate == nil {
-				a = r.RequestBody(ctx, []byte(tt.body), true)
-			}
-			checkRefused(t, a.Immediate, tt.w, false)
-			r.End(ctx, "done")
-			reserves, commits, releases := f.Counts()
-			if tt.reserved != (reserves == 1) || commits != 0 || releases != 0 {
-				t.Errorf("ledger saw %d reserves, %d commits, %d releases", reserves, commits, releases)
-			}
-		})
+	checkRefusals(t, path, false, tests)
+}
+
+// TestMessagesErrors: every refusal of admission on the Messages and count_tokens
+// endpoints is the spec's error in the Anthropic envelope, and nothing is held or
+// settled except the one reservation the ledger itself refused.
+func TestMessagesErrors(t *testing.T) {
+	const ok = `{"model":"demo-claude","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
+	tests := []refusal{
+		{name: "invalid json", body: `nope`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
+		{name: "max_tokens missing", body: `{"model":"demo-claude","messages":[{"role":"user","content":"hi"}]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(400, "invalid_max_tokens", "invalid_request_error")},
+		{name: "max_tokens zero", body: `{"model":"demo-claude","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(400, "invalid_max_tokens", "invalid_request_error")},
+		{name: "system role", body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"system","content":"hi"}]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
+		{name: "content object", body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":{"a":1}}]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
+		{name: "content null", body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":null}]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
+		{name: "block without type", body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":[{"text":"x"}]}]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
+		{name: "stream string", body: `{"model":"demo-claude","max_tokens":10,"stream":"yes","messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(400, "invalid_stream", "invalid_request_error")},
+		{name: "bad model", body: `{"model":"a b","max_tokens":10,"messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(400, "invalid_model", "invalid_request_error")},
+		{name: "no key", body: ok, w: testkit.WantError(401, "invalid_api_key", "authentication_error")},
+		{name: "suspended", body: ok, headers: []string{"x-api-key", replay.KeySuspended}, w: testkit.WantError(403, "account_suspended", "permission_error")},
+		{name: "embeddings model on messages", body: `{"model":"demo-embed","max_tokens":10,"messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(403, "model_not_available", "permission_error")},
+		{name: "requires top-up", body: ok, headers: []string{"x-api-key", replay.KeyNew}, w: testkit.WantError(403, "model_requires_topup", "permission_error")},
+		{name: "not allowed", body: ok, headers: []string{"x-api-key", replay.KeyScoped}, w: testkit.WantError(403, "model_not_allowed", "permission_error")},
+		{name: "above model max", body: `{"model":"demo-claude","max_tokens":8193,"messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(400, "invalid_max_tokens", "invalid_request_error")},
+		{name: "insufficient", body: ok, headers: []string{"x-api-key", replay.KeyPaid}, reserveE: ledger.Refuse(ledger.ReasonInsufficientCredits, ""), reserved: true, w: testkit.WantError(402, "insufficient_credits", "invalid_request_error")},
+		{name: "concurrency", body: ok, headers: []string{"x-api-key", replay.KeyPaid}, reserveE: &ledger.Refusal{Reason: ledger.ReasonConcurrencyLimitExceeded}, reserved: true, w: testkit.WantError(429, "concurrency_limit_exceeded", "rate_limit_error").WithRetry("5")},
+		{name: "count_tokens no messages", path: "/v1/messages/count_tokens", body: `{"model":"demo-claude","messages":[]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(400, "invalid_request", "invalid_request_error")},
+		{name: "count_tokens bad key", path: "/v1/messages/count_tokens", body: `{"model":"demo-claude","messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", replay.KeyUnknown}, w: testkit.WantError(401, "invalid_api_key", "authentication_error")},
+		{name: "count_tokens requires top-up", path: "/v1/messages/count_tokens", body: `{"model":"demo-claude","messages":[{"role":"user","content":"x"}]}`, headers: []string{"x-api-key", replay.KeyNew}, w: testkit.WantError(403, "model_requires_topup", "permission_error")},
+		{name: "count_tokens too large", path: "/v1/messages/count_tokens", body: `{"model":"demo-claude","messages":[{"role":"user","content":"` + strings.Repeat("a", 2<<20) + `"}]}`, headers: []string{"x-api-key", replay.KeyPaid}, w: testkit.WantError(413, "request_body_too_large", "request_too_large")},
 	}
+	checkRefusals(t, "/v1/messages", true, tests)
 }

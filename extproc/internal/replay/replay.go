@@ -438,10 +438,15 @@ func (f *FakeLedger) GetVideoTask(_ context.Context, taskID string) (lifecycle.V
 	return t, nil
 }
 
-// SetTask stores a task as accounting would return it (owner and age).
+// SetTask stores a task as accounting would return it (owner and age); a task without
+// the provider's id has the gateway's, as accounting reads a task recorded before it
+// kept origins.
 func (f *FakeLedger) SetTask(t lifecycle.VideoTask) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if t.Origin.UpstreamTaskID == "" {
+		t.Origin.UpstreamTaskID = t.TaskID
+	}
 	if f.Tasks == nil {
 		f.Tasks = map[string]lifecycle.VideoTask{}
 	}

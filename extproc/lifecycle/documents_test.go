@@ -1,4 +1,4 @@
-package envoy_test
+package lifecycle_test
 
 import (
 	"encoding/base64"
@@ -8,7 +8,6 @@ import (
 	"github.com/llmgw/gateway/extproc/pricing"
 	"github.com/llmgw/gateway/extproc/tokens"
 	"github.com/llmgw/gateway/internal/pdfpages/pdfpagestest"
-	"github.com/llmgw/gateway/internal/testkit"
 )
 
 // documentBodies are a request of each API carrying one document, its data field at
@@ -41,12 +40,13 @@ func TestDocumentHeldByPages(t *testing.T) {
 	for _, tt := range documentBodies {
 		t.Run(tt.name, func(t *testing.T) {
 			hold := func(data string) int64 {
-				f := newFake()
-				h := replay.Start(t, replay.Service(t, f))
-				x, hdr, resp := h.Post(t, tt.path, []byte(tt.body(data)), bearer(keyPaid)...)
-				x.Close()
-				if resp.GetRequestBody() == nil || len(f.Reserves) != 1 {
-					t.Fatalf("not admitted: %v %v", hdr, resp)
+				f := replay.DemoLedger()
+				svc := replay.Service(t, f)
+				r, a := post(t, svc, tt.path, tt.body(data), bearer(replay.KeyPaid)...)
+				finish(t, svc, r)
+				mustAdmit(t, a)
+				if len(f.Reserves) != 1 {
+					t.Fatalf("admitted with %d reservations", len(f.Reserves))
 				}
 				return f.Reserves[0].Amount
 			}
@@ -62,22 +62,15 @@ func TestDocumentHeldByPages(t *testing.T) {
 // TestUncountableDocumentRefused checks that a document whose pages cannot be counted
 // is refused before any reservation as pricing_unavailable naming its data field.
 func TestUncountableDocumentRefused(t *testing.T) {
+	var tests []priced
 	for _, tt := range documentBodies {
 		for _, data := range []struct{ name, b64 string }{
 			{"text", base64.StdEncoding.EncodeToString([]byte("not a PDF at all"))},
 			{"header only", base64.StdEncoding.EncodeToString([]byte("%PDF-1.4\n"))},
 			{"not base64", "%%%%"},
 		} {
-			t.Run(tt.name+" "+data.name, func(t *testing.T) {
-				f := newFake()
-				h := replay.Start(t, replay.Service(t, f))
-				x, _, resp := h.Post(t, tt.path, []byte(tt.body(data.b64)), bearer(keyPaid)...)
-				defer x.Close()
-				checkError(t, resp, testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param), tt.anthropic)
-				if reserves, _, _ := f.Counts(); reserves != 0 {
-					t.Errorf("%d reservations for a refused request", reserves)
-				}
-			})
+			tests = append(tests, priced{name: tt.name + " " + data.name, path: tt.path, body: tt.body(data.b64), param: tt.param, anthropic: tt.anthropic})
 		}
 	}
+	checkPriced(t, tests)
 }

@@ -1,4 +1,4 @@
-package envoy_test
+package lifecycle_test
 
 import (
 	"strings"
@@ -38,12 +38,13 @@ func TestHoldBoundsEveryPart(t *testing.T) {
 			with: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","description":"` + material + `","input_schema":{}}]}`},
 	}
 	hold := func(t *testing.T, path, body string) int64 {
-		f := newFake()
-		h := replay.Start(t, replay.Service(t, f))
-		x, _, resp := h.Post(t, path, []byte(body), bearer(keyPaid)...)
-		x.Close()
-		if resp.GetRequestBody() == nil || len(f.Reserves) != 1 {
-			t.Fatalf("not admitted: %v", resp)
+		f := replay.DemoLedger()
+		svc := replay.Service(t, f)
+		r, a := post(t, svc, path, body, bearer(replay.KeyPaid)...)
+		finish(t, svc, r)
+		mustAdmit(t, a)
+		if len(f.Reserves) != 1 {
+			t.Fatalf("admitted with %d reservations", len(f.Reserves))
 		}
 		return f.Reserves[0].Amount
 	}
@@ -61,10 +62,7 @@ func TestHoldBoundsEveryPart(t *testing.T) {
 // or by file id) is refused before any reservation as pricing_unavailable naming it,
 // while the same document by its bytes is admitted.
 func TestUnboundedPartsHaveNoPrice(t *testing.T) {
-	tests := []struct {
-		name, path, body, param string
-		anthropic, admitted     bool
-	}{
+	checkPriced(t, []priced{
 		{name: "messages document by URL", path: "/v1/messages", anthropic: true,
 			body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://example.com/a.pdf"}},{"type":"text","text":"sum up"}]}]}`},
 		{name: "messages document by file id", path: "/v1/messages", anthropic: true,
@@ -75,20 +73,31 @@ func TestUnboundedPartsHaveNoPrice(t *testing.T) {
 			body: `{"model":"demo-chat","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`},
 		{name: "responses file by URL", path: "/v1/responses", param: "input[0].content[0].file_url",
 			body: `{"model":"demo-responses","input":[{"role":"user","content":[{"type":"input_file","file_url":"https://example.com/a.pdf"}]}]}`},
-	}
+	})
+}
+
+// priced is a request whose every billed part admission must price: admitted, or
+// refused before any reservation as pricing_unavailable naming param (the Anthropic
+// envelope names no field).
+type priced struct {
+	name, path, body, param string
+	anthropic, admitted     bool
+}
+
+// checkPriced plays each case with replay.KeyPaid on a fresh demo service.
+func checkPriced(t *testing.T, tests []priced) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
-			h := replay.Start(t, replay.Service(t, f))
-			x, hdr, bdy := h.Post(t, tt.path, []byte(tt.body), bearer(keyPaid)...)
-			defer x.Close()
+			f := replay.DemoLedger()
+			svc := replay.Service(t, f)
+			r, a := post(t, svc, tt.path, tt.body, bearer(replay.KeyPaid)...)
+			defer finish(t, svc, r)
 			if tt.admitted {
-				if bdy.GetRequestBody() == nil {
-					t.Fatalf("refused: %v %v", hdr, bdy)
-				}
+				mustAdmit(t, a)
 				return
 			}
-			checkError(t, bdy, testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param), tt.anthropic)
+			checkRefused(t, a.Immediate, testkit.WantError(503, "pricing_unavailable", "api_error").WithParam(tt.param), tt.anthropic)
 			if reserves, _, _ := f.Counts(); reserves != 0 {
 				t.Errorf("%d reservations for a refused request", reserves)
 			}
