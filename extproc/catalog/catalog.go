@@ -60,11 +60,16 @@ const (
 // gateway translates between the chat APIs (extproc/translate); an OpenAI channel of a
 // responses model speaks the Responses API, of any other chat model Chat Completions.
 var kindFormats = map[Kind][]Format{
-	KindChat: {FormatOpenAI, FormatAnthropic}, KindMessages: {FormatAnthropic, FormatOpenAI},
-	KindResponses:  {FormatOpenAI, FormatAnthropic},
+	KindChat:       chatFormats,
+	KindMessages:   chatFormats,
+	KindResponses:  chatFormats,
 	KindEmbeddings: {FormatOpenAI}, KindSpeech: {FormatOpenAI}, KindImage: {FormatOpenAI},
 	KindVideo: {FormatVideo},
 }
+
+// chatFormats are the formats a chat model may be served in: every chat API is
+// translated to and from each.
+var chatFormats = []Format{FormatOpenAI, FormatAnthropic, FormatGemini, FormatVertexGemini, FormatVertexAnthropic, FormatBedrock}
 
 // Prices are a model's published prices in micro-credits. A nil field is unpublished.
 type Prices struct {
@@ -117,6 +122,11 @@ type Channel struct {
 	Cluster       string `json:"cluster"`
 	Format        Format `json:"format"`
 	UpstreamModel string `json:"upstream_model"`
+	// BasePath replaces the format's default path prefix ("/v1" for openai and
+	// anthropic, "/v1beta" for gemini; "/v1/projects/{project}/locations/{location}"
+	// for the vertex formats, which need it): "/openai/v1" for Azure OpenAI or Groq,
+	// "/api/v1" for OpenRouter. Empty: the default.
+	BasePath string `json:"base_path,omitempty"`
 	// CredentialEnv or CredentialFile names where the upstream credential is read from;
 	// exactly one is set.
 	CredentialEnv  string `json:"credential_env,omitempty"`
@@ -315,13 +325,16 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(str
 			bad("%s: upstream_model is required", where)
 		}
 		switch ch.Format {
-		case FormatOpenAI, FormatAnthropic, FormatVideo:
+		case FormatOpenAI, FormatAnthropic, FormatVideo, FormatGemini, FormatVertexGemini, FormatVertexAnthropic, FormatBedrock:
 			if ok && len(kindFormats[m.Kind]) > 0 && !slices.Contains(kindFormats[m.Kind], ch.Format) {
 				fs := kindFormats[m.Kind]
 				bad("%s: format %q cannot serve a %s model (needs one of %q)", where, ch.Format, m.Kind, fs)
 			}
 		default:
-			bad("%s: format %q is not one of openai, anthropic, video", where, ch.Format)
+			bad("%s: format %q is not one of openai, anthropic, gemini, vertex-gemini, vertex-anthropic, bedrock, video", where, ch.Format)
+		}
+		if msg := basePathProblem(ch.Format, ch.BasePath); msg != "" {
+			bad("%s: %s", where, msg)
 		}
 		if ch.MultimodalEmbeddings && ok && m.Kind != KindEmbeddings {
 			bad("%s: multimodal_embeddings applies to embeddings models only", where)

@@ -53,6 +53,8 @@ type responseState struct {
 	encoding  string
 	dec       *response.Decoder // the upstream compressed the body anyway: decoded before rewriting
 	xs        *translate.Stream // a translated stream (translation.go)
+	// norm turns an upstream-only API's answer into the bytes rw reads (translation.go).
+	norm *translate.Normalizer
 }
 
 // format is the response format of the answer the client gets.
@@ -118,7 +120,7 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 	if settle := r.endpoint.spec().proxied; settle != nil {
 		return settle(r, ctx, st, private)
 	}
-	if !response.UsableSuccess(r.parsed.Stream, status, st.ct) {
+	if !response.UsableSuccess(r.parsed.Stream, status, r.successType(st.ct)) {
 		r.release(ctx, "upstream_unusable_response")
 		code := response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, nil)
 		r.reportHealth(status, code, nil)
@@ -165,12 +167,17 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 		return r.fail(apierr.New(apierr.InternalError, "The response could not be processed."))
 	}
 	st.rw = rw
+	st.norm = r.normalizer()
 	r.reportHealth(status, "", nil)
 	if st.chunked {
 		if !slices.Contains(private, "content-length") {
 			private = append(private, "content-length")
 		}
-		return Action{ResponseBodyMode: ModeStreamed, RemoveHeaders: private}
+		a := Action{ResponseBodyMode: ModeStreamed, RemoveHeaders: private}
+		if r.parsed.Stream && st.norm != nil {
+			a.SetHeaders = []Header{{"content-type", "text/event-stream"}}
+		}
+		return a
 	}
 	return Action{ResponseBodyMode: ModeBuffered, RemoveHeaders: private}
 }
@@ -239,6 +246,9 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 	var err error
 	if st.dec != nil {
 		chunk, err = st.dec.Write(chunk, endOfStream)
+	}
+	if err == nil && st.norm != nil {
+		chunk, err = st.norm.Write(chunk, endOfStream)
 	}
 	if err == nil {
 		out, err = st.rw.Write(chunk, endOfStream)

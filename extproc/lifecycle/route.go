@@ -97,21 +97,7 @@ func (r *Request) rewriteFor(ch *catalog.Channel, body []byte) (Action, *transla
 	if path != "" {
 		a.SetHeaders = append(a.SetHeaders, Header{":path", path})
 	}
-	if ch.Format == catalog.FormatAnthropic {
-		a.SetHeaders = append(a.SetHeaders, Header{"x-api-key", ch.Credential()})
-		// The client's anthropic-version reached here only from an Anthropic endpoint
-		// (RequestHeaders removes it from the others).
-		if !r.clientVersion || r.env != apierr.Anthropic {
-			a.SetHeaders = append(a.SetHeaders, Header{"anthropic-version", AnthropicVersion})
-		}
-		a.RemoveHeaders = []string{"authorization"}
-	} else {
-		a.SetHeaders = append(a.SetHeaders, Header{"authorization", "Bearer " + ch.Credential()})
-		a.RemoveHeaders = []string{"x-api-key"}
-		if r.clientVersion && r.env == apierr.Anthropic {
-			a.RemoveHeaders = append(a.RemoveHeaders, "anthropic-version")
-		}
-	}
+	a.SetHeaders, a.RemoveHeaders = r.credentialHeaders(ch, a.SetHeaders)
 	return a, xlate, nil
 }
 
