@@ -140,18 +140,18 @@ func messagesImage(src gjson.Result, param string) (*Image, error) {
 type (
 	messagesBody struct {
 		// Model is empty toward Vertex AI, whose path names the model.
-		Model            string `json:"model,omitempty"`
-		AnthropicVersion string `json:"anthropic_version,omitempty"`
-		MaxTokens     int64                `json:"max_tokens"`
-		System        string               `json:"system,omitempty"`
-		Messages      []messagesMsg        `json:"messages"`
-		StopSequences []string             `json:"stop_sequences,omitempty"`
-		Temperature   *float64             `json:"temperature,omitempty"`
-		TopP          *float64             `json:"top_p,omitempty"`
-		Stream        bool                 `json:"stream,omitempty"`
-		Tools         []messagesTool       `json:"tools,omitempty"`
-		ToolChoice    *messagesToolChoice  `json:"tool_choice,omitempty"`
-		Metadata      *messagesRequestMeta `json:"metadata,omitempty"`
+		Model            string               `json:"model,omitempty"`
+		AnthropicVersion string               `json:"anthropic_version,omitempty"`
+		MaxTokens        int64                `json:"max_tokens"`
+		System           string               `json:"system,omitempty"`
+		Messages         []messagesMsg        `json:"messages"`
+		StopSequences    []string             `json:"stop_sequences,omitempty"`
+		Temperature      *float64             `json:"temperature,omitempty"`
+		TopP             *float64             `json:"top_p,omitempty"`
+		Stream           bool                 `json:"stream,omitempty"`
+		Tools            []messagesTool       `json:"tools,omitempty"`
+		ToolChoice       *messagesToolChoice  `json:"tool_choice,omitempty"`
+		Metadata         *messagesRequestMeta `json:"metadata,omitempty"`
 	}
 	messagesRequestMeta struct {
 		UserID string `json:"user_id"`
