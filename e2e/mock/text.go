@@ -18,9 +18,12 @@ type directives struct {
 	cut    bool
 	pad    int // bytes appended to the answer's full text (stream deltas are not padded)
 	gap    int // milliseconds between streamed chunks (each is its own write anyway)
+	// cacheRead: input tokens reported as read from the provider's prompt cache, by the
+	// formats that report them (gemini, bedrock).
+	cacheRead int
 }
 
-var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip|pad=(\d+)|tool=[A-Za-z0-9_-]+|gap=(\d+))\]\]`)
+var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip|pad=(\d+)|tool=[A-Za-z0-9_-]+|gap=(\d+)|cache_read=(\d+))\]\]`)
 
 // maxGap bounds the gap directive (milliseconds).
 const maxGap = 10_000
@@ -44,6 +47,8 @@ func parseDirectives(text string) directives {
 		case m[5] != "":
 			d.gap, _ = strconv.Atoi(m[5])
 			d.gap = min(d.gap, maxGap)
+		case m[6] != "":
+			d.cacheRead, _ = strconv.Atoi(m[6])
 		}
 	}
 	return d
