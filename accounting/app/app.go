@@ -318,8 +318,13 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	}); ok && cfg.ArchiveAfter > 0 {
 		sw.archive, sw.archiveAfter = m.CountArchive(a.ArchiveSettled), cfg.ArchiveAfter
 	}
+	if g, ok := raw.(interface {
+		GraceLapsed(context.Context, time.Duration) (int, error)
+	}); ok {
+		sw.grace = g.GraceLapsed
+	}
 	var serving atomic.Bool
-	hs := &http.Server{Handler: pprof.Wrap(healthMux(&serving, sw, cfg.SweepInterval, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: pprof.Wrap(healthMux(&serving, sw, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
 
 	// Background work stops with bgCtx; the gRPC server is stopped explicitly.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -372,7 +377,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 
 // healthMux serves /healthz (the process is up), /readyz (serving, and the last sweep
 // reached the database recently) and /metrics.
-func healthMux(serving *atomic.Bool, sw *sweeper, interval time.Duration, metricsHandler http.Handler) http.Handler {
+func healthMux(serving *atomic.Bool, sw *sweeper, metricsHandler http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metricsHandler)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -382,7 +387,7 @@ func healthMux(serving *atomic.Bool, sw *sweeper, interval time.Duration, metric
 		switch {
 		case !serving.Load():
 			http.Error(w, "not serving", http.StatusServiceUnavailable)
-		case !sw.healthy(3*interval + 2*time.Second):
+		case sw.away():
 			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
 		default:
 			fmt.Fprintln(w, "ready")
@@ -391,21 +396,41 @@ func healthMux(serving *atomic.Bool, sw *sweeper, interval time.Duration, metric
 	return mux
 }
 
+// ExpiryGrace is how long a hold whose lease ran out while accounting was away is kept
+// once accounting is back, before the sweeper expires it. Its owner could not renew it
+// while accounting was away; it is back within a second or two (its reconnect back-off
+// is at most client.MaxReconnectDelay, its keeper retries a renewal every second and a
+// settlement at least every 2 s, each attempt bounded by 5 s), and then renews or
+// settles the hold. A hold whose owner died meanwhile frees this much later.
+const ExpiryGrace = 30 * time.Second
+
 // sweeper releases held reservations past their expiry and, with archive, moves
 // reservations settled archiveAfter ago to the archive. Every replica runs one: the
 // store lets any number run at once.
+//
+// After accounting was away — starting, paused, or cut off from the database, so that
+// no sweep reached it for longer than awayAfter — its first sweep gives the leases that
+// ran out meanwhile ExpiryGrace (grace, store.Store.GraceLapsed) before it expires any.
 type sweeper struct {
 	store    ledger.Store
 	log      *zap.Logger
 	interval time.Duration
 
-	archive      metrics.ArchiveFunc // nil: nothing is archived
+	grace        func(context.Context, time.Duration) (int, error) // nil: no grace
+	archive      metrics.ArchiveFunc                               // nil: nothing is archived
 	archiveAfter time.Duration
 
 	lastOK         atomic.Int64 // unix nanos of the last successful sweep
 	failing        atomic.Bool
 	archiveFailing atomic.Bool
 }
+
+// awayAfter is how long without a sweep that reached the database makes accounting
+// "away": unready (/readyz), and owed a grace by the leases that ran out meanwhile.
+func (s *sweeper) awayAfter() time.Duration { return 3*s.interval + 2*time.Second }
+
+// away reports whether no sweep reached the database within awayAfter (or none yet).
+func (s *sweeper) away() bool { return !s.healthy(s.awayAfter()) }
 
 func (s *sweeper) run(ctx context.Context) {
 	t := time.NewTicker(s.interval)
@@ -423,6 +448,9 @@ func (s *sweeper) run(ctx context.Context) {
 // sweep expires due reservations, then archives settled ones (with archive), each
 // in batches until a batch comes back short.
 func (s *sweeper) sweep(ctx context.Context) {
+	if s.grace != nil && s.away() && !s.graceLapsed(ctx) {
+		return // nothing expires before the leases that ran out got their grace
+	}
 	total := s.inBatches(ctx, "expiring reservations", sweepBatch, 0, &s.failing, func(ctx context.Context, limit int) (int, error) {
 		n, err := s.store.ExpireDue(ctx, limit)
 		if err == nil {
@@ -439,6 +467,28 @@ func (s *sweeper) sweep(ctx context.Context) {
 		s.inBatches(ctx, "archiving settled reservations", archiveBatch, archiveBatches, &s.archiveFailing,
 			func(ctx context.Context, limit int) (int, error) { return s.archive(ctx, s.archiveAfter, limit) })
 	}
+}
+
+// graceLapsed gives the leases that ran out while accounting was away ExpiryGrace, and
+// reports whether it reached the database (a failure is logged as expiry's: the grace
+// is the first step of expiring).
+func (s *sweeper) graceLapsed(ctx context.Context) bool {
+	var n int
+	s.inBatches(ctx, "expiring reservations", 1, 1, &s.failing, func(ctx context.Context, _ int) (int, error) {
+		var err error
+		if n, err = s.grace(ctx, ExpiryGrace); err == nil {
+			s.lastOK.Store(time.Now().UnixNano())
+		}
+		return n, err
+	})
+	if s.away() {
+		return false
+	}
+	if n > 0 {
+		s.log.Info("holds whose lease ran out while accounting was away get a grace period",
+			zap.Int("count", n), zap.Duration("grace", ExpiryGrace))
+	}
+	return true
 }
 
 // inBatches calls step for batches of at most batch until one comes back short or

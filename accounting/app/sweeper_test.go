@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,5 +85,61 @@ func TestSweeperArchivesSettledReservations(t *testing.T) {
 	sw.sweep(ctx)
 	if len(fa.ages) != archiveBatches || moved != archiveBatches*archiveBatch {
 		t.Errorf("one sweep over a backlog made %d calls moving %d, want %d calls", len(fa.ages), moved, archiveBatches)
+	}
+}
+
+// graceScript records the sweeper's calls in order; its grace fails while down.
+type graceScript struct {
+	ledger.Store
+	calls []string
+	down  bool
+}
+
+func (g *graceScript) ExpireDue(context.Context, int) (int, error) {
+	g.calls = append(g.calls, "expire")
+	return 0, nil
+}
+
+func (g *graceScript) grace(_ context.Context, d time.Duration) (int, error) {
+	if g.down {
+		g.calls = append(g.calls, "grace failed")
+		return 0, errors.New("database down")
+	}
+	if d != ExpiryGrace {
+		return 0, errors.New("not the grace")
+	}
+	g.calls = append(g.calls, "grace")
+	return 3, nil
+}
+
+// After accounting was away — started, paused, or cut off from the database — the
+// sweeper grants the leases that ran out meanwhile their grace before it expires any,
+// and expires nothing until it has.
+func TestSweeperGivesLapsedLeasesAGraceAfterAnAbsence(t *testing.T) {
+	g := &graceScript{}
+	sw := &sweeper{store: g, log: zap.NewNop(), interval: time.Second, grace: g.grace}
+	ctx := context.Background()
+	step := func(what string, want ...string) {
+		t.Helper()
+		g.calls = nil
+		sw.sweep(ctx)
+		if strings.Join(g.calls, ", ") != strings.Join(want, ", ") {
+			t.Errorf("%s: calls %q, want %q", what, g.calls, want)
+		}
+	}
+	step("first sweep", "grace", "expire")
+	step("next sweep", "expire")
+	// A pause (or a stall) longer than awayAfter: the last sweep is that old.
+	sw.lastOK.Store(time.Now().Add(-sw.awayAfter() - time.Second).UnixNano())
+	step("after a pause", "grace", "expire")
+	step("after that", "expire")
+	// The database is away as long: nothing is expired before the grace is given.
+	sw.lastOK.Store(time.Now().Add(-sw.awayAfter() - time.Second).UnixNano())
+	g.down = true
+	step("database still away", "grace failed")
+	g.down = false
+	step("database back", "grace", "expire")
+	if sw.away() {
+		t.Error("away after a sweep reached the database")
 	}
 }

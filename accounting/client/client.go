@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
@@ -29,6 +31,30 @@ const (
 	Window     = 1 << 20
 	ConnWindow = 4 << 20
 )
+
+// MaxReconnectDelay bounds the wait between two attempts to reconnect to accounting.
+// gRPC's default back-off grows to 120 s, so a client that lost accounting for a minute
+// stayed away for up to two more after it returned: long enough for the holds its
+// settlements were waiting on to expire. With the bound, a caller is back within about a
+// second of accounting (client.Reconnect).
+const MaxReconnectDelay = time.Second
+
+// Reconnect is the back-off of every connection to accounting (Dial sets it; a caller
+// that dials otherwise, as the web console does, passes it): attempts 100 ms apart at
+// first, growing by 1.6 with 20 % jitter to MaxReconnectDelay. An attempt is given at
+// least 5 s to connect, so that a stalled accounting (a paused process that accepts
+// but never answers) is given up on and tried again, not waited on for gRPC's 20 s.
+func Reconnect() grpc.DialOption {
+	return grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: backoff.Config{
+			BaseDelay:  100 * time.Millisecond,
+			Multiplier: backoff.DefaultConfig.Multiplier,
+			Jitter:     backoff.DefaultConfig.Jitter,
+			MaxDelay:   MaxReconnectDelay,
+		},
+		MinConnectTimeout: 5 * time.Second,
+	})
+}
 
 // TokenCredentials returns per-RPC credentials that send "authorization: Bearer <token>"
 // on every call.
@@ -53,7 +79,8 @@ func (b bearer) RequireTransportSecurity() bool { return false }
 // token on every call. addr is a gRPC target (host:port, or dns:///name:port, which
 // resolves to every replica behind the name) or a comma-separated list of host:port
 // addresses, one per replica, for replicas no name resolves to (ListScheme). The
-// connection is established lazily, on the first call; ctx is only checked for
+// connection is established lazily, on the first call, and re-established with the
+// bounded back-off of Reconnect; ctx is only checked for
 // cancellation. Without options the transport is plaintext, which is meant for
 // loopback; opts are applied after the defaults, so a grpc.WithTransportCredentials
 // option switches to TLS. Which replica a call goes to is the connection's
@@ -73,6 +100,7 @@ func Dial(ctx context.Context, addr, token string, opts ...grpc.DialOption) (*gr
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(bearer(token)),
 		grpc.WithInitialWindowSize(Window), grpc.WithInitialConnWindowSize(ConnWindow),
+		Reconnect(),
 	}
 	if strings.Contains(addr, ",") {
 		target, resolve, err := listTarget(addr)

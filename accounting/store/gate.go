@@ -17,8 +17,8 @@ import (
 // of the pool and calls for other accounts fail. Calls over the bound wait here, in the
 // process, holding no connection. They wait as long as the account makes progress (a
 // call of it finished without timing out within the last wait); when none has for wait,
-// they give up with ledger.ErrBusy. So a burst on a healthy account queues, and a locked
-// account fails fast.
+// they give up with ledger.ErrBusy, as they do before their caller's deadline would pass
+// (deadline.go). So a burst on a healthy account queues, and a locked account fails fast.
 type accountGate struct {
 	limit int
 	wait  time.Duration
@@ -45,7 +45,8 @@ type gatePass struct {
 }
 
 // done gives the slot back; err is the call's outcome (a ledger.ErrBusy outcome is not
-// progress). Call it exactly once; a nil pass is a no-op.
+// progress, so it must be the store's error, before Reserve turns it into a refusal).
+// Call it exactly once; a nil pass is a no-op.
 func (p *gatePass) done(err error) {
 	if p == nil {
 		return
@@ -72,9 +73,13 @@ func (g *accountGate) progress(e *gateSlots) uint64 {
 	return e.progress
 }
 
-// enter takes one of account's slots, waiting while the account makes progress and never
-// past ctx.
+// enter takes one of account's slots, waiting while the account makes progress, and
+// never past what ctx's deadline leaves (deadline.go).
 func (g *accountGate) enter(ctx context.Context, account string) (*gatePass, error) {
+	left, bounded := waitLeft(ctx)
+	if bounded && left <= 0 {
+		return nil, errNoTimeLeft("a slot of the account")
+	}
 	g.mu.Lock()
 	e := g.slots[account]
 	if e == nil {
@@ -90,6 +95,18 @@ func (g *accountGate) enter(ctx context.Context, account string) (*gatePass, err
 		return pass, nil
 	default:
 	}
+	giveBack := func(err error) (*gatePass, error) {
+		g.mu.Lock()
+		g.leave(account, e)
+		g.mu.Unlock()
+		return nil, err
+	}
+	var giveUp <-chan time.Time
+	if bounded {
+		gt := time.NewTimer(left)
+		defer gt.Stop()
+		giveUp = gt.C
+	}
 	t := time.NewTimer(g.wait)
 	defer t.Stop()
 	for {
@@ -97,20 +114,16 @@ func (g *accountGate) enter(ctx context.Context, account string) (*gatePass, err
 		case e.sem <- struct{}{}:
 			return pass, nil
 		case <-ctx.Done():
-			g.mu.Lock()
-			g.leave(account, e)
-			g.mu.Unlock()
-			return nil, &Error{Op: "account gate", Err: ctx.Err()}
+			return giveBack(&Error{Op: "account gate", Err: ctx.Err()})
+		case <-giveUp:
+			return giveBack(errNoTimeLeft("a slot of the account"))
 		case <-t.C:
 			if now := g.progress(e); now != seen {
 				seen = now
 				t.Reset(g.wait)
 				continue
 			}
-			g.mu.Lock()
-			g.leave(account, e)
-			g.mu.Unlock()
-			return nil, fmt.Errorf("ledger store: %w: no call of the account finished in %s", ledger.ErrBusy, g.wait)
+			return giveBack(fmt.Errorf("ledger store: %w: no call of the account finished in %s", ledger.ErrBusy, g.wait))
 		}
 	}
 }

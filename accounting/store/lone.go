@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,7 +12,7 @@ import (
 
 // The lone decisions: one operation, one statement — the PL/pgSQL functions of
 // migrations/0001_init.sql. An operation group commit does not decide runs here in a
-// transaction of its own (through the account gate, reservations.go), and a small
+// transaction of its own (through the account gate: alone), and a small
 // batch in the writer (batch.go) runs its operations here one after another in one
 // transaction: one round trip where a large batch takes two.
 
@@ -22,11 +23,53 @@ type loneCall struct {
 	scan func(pgx.Row) error
 }
 
-// run executes the call as a statement of its own.
-func (c loneCall) run(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}) error {
-	return c.scan(q.QueryRow(ctx, c.sql, c.args...))
+// alone runs c, an operation op of account, in a transaction of its own, through the
+// account's gate. Its waits for the account (a gate slot, the row lock) end before
+// ctx's deadline would (deadline.go); a wait that ends fails with ledger.ErrBusy. The
+// gate hears the outcome before any caller turns it into a refusal.
+func (s *Store) alone(ctx context.Context, account, op string, c loneCall) (err error) {
+	pass, err := s.enterAccount(ctx, account)
+	if err != nil {
+		return err
+	}
+	defer func() { pass.done(err) }()
+	left, bounded := waitLeft(ctx)
+	switch {
+	case !bounded || left >= s.opts.StatementTimeout:
+		// The connection's own timeouts are the bounds.
+		return dbError(op, c.scan(s.pool.QueryRow(ctx, c.sql, c.args...)))
+	case left < minWait:
+		return errNoTimeLeft("the account's row")
+	}
+	// lock_timeout bounds each lock a statement waits for, not the statement: behind
+	// another waiter, a row lock is two waits (the tuple's lock, then the holder's
+	// transaction), so only statement_timeout bounds the whole. Set for this transaction
+	// only (set_config's true: SET LOCAL).
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
+		ms(min(left, s.opts.LockTimeout)), ms(left))
+	b.Queue(c.sql, c.args...).QueryRow(c.scan)
+	b.Queue(`COMMIT`)
+	return dbError(op, s.sendTx(ctx, b))
+}
+
+// sendTx sends b, a transaction from BEGIN to COMMIT, in one round trip on a connection
+// of the pool. When it fails, the transaction is rolled back before the connection goes
+// back to the pool (which would close a connection left inside a transaction).
+func (s *Store) sendTx(ctx context.Context, b *pgx.Batch) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if err = conn.SendBatch(ctx, b).Close(); err != nil {
+		rctx, rcancel := context.WithTimeout(context.Background(), s.opts.LockTimeout)
+		defer rcancel()
+		_, _ = conn.Exec(rctx, "ROLLBACK")
+	}
+	return err
 }
 
 func reserveCall(r ledger.ReserveRequest, now *time.Time, o *opOutcome) loneCall {
@@ -70,8 +113,7 @@ const writerLockWait = "10ms"
 // decideLone runs batch's operations as their lone functions, in queue order, in one
 // transaction and one round trip: BEGIN, the short lock wait, the lock of the batch's
 // accounts in id order (lockorder.go), the statements and COMMIT travel together. Any
-// error fails the whole batch (it changed nothing), and the transaction is rolled back
-// before the connection goes back to the pool.
+// error fails the whole batch (it changed nothing).
 func (s *Store) decideLone(batch []*batchOp) (outs []opOutcome, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StatementTimeout+s.opts.LockTimeout)
 	defer cancel()
@@ -95,15 +137,7 @@ func (s *Store) decideLone(batch []*batchOp) (outs []opOutcome, err error) {
 		b.Queue(c.sql, c.args...).QueryRow(c.scan)
 	}
 	b.Queue(`COMMIT`)
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, dbError("group commit", err)
-	}
-	defer conn.Release()
-	if err = conn.SendBatch(ctx, b).Close(); err != nil {
-		rctx, rcancel := context.WithTimeout(context.Background(), s.opts.LockTimeout)
-		defer rcancel()
-		_, _ = conn.Exec(rctx, "ROLLBACK")
+	if err := s.sendTx(ctx, b); err != nil {
 		return nil, dbError("group commit", err)
 	}
 	return outs, nil

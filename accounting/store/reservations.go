@@ -43,20 +43,13 @@ func (s *Store) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Re
 
 // reserveAlone is Reserve in a transaction of its own (r.TTL already defaulted): the
 // path of an operation group commit did not decide.
-func (s *Store) reserveAlone(ctx context.Context, r ledger.ReserveRequest) (res ledger.Reservation, err error) {
+func (s *Store) reserveAlone(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
 	owner, err := s.keyAccount(ctx, r.KeyID)
 	if err != nil {
 		return ledger.Reservation{}, busyRefusal(err)
 	}
-	pass, err := s.enterAccount(ctx, owner)
-	if err != nil {
-		return ledger.Reservation{}, busyRefusal(err)
-	}
-	defer func() { pass.done(err) }()
 	var o opOutcome
-	err = reserveCall(r, s.now(), &o).run(ctx, s.pool)
-	if err != nil {
-		err = dbError("reserve", err) // the gate reads it
+	if err := s.alone(ctx, owner, "reserve", reserveCall(r, s.now(), &o)); err != nil {
 		return ledger.Reservation{}, busyRefusal(err)
 	}
 	return s.reservationOf(o)
@@ -90,16 +83,6 @@ func busyRefusal(err error) error {
 		Reason: ledger.ReasonConcurrencyLimitExceeded, RetryAfter: ledger.ConcurrencyRetryAfter,
 		Detail: "the account is busy with other requests",
 	}
-}
-
-// enterReservation passes the gate of reservation id's account; a settlement call then
-// fails with ledger.ErrBusy (retryable, never a refusal) when the account stays busy.
-func (s *Store) enterReservation(ctx context.Context, id string) (*gatePass, error) {
-	acct, err := s.reservationAccount(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return s.enterAccount(ctx, acct)
 }
 
 // reserveRefusal turns ledger_reserve's outcome into the Refusal the domain defines.
@@ -148,17 +131,15 @@ func (s *Store) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.Comm
 	return s.commitAlone(ctx, c)
 }
 
-// commitAlone is Commit in a transaction of its own.
-func (s *Store) commitAlone(ctx context.Context, c ledger.CommitRequest) (res ledger.CommitResult, err error) {
-	pass, err := s.enterReservation(ctx, c.ReservationID)
+// commitAlone is Commit in a transaction of its own; it fails with ledger.ErrBusy
+// (retryable, never a refusal) when the account stays busy.
+func (s *Store) commitAlone(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error) {
+	acct, err := s.reservationAccount(ctx, c.ReservationID)
 	if err != nil {
 		return ledger.CommitResult{}, err
 	}
-	defer func() { pass.done(err) }()
 	var o opOutcome
-	err = commitCall(c, s.now(), &o).run(ctx, s.pool)
-	if err != nil {
-		err = dbError("commit", err) // the gate reads it
+	if err := s.alone(ctx, acct, "commit", commitCall(c, s.now(), &o)); err != nil {
 		return ledger.CommitResult{}, err
 	}
 	return s.commitResultOf(c.ReservationID, o)
@@ -206,17 +187,15 @@ func (s *Store) Release(ctx context.Context, reservationID, reason string) (ledg
 	return s.releaseAlone(ctx, reservationID, reason)
 }
 
-// releaseAlone is Release in a transaction of its own.
-func (s *Store) releaseAlone(ctx context.Context, reservationID, reason string) (res ledger.ReleaseResult, err error) {
-	pass, err := s.enterReservation(ctx, reservationID)
+// releaseAlone is Release in a transaction of its own; it fails with ledger.ErrBusy
+// (retryable, never a refusal) when the account stays busy.
+func (s *Store) releaseAlone(ctx context.Context, reservationID, reason string) (ledger.ReleaseResult, error) {
+	acct, err := s.reservationAccount(ctx, reservationID)
 	if err != nil {
 		return ledger.ReleaseResult{}, err
 	}
-	defer func() { pass.done(err) }()
 	var o opOutcome
-	err = releaseCall(reservationID, reason, s.now(), &o).run(ctx, s.pool)
-	if err != nil {
-		err = dbError("release", err) // the gate reads it
+	if err := s.alone(ctx, acct, "release", releaseCall(reservationID, reason, s.now(), &o)); err != nil {
 		return ledger.ReleaseResult{}, err
 	}
 	return s.releaseResultOf(reservationID, o)
@@ -287,6 +266,31 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) (int, error) {
 		return 0, dbError("expire due", err)
 	}
 	return n, nil
+}
+
+// GraceLapsed gives every held reservation whose lease has run out (and that nobody is
+// settling or expiring right now) a new expiry, now + grace, and returns how many it
+// moved. Accounting's sweeper calls it when it was away (starting, paused, or cut off
+// from the database): a lease that ran out meanwhile ran out because its owner could
+// not renew it, not because the owner died, and expiring it at once would make the
+// owner's answer free. Rows another transaction holds are skipped (SKIP LOCKED): they
+// are being settled, renewed or expired, and a statement that waited for them while
+// holding others could close a cycle with a batch settling several reservations.
+func (s *Store) GraceLapsed(ctx context.Context, grace time.Duration) (int, error) {
+	if grace < 0 {
+		return 0, ledger.Refuse(ledger.ReasonInvalidArgument, "a grace must not be negative")
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE reservations
+		SET expires_at = coalesce($2::timestamptz, now()) + $1::interval
+		WHERE id IN (SELECT id FROM reservations
+			WHERE state = 'held' AND expires_at <= coalesce($2::timestamptz, now())
+			FOR UPDATE SKIP LOCKED)`,
+		grace, s.now())
+	if err != nil {
+		return 0, dbError("grace lapsed", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 func parseState(s string) ledger.ReservationState {

@@ -449,3 +449,63 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// GraceLapsed moves the expiry of the held reservations whose lease ran out (and only
+// those) to now + grace, without waiting for a row another transaction holds; ExpireDue
+// then leaves them until the grace has passed.
+func TestGraceLapsed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	a := f.account(t, "default", 1_000_000)
+	k, _ := f.key(t, a.ID, nil)
+	var res []ledger.Reservation
+	for i := range 4 {
+		r, err := f.s.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprintf("grace-%d", i), KeyID: k.ID,
+			Model: "m", Amount: 100, Pool: ledger.PoolGeneral, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res = append(res, r)
+	}
+	if _, err := f.s.Renew(ctx, res[0].ID, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.Commit(ctx, ledger.CommitRequest{ReservationID: res[1].ID, Actual: 50}); err != nil {
+		t.Fatal(err)
+	}
+	// res[3] is locked by a transaction that settles it meanwhile.
+	tx, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // rolled back unless committed
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM reservations WHERE id = $1 FOR UPDATE`, res[3].ID); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Set(t0.Add(2 * time.Minute))
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	n, err := f.s.GraceLapsed(lctx, 30*time.Second)
+	cancel()
+	if err != nil || n != 1 {
+		t.Fatalf("GraceLapsed = %d, %v; want only the lapsed, unlocked hold moved", n, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// At the same instant only the hold skipped while locked is due.
+	if n, err := f.s.ExpireDue(ctx, 100); err != nil || n != 1 {
+		t.Fatalf("ExpireDue after the grace was given = %d, %v; want 1 (the locked one)", n, err)
+	}
+	f.clk.Set(t0.Add(2*time.Minute + 30*time.Second))
+	if n, err := f.s.ExpireDue(ctx, 100); err != nil || n != 1 {
+		t.Fatalf("ExpireDue once the grace ran out = %d, %v; want 1", n, err)
+	}
+	if got := f.getAccount(t, a.ID); got.Reserved != 100 || got.InFlight != 1 {
+		t.Errorf("account = %+v, want the renewed hold only", got)
+	}
+	if _, err := f.s.GraceLapsed(ctx, -time.Second); err == nil {
+		t.Error("a negative grace was taken")
+	}
+	f.checkInvariants(t)
+}

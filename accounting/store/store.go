@@ -63,8 +63,9 @@ type Options struct {
 	// the URL is kept when MaxConns is zero).
 	MaxConns int32
 	// LockTimeout bounds each statement's wait for a row lock, and a call's wait for its
-	// account's share of connections (default DefaultLockTimeout). A call that gives up
-	// fails with ledger.ErrBusy (Reserve: a concurrency refusal) and changes nothing.
+	// account's share of connections (default DefaultLockTimeout). Both waits also end
+	// before the caller's deadline would (deadline.go). A call that gives up fails with
+	// ledger.ErrBusy (Reserve: a concurrency refusal) and changes nothing.
 	LockTimeout time.Duration
 	// StatementTimeout bounds each statement (default DefaultStatementTimeout); the
 	// migrations run without it.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/llmgw/gateway/e2e/internal/harness"
+	"github.com/llmgw/gateway/e2e/stack"
 )
 
 // leaseEnv shortens the holds' leases for this suite so that the holds of a killed
@@ -93,12 +93,9 @@ func (f *faultLog) acrossKill(c *call) bool {
 // charge (the hold expires with its lease; the client keeps its answer free).
 const settleWindow = 2 * time.Second
 
-func ctlJSON(t *testing.T, args ...string) map[string]any {
+// decodeCtl decodes gatewayctl's JSON output.
+func decodeCtl(t *testing.T, args []string, out []byte) map[string]any {
 	t.Helper()
-	out, err := harness.Ctl(env.Stack, args...)
-	if err != nil {
-		t.Fatalf("gatewayctl %s: %v", strings.Join(args, " "), err)
-	}
 	var v map[string]any
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatalf("gatewayctl %s: %q: %v", strings.Join(args, " "), out, err)
@@ -106,16 +103,21 @@ func ctlJSON(t *testing.T, args ...string) map[string]any {
 	return v
 }
 
-func newKey(t *testing.T, stream bool) *key {
-	acc := ctlJSON(t, "account", "create", "--tier", "enterprise")
+func newKey(t *testing.T, stream bool) *key { return newKeyOn(t, env.Stack, stream) }
+
+// newKeyOn makes an enterprise account with 100 credits on s, and a key of it.
+func newKeyOn(t *testing.T, s *stack.Stack, stream bool) *key {
+	acc := ctlOn(t, s, "account", "create", "--tier", "enterprise")
 	id := fmt.Sprint(acc["id"])
-	ctlJSON(t, "account", "topup", id, "--amount", "100")
-	k := ctlJSON(t, "key", "create", "--account", id)
+	ctlOn(t, s, "account", "topup", id, "--amount", "100")
+	k := ctlOn(t, s, "key", "create", "--account", id)
 	return &key{account: id, id: fmt.Sprint(k["id"]), secret: fmt.Sprint(k["key"]), stream: stream}
 }
 
-// TestFaults is the fault-injection run.
+// TestFaults is the fault-injection run. The outage tests run beside it, each on a
+// stack of its own.
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	duration := 30 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("CHAOS_DURATION")); err == nil && d > duration {
 		duration = d

@@ -3,9 +3,13 @@
 // accounting, pauses accounting, cuts PostgreSQL's connections and holds one account's
 // row locked, and then judges the ledger against what each client saw: an error costs
 // nothing, a completed answer costs exactly the price of its usage, no hold outlives its
-// lease, and the ledger's invariants hold.
+// lease, and the ledger's invariants hold. Beside it, each on a stack of its own, the
+// outage tests take the upstream down for 5 s under load (the channel must serve again
+// within 10 s of its return) and accounting for 45 s and for 3 minutes while answers are
+// delivered (each must be charged exactly once).
 //
-// It is part of `make test` in a short form (CHAOS_DURATION widens it).
+// It is part of `make test` in a short form (CHAOS_DURATION widens TestFaults); the
+// 3-minute outage sets the suite's length.
 package chaos_test
 
 import (

@@ -6,8 +6,12 @@ import (
 )
 
 type anthropicUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
+	InputTokens              int           `json:"input_tokens"`
+	CacheCreationInputTokens int           `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int           `json:"cache_read_input_tokens"`
+	CacheCreation            cacheCreation `json:"cache_creation"`
+	OutputTokens             int           `json:"output_tokens"`
+	ServiceTier              string        `json:"service_tier"`
 }
 
 type anthropicBlock struct {
@@ -74,7 +78,7 @@ func (s *Server) messages(w http.ResponseWriter, q *request) {
 	msg := anthropicMessage{
 		ID: idFor("msg_mock", q.raw), Type: "message", Role: "assistant", Model: q.model,
 		Content: []anthropicBlock{block}, StopReason: &stop, StopSequence: stopSeq,
-		Usage: anthropicUsage{a.input, out},
+		Usage: anthropicUsageOf(a.input, out, billFor(a, q.body, "messages")),
 	}
 	if stream, _ := q.body["stream"].(bool); !stream {
 		if !sleep(q.r.Context(), secs(a.dir.slow)) {
@@ -91,7 +95,7 @@ func (s *Server) messages(w http.ResponseWriter, q *request) {
 	}
 	start := msg
 	start.Content, start.StopReason = []anthropicBlock{}, nil
-	start.Usage = anthropicUsage{a.input, 1}
+	start.Usage.OutputTokens = 1
 	empty := ""
 	first := anthropicBlock{Type: "text", Text: &empty}
 	if isCall {

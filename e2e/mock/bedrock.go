@@ -73,8 +73,14 @@ func (s *Server) bedrock(w http.ResponseWriter, r *http.Request) {
 		out, stop = call.tokens(), "tool_use"
 		block = map[string]any{"toolUse": map[string]any{"toolUseId": idFor("tooluse_", q.raw), "name": call.name, "input": json.RawMessage(call.args)}}
 	}
-	usage := map[string]any{"inputTokens": a.input, "outputTokens": out, "totalTokens": a.input + a.dir.cacheRead + out,
-		"cacheReadInputTokens": a.dir.cacheRead, "cacheWriteInputTokens": 0}
+	// Cache reads and writes are outside inputTokens, as Anthropic counts them; Bedrock
+	// writes to the cache only where the request sets a cachePoint block.
+	read, write := min(a.dir.cacheRead, a.input), 0
+	if hasKey(q.body, "cachePoint") {
+		write = min(a.dir.cacheWrite, a.input-read)
+	}
+	usage := map[string]any{"inputTokens": a.input - read - write, "outputTokens": out, "totalTokens": a.input + out,
+		"cacheReadInputTokens": read, "cacheWriteInputTokens": write}
 	if r.PathValue("method") == "converse" {
 		if !sleep(r.Context(), secs(a.dir.slow)) {
 			return

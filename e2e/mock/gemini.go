@@ -123,9 +123,11 @@ func (s *Server) geminiAnswer(w http.ResponseWriter, q *request, stream bool) {
 		parts = []map[string]any{{"functionCall": map[string]any{"name": call.name, "args": json.RawMessage(call.args)}}}
 		out, finish = call.tokens(), "STOP"
 	}
+	// The cached tokens are inside promptTokenCount, as Gemini counts them.
+	read := min(a.dir.cacheRead, a.input)
 	usage := func(candidates int) map[string]any {
-		return map[string]any{"promptTokenCount": a.input + a.dir.cacheRead, "candidatesTokenCount": candidates,
-			"cachedContentTokenCount": a.dir.cacheRead, "totalTokenCount": a.input + a.dir.cacheRead + candidates}
+		return map[string]any{"promptTokenCount": a.input, "candidatesTokenCount": candidates,
+			"cachedContentTokenCount": read, "totalTokenCount": a.input + candidates}
 	}
 	resp := func(parts []map[string]any, finish string, candidates int) map[string]any {
 		c := map[string]any{"content": map[string]any{"role": "model", "parts": parts}, "index": 0}

@@ -6,9 +6,11 @@ import (
 )
 
 type chatUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens            int               `json:"prompt_tokens"`
+	CompletionTokens        int               `json:"completion_tokens"`
+	TotalTokens             int               `json:"total_tokens"`
+	PromptTokensDetails     promptDetails     `json:"prompt_tokens_details"`
+	CompletionTokensDetails completionDetails `json:"completion_tokens_details"`
 }
 
 type chatMessage struct {
@@ -32,6 +34,7 @@ type chatCompletion struct {
 	Model             string       `json:"model"`
 	Choices           []chatChoice `json:"choices"`
 	Usage             chatUsage    `json:"usage"`
+	ServiceTier       string       `json:"service_tier"`
 	SystemFingerprint *string      `json:"system_fingerprint"`
 }
 
@@ -56,6 +59,7 @@ type chatChunk struct {
 	Object            string        `json:"object"`
 	Created           int64         `json:"created"`
 	Model             string        `json:"model"`
+	ServiceTier       string        `json:"service_tier"`
 	SystemFingerprint *string       `json:"system_fingerprint"`
 	Choices           []chunkChoice `json:"choices"`
 	Usage             *chatUsage    `json:"usage"`
@@ -80,7 +84,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, q *request) {
 		finish, out = "tool_calls", call.tokens()
 	}
 	// Prediction content is billed as completion tokens (rejected prediction tokens).
-	usage := chatUsage{a.input, out + predicted, a.input + out + predicted}
+	b := billFor(a, q.body, "chat")
+	usage := chatUsageOf(a.input, out+predicted, b)
 
 	if stream, _ := q.body["stream"].(bool); !stream {
 		if !sleep(q.r.Context(), secs(a.dir.slow)) {
@@ -96,7 +101,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, q *request) {
 		writeJSON(w, http.StatusOK, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: q.model,
 			Choices: []chatChoice{{Message: msg, FinishReason: finish}},
-			Usage:   usage,
+			Usage:   usage, ServiceTier: b.tier,
 		})
 		return
 	}
@@ -106,7 +111,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, q *request) {
 	}
 	ev := newSSE(w)
 	send := func(c chatChunk) bool {
-		c.ID, c.Object, c.Created, c.Model = id, "chat.completion.chunk", created, q.model
+		c.ID, c.Object, c.Created, c.Model, c.ServiceTier = id, "chat.completion.chunk", created, q.model, b.tier
 		b, _ := json.Marshal(c)
 		if !includeUsage {
 			b = dropNullUsage(b)
@@ -174,11 +179,11 @@ type respItem struct {
 }
 
 type respUsage struct {
-	InputTokens         int            `json:"input_tokens"`
-	InputTokensDetails  map[string]int `json:"input_tokens_details"`
-	OutputTokens        int            `json:"output_tokens"`
-	OutputTokensDetails map[string]int `json:"output_tokens_details"`
-	TotalTokens         int            `json:"total_tokens"`
+	InputTokens         int              `json:"input_tokens"`
+	InputTokensDetails  respInputDetails `json:"input_tokens_details"`
+	OutputTokens        int              `json:"output_tokens"`
+	OutputTokensDetails map[string]int   `json:"output_tokens_details"`
+	TotalTokens         int              `json:"total_tokens"`
 }
 
 type response struct {
@@ -197,6 +202,7 @@ type response struct {
 	ToolChoice        string     `json:"tool_choice"`
 	Tools             []any      `json:"tools"`
 	TopP              float64    `json:"top_p"`
+	ServiceTier       string     `json:"service_tier"`
 	Usage             *respUsage `json:"usage"`
 }
 
@@ -251,8 +257,10 @@ func (s *Server) responses(w http.ResponseWriter, q *request) {
 		out = call.tokens()
 	}
 	done.Output = []respItem{item}
+	b := billFor(a, q.body, "responses")
+	done.ServiceTier = b.tier
 	done.Usage = &respUsage{
-		InputTokens: a.input, InputTokensDetails: map[string]int{"cached_tokens": 0},
+		InputTokens: a.input, InputTokensDetails: respInputDetails{CachedTokens: b.read, CacheWriteTokens: b.write},
 		OutputTokens: out, OutputTokensDetails: map[string]int{"reasoning_tokens": 0},
 		TotalTokens: a.input + out,
 	}

@@ -24,7 +24,7 @@ var knownFields = map[string]map[string]bool{
 		"prompt", "top_logprobs", "max_tool_calls", "prompt_cache_key", "prompt_cache_retention", "safety_identifier"),
 	"/v1/messages": set("model", "messages", "max_tokens", "system", "stop_sequences", "temperature", "top_p",
 		"top_k", "stream", "tools", "tool_choice", "metadata", "thinking", "service_tier", "container",
-		"mcp_servers", "context_management"),
+		"mcp_servers", "context_management", "inference_geo"),
 	"/v1/messages/count_tokens": set("model", "messages", "system", "tools", "tool_choice", "thinking",
 		"mcp_servers", "context_management"),
 }

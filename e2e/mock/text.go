@@ -18,12 +18,13 @@ type directives struct {
 	cut    bool
 	pad    int // bytes appended to the answer's full text (stream deltas are not padded)
 	gap    int // milliseconds between streamed chunks (each is its own write anyway)
-	// cacheRead: input tokens reported as read from the provider's prompt cache, by the
-	// formats that report them (gemini, bedrock).
-	cacheRead int
+	// bill: the priced parts the answer reports (cache.go)
+	cacheRead, cacheWrite, cacheWrite1h, audioIn, audioOut int
+	tier                                                   string
 }
 
-var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip|pad=(\d+)|tool=[A-Za-z0-9_-]+|gap=(\d+)|cache_read=(\d+))\]\]`)
+var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip|pad=(\d+)|tool=[A-Za-z0-9_-]+|gap=(\d+)|` +
+	`cache_read=(\d+)|cache_write=(\d+)|cache_write_1h=(\d+)|audio_in=(\d+)|audio_out=(\d+)|tier=([A-Za-z0-9_-]+))\]\]`)
 
 // maxGap bounds the gap directive (milliseconds).
 const maxGap = 10_000
@@ -47,8 +48,13 @@ func parseDirectives(text string) directives {
 		case m[5] != "":
 			d.gap, _ = strconv.Atoi(m[5])
 			d.gap = min(d.gap, maxGap)
-		case m[6] != "":
-			d.cacheRead, _ = strconv.Atoi(m[6])
+		case m[11] != "":
+			d.tier = m[11]
+		}
+		for i, f := range []*int{&d.cacheRead, &d.cacheWrite, &d.cacheWrite1h, &d.audioIn, &d.audioOut} {
+			if v := m[6+i]; v != "" {
+				*f, _ = strconv.Atoi(v)
+			}
 		}
 	}
 	return d

@@ -79,6 +79,7 @@ func TestChildEnvHoldsOnlyItsSecrets(t *testing.T) {
 	t.Setenv("DEMO_OPENAI_KEY", "from-the-shell-provider-key")
 	s := &Stack{Config: Config{DatabaseURL: "postgres://u:pw@127.0.0.1/gw"}.FromEnv(),
 		AdminToken: "admin-token-0123456789", ServiceToken: "service-token-0123456789"}
+	s.Catalog = filepath.Join(t.TempDir(), "catalog.yaml") // as Start decided it (renderCatalog)
 	cases := []struct {
 		part       string
 		want, deny []string

@@ -75,6 +75,9 @@ func parse(body []byte, full bool) (wire.Parsed, *apierr.Error) {
 	if p.Stream, err = wire.Stream(root); err != nil {
 		return p, err
 	}
+	if p.RateCard, err = wire.ReadRateCard(root, body); err != nil {
+		return p, err
+	}
 	for _, f := range []string{"temperature", "top_p", "top_k"} {
 		if v := root.Get(f); v.Exists() && v.Type != gjson.Null && v.Type != gjson.Number {
 			return p, apierr.Param(apierr.InvalidRequest, f, f+": must be a number.")

@@ -16,10 +16,10 @@
 // and lets the open ones finish, for at most DrainTimeout. Streams still open then are
 // cut; each one's handler still runs the lifecycle's End, which settles its reservation
 // by the settlement policy. Settlements run in the background after the reply, so the
-// process then waits for every one of them (each gives up when its hold's lease runs
-// out) before it closes the accounting connection and exits. So exit comes at most
-// DrainTimeout + HoldLease after the signal, and never with a hold extproc could have
-// settled.
+// process then waits for them (each runs until accounting answers it), for at most
+// HoldLease, before it closes the accounting connection and exits. So exit comes at most
+// DrainTimeout + HoldLease after the signal, and with a hold unsettled only when
+// accounting was unreachable all that time (the hold then expires with its lease).
 package app
 
 import (

@@ -16,6 +16,8 @@
 package catalog
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -73,10 +75,14 @@ var chatFormats = []Format{FormatOpenAI, FormatAnthropic, FormatGemini, FormatVe
 
 // Prices are a model's published prices in micro-credits. A nil field is unpublished.
 type Prices struct {
-	// InputPerMTok and OutputPerMTok are per million tokens (chat, messages, responses;
-	// embeddings use InputPerMTok only).
-	InputPerMTok  *int64 `json:"input_per_mtok,omitempty"`
-	OutputPerMTok *int64 `json:"output_per_mtok,omitempty"`
+	// Rates are the token prices (chat, messages, responses; embeddings use
+	// InputPerMTok only): the base of the rate card, which the overrides below refine.
+	Rates
+	// LongContext, ServiceTiers and InferenceGeo override the base rates (pricing
+	// applies them in the order base → long-context band → service tier → region).
+	LongContext  *LongContext     `json:"long_context,omitempty"`
+	ServiceTiers map[string]Rates `json:"service_tiers,omitempty"`
+	InferenceGeo map[string]Rates `json:"inference_geo,omitempty"`
 	// PerMillionChars is per million input characters (speech).
 	PerMillionChars *int64 `json:"per_million_chars,omitempty"`
 	// PerImage is per generated image.
@@ -237,9 +243,11 @@ func (c *Catalog) Models() []*Model { return c.models }
 
 // file is the YAML document.
 type file struct {
-	Models   []*Model   `json:"models"`
-	Channels []*Channel `json:"channels"`
-	Clusters []*Cluster `json:"clusters"`
+	// Models are decoded one by one (decodeModel), so that an unknown field is reported
+	// with the model it is in.
+	Models   []json.RawMessage `json:"models"`
+	Channels []*Channel        `json:"channels"`
+	Clusters []*Cluster        `json:"clusters"`
 }
 
 // Load reads and validates the catalog file at path, resolving credentials from the
@@ -264,12 +272,17 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(str
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("catalog: "+format, args...)) }
 
 	c := &Catalog{byID: make(map[string]*Model, len(f.Models))}
-	for i, m := range f.Models {
+	for i, raw := range f.Models {
+		m, err := decodeModel(raw)
 		if m == nil {
 			bad("models[%d]: empty entry", i)
 			continue
 		}
 		where := fmt.Sprintf("models[%d] (%s)", i, m.ID)
+		if err != nil {
+			bad("%s: %v", where, err)
+			continue
+		}
 		validateModel(m, where, bad)
 		if m.ID != "" {
 			if _, dup := c.byID[m.ID]; dup {
@@ -388,27 +401,48 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(str
 	return c, nil
 }
 
+// decodeModel decodes one model entry strictly (unknown fields are errors). The model
+// comes back with what could be read of it (its id, for the error) even when the entry
+// is refused; nil for an empty entry.
+func decodeModel(raw json.RawMessage) (*Model, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	m := &Model{}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(m); err != nil {
+		var id struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(raw, &id)
+		return &Model{ID: id.ID}, err
+	}
+	return m, nil
+}
+
 func validateModel(m *Model, where string, bad func(string, ...any)) {
 	if !wire.ValidModelID(m.ID) {
 		bad("%s: id must be 1 to 256 characters without whitespace", where)
 	}
 	p := m.Prices
-	for _, pr := range []struct {
-		name string
-		v    *int64
-	}{
-		{"input_per_mtok", p.InputPerMTok}, {"output_per_mtok", p.OutputPerMTok},
-		{"per_million_chars", p.PerMillionChars}, {"per_image", p.PerImage}, {"per_second", p.PerSecond},
-	} {
+	units := []namedPrice{{"per_million_chars", p.PerMillionChars}, {"per_image", p.PerImage}, {"per_second", p.PerSecond}}
+	for _, pr := range units {
 		if pr.v != nil && *pr.v < 0 {
 			bad("%s: prices.%s must be >= 0", where, pr.name)
 		}
+	}
+	for _, pr := range append(p.fields(), units...) {
 		if pr.v != nil && m.Free {
 			bad("%s: a free model carries no prices (prices.%s is set)", where, pr.name)
 		}
 	}
 	if m.MaxOutputTokens < 0 {
 		bad("%s: max_output_tokens must be > 0", where)
+	}
+	validateRateCard(&m.Prices, where, bad)
+	if p.rateCardSet() && !slices.Contains([]Kind{KindChat, KindMessages, KindResponses}, m.Kind) {
+		bad("%s: cache, audio, image, long-context, tier and region prices apply to chat models only", where)
 	}
 	// used lists the prices a kind is billed by; any other price is a mistake.
 	var used []string

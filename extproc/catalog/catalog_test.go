@@ -40,8 +40,8 @@ func loadDemo(t *testing.T) *Catalog {
 
 func TestDemoCatalog(t *testing.T) {
 	c := loadDemo(t)
-	if got := len(c.Models()); got != 21 {
-		t.Fatalf("models = %d, want 21", got)
+	if got := len(c.Models()); got != 23 {
+		t.Fatalf("models = %d, want 23", got)
 	}
 	tests := []struct {
 		name, id      string

@@ -107,8 +107,9 @@ func (s *realStack) post(t testing.TB, path, body, key string) (*replay.Exchange
 
 const paidChat = `{"model":"demo-chat","max_completion_tokens":4096,"messages":[{"role":"user","content":"hello world"}]}`
 
-// paidHold is the hold of paidChat: 74 input tokens at $1/M + 4096 at $2/M.
-const paidHold = 74 + 8192
+// paidHold is the hold of paidChat: 74 input tokens at $1/M + 4096 at $2/M, + 2 for
+// the rounding of the input's parts (pricing.Max).
+const paidHold = 74 + 8192 + 2
 
 func TestAdmissionAgainstRealAccounting(t *testing.T) {
 	s := startReal(t)

@@ -26,7 +26,7 @@ func TestCompressedJSONAnswerDecoded(t *testing.T) {
 			t.Errorf("%s: body %q", enc, got)
 		}
 		x.Close()
-		ledgerCheck(t, f, 274, 50)
+		ledgerCheck(t, f, 276, 50)
 	}
 }
 

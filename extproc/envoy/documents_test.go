@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/extproc/pricing"
 	"github.com/llmgw/gateway/extproc/tokens"
 	"github.com/llmgw/gateway/internal/pdfpages/pdfpagestest"
 )
@@ -49,7 +50,7 @@ func TestDocumentHeldByPages(t *testing.T) {
 				return f.Reserves[0].Amount
 			}
 			got := hold(hundreds) - hold(three)
-			want := tokens.Cost(297*tokens.PageTokens, tt.inPerMTok)
+			want := pricing.PerMillion(297*tokens.PageTokens, tt.inPerMTok)
 			if got != want {
 				t.Errorf("297 more pages added %d micros to the hold, want %d", got, want)
 			}

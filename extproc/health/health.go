@@ -16,6 +16,12 @@
 // probe reports (or ProbeTimeout passes without a report); a probe that succeeds makes the
 // channel healthy, one that fails cools it for the next, longer, period.
 //
+// The failures reported during one cooldown count once: they are the requests that were
+// already on their way to the channel when it failed (under load, many at once), and
+// they say nothing the first did not. Were each to double the cooldown, a few seconds of
+// outage would cool a busy channel for MaxBackoff; instead a cooldown grows only with
+// the failures that follow it — a failed probe, or a request sent after it ended.
+//
 // The package knows nothing of the catalog, the lifecycle or Envoy: channels are names.
 package health
 
@@ -115,7 +121,8 @@ type Tracker struct {
 }
 
 type channel struct {
-	failures int       // consecutive failures
+	failures int       // consecutive cooldowns
+	since    time.Time // start of the cooldown
 	until    time.Time // end of the cooldown
 	probe    time.Time // when the current probe started; zero when none
 	last     Failure
@@ -170,23 +177,33 @@ func (t *Tracker) Succeeded(name string) {
 	}
 }
 
-// Failed records a failed attempt and returns how long the channel now cools.
+// Failed records a failed attempt and returns how long the channel now cools. A failure
+// during the channel's cooldown starts no new one: it only lengthens the cooldown to
+// what its own kind asks for at the same step (an account failure during a transport
+// cooldown), never past that.
 func (t *Tracker) Failed(name string, f Failure) time.Duration {
 	if t.cfg.Observe != nil {
 		defer t.cfg.Observe(name, f)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.cfg.Now()
 	c := t.chs[name]
 	if c == nil {
 		c = &channel{}
 		t.chs[name] = c
 	}
+	if now.Before(c.until) {
+		if end := c.since.Add(Cooldown(t.cfg, f, c.failures)); end.After(c.until) {
+			c.until, c.last = end, f
+		}
+		return c.until.Sub(now)
+	}
 	c.failures++
 	c.last = f
 	c.probe = time.Time{}
 	d := Cooldown(t.cfg, f, c.failures)
-	c.until = t.cfg.Now().Add(d)
+	c.since, c.until = now, now.Add(d)
 	return d
 }
 
@@ -204,8 +221,8 @@ func (t *Tracker) State(name string) (State, Failure) {
 	return Cooling, c.last
 }
 
-// Cooldown is the rule: how long a channel cools after its n-th consecutive failure
-// (n ≥ 1) of kind f. Account failures start at AccountCooldown and double up to
+// Cooldown is the rule: how long a channel cools for its n-th consecutive cooldown
+// (n ≥ 1), started by a failure of kind f. Account failures start at AccountCooldown and double up to
 // MaxAccountCooldown; the others start at BaseBackoff and double up to MaxBackoff.
 func Cooldown(cfg Config, f Failure, n int) time.Duration {
 	cfg.defaults()

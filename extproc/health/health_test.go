@@ -101,3 +101,81 @@ func TestAProbeThatNeverReportsFreesItsSlot(t *testing.T) {
 		t.Error("the slot of a silent probe is not freed after the timeout")
 	}
 }
+
+// TestFailuresDuringACooldownCountOnce: the requests in flight when a channel fails
+// report their failures together; they start one cooldown, not one each, so a short
+// outage under load leaves the channel cooling for the base backoff, not MaxBackoff.
+func TestFailuresDuringACooldownCountOnce(t *testing.T) {
+	c := newClock()
+	tr := New(Config{Now: c.now})
+	for i := range 9 {
+		if d := tr.Failed("a", Transport); d != time.Second-time.Duration(i)*10*time.Millisecond {
+			t.Fatalf("failure %d of the burst: cools %v", i+1, d)
+		}
+		c.add(10 * time.Millisecond)
+	}
+	c.add(910 * time.Millisecond)
+	if ok, probe := tr.Acquire("a"); !ok || !probe {
+		t.Fatal("no probe one base backoff after the burst")
+	}
+	// The probe fails, with another straggler: the next cooldown is the second step.
+	if d := tr.Failed("a", Transport); d != 2*time.Second {
+		t.Fatalf("failed probe cools %v, want 2s", d)
+	}
+	tr.Failed("a", ServerError)
+	c.add(2 * time.Second)
+	if ok, probe := tr.Acquire("a"); !ok || !probe {
+		t.Fatal("no probe after the second cooldown")
+	}
+	tr.Succeeded("a")
+	if !acquire(tr, "a") {
+		t.Error("not healthy after the probe succeeded")
+	}
+}
+
+// TestOutageUnderLoadRecoversWithinSeconds: a channel under steady load (a request
+// every 10 ms, every one that may go failing) that is down for 5 s is used again within
+// a few seconds of its recovery.
+func TestOutageUnderLoadRecoversWithinSeconds(t *testing.T) {
+	c := newClock()
+	tr := New(Config{Now: c.now})
+	start := c.t
+	up := start.Add(5 * time.Second)
+	var back time.Time
+	for c.t.Before(start.Add(time.Minute)) {
+		if ok, _ := tr.Acquire("a"); ok {
+			if c.t.Before(up) {
+				// Nine requests were in flight with this one.
+				for range 9 {
+					tr.Failed("a", Transport)
+				}
+			} else {
+				tr.Succeeded("a")
+				back = c.t
+				break
+			}
+		}
+		c.add(10 * time.Millisecond)
+	}
+	if back.IsZero() || back.Sub(up) > 4*time.Second {
+		t.Fatalf("recovered at %v after the upstream did, want within 4s", back.Sub(up))
+	}
+}
+
+// TestAnAccountFailureDuringACooldownTakesOver: an account refusal during a transport
+// cooldown cools the channel for the account's cooldown, from the cooldown's start.
+func TestAnAccountFailureDuringACooldownTakesOver(t *testing.T) {
+	c := newClock()
+	tr := New(Config{Now: c.now})
+	tr.Failed("a", Transport)
+	c.add(500 * time.Millisecond)
+	if d := tr.Failed("a", Account); d != time.Minute-500*time.Millisecond {
+		t.Errorf("account failure during a transport cooldown cools %v", d)
+	}
+	if _, f := tr.State("a"); f != Account {
+		t.Errorf("last failure %v, want account", f)
+	}
+	if d := tr.Failed("a", Transport); d != time.Minute-500*time.Millisecond {
+		t.Errorf("a transport failure shortened the account cooldown to %v", d)
+	}
+}

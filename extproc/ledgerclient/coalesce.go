@@ -216,19 +216,22 @@ func (c *coalescer) each(batch []*queuedOp) {
 }
 
 // applyContext is the context of an Apply: no caller's (one giving up cuts no other
-// short), with the latest of the operations' deadlines.
+// short), with the earliest of the operations' deadlines. One answer carries every
+// operation's result, so it comes when the slowest is decided; accounting ends each
+// wait for an account before the call's deadline (a locked account's Reserve is then
+// refused as busy), so with the earliest deadline every caller has its answer in time.
+// With the latest, an operation of a locked account kept the answer from the others
+// until their callers had given up (a healthy account's request failed with 503). An
+// operation whose deadline is later loses the difference only when it has to wait for
+// its account.
 func applyContext(batch []*queuedOp) (context.Context, context.CancelFunc) {
-	var latest time.Time
+	earliest := time.Now().Add(defaultApplyTimeout)
 	for _, q := range batch {
-		d, ok := q.ctx.Deadline()
-		if !ok {
-			d = time.Now().Add(defaultApplyTimeout)
-		}
-		if d.After(latest) {
-			latest = d
+		if d, ok := q.ctx.Deadline(); ok && d.Before(earliest) {
+			earliest = d
 		}
 	}
-	return context.WithDeadline(context.Background(), latest)
+	return context.WithDeadline(context.Background(), earliest)
 }
 
 // own sends op as a call of its own method.

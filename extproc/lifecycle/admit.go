@@ -50,6 +50,9 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 		return apierr.Param(apierr.InvalidMaxTokens, r.parsed.MaxOutputParam,
 			"'"+r.parsed.MaxOutputParam+"' is too large: the model '"+id+"' supports at most "+strconv.FormatInt(m.MaxOutputTokens, 10)+" output tokens.")
 	}
+	if r.endpoint.spec().billing == BillTokens && priced {
+		return rateCardRefusal(m, r.parsed.RateCard)
+	}
 	return nil
 }
 
@@ -81,9 +84,10 @@ func (r *Request) modelRules(ctx context.Context) *apierr.Error {
 }
 
 // MaxCost is the request's maximum estimated cost in micro-credits (pricing), by the
-// endpoint's billing. Tokens: the prompt's estimate at the input price plus the output
-// limit (the request's, else the model's) and what is billed as output beyond it
-// (prediction) at the output price. Input tokens (embeddings): the input's estimate,
+// endpoint's billing. Tokens: the prompt's estimate at the dearest input-side price the
+// request can incur plus the output limit (the request's, else the model's) and what is
+// billed as output beyond it (prediction) at the dearest output-side price, at the
+// dearest admissible tier and long-context band (pricing.Max). Input tokens (embeddings): the input's estimate,
 // token ids counted exactly. Units: the exact cost of the request's units (speech
 // characters, images, video seconds). Free models cost 0.
 func (r *Request) MaxCost() int64 {
@@ -106,7 +110,12 @@ func (r *Request) MaxCost() int64 {
 		out = m.MaxOutputTokens
 	}
 	out += r.svc.cfg.Counter.Output(r.parsed.Prompt)
-	return pricing.Tokens(m.Prices, tokens.WithMargin(r.promptTokens(), tokens.Media(r.parsed.Prompt)), out)
+	return pricing.Max(&m.Prices, pricing.Bound{
+		InputTokens:  tokens.WithMargin(r.promptTokens(), tokens.Media(r.parsed.Prompt)),
+		OutputTokens: out,
+		Parts:        holdParts(&r.parsed),
+		Sels:         holdSels(&m.Prices, r.parsed.RateCard),
+	})
 }
 
 // promptTokens is the prompt's plain count (no margin), counted once per request.
@@ -162,7 +171,6 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 		Pool:      pool,
 		TTL:       r.svc.cfg.LeaseTTL,
 	}
-	start := time.Now()
 	deadline, _ := ctx.Deadline()
 	var res ledger.Reservation
 	err := r.svc.retry(func() time.Time { return deadline }, func(actx context.Context) error {
@@ -179,6 +187,6 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 		return r.ledgerError(err, "reserve")
 	}
 	r.reservation = &res
-	r.hold = r.svc.newHold(res, start, r.log)
+	r.hold = r.svc.newHold(res, r.log)
 	return nil
 }

@@ -28,12 +28,14 @@ import (
 // dead owner's holds therefore free within LeaseTTL plus the sweeper's period (1 s);
 // a live owner keeps its holds for as long as its streams run.
 //
-// A settlement is retried until it lands or is refused for good: an accounting outage
-// (or a row lock) shorter than what is left of the hold's lease — at least two thirds of
-// LeaseTTL, since the keeper renews every third — loses no charge. Past that, the
-// sweeper may expire the hold first, and then the request is free: never charged twice,
-// never charged after the client was told it failed. Retries stop one lease after the
-// hold's last confirmed expiry.
+// A settlement is retried until accounting answers it, however long accounting is away
+// (it is idempotent by reservation id), and the hold's keeper renews the lease all the
+// while: accounting does not expire a lease that ran out while it was away until a grace
+// period after it is back (accounting/app's sweeper), by when the keeper has renewed it
+// and the settlement has landed. So an accounting outage, whatever its length, loses no
+// charge of a live extproc. Only a hold accounting expires while it serves — its owner
+// died, or could not reach it for more than what was left of the lease — is free: never
+// charged twice, never charged after the client was told it failed.
 const (
 	// EnvoyMessageTimeout is envoy.yaml's ext_proc message_timeout.
 	EnvoyMessageTimeout = 2 * time.Second

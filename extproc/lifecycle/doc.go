@@ -52,6 +52,9 @@
 //     than max_output_tokens is refused with 400 invalid_max_tokens naming the maximum
 //     (rather than clamped: clamping would need a body edit the client did not ask
 //     for, and the hold must bound what the upstream may produce).
+//     A chat request naming a service_tier (other than auto or a base-tier name) or an
+//     inference_geo the model's rate card does not price is refused with 400
+//     invalid_request naming the param (ratecard.go).
 //     The same step applies the other endpoints' model rules: a speech voice the model
 //     lists; a video duration inside the model's range (invalid_duration naming it),
 //     the model's resolution tier (resolution_not_priced) and a webhook URL whose host

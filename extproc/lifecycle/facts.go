@@ -1,8 +1,6 @@
 package lifecycle
 
 import (
-	"context"
-
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/apierr"
 )
@@ -91,15 +89,4 @@ func (r *Request) withFacts(a Action) Action {
 		r.reported = f
 	}
 	return a
-}
-
-// ResponseHeaders handles the upstream's response headers (responseHeaders).
-func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Header, endOfStream bool) Action {
-	r.adoptWinner()
-	return r.withFacts(r.responseHeaders(ctx, status, headers, endOfStream))
-}
-
-// ResponseBody handles a response body message (responseBody).
-func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bool) Action {
-	return r.withFacts(r.responseBody(ctx, chunk, endOfStream))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
@@ -14,25 +13,18 @@ import (
 // hold is an admitted request's reservation while extproc owns it: a keeper renews its
 // lease until its settlement has ended (see budget.go).
 type hold struct {
-	res ledger.Reservation
-	log func() *zap.Logger // the request's logger, made only when the keeper logs
-	// expires is the lease's end as last confirmed by accounting, in unix nanoseconds
-	// of this process's clock (the call's start plus the lease: never later than
-	// accounting's own expiry).
-	expires atomic.Int64
-	stop    chan struct{}
-	once    sync.Once
+	res  ledger.Reservation
+	log  func() *zap.Logger // the request's logger, made only when the keeper logs
+	stop chan struct{}
+	once sync.Once
 }
-
-func (h *hold) expiry() time.Time { return time.Unix(0, h.expires.Load()) }
 
 // end stops the keeper: the hold is settled, or given up to the sweeper.
 func (h *hold) end() { h.once.Do(func() { close(h.stop) }) }
 
-// newHold starts keeping res, reserved at start; log makes the request's logger.
-func (s *Service) newHold(res ledger.Reservation, start time.Time, log func() *zap.Logger) *hold {
+// newHold starts keeping res; log makes the request's logger.
+func (s *Service) newHold(res ledger.Reservation, log func() *zap.Logger) *hold {
 	h := &hold{res: res, log: log, stop: make(chan struct{})}
-	h.expires.Store(start.Add(s.cfg.LeaseTTL).UnixNano())
 	go s.keep(h)
 	return h
 }
@@ -50,13 +42,11 @@ func (s *Service) keep(h *hold) {
 			return
 		case <-t.C:
 		}
-		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), period)
 		_, err := s.cfg.Ledger.Renew(ctx, h.res.ID, s.cfg.LeaseTTL)
 		cancel()
 		switch {
 		case err == nil:
-			h.expires.Store(start.Add(s.cfg.LeaseTTL).UnixNano())
 			t.Reset(period)
 		case final(err):
 			h.log().Info("hold no longer held: stop renewing", zap.String("reservation", h.res.ID), zap.Error(err))
@@ -75,30 +65,32 @@ func final(err error) bool {
 }
 
 // settle runs call (the commit or release of h) in the background, after the client's
-// reply: it is retried until it lands or is refused for good (accounting expired the
-// hold: nothing is charged, never twice), for at most one lease past the hold's last
-// confirmed expiry (accounting unreachable all along). done hears the last error. h's
-// keeper stops when settle ends.
+// reply: it is retried until accounting answers it — it lands, or is refused for good
+// (accounting expired the hold: nothing is charged, never twice) — however long
+// accounting is away. A settlement is idempotent by reservation id (a commit made twice
+// is answered "replayed"), so a retry after a reply that was lost charges nothing more.
+// done hears the last error. h's keeper stops when settle ends; until then it keeps
+// renewing the lease, so that the hold is still held when accounting is back.
 func (s *Service) settle(h *hold, call func(context.Context) error, done func(error)) {
 	s.pending.add()
 	backgroundWork.Go(func() {
 		defer s.pending.done()
 		defer h.end()
-		done(s.retry(func() time.Time { return h.expiry().Add(s.cfg.LeaseTTL) }, call))
+		done(s.retry(nil, call))
 	})
 }
 
 // retry calls call until it succeeds or fails for good, or until the time until()
-// returns has passed (checked after each failure), with a capped exponential backoff
-// and a bound on each attempt. It is the one retry loop of every ledger call that must
-// eventually land.
+// returns has passed (checked after each failure; nil: no time bound), with a capped
+// exponential backoff and a bound on each attempt. It is the one retry loop of every
+// ledger call that must eventually land.
 func (s *Service) retry(until func() time.Time, call func(context.Context) error) error {
 	backoff := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), settleAttemptTimeout)
 		err := call(ctx)
 		cancel()
-		if err == nil || final(err) || time.Now().After(until()) {
+		if err == nil || final(err) || (until != nil && time.Now().After(until())) {
 			return err
 		}
 		time.Sleep(backoff)

@@ -342,7 +342,7 @@ func withTaskID(out []byte, id string) []byte {
 // settleUsage commits the upstream's usage, or releases when there was none.
 func (r *Request) settleUsage(ctx context.Context) {
 	if u, ok := r.resp.rw.Usage(); ok {
-		r.commit(ctx, u.InputTokens, u.OutputTokens)
+		r.commit(ctx, u)
 		return
 	}
 	r.log().Warn("response without usage: releasing the hold", zap.String("model", r.model.ID))
@@ -399,7 +399,7 @@ func (r *Request) recordLate(id string, origin ledger.TaskOrigin) {
 // came (that is what the upstream billed), else what was delivered.
 func (r *Request) settleStream(ctx context.Context) {
 	if u, ok := r.resp.rw.Usage(); ok {
-		r.commit(ctx, u.InputTokens, u.OutputTokens)
+		r.commit(ctx, u)
 		return
 	}
 	r.settleDelivered(ctx)
@@ -413,7 +413,7 @@ func (r *Request) settleDelivered(ctx context.Context) {
 		return
 	}
 	u := r.resp.rw.Delivered()
-	r.commit(ctx, u.InputTokens, u.OutputTokens)
+	r.commit(ctx, u)
 }
 
 var upstreamMessages = map[apierr.Code]string{

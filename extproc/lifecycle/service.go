@@ -3,16 +3,16 @@ package lifecycle
 import (
 	"context"
 	crand "crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"go.uber.org/zap"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/apierr"
@@ -23,7 +23,6 @@ import (
 	"github.com/llmgw/gateway/extproc/webhook"
 	"github.com/llmgw/gateway/extproc/wire"
 	"github.com/llmgw/gateway/internal/workers"
-	"go.uber.org/zap"
 )
 
 // MaxLoggedRequestID bounds the x-request-id kept for the settlement record: the header
@@ -139,64 +138,6 @@ func (s *Service) NewRequest() *Request {
 	return &Request{svc: s, contentLength: -1, counted: tokens.Tally{Bound: -1}, cat: s.cfg.Source.Current()}
 }
 
-// Request is one HTTP request's lifecycle. Not safe for concurrent use.
-type Request struct {
-	svc *Service
-
-	endpoint      Endpoint
-	env           apierr.Envelope
-	contentLength int64
-	hasKey        bool
-	keyOK         bool // the presented key has the gateway key shape
-	keyConflict   bool // Authorization and x-api-key carry different keys
-	keyHash       [sha256.Size]byte
-	clientVersion bool // the client sent anthropic-version
-	// addr is the client's address as Envoy reports it ("" when unknown).
-	addr string
-	// upstreamPath is :path without the client's query string, set when one was sent.
-	upstreamPath string
-	// bufferedBody: Envoy said (protocol_config) it sends the request body BUFFERED, so
-	// its one body message is the whole body, with or without end_of_stream.
-	bufferedBody bool
-
-	// cat is the catalog this request lives by (read once, at its start).
-	cat     *catalog.Catalog
-	parsed  wire.Parsed
-	counted tokens.Tally // the prompt's counts; Bound -1 until counted
-	model   *catalog.Model
-	channel *catalog.Channel
-	grant   ledger.Grant
-
-	units int64 // billed units of a per-unit endpoint (characters, images, seconds)
-
-	requestID string // Envoy's x-request-id, for the record
-	tr        *reqTrace
-
-	reservation *ledger.Reservation
-	hold        *hold // kept (renewed) until settled
-	settled     bool
-	// sent: the request was let through to the provider (settlement.go).
-	sent bool
-	// proxied: the request was routed upstream without a reservation (video task
-	// reads); its response is rewritten but never settled.
-	proxied bool
-	// taskID is the gateway's id of the video task a GET reads: the upstream's answer
-	// carries the provider's id, which is replaced by this one.
-	taskID string
-	resp   *responseState
-	// xlate translates between the client's chat API and the channel's, when they differ
-	// (translation.go); nil otherwise.
-	xlate *translate.Translator
-	// fo is a failover request's attempts (failover.go); nil otherwise.
-	fo *failover
-
-	// failed is the API error code extproc answered with; verdict the settlement decided
-	// before a reply; reported the Facts the last reply carried (facts.go).
-	failed   apierr.Code
-	verdict  verdict
-	reported Facts
-}
-
 // Reservation returns the request's reservation, if admitted.
 func (r *Request) Reservation() (ledger.Reservation, bool) {
 	if r.reservation == nil {
@@ -217,56 +158,6 @@ func (r *Request) fail(e *apierr.Error) Action {
 // x-envoy-max-retries, x-envoy-upstream-rq-timeout-ms, ...): the prefix Envoy's header
 // mutation rules guard with allow_envoy.
 const EnvoyHeaderPrefix = "x-envoy"
-
-// forwardedHeaders are the client's request headers that reach a provider (spec:
-// the body is JSON; anthropic-version is the Anthropic endpoints' only header), plus
-// the ones Envoy owns (content-length, host, transfer-encoding framing, x-request-id).
-// Every other client header is removed: account selectors (OpenAI-Organization,
-// OpenAI-Project), feature switches a catalog price does not cover (OpenAI-Beta,
-// anthropic-beta: the catalog prices no beta, so a beta is dropped and the request is
-// served and billed as without it), cookies, proxy credentials, the client's address
-// headers, custom headers and every x-envoy-* header. The gateway's own upstream
-// headers (credential, anthropic-version default, the routing header) are set by the
-// body reply after this removal. Pseudo-headers are never removed (Envoy refuses to).
-var forwardedHeaders = []string{"content-type", "accept", "content-length", "host", "transfer-encoding", "x-request-id"}
-
-// RequestHeaders handles the request headers. endOfStream is true when no body
-// follows (GET, or a body of length 0).
-//
-// Whenever the request goes on towards an upstream, the reply removes every client
-// header but forwardedHeaders (and anthropic-version on the Anthropic endpoints). The
-// x-envoy-* ones matter most: the router reads retry and timeout instructions from
-// them after extproc, so a client's copy could make one billed request reach the
-// provider several times; removing them needs the ext_proc filter's mutation_rules
-// allow_envoy. The query string is cut from :path (no endpoint defines one; a key sent
-// as ?api_key= must not reach the provider): Envoy lets ext_proc set a pseudo-header
-// other than the routing ones unless mutation_rules disallow_system is set
-// (mutation_rules.cc, Checker::check). A client's routing header is removed with the
-// route cache cleared, so the route is picked again without it.
-func (r *Request) RequestHeaders(ctx context.Context, headers []Header, endOfStream bool) Action {
-	ctx = r.traceHeaders(ctx, headers)
-	a := r.requestHeaders(ctx, headers, endOfStream)
-	if a.Immediate != nil {
-		return r.withFacts(a)
-	}
-	for _, h := range headers {
-		name := strings.ToLower(h.Name)
-		if strings.HasPrefix(name, ":") || slices.Contains(forwardedHeaders, name) ||
-			name == "anthropic-version" && r.env == apierr.Anthropic {
-			continue
-		}
-		if name == RoutingHeader {
-			a.ClearRouteCache = true
-		}
-		if !slices.Contains(a.RemoveHeaders, name) {
-			a.RemoveHeaders = append(a.RemoveHeaders, name)
-		}
-	}
-	if r.upstreamPath != "" {
-		a.SetHeaders = append(a.SetHeaders, Header{":path", r.upstreamPath})
-	}
-	return r.withFacts(a)
-}
 
 func (r *Request) requestHeaders(ctx context.Context, headers []Header, endOfStream bool) Action {
 	var method, path, auth, xKey string

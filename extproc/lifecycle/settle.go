@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/extproc/pricing"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/pricing"
+	"github.com/llmgw/gateway/extproc/response"
 )
 
 // release returns the hold, once, after the reply (budget.go).
@@ -40,14 +42,21 @@ func (r *Request) release(_ context.Context, reason string) {
 	})
 }
 
-// commit charges the actual cost of token usage, once.
-func (r *Request) commit(ctx context.Context, in, out int64) {
-	in, out = clampUsage(in), clampUsage(out)
+// commit charges the actual cost of token usage, once: the sum of its parts at the
+// model's rate card, at the tier the answer reports (pricedTier) and the region the
+// request named.
+func (r *Request) commit(ctx context.Context, u response.Usage) {
+	parts, in, out := usageParts(u)
+	rec := ledger.Usage{InputTokens: in, OutputTokens: out}
 	var actual int64
 	if m := r.model; !m.Free {
-		actual = pricing.Tokens(m.Prices, in, out)
+		rc := r.parsed.RateCard
+		sel := pricing.Sel{Tier: pricedTier(&m.Prices, u.ServiceTier, rc.ServiceTier), Geo: rc.InferenceGeo}
+		cs := pricing.Charge(&m.Prices, parts, sel)
+		actual = pricing.Sum(cs)
+		rec.Components, rec.ServiceTier = components(cs), sel.Tier
 	}
-	r.charge(ctx, actual, ledger.Usage{InputTokens: in, OutputTokens: out})
+	r.charge(ctx, actual, rec)
 }
 
 // commitUnits charges n of the endpoint's units (characters, images, seconds), once.
@@ -139,59 +148,6 @@ func (u unitsField) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		enc.AddInt64(k, u[k])
 	}
 	return nil
-}
-
-func deref(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-// End finishes the request and settles what was not, by the settlement policy
-// (decideEnd): the provider's usage if it came, else what a stream delivered, else the
-// prompt once the request reached the provider, else nothing. cause says why the stream
-// ended, for the record ("stream_closed", ...). Safe to call more than once.
-func (r *Request) End(ctx context.Context, cause string) {
-	defer r.traceEnd(cause)
-	defer r.endFailover()
-	if r.resp != nil && r.resp.dec != nil {
-		r.resp.dec.Close()
-	}
-	if r.reservation == nil || r.settled {
-		return
-	}
-	// Whatever happens below (a panic included), the hold is never kept alive past
-	// this point without a settlement: its lease then frees it.
-	defer func() {
-		if !r.settled {
-			r.hold.end()
-		}
-	}()
-	// A failover request whose answer went on but whose response phases never ran (the
-	// client left first) settles on that attempt's channel.
-	r.adoptWinner()
-	f := endFacts{Sent: r.reachedProvider(), Tokens: r.tokenPriced(), ClientLeft: cause == CauseClientLeft}
-	if st := r.resp; st != nil {
-		f.Failed = st.rw == nil || st.broken && !r.parsed.Stream
-		if st.rw != nil {
-			_, f.Usage = st.rw.Usage()
-			f.Delivered = st.chunked && r.parsed.Stream && st.delivered
-		}
-	}
-	rule := decideEnd(f)
-	if rule != endRelease {
-		r.log().Info("request ended before its answer did: charging by the settlement policy",
-			zap.String("cause", cause), zap.Stringer("rule", rule))
-	}
-	switch rule {
-	case endUsage, endDelivered:
-		r.settleStream(ctx)
-	case endPrompt:
-		r.commit(ctx, r.knownPromptTokens(), 0)
-	default:
-		r.release(ctx, cause)
-	}
 }
 
 // tokenPriced reports whether the endpoint is priced by tokens.

@@ -93,14 +93,6 @@ func (r *Request) traceAttrs() []attribute.KeyValue {
 	return a
 }
 
-// RequestBody handles the buffered request body: validation, admission, reservation,
-// channel choice and mutation (requestBody), inside the admission span.
-func (r *Request) RequestBody(ctx context.Context, body []byte, endOfStream bool) Action {
-	a := r.requestBody(r.traceCtx(ctx), body, endOfStream)
-	r.traceAdmitted(a.Immediate != nil)
-	return r.withFacts(a)
-}
-
 // traceAdmitted ends the admission span once the request body was handled, and opens
 // the upstream attempt's span when the request goes to a provider.
 func (r *Request) traceAdmitted(refused bool) {

@@ -72,6 +72,9 @@ func ParseChat(body []byte) (wire.Parsed, *apierr.Error) {
 	if err := typed(root); err != nil {
 		return p, err
 	}
+	if p.RateCard, err = wire.ReadRateCard(root, body); err != nil {
+		return p, err
+	}
 	// Everything but the walked messages is billed as JSON (tools, functions,
 	// response_format, …); prediction is billed as output.
 	p.Prompt.JSON = append(p.Prompt.JSON, wire.Extras(root, "model", "messages", "prediction")...)

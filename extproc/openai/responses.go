@@ -51,6 +51,9 @@ func ParseResponses(body []byte) (wire.Parsed, *apierr.Error) {
 	if p.Stream, err = wire.Stream(root); err != nil {
 		return p, err
 	}
+	if p.RateCard, err = wire.ReadRateCard(root, body); err != nil {
+		return p, err
+	}
 	if err := wire.Range(root, "temperature", 0, 2); err != nil {
 		return p, err
 	}

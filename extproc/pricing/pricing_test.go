@@ -32,7 +32,7 @@ func TestPerMillionRoundsUp(t *testing.T) {
 }
 
 func TestTokensAndUnits(t *testing.T) {
-	chat := catalog.Prices{InputPerMTok: price(1_000_000), OutputPerMTok: price(2_000_000)}
+	chat := catalog.Prices{Rates: catalog.Rates{InputPerMTok: price(1_000_000), OutputPerMTok: price(2_000_000)}}
 	media := catalog.Prices{PerMillionChars: price(15_000_000), PerImage: price(40_000), PerSecond: price(100_000)}
 	for _, tc := range []struct {
 		name string

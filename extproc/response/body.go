@@ -77,6 +77,9 @@ func (r *bodyRewriter) finish(body []byte) ([]byte, error) {
 	if m, ok := find(ms, "usage"); ok && !isNull(body[m.valStart:m.valEnd]) {
 		r.usage, r.usageOK = readBodyUsage(r.opts.Format, body[m.valStart:m.valEnd])
 	}
+	if m, ok := find(ms, "service_tier"); ok && r.usageOK && r.usage.ServiceTier == "" {
+		noteTier(&r.usage.ServiceTier, body[m.valStart:m.valEnd])
+	}
 	r.countOutput(body)
 	r.sent = true
 	return appendEdited(make([]byte, 0, len(body)+len(r.model)), body, edits, r.model), nil

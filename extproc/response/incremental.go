@@ -29,7 +29,9 @@ type incrementalRewriter struct {
 	scalar   bool // the current value is a number or literal
 	hold     bool // the current value is the model: held in held
 	held     []byte
-	capture  bool // the current value is the usage: copied into usageCp
+	capture  bool   // the current value is the usage: copied into usageCp
+	tierCp   []byte // the current value is the service tier (capture off): copied here, bounded
+	inTier   bool
 	usageCp  []byte
 	usageBig bool
 
@@ -39,6 +41,7 @@ type incrementalRewriter struct {
 	inRequired, requiredFilled bool
 	usage                      Usage
 	usageOK                    bool
+	tier                       string // the service tier the body reports at its top
 	closed                     bool
 	err                        error
 }
@@ -46,6 +49,8 @@ type incrementalRewriter struct {
 const (
 	maxKeyLen    = 64
 	maxUsageCopy = 64 << 10
+	// maxTierCopy bounds the copy of a service tier value (a short name).
+	maxTierCopy = 64
 )
 
 const (
@@ -64,7 +69,16 @@ func newIncremental(opts Options, model []byte) *incrementalRewriter {
 	return &incrementalRewriter{opts: opts, model: model, key: make([]byte, 0, maxKeyLen)}
 }
 
-func (r *incrementalRewriter) Usage() (Usage, bool) { return r.usage, r.usageOK }
+func (r *incrementalRewriter) Usage() (Usage, bool) {
+	if !r.usageOK {
+		return Usage{}, false
+	}
+	u := r.usage
+	if u.ServiceTier == "" {
+		u.ServiceTier = r.tier
+	}
+	return u, r.usageOK
+}
 
 func (r *incrementalRewriter) UpstreamModel() string { return r.upstream }
 
@@ -143,6 +157,8 @@ func (r *incrementalRewriter) Write(chunk []byte, endOfStream bool) ([]byte, err
 			r.depth, r.inStr, r.esc, r.scalar = 0, false, false, false
 			r.hold = k == "model"
 			r.capture = k == "usage"
+			r.inTier = k == "service_tier"
+			r.tierCp = r.tierCp[:0]
 			r.inRequired = k == required(r.opts.Format)
 			if r.inRequired {
 				r.sawRequired = true
@@ -228,6 +244,9 @@ func (r *incrementalRewriter) keep(c byte) {
 	if r.hold {
 		r.held = append(r.held, c)
 	}
+	if r.inTier && len(r.tierCp) < maxTierCopy {
+		r.tierCp = append(r.tierCp, c)
+	}
 	if r.capture && !r.usageBig {
 		if len(r.usageCp) >= maxUsageCopy {
 			r.usageBig = true
@@ -251,6 +270,10 @@ func (r *incrementalRewriter) endValue(out *[]byte, chunk []byte, run *int, end 
 			*out = append(*out, r.held...)
 		}
 		*run = end
+	}
+	if r.inTier {
+		r.inTier = false
+		noteTier(&r.tier, r.tierCp)
 	}
 	if r.capture {
 		r.capture = false

@@ -264,9 +264,7 @@ func refReadOpenAIUsage(v []byte) (Usage, bool) {
 	if out, ok := getInt(v, "completion_tokens"); ok {
 		u.OutputTokens = out
 	}
-	if d, ok := get(v, "prompt_tokens_details"); ok {
-		u.CacheReadInputTokens, _ = getInt(d, "cached_tokens")
-	}
+	refDetails(&u, v, "prompt_tokens_details", "completion_tokens_details")
 	return u, true
 }
 
@@ -277,23 +275,38 @@ func refReadResponsesUsage(v []byte) (Usage, bool) {
 		return Usage{}, false
 	}
 	u := Usage{InputTokens: in, OutputTokens: out}
-	if d, ok := get(v, "input_tokens_details"); ok {
-		u.CacheReadInputTokens, _ = getInt(d, "cached_tokens")
-	}
+	refDetails(&u, v, "input_tokens_details", "output_tokens_details")
 	return u, true
 }
 
+func refDetails(u *Usage, v []byte, in, out string) {
+	if d, ok := get(v, in); ok {
+		u.CacheReadInputTokens, _ = getInt(d, "cached_tokens")
+		u.CacheWriteInputTokens, _ = getInt(d, "cache_write_tokens")
+		u.AudioInputTokens, _ = getInt(d, "audio_tokens")
+		u.ImageInputTokens, _ = getInt(d, "image_tokens")
+	}
+	if d, ok := get(v, out); ok {
+		u.AudioOutputTokens, _ = getInt(d, "audio_tokens")
+	}
+}
+
 func (a *anthropicUsage) refMerge(v []byte) {
-	if n, ok := getInt(v, "input_tokens"); ok {
-		a.input = n
+	for key, f := range map[string]*int64{"input_tokens": &a.input, "output_tokens": &a.output,
+		"cache_read_input_tokens": &a.cacheRead, "cache_creation_input_tokens": &a.cacheCreation} {
+		if n, ok := getInt(v, key); ok {
+			*f = n
+		}
 	}
-	if n, ok := getInt(v, "output_tokens"); ok {
-		a.output = n
+	if cc, ok := get(v, "cache_creation"); ok && !isNull(cc) {
+		if n, ok := getInt(cc, "ephemeral_5m_input_tokens"); ok {
+			a.write5m = n
+		}
+		if n, ok := getInt(cc, "ephemeral_1h_input_tokens"); ok {
+			a.write1h = n
+		}
 	}
-	if n, ok := getInt(v, "cache_read_input_tokens"); ok {
-		a.cacheRead = n
-	}
-	if n, ok := getInt(v, "cache_creation_input_tokens"); ok {
-		a.cacheCreation = n
+	if t, ok := get(v, "service_tier"); ok {
+		noteTier(&a.tier, t)
 	}
 }

@@ -29,13 +29,11 @@
 // and any body with Options.Incremental, which is rewritten as it passes (see
 // OpenAIEmbeddings) and holds at most its model value and a copy of its usage.
 //
-// Usage semantics (for pricing): Usage.InputTokens is every input token the provider
-// billed, including prompt-cache reads and writes; CacheReadInputTokens and
-// CacheCreationInputTokens say how many of them were cache reads (OpenAI
-// prompt_tokens_details.cached_tokens, Responses input_tokens_details.cached_tokens,
-// Anthropic cache_read_input_tokens) and cache writes (Anthropic
-// cache_creation_input_tokens). A price list with a single input price charges
-// InputTokens at that price.
+// Usage semantics (for pricing): Usage.InputTokens and OutputTokens are every input and
+// output token the provider billed; the other counts say how many of them were of each
+// priced kind, read from each format's own fields, whose totals differ (see usageTables
+// in usage.go: OpenAI's prompt_tokens include cache reads, writes and audio, Anthropic's
+// input_tokens exclude both cache counts). ServiceTier is the tier the answer reports.
 package response
 
 import (
@@ -128,15 +126,28 @@ type Options struct {
 	MaxBodySize  int
 }
 
-// Usage is a count of tokens.
+// Usage is a count of tokens: the totals, the priced kinds inside them, and the tier.
 type Usage struct {
-	// InputTokens counts all input tokens, cache reads and writes included.
-	InputTokens  int64
+	// InputTokens counts all input tokens: cache reads and writes, audio and images
+	// included.
+	InputTokens int64
+	// OutputTokens counts all output tokens: reasoning and audio included.
 	OutputTokens int64
 	// CacheReadInputTokens is the part of InputTokens served from the provider's cache.
 	CacheReadInputTokens int64
-	// CacheCreationInputTokens is the part of InputTokens written to the provider's cache.
-	CacheCreationInputTokens int64
+	// CacheWriteInputTokens is the part of InputTokens written to the provider's cache
+	// for the default (5-minute) window; CacheWrite1hInputTokens for an hour.
+	CacheWriteInputTokens   int64
+	CacheWrite1hInputTokens int64
+	// AudioInputTokens and ImageInputTokens are the parts of InputTokens that were
+	// audio and images (and neither cache read nor write).
+	AudioInputTokens int64
+	ImageInputTokens int64
+	// AudioOutputTokens is the part of OutputTokens that was audio.
+	AudioOutputTokens int64
+	// ServiceTier is the service tier the answer reports ("" when it reports none), as
+	// the provider names it ("default", "priority", "standard", …).
+	ServiceTier string
 }
 
 // Rewriter rewrites one upstream response body. It is not safe for concurrent use.
@@ -365,91 +376,4 @@ func addEdit(edits []edit, e edit) []edit {
 		edits[i], edits[i-1] = edits[i-1], edits[i]
 	}
 	return edits
-}
-
-var openAIUsageKeys = []string{"prompt_tokens", "completion_tokens", "prompt_tokens_details"}
-
-// readOpenAIUsage reads chat/embeddings usage (prompt_tokens, completion_tokens).
-func readOpenAIUsage(v []byte) (Usage, bool) {
-	var m [3][]byte
-	getAll(v, openAIUsageKeys, m[:])
-	in, ok := jsonInt(m[0])
-	if !ok {
-		return Usage{}, false
-	}
-	u := Usage{InputTokens: in}
-	if out, ok := jsonInt(m[1]); ok {
-		u.OutputTokens = out
-	}
-	if m[2] != nil {
-		u.CacheReadInputTokens, _ = getInt(m[2], "cached_tokens")
-	}
-	return u, true
-}
-
-// readBodyUsage reads the top-level "usage" value v of a non-streamed JSON body in the
-// format's shape; ok is false for a format without token usage.
-func readBodyUsage(f Format, v []byte) (Usage, bool) {
-	switch f {
-	case OpenAIChat, OpenAIEmbeddings:
-		return readOpenAIUsage(v)
-	case OpenAIResponses:
-		return readResponsesUsage(v)
-	case AnthropicMessages:
-		_, in := getInt(v, "input_tokens")
-		_, out := getInt(v, "output_tokens")
-		if !in || !out {
-			return Usage{}, false
-		}
-		var a anthropicUsage
-		a.merge(v)
-		return a.usage(), true
-	}
-	return Usage{}, false
-}
-
-var responsesUsageKeys = []string{"input_tokens", "output_tokens", "input_tokens_details"}
-
-// readResponsesUsage reads Responses usage (input_tokens, output_tokens).
-func readResponsesUsage(v []byte) (Usage, bool) {
-	var m [3][]byte
-	getAll(v, responsesUsageKeys, m[:])
-	in, ok1 := jsonInt(m[0])
-	out, ok2 := jsonInt(m[1])
-	if !ok1 || !ok2 {
-		return Usage{}, false
-	}
-	u := Usage{InputTokens: in, OutputTokens: out}
-	if m[2] != nil {
-		u.CacheReadInputTokens, _ = getInt(m[2], "cached_tokens")
-	}
-	return u, true
-}
-
-// anthropicUsage holds the Anthropic usage fields seen so far; Anthropic reports cache
-// tokens apart from input_tokens.
-type anthropicUsage struct {
-	input, output, cacheRead, cacheCreation int64
-}
-
-var anthropicUsageKeys = []string{"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
-
-// merge overrides the fields present in v (an Anthropic usage object).
-func (a *anthropicUsage) merge(v []byte) {
-	var m [4][]byte
-	getAll(v, anthropicUsageKeys, m[:])
-	for k, f := range []*int64{&a.input, &a.output, &a.cacheRead, &a.cacheCreation} {
-		if n, ok := jsonInt(m[k]); ok {
-			*f = n
-		}
-	}
-}
-
-func (a anthropicUsage) usage() Usage {
-	return Usage{
-		InputTokens:              a.input + a.cacheRead + a.cacheCreation,
-		OutputTokens:             a.output,
-		CacheReadInputTokens:     a.cacheRead,
-		CacheCreationInputTokens: a.cacheCreation,
-	}
 }

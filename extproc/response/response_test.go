@@ -86,25 +86,25 @@ func TestRewriteRecorded(t *testing.T) {
 		{
 			name: "chat stream with include_usage the client asked for", in: "chat_stream_usage.sse", golden: "chat_stream_usage.golden.sse",
 			opts:          Options{Format: OpenAIChat, PublicModel: "demo-chat", Stream: true, ClientWantsUsage: true},
-			wantUsage:     Usage{InputTokens: 19, OutputTokens: 10},
+			wantUsage:     Usage{InputTokens: 19, OutputTokens: 10, ServiceTier: "default"},
 			wantDelivered: "Hello! I run on gpt-4o-2024-08-06 \"model\": café\n\n😀 done.",
 		},
 		{
 			name: "chat stream with include_usage the gateway added", in: "chat_stream_usage.sse", golden: "chat_stream.golden.sse",
 			opts:          Options{Format: OpenAIChat, PublicModel: "demo-chat", Stream: true},
-			wantUsage:     Usage{InputTokens: 19, OutputTokens: 10},
+			wantUsage:     Usage{InputTokens: 19, OutputTokens: 10, ServiceTier: "default"},
 			wantDelivered: "Hello! I run on gpt-4o-2024-08-06 \"model\": café\n\n😀 done.",
 		},
 		{
 			name: "chat tool-call stream", in: "chat_stream_tools.sse", golden: "chat_stream_tools.golden.sse",
 			opts:          Options{Format: OpenAIChat, PublicModel: "demo-chat", Stream: true, ClientWantsUsage: true},
-			wantUsage:     Usage{InputTokens: 84, OutputTokens: 24, CacheReadInputTokens: 64},
+			wantUsage:     Usage{InputTokens: 84, OutputTokens: 24, CacheReadInputTokens: 64, ServiceTier: "default"},
 			wantDelivered: `{"location":"Paris, France","model":"gpt-4o-mini-2024-07-18"}`,
 		},
 		{
 			name: "anthropic stream with ping, text and tool_use", in: "anthropic_stream.sse", golden: "anthropic_stream.golden.sse",
 			opts:          Options{Format: AnthropicMessages, PublicModel: "demo-claude", Stream: true},
-			wantUsage:     Usage{InputTokens: 472 + 100 + 1024, OutputTokens: 89, CacheReadInputTokens: 1024, CacheCreationInputTokens: 100},
+			wantUsage:     Usage{InputTokens: 472 + 100 + 1024, OutputTokens: 89, CacheReadInputTokens: 1024, CacheWriteInputTokens: 100, ServiceTier: "standard"},
 			wantDelivered: "Okay, let's checkthe weather for San Francisco, CA:\nmodel claude-sonnet-4-20250514" + `{"location":"San Francisco, CA", "model": "claude-sonnet-4-20250514"}`,
 		},
 		{
@@ -116,12 +116,12 @@ func TestRewriteRecorded(t *testing.T) {
 		{
 			name: "chat completion body", in: "chat.json", golden: "chat.golden.json",
 			opts:      Options{Format: OpenAIChat, PublicModel: "demo-chat"},
-			wantUsage: Usage{InputTokens: 1117, OutputTokens: 46, CacheReadInputTokens: 1024},
+			wantUsage: Usage{InputTokens: 1117, OutputTokens: 46, CacheReadInputTokens: 1024, ServiceTier: "default"},
 		},
 		{
 			name: "anthropic message body", in: "anthropic.json", golden: "anthropic.golden.json",
 			opts:      Options{Format: AnthropicMessages, PublicModel: "demo-claude"},
-			wantUsage: Usage{InputTokens: 2095 + 100 + 1024, OutputTokens: 503, CacheReadInputTokens: 1024, CacheCreationInputTokens: 100},
+			wantUsage: Usage{InputTokens: 2095 + 100 + 1024, OutputTokens: 503, CacheReadInputTokens: 1024, CacheWriteInputTokens: 100, ServiceTier: "standard"},
 		},
 		{
 			name: "responses body", in: "responses.json", golden: "responses.golden.json",

@@ -32,12 +32,15 @@ type streamRewriter struct {
 	anth anthropicUsage
 	// input tokens the upstream reported before the end (Anthropic message_start).
 	inputKnown bool
+	// tier is the service tier the stream reports at its top (OpenAI chat chunks, the
+	// Responses response object).
+	tier string
 
 	closed bool
 	err    error
 
 	editBuf [2]edit
-	textBuf [128]byte // the first delivered text, before it outgrows this
+	textBuf [152]byte // the first delivered text, before it outgrows this (fills the size class)
 }
 
 // newStream returns a stream rewriter in one allocation (with its first edits, first
@@ -141,15 +144,23 @@ func (r *streamRewriter) held() int {
 	return r.dec.Buffered()
 }
 
-func (r *streamRewriter) Usage() (Usage, bool) { return r.usage, r.usageOK }
+func (r *streamRewriter) Usage() (Usage, bool) {
+	if !r.usageOK {
+		return Usage{}, false
+	}
+	u := r.usage
+	if u.ServiceTier == "" {
+		u.ServiceTier = r.tier
+	}
+	return u, r.usageOK
+}
 
 func (r *streamRewriter) Delivered() Usage {
-	u := Usage{InputTokens: r.opts.InputTokens, OutputTokens: r.tokens()}
+	u := Usage{InputTokens: r.opts.InputTokens, ServiceTier: r.tier}
 	if r.inputKnown {
-		a := r.anth.usage()
-		u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens =
-			a.InputTokens, a.CacheReadInputTokens, a.CacheCreationInputTokens
+		u = r.anth.usage() // its input parts, as message_start reported them
 	}
+	u.OutputTokens, u.AudioOutputTokens = r.tokens(), 0
 	return u
 }
 
@@ -336,6 +347,8 @@ func (r *streamRewriter) anthropic(data []byte) bool {
 	return true
 }
 
+var responseObjectKeys = []string{"usage", "service_tier"}
+
 // responses handles one Responses stream event.
 func (r *streamRewriter) responses(data []byte) bool {
 	var ok bool
@@ -347,7 +360,10 @@ func (r *streamRewriter) responses(data []byte) bool {
 		if s, e, ok := lookup(resp, "model"); ok {
 			r.replace(data, m.valStart+s, m.valStart+e)
 		}
-		if u, ok := get(resp, "usage"); ok && !isNull(u) {
+		var m [2][]byte
+		getAll(resp, responseObjectKeys, m[:])
+		noteTier(&r.tier, m[1])
+		if u := m[0]; u != nil && !isNull(u) {
 			if u, ok := readResponsesUsage(u); ok {
 				r.usage, r.usageOK = u, true
 			}

@@ -89,6 +89,11 @@ func (r *streamRewriter) chat(data []byte) bool {
 			if ve, ok = valueEnd(data, vs); ok {
 				r.replaceMessage(data, vs, ve)
 			}
+		case "service_tier":
+			// Every chunk repeats it: a resumed walk that skips it skips the same value.
+			if ve, ok = valueEnd(data, vs); ok {
+				noteTier(&r.tier, data[vs:ve])
+			}
 		default:
 			ve, ok = valueEnd(data, vs)
 		}

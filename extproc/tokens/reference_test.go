@@ -162,7 +162,6 @@ func BenchmarkText(b *testing.B) {
 	}{
 		{"ours", c.text},
 		{"ours, counted before", c.Text}, // the count remembered (countCache)
-		{"tiktoken-go", func(s string) int { return len(reference(b).EncodeOrdinary(s)) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(prose)))

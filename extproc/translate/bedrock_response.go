@@ -47,28 +47,3 @@ func bedrockID() string {
 	_, _ = rand.Read(b[:])
 	return "msg_bdrk_" + hex.EncodeToString(b[:])
 }
-
-// bedrockUsage reads Converse usage: inputTokens excludes the cache reads and writes,
-// as Anthropic's input_tokens does.
-func bedrockUsage(u gjson.Result) Usage {
-	read, write := u.Get("cacheReadInputTokens").Int(), u.Get("cacheWriteInputTokens").Int()
-	return Usage{Input: u.Get("inputTokens").Int() + read + write, Output: u.Get("outputTokens").Int(),
-		CacheRead: read, CacheWrite: write}
-}
-
-// bedrockFinish reads a Converse stopReason.
-func bedrockFinish(s string) Finish {
-	switch s {
-	case "end_turn":
-		return FinishStop
-	case "max_tokens", "model_context_window_exceeded":
-		return FinishLength
-	case "tool_use":
-		return FinishToolCalls
-	case "stop_sequence":
-		return FinishStopSequence
-	case "guardrail_intervened", "content_filtered":
-		return FinishContentFilter
-	}
-	return FinishUnknown
-}

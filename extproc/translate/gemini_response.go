@@ -58,33 +58,3 @@ func geminiToolCall(c gjson.Result, respID string, n int) *ToolCall {
 	}
 	return &ToolCall{ID: id, Name: c.Get("name").Str, Arguments: args}
 }
-
-// geminiUsage reads usageMetadata: promptTokenCount includes the cached tokens;
-// thoughtsTokenCount is output billed apart from candidatesTokenCount; the prompt of
-// built-in tools (toolUsePromptTokenCount) is input.
-func geminiUsage(u gjson.Result) Usage {
-	thoughts := u.Get("thoughtsTokenCount").Int()
-	return Usage{
-		Input:     u.Get("promptTokenCount").Int() + u.Get("toolUsePromptTokenCount").Int(),
-		Output:    u.Get("candidatesTokenCount").Int() + thoughts,
-		CacheRead: u.Get("cachedContentTokenCount").Int(),
-		Reasoning: thoughts,
-	}
-}
-
-// geminiFinish reads a finishReason. Gemini says STOP for a matched stop sequence too,
-// and for an answer that called functions.
-func geminiFinish(s string, called bool) Finish {
-	switch s {
-	case "":
-		return FinishUnknown
-	case "MAX_TOKENS":
-		return FinishLength
-	case "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE":
-		return FinishContentFilter
-	}
-	if called {
-		return FinishToolCalls
-	}
-	return FinishStop
-}

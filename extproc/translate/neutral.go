@@ -179,9 +179,14 @@ const (
 // Usage is what the provider billed. Input counts every input token, cache reads and
 // writes included; Output counts every output token, reasoning included.
 type Usage struct {
-	Input      int64
-	Output     int64
-	CacheRead  int64
-	CacheWrite int64
-	Reasoning  int64
+	Input  int64 // every input token, the parts below included
+	Output int64 // every output token, reasoning and audio included
+	// CacheRead, CacheWrite (the default, 5-minute window), CacheWrite1h and AudioIn
+	// are parts of Input; Reasoning and AudioOut parts of Output.
+	CacheRead    int64
+	CacheWrite   int64
+	CacheWrite1h int64
+	AudioIn      int64
+	Reasoning    int64
+	AudioOut     int64
 }

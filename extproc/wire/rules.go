@@ -132,7 +132,7 @@ var control = map[string]bool{
 	"seed": true, "presence_penalty": true, "frequency_penalty": true, "logprobs": true,
 	"top_logprobs": true, "logit_bias": true, "parallel_tool_calls": true, "store": true,
 	"user": true, "metadata": true, "service_tier": true, "stop": true, "stop_sequences": true,
-	"reasoning_effort": true, "safety_identifier": true, "prompt_cache_key": true,
+	"reasoning_effort": true, "safety_identifier": true, "prompt_cache_key": true, "inference_geo": true,
 }
 
 // Extras returns the raw JSON ("key":value) of every top-level field of root that is

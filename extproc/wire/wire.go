@@ -9,6 +9,7 @@
 package wire
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"unicode"
@@ -115,6 +116,8 @@ type Parsed struct {
 	// provider would bill it beyond tokens, so the request is refused as
 	// pricing_unavailable at the pricing step. Empty when there is none.
 	Unpriced string
+	// RateCard is what a chat request asks of the model's rate card.
+	RateCard RateCard
 }
 
 // ServerTools returns "tools" when the tools array holds a tool whose type the caller's
@@ -463,4 +466,59 @@ func NoStream(root Object, what string) *apierr.Error {
 		return apierr.Param(apierr.InvalidRequest, "stream", what+" cannot be streamed; omit 'stream' or set it to false.")
 	}
 	return nil
+}
+
+// RateCard is what a chat request asks of a model's rate card beyond plain tokens: the
+// tier and region it names, and the priced parts its answer can hold that a plain
+// request's cannot.
+type RateCard struct {
+	// ServiceTier is the request's service_tier ("" when absent); InferenceGeo its
+	// inference_geo.
+	ServiceTier  string
+	InferenceGeo string
+	// CacheMarkers: a cache_control marker appears somewhere in the body, so the
+	// provider may write the prompt to a 1-hour cache.
+	CacheMarkers bool
+	// AudioOutput: the request asks for audio output (modalities or audio).
+	AudioOutput bool
+}
+
+// ReadRateCard reads the rate-card fields of a chat request (service_tier and
+// inference_geo must be strings when present).
+func ReadRateCard(root Object, body []byte) (RateCard, *apierr.Error) {
+	var rc RateCard
+	var err *apierr.Error
+	if rc.ServiceTier, err = OptionalString(root, "service_tier"); err != nil {
+		return rc, err
+	}
+	if rc.InferenceGeo, err = OptionalString(root, "inference_geo"); err != nil {
+		return rc, err
+	}
+	rc.CacheMarkers = hasKey(body, "cache_control")
+	if a := root.Get("audio"); a.Exists() && a.Type != gjson.Null {
+		rc.AudioOutput = true
+	}
+	root.Get("modalities").ForEach(func(_, m gjson.Result) bool {
+		rc.AudioOutput = rc.AudioOutput || m.Str == "audio"
+		return true
+	})
+	return rc, nil
+}
+
+// hasKey reports whether an object member named key appears at any depth of the JSON
+// body. A body that names it neither plainly nor with an escape is not walked.
+func hasKey(body []byte, key string) bool {
+	if !bytes.Contains(body, []byte(key)) && !bytes.Contains(body, []byte(`\u`)) {
+		return false
+	}
+	var walk func(v gjson.Result) bool
+	walk = func(v gjson.Result) bool {
+		found := false
+		v.ForEach(func(k, e gjson.Result) bool {
+			found = k.Type == gjson.String && k.Str == key || (e.IsObject() || e.IsArray()) && walk(e)
+			return !found
+		})
+		return found
+	}
+	return walk(gjson.ParseBytes(body))
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/console"
 	"github.com/llmgw/gateway/internal/logging"
 )
@@ -39,7 +40,8 @@ func main() {
 	log := logging.New(os.Stderr, "console")
 	// Plaintext to accounting, as the other parts of the local stack; each call carries
 	// the signed-in operator's token. In a cluster the mesh (or TLS options) protects it.
-	conn, err := grpc.NewClient(*accounting, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Its reconnect back-off is every accounting client's (client.Reconnect).
+	conn, err := grpc.NewClient(*accounting, grpc.WithTransportCredentials(insecure.NewCredentials()), client.Reconnect())
 	if err != nil {
 		log.Fatal("accounting connection", zap.Error(err))
 	}

@@ -30,6 +30,8 @@ type Env struct {
 	DatabaseURL string
 	// LogPath receives the stack's output.
 	LogPath string
+	root    string
+	bin     string // the binaries, in tmp or in the Env they were built for
 	tmp     string
 	dropDB  func()
 }
@@ -43,34 +45,58 @@ func Start(root string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{tmp: tmp, dropDB: func() {}}
-	bin := filepath.Join(tmp, "bin")
+	e := &Env{root: root, bin: filepath.Join(tmp, "bin"), tmp: tmp, dropDB: func() {}}
 	// The vtprotobuf tag compiles go-control-plane's generated marshalling, which
 	// extproc's server and the front's client use (internal/vtcodec), as the Makefile
 	// and the Dockerfile build them.
-	build := exec.Command("go", "build", "-tags", "vtprotobuf", "-o", bin+"/", "./accounting/cmd/...", "./extproc/cmd/...", "./console/cmd/...", "./e2e/cmd/...")
+	build := exec.Command("go", "build", "-tags", "vtprotobuf", "-o", e.bin+"/", "./accounting/cmd/...", "./extproc/cmd/...", "./console/cmd/...", "./e2e/cmd/...")
 	build.Dir = root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("build: %w", err)
 	}
+	if err := e.start(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Another starts one more stack of e's binaries, with a database, ports and files of
+// its own: a test whose faults must not reach the other tests' stack (an outage of a
+// shared part) runs on it, in parallel with them. Close it when done; e must outlive it.
+func (e *Env) Another() (*Env, error) {
+	tmp, err := os.MkdirTemp("", "gateway-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	a := &Env{root: e.root, bin: e.bin, tmp: tmp, dropDB: func() {}}
+	if err := a.start(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// start makes e's database and starts its stack; on failure it closes e.
+func (e *Env) start() error {
+	root, tmp := e.root, e.tmp
+	var err error
 	if e.DatabaseURL, e.dropDB, err = freshDatabase(); err != nil {
 		e.Close()
-		return nil, fmt.Errorf("database: %w", err)
+		return fmt.Errorf("database: %w", err)
 	}
 	e.LogPath = filepath.Join(tmp, "stack.log")
 	logFile, err := os.Create(e.LogPath)
 	if err != nil {
 		e.Close()
-		return nil, err
+		return err
 	}
 	// Without a chosen catalog the stack serves a working copy of the demo catalog in
 	// its run directory, which tests may edit while it runs (extproc reloads it).
 	mockAddr := stack.FreeAddr()
 	cfg := stack.Config{
 		Root:                 root,
-		BinDir:               bin,
+		BinDir:               e.bin,
 		RunDir:               filepath.Join(tmp, "run"),
 		GatewayAddr:          stack.FreeAddr(),
 		EnvoyAdminAddr:       stack.FreeAddr(),
@@ -89,9 +115,9 @@ func Start(root string) (*Env, error) {
 	if e.Stack, err = stack.Start(ctx, cfg); err != nil {
 		e.DumpLog()
 		e.Close()
-		return nil, fmt.Errorf("start stack: %w", err)
+		return fmt.Errorf("start stack: %w", err)
 	}
-	return e, nil
+	return nil
 }
 
 // StopStack stops the stack's parts (each drains and settles first); Close also does it.
