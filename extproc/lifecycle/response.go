@@ -196,14 +196,20 @@ const decodedChunkLimit = response.MaxBodySize
 
 // providerAccountHeader reports whether a response header describes the gateway's own
 // account at the provider: OpenAI's organization and project ids and x-ratelimit-*,
-// Anthropic's organization id and anthropic-ratelimit-*. They say nothing about the
-// client's key and are removed from successes (errors are replaced whole).
+// Anthropic's organization id and anthropic-ratelimit-*, AWS's x-amzn-* and x-amz-*
+// (Bedrock's request id, token counts and latency). They say nothing about the client's
+// key and are removed from successes (errors are replaced whole).
 func providerAccountHeader(name string) bool {
 	switch name {
 	case "openai-organization", "openai-project", "anthropic-organization-id":
 		return true
 	}
-	return strings.HasPrefix(name, "x-ratelimit-") || strings.HasPrefix(name, "anthropic-ratelimit-")
+	for _, p := range []string{"x-ratelimit-", "anthropic-ratelimit-", "x-amzn-", "x-amz-"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // audioType reports whether a speech response's content type is audio (audio/*, or
