@@ -78,7 +78,7 @@ func (r *Request) rewriteFor(ch *catalog.Channel, body []byte) (Action, *transla
 			return Action{}, nil, err
 		}
 		sets := []wire.Set{model}
-		if ch.Format != catalog.FormatAnthropic && r.endpoint.spec().chat == translate.Chat && r.parsed.Stream && !r.parsed.IncludeUsage {
+		if upstreamAPI(r.model, ch) == translate.Chat && r.endpoint.spec().chat == translate.Chat && r.parsed.Stream && !r.parsed.IncludeUsage {
 			sets = append(sets, openai.IncludeUsage)
 		}
 		var ok bool
