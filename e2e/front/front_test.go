@@ -300,6 +300,9 @@ func TestMutatedBodyBufferLimit(t *testing.T) {
 	}
 }
 
+// geminiPath is an upstream path outside /v1/, as extproc sets it for a Gemini channel.
+const geminiPath = "/v1beta/models/m:generateContent?alt=sse"
+
 func TestRouting(t *testing.T) {
 	up := &upstreamRecorder{}
 	tests := []struct {
@@ -310,6 +313,10 @@ func TestRouting(t *testing.T) {
 		wantStatus int
 		wantCode   string
 		wantCalls  int
+		// v1Only narrows envoy.yaml's route to prefix /v1/; wantPath is the path the
+		// upstream got.
+		v1Only   bool
+		wantPath string
 	}{
 		{name: "header with clear_route_cache routes", reply: routeTo("mock-providers"), path: "/v1/embeddings", wantStatus: 200, wantCalls: 1},
 		{name: "header without clear_route_cache does not reroute",
@@ -322,7 +329,13 @@ func TestRouting(t *testing.T) {
 			path:   "/v1/embeddings", wantStatus: 503, wantCode: `"code":"service_unavailable"`},
 		{name: "unknown cluster", reply: routeTo("no-such-cluster"), path: "/v1/embeddings", wantStatus: 503, wantCode: `"code":"service_unavailable"`},
 		{name: "unknown cluster on messages", reply: routeTo("no-such-cluster"), path: "/v1/messages", wantStatus: 503, wantCode: `"type":"overloaded_error"`},
-		{name: "no route", reply: routeTo("mock-providers"), path: "/other", wantStatus: 404, wantCode: `"code":"not_found"`},
+		{name: "no route", reply: routeTo("mock-providers"), path: "/other", v1Only: true, wantStatus: 404, wantCode: `"code":"not_found"`},
+		// Envoy matches the route again on the headers as extproc left them, :path
+		// included (refreshCachedRoute after clearRouteCache), and forwards that path.
+		{name: "a new :path is routed and forwarded", reply: routeTo("mock-providers", setHeader(":path", geminiPath)),
+			path: "/v1/chat/completions", wantStatus: 200, wantCalls: 1, wantPath: "/v1beta/models/m:generateContent"},
+		{name: "a new :path no route matches", reply: routeTo("mock-providers", setHeader(":path", geminiPath)),
+			path: "/v1/chat/completions", v1Only: true, wantStatus: 404, wantCode: `"code":"not_found"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -340,7 +353,12 @@ func TestRouting(t *testing.T) {
 					}
 				}
 				return nil
-			}, nil)
+			}, func(yaml string) string {
+				if tt.v1Only {
+					return strings.Replace(yaml, "prefix: /\n", "prefix: /v1/\n", 1)
+				}
+				return yaml
+			})
 			status, _, b := h.do(t, http.MethodGet, tt.path, tt.client, nil)
 			if status != tt.wantStatus || !bytes.Contains(b, []byte(tt.wantCode)) {
 				t.Errorf("got %d %s", status, b)
@@ -349,6 +367,9 @@ func TestRouting(t *testing.T) {
 			defer up.mu.Unlock()
 			if up.calls != tt.wantCalls {
 				t.Errorf("upstream called %d times, want %d", up.calls, tt.wantCalls)
+			}
+			if tt.wantPath != "" && up.path != tt.wantPath {
+				t.Errorf("upstream path %q, want %q", up.path, tt.wantPath)
 			}
 		})
 	}
@@ -708,7 +729,7 @@ func TestConfigRefusesUnemulatedSettings(t *testing.T) {
 	}{
 		{name: "request attributes", old: "allow_mode_override: true", new: "allow_mode_override: true\n                      request_attributes: [request.path]", want: "request_attributes"},
 		{name: "failure mode allow", old: "failure_mode_allow: false", new: "failure_mode_allow: true", want: "failure_mode_allow"},
-		{name: "regex route", old: "prefix: /v1/", new: "safe_regex: {regex: \"/v1/.*\"}", want: "safe_regex"},
+		{name: "regex route", old: "prefix: /\n", new: "safe_regex: {regex: \"/.*\"}\n", want: "safe_regex"},
 		{name: "trailers", old: "request_trailer_mode: SKIP", new: "request_trailer_mode: SEND", want: "trailer"},
 		{name: "streamed request body", old: "request_body_mode: BUFFERED", new: "request_body_mode: STREAMED", want: "request_body_mode"},
 		{name: "unknown CEL", old: "expression: \"response.code_details == 'request_payload_too_large'\"", new: "expression: \"response.flags == 1\"", want: "CEL"},

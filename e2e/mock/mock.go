@@ -18,10 +18,13 @@
 // gateway key (a gw- header value) is refused. Upstream model mock-broken answers an
 // unusable HTML page. Every response names the upstream model it was asked for.
 //
-// The clouds' own authentication (cloudauth.go) is checked with internal/cloudauth.
+// The cloud formats are served too: the Gemini API and Vertex AI's Gemini (gemini.go),
+// Claude on Vertex AI (vertex.go), Bedrock Converse (bedrock.go), and the OpenAI routes
+// under /openai/v1 as Azure OpenAI's v1 API serves them. The clouds' own authentication
+// (cloudauth.go) is checked with internal/cloudauth.
 //
-// The package depends only on the standard library, the e2e commands' serve helper and
-// internal/cloudauth.
+// The package depends only on the standard library, the e2e commands' serve helper,
+// internal/cloudauth and the AWS SDK's event-stream encoder (Bedrock's stream framing).
 package mock
 
 import (
@@ -134,6 +137,12 @@ func New() *Server {
 	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.anthropic(s.countTokens))
 	s.mux.HandleFunc("POST /v1/video/generations", s.openAI(s.videoSubmit))
 	s.mux.HandleFunc("GET /v1/videos/{id}", s.openAI(s.videoGet))
+	s.mux.HandleFunc("POST /v1beta/models/{call}", s.gemini(false))
+	s.mux.HandleFunc("POST /v1/projects/{project}/locations/{location}/publishers/google/models/{call}", s.gemini(true))
+	s.mux.HandleFunc("POST /v1/projects/{project}/locations/{location}/publishers/anthropic/models/{call}", s.vertexClaude)
+	s.mux.HandleFunc("POST /model/{model}/{method}", s.bedrock)
+	s.mux.HandleFunc("POST /openai/v1/chat/completions", s.openAI(s.chatCompletions))
+	s.mux.HandleFunc("POST /openai/v1/responses", s.openAI(s.responses))
 	s.mux.HandleFunc("GET /mock/probes/{id}", s.probe)
 	s.registerCloudAuth()
 	return s

@@ -43,8 +43,8 @@ func loadDemo(t *testing.T) *Catalog {
 
 func TestDemoCatalog(t *testing.T) {
 	c := loadDemo(t)
-	if got := len(c.Models()); got != 17 {
-		t.Fatalf("models = %d, want 17", got)
+	if got := len(c.Models()); got != 23 {
+		t.Fatalf("models = %d, want 23", got)
 	}
 	tests := []struct {
 		name, id      string

@@ -81,7 +81,7 @@ func (r *Request) rewriteFor(ch *catalog.Channel, body []byte, host string) (Act
 			return Action{}, nil, err
 		}
 		sets := []wire.Set{model}
-		if ch.Format != catalog.FormatAnthropic && r.endpoint.spec().chat == translate.Chat && r.parsed.Stream && !r.parsed.IncludeUsage {
+		if upstreamAPI(r.model, ch) == translate.Chat && r.endpoint.spec().chat == translate.Chat && r.parsed.Stream && !r.parsed.IncludeUsage {
 			sets = append(sets, openai.IncludeUsage)
 		}
 		var ok bool
@@ -104,15 +104,8 @@ func (r *Request) rewriteFor(ch *catalog.Channel, body []byte, host string) (Act
 	}
 	a.SetHeaders = append(a.SetHeaders, r.credentialHeaders(ch, http.MethodPost, host, path, body)...)
 	a.RemoveHeaders = slices.Clone(credential.HeaderNames)
-	if ch.Format == catalog.FormatAnthropic {
-		// The client's anthropic-version reached here only from an Anthropic endpoint
-		// (RequestHeaders removes it from the others).
-		if !r.clientVersion || r.env != apierr.Anthropic {
-			a.SetHeaders = append(a.SetHeaders, Header{"anthropic-version", AnthropicVersion})
-		}
-	} else if r.clientVersion && r.env == apierr.Anthropic {
-		a.RemoveHeaders = append(a.RemoveHeaders, "anthropic-version")
-	}
+	set, remove := r.versionHeaders(ch)
+	a.SetHeaders, a.RemoveHeaders = append(a.SetHeaders, set...), append(a.RemoveHeaders, remove...)
 	return a, xlate, nil
 }
 
