@@ -12,14 +12,14 @@ import (
 func TestUpstreamPaths(t *testing.T) {
 	vertex := "/v1/projects/p1/locations/us-east5"
 	for _, c := range []struct {
-		format    catalog.Format
-		base      string
-		model     string
-		kind      catalog.Kind
-		client    string
-		stream    bool
-		want      string
-		wantAPI   translate.API
+		format  catalog.Format
+		base    string
+		model   string
+		kind    catalog.Kind
+		client  string
+		stream  bool
+		want    string
+		wantAPI translate.API
 	}{
 		{catalog.FormatOpenAI, "", "gpt", catalog.KindChat, "/v1/messages", false, "/v1/chat/completions", translate.Chat},
 		{catalog.FormatOpenAI, "/openai/v1", "gpt", catalog.KindResponses, "/v1/chat/completions", true, "/openai/v1/responses", translate.Responses},
