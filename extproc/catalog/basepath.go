@@ -13,9 +13,6 @@ var basePathShape = regexp.MustCompile(`^(/[A-Za-z0-9\-._~!$&'()*+,;=:@%]+)+$`)
 func basePathProblem(f Format, p string) string {
 	switch {
 	case p == "":
-		if f == FormatVertexGemini || f == FormatVertexAnthropic {
-			return "base_path is required for format " + string(f) + ` ("/v1/projects/{project}/locations/{location}")`
-		}
 		return ""
 	case f == FormatVideo:
 		return "base_path does not apply to format video"
@@ -33,5 +30,12 @@ func basePathProblem(f Format, p string) string {
 	return ""
 }
 
-// vertexBase is the prefix of every Vertex AI model path.
-var vertexBase = regexp.MustCompile(`^/v1(beta1)?/projects/[a-z0-9\-]+/locations/[a-z0-9\-]+$`)
+// vertexName is a Vertex AI project id or location as it appears in a model path.
+const vertexName = `[a-z0-9\-]+`
+
+// vertexBase is the prefix of every Vertex AI model path; vertexPlace a gcp.project or
+// gcp.location, which make the prefix of a vertex channel without base_path.
+var (
+	vertexBase  = regexp.MustCompile(`^/v1(beta1)?/projects/` + vertexName + `/locations/` + vertexName + `$`)
+	vertexPlace = regexp.MustCompile(`^` + vertexName + `$`)
+)

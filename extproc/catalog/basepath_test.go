@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestBasePath: a channel's base_path is a plain path prefix; the vertex formats need
-// one naming the project and location; video takes none.
+// TestBasePath: a channel's base_path is a plain path prefix; on the vertex formats it
+// names the project and location (by default gcp's: none is required); video takes none.
 func TestBasePath(t *testing.T) {
 	for _, c := range []struct {
 		format Format
@@ -18,7 +18,7 @@ func TestBasePath(t *testing.T) {
 		{FormatOpenAI, "/api/v1", ""},
 		{FormatGemini, "/v1beta/openai", ""},
 		{FormatVertexGemini, "/v1/projects/demo-project/locations/us-central1", ""},
-		{FormatVertexAnthropic, "", "base_path is required"},
+		{FormatVertexAnthropic, "", ""},
 		{FormatVertexGemini, "/v1beta", "must be \"/v1/projects/"},
 		{FormatOpenAI, "/openai/v1/", "no trailing slash"},
 		{FormatOpenAI, "openai/v1", "must be a path"},

@@ -129,9 +129,9 @@ type Channel struct {
 	Format        Format `json:"format"`
 	UpstreamModel string `json:"upstream_model"`
 	// BasePath replaces the format's default path prefix ("/v1" for openai and
-	// anthropic, "/v1beta" for gemini; "/v1/projects/{project}/locations/{location}"
-	// for the vertex formats, which need it): "/openai/v1" for Azure OpenAI or Groq,
-	// "/api/v1" for OpenRouter. Empty: the default.
+	// anthropic, "/v1beta" for gemini, "/v1/projects/{project}/locations/{location}"
+	// of gcp for the vertex formats): "/openai/v1" for Azure OpenAI or Groq, "/api/v1"
+	// for OpenRouter. Empty: the default.
 	BasePath string `json:"base_path,omitempty"`
 	// The upstream credential (credential.go): a key read from CredentialEnv or
 	// CredentialFile (exactly one), sent in CredentialHeader (default by format); or AWS

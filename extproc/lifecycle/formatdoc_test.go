@@ -21,7 +21,7 @@ func formatTable() string {
 	slices.Sort(names)
 	var b strings.Builder
 	row := func(cols ...string) {
-		fmt.Fprintf(&b, "//\t%-17s %-16s %-9s %s\n", cols[0], cols[1], cols[2], cols[3])
+		fmt.Fprintf(&b, "//\t%-17s %-16s %-43s %s\n", cols[0], cols[1], cols[2], cols[3])
 	}
 	row("format", "chat API", "base", "path after the base: answer | stream")
 	for _, n := range names {

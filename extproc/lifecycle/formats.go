@@ -16,7 +16,8 @@ type channelFormat struct {
 	// api is the chat API a channel of this format speaks for a model of kind k: the
 	// codec that writes its requests and reads its answers.
 	api func(k catalog.Kind) translate.API
-	// basePath is the path prefix when the channel sets no base_path ("": none).
+	// basePath is the path prefix when the channel sets no base_path ("": none);
+	// {project} and {location} stand for the channel's gcp.project and gcp.location.
 	basePath string
 	// path is the upstream path of a chat request after the channel's base path: model
 	// is the channel's upstream model, clientPath the path of the client's endpoint
@@ -33,13 +34,17 @@ var formats = map[catalog.Format]channelFormat{
 		versionHeader: true},
 	catalog.FormatGemini: {api: fixedAPI(translate.Gemini), basePath: "/v1beta",
 		path: modelPath("/models/", ":generateContent", ":streamGenerateContent?alt=sse")},
-	catalog.FormatVertexGemini: {api: fixedAPI(translate.Gemini),
+	catalog.FormatVertexGemini: {api: fixedAPI(translate.Gemini), basePath: vertexBasePath,
 		path: modelPath("/publishers/google/models/", ":generateContent", ":streamGenerateContent?alt=sse")},
-	catalog.FormatVertexAnthropic: {api: fixedAPI(translate.VertexMessages),
+	catalog.FormatVertexAnthropic: {api: fixedAPI(translate.VertexMessages), basePath: vertexBasePath,
 		path: modelPath("/publishers/anthropic/models/", ":rawPredict", ":streamRawPredict")},
 	catalog.FormatBedrock: {api: fixedAPI(translate.Bedrock),
 		path: modelPath("/model/", "/converse", "/converse-stream")},
 }
+
+// vertexBasePath is where Vertex AI serves a project's models in a region. The catalog
+// accepts as gcp.project and gcp.location only names that are plain path segments.
+const vertexBasePath = "/v1/projects/{project}/locations/{location}"
 
 // openAIAPI: an OpenAI channel of a Responses model speaks Responses, of any other chat
 // model Chat Completions.
@@ -82,9 +87,14 @@ var upstreamPaths = map[translate.API]string{
 	translate.Responses: endpoints[EndpointResponses].path,
 }
 
-// upstreamAPI is the chat API channel ch of model m speaks.
+// upstreamAPI is the chat API channel ch of model m speaks; 0 for a format that speaks
+// none (video, which has no entry in formats).
 func upstreamAPI(m *catalog.Model, ch *catalog.Channel) translate.API {
-	return formats[ch.Format].api(m.Kind)
+	f, ok := formats[ch.Format]
+	if !ok {
+		return 0
+	}
+	return f.api(m.Kind)
 }
 
 // upstreamPath is the path of a request to channel ch: its base path, then the
@@ -95,6 +105,9 @@ func upstreamPath(ch *catalog.Channel, clientPath string, api translate.API, str
 	base := ch.BasePath
 	if base == "" {
 		base = f.basePath
+		if g := ch.GCP; g != nil {
+			base = strings.NewReplacer("{project}", g.Project, "{location}", g.Location).Replace(base)
+		}
 	}
 	if f.path == nil {
 		return clientPath

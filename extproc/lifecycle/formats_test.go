@@ -38,6 +38,27 @@ func TestUpstreamPaths(t *testing.T) {
 			t.Errorf("%s: %s (%v), want %s (%v)", c.format, got, api, c.want, c.wantAPI)
 		}
 	}
+	// Without base_path, Vertex's prefix names gcp's project and location; a base_path
+	// wins over them.
+	gcp := &catalog.GCPCredential{Project: "demo-project", Location: "us-east5"}
+	for _, c := range []struct {
+		format     catalog.Format
+		base, want string
+	}{
+		{catalog.FormatVertexGemini, "", "/v1/projects/demo-project/locations/us-east5/publishers/google/models/m:streamGenerateContent?alt=sse"},
+		{catalog.FormatVertexAnthropic, "", "/v1/projects/demo-project/locations/us-east5/publishers/anthropic/models/m:streamRawPredict"},
+		{catalog.FormatVertexGemini, vertex, vertex + "/publishers/google/models/m:streamGenerateContent?alt=sse"},
+	} {
+		ch := &catalog.Channel{Format: c.format, BasePath: c.base, UpstreamModel: "m", GCP: gcp}
+		if got := upstreamPath(ch, "/v1/messages", upstreamAPI(&catalog.Model{Kind: catalog.KindChat}, ch), true); got != c.want {
+			t.Errorf("%s base %q: %s, want %s", c.format, c.base, got, c.want)
+		}
+	}
+	// A video channel speaks no chat API and keeps the client's path.
+	video := &catalog.Channel{Format: catalog.FormatVideo, UpstreamModel: "v"}
+	if api := upstreamAPI(&catalog.Model{Kind: catalog.KindVideo}, video); api != 0 || upstreamPath(video, "/v1/video/generations", api, false) != "/v1/video/generations" {
+		t.Errorf("video: api %v, path %s", api, upstreamPath(video, "/v1/video/generations", api, false))
+	}
 	// A non-chat endpoint keeps its path after the channel's base path.
 	ch := &catalog.Channel{Format: catalog.FormatOpenAI, BasePath: "/openai/v1"}
 	if got := upstreamPath(ch, "/v1/embeddings", 0, false); got != "/openai/v1/embeddings" {
