@@ -23,22 +23,14 @@ func awsError(w http.ResponseWriter, status int, typ, msg string) {
 	writeJSON(w, status, map[string]any{"message": msg})
 }
 
-// bedrock serves a Converse call.
+// bedrock serves a Converse call, its signature checked by the route's wrapper
+// (requireSigV4).
 func (s *Server) bedrock(w http.ResponseWriter, r *http.Request) {
-	key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	q, ok := s.parse(w, r, key, func(status int, _, _, msg string) { awsError(w, status, "ValidationException", msg) })
+	q, ok := s.parse(w, r, "", func(status int, _, _, msg string) { awsError(w, status, "ValidationException", msg) })
 	if !ok {
 		return
 	}
 	q.model = r.PathValue("model")
-	switch {
-	case key == exhaustedKey:
-		awsError(w, http.StatusForbidden, "AccessDeniedException", "You don't have access to the model with the specified model ID.")
-		return
-	case !strings.HasPrefix(key, mockPrefix) || len(key) == len(mockPrefix):
-		awsError(w, http.StatusForbidden, "UnrecognizedClientException", "The security token included in the request is invalid.")
-		return
-	}
 	inf, _ := q.body["inferenceConfig"].(map[string]any)
 	for k := range q.body {
 		if !bedrockFields[k] {

@@ -17,45 +17,28 @@ var geminiFields = set("contents", "systemInstruction", "tools", "toolConfig", "
 // geminiImageTokens is what Gemini bills an image of up to 384 pixels a side.
 const geminiImageTokens = 258
 
-// gemini serves a Gemini model call; vertex says which credential it takes.
-func (s *Server) gemini(vertex bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		model, method, _ := strings.Cut(r.PathValue("call"), ":")
-		key := r.Header.Get("X-Goog-Api-Key")
-		if vertex {
-			key = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		}
-		fail := func(status int, _, _, msg string) { googleError(w, status, "INVALID_ARGUMENT", msg) }
-		q, ok := s.parse(w, r, key, fail)
-		if !ok {
-			return
-		}
-		q.model = model
-		stream := method == "streamGenerateContent"
-		switch {
-		case key == exhaustedKey:
-			googleError(w, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", "You exceeded your current quota, please check your plan and billing details.")
-			return
-		case !strings.HasPrefix(key, mockPrefix) || len(key) == len(mockPrefix):
-			if vertex {
-				googleError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
-			} else {
-				googleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.",
-					map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"})
-			}
-			return
-		case method != "generateContent" && !stream, stream && r.URL.Query().Get("alt") != "sse":
-			googleError(w, http.StatusNotFound, "NOT_FOUND", "Method not found.")
-			return
-		}
-		for k := range q.body {
-			if !geminiFields[k] {
-				googleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `Invalid JSON payload received. Unknown name "`+k+`": Cannot find field.`, "")
-				return
-			}
-		}
-		s.geminiAnswer(w, q, stream)
+// gemini serves a Gemini model call, its credential checked by the route's wrapper
+// (requireGeminiKey, requireVertexToken).
+func (s *Server) gemini(w http.ResponseWriter, r *http.Request) {
+	model, method, _ := strings.Cut(r.PathValue("call"), ":")
+	fail := func(status int, _, _, msg string) { googleError(w, status, "INVALID_ARGUMENT", msg) }
+	q, ok := s.parse(w, r, "", fail)
+	if !ok {
+		return
 	}
+	q.model = model
+	stream := method == "streamGenerateContent"
+	if method != "generateContent" && !stream || stream && r.URL.Query().Get("alt") != "sse" {
+		googleError(w, http.StatusNotFound, "NOT_FOUND", "Method not found.")
+		return
+	}
+	for k := range q.body {
+		if !geminiFields[k] {
+			googleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `Invalid JSON payload received. Unknown name "`+k+`": Cannot find field.`, "")
+			return
+		}
+	}
+	s.geminiAnswer(w, q, stream)
 }
 
 // geminiInput reads the texts, the last user text, whether the conversation ends with

@@ -11,21 +11,16 @@ import (
 
 const vertexAnthropicVersion = "vertex-2023-10-16"
 
+// vertexClaude serves a Claude call, its bearer token checked by the route's wrapper
+// (requireVertexToken).
 func (s *Server) vertexClaude(w http.ResponseWriter, r *http.Request) {
-	key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	q, ok := s.parse(w, r, key, func(status int, typ, _, msg string) { anthropicError(w, status, typ, msg) })
+	q, ok := s.parse(w, r, "", func(status int, typ, _, msg string) { anthropicError(w, status, typ, msg) })
 	if !ok {
 		return
 	}
 	model, method, _ := strings.Cut(r.PathValue("call"), ":")
 	stream, _ := q.body["stream"].(bool)
 	switch {
-	case key == exhaustedKey:
-		googleError(w, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", "Quota exceeded.", "")
-		return
-	case !strings.HasPrefix(key, mockPrefix) || len(key) == len(mockPrefix):
-		googleError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "Request had invalid authentication credentials.", "")
-		return
 	case method != "rawPredict" && method != "streamRawPredict":
 		googleError(w, http.StatusNotFound, "NOT_FOUND", "Method not found.", "")
 		return
