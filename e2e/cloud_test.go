@@ -2,7 +2,9 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,4 +130,56 @@ func TestCloudCacheReadsPricedByCard(t *testing.T) {
 		}
 		chargedExactly(t, c, before, bedrock.cost(u.InputTokens, 4, 0, 0, u.OutputTokens))
 	})
+}
+
+// TestCloudMulticloudFailsOverOnRefusedCredentials: demo-multicloud's Bedrock channel
+// signs with a wrong secret (the mock Bedrock refuses the signature) and its Vertex
+// channel's token endpoint refuses the grant (the request goes without a token and the
+// mock Vertex refuses it): both are account refusals, so the request is answered by the
+// Azure channel and charged once, and the next request finds both cooling and reaches
+// Azure alone. Not parallel: it runs before any other test used demo-multicloud, so
+// the first request finds no channel cooling.
+func TestCloudMulticloudFailsOverOnRefusedCredentials(t *testing.T) {
+	attempts := func(m map[string]float64, channel string) float64 {
+		return m[series("gateway_channel_attempts_total", "channel", channel, "outcome", "account")]
+	}
+	refused := []string{"multicloud-1-bedrock-refused", "multicloud-2-vertex-refused"}
+	wantRefusals := []string{
+		"/model/mock-claude/converse: InvalidSignatureException",
+		"/v1/projects/demo-project/locations/us-east5/publishers/google/models/mock-gemini:generateContent: no bearer token",
+	}
+	for i, api := range []chatAPI{chatAPIs[0], chatAPIs[1]} {
+		c := newCustomer(t, customerOpts{topup: "10"}) // one request per key: chargedExactly
+		before := scrape(t, gw.ExtprocMetricsAddr)
+		balance := c.balance(t)
+		probe := fmt.Sprintf("multicloud-%d", probeSeq.Add(1))
+		a := api.do(t, c.key, call{model: "demo-multicloud", prompt: "which cloud [[mock:tokens=3]] [[mock:probe=" + probe + "]]", stream: i == 1})
+		if a.text == "" || a.out != 3 {
+			t.Fatalf("%s: %+v", api.name, a)
+		}
+		chargedExactly(t, c, balance, tokenCost(a.in, a.out, 1_000_000, 2_000_000))
+		p, _ := findMockProbe(t, probe)
+		after := scrape(t, gw.ExtprocMetricsAddr)
+		if i == 0 {
+			// The first request tries all three channels; the mock refused two.
+			if p.Attempts != 3 || !slices.Equal(p.Refusals, wantRefusals) {
+				t.Errorf("first request at the mock: %d attempts, refusals %q; want 3, %q", p.Attempts, p.Refusals, wantRefusals)
+			}
+			for _, ch := range refused {
+				if got := attempts(after, ch) - attempts(before, ch); got != 1 {
+					t.Errorf("%s: %v account refusals counted, want 1", ch, got)
+				}
+			}
+			continue
+		}
+		// The refused channels cool: the second request reaches Azure alone.
+		if p.Attempts != 1 || len(p.Refusals) != 0 {
+			t.Errorf("second request at the mock: %d attempts, refusals %q; want Azure's alone", p.Attempts, p.Refusals)
+		}
+		for _, ch := range refused {
+			if got := attempts(after, ch) - attempts(before, ch); got != 0 {
+				t.Errorf("%s: attempted while cooling (%v more account refusals)", ch, got)
+			}
+		}
+	}
 }
