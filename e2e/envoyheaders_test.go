@@ -13,6 +13,7 @@ import (
 type mockProbe struct {
 	Attempts     int                 `json:"attempts"`
 	EnvoyHeaders map[string][]string `json:"envoy_headers"`
+	Refusals     []string            `json:"refusals"` // path: why, for each credential refused
 }
 
 // findMockProbe reads the mock's record of a probe; ok is false when no attempt carried it.

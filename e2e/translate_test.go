@@ -86,8 +86,15 @@ func lookupSchema() map[string]any {
 
 func TestAnyChatModelThroughAnyChatAPI(t *testing.T) {
 	t.Parallel()
+	throughEveryChatAPI(t, chatModels)
+}
+
+// throughEveryChatAPI drives each model through every chat API with its official SDK,
+// streamed and not: text with a system prompt, an output limit, an image, a tool call
+// and its result, each charged exactly the model's price of the usage reported.
+func throughEveryChatAPI(t *testing.T, models []chatModel) {
 	for _, api := range chatAPIs {
-		for _, m := range chatModels {
+		for _, m := range models {
 			t.Run(api.name+"/"+m.id, func(t *testing.T) {
 				t.Parallel()
 				c := newCustomer(t, customerOpts{topup: "10"})

@@ -171,19 +171,21 @@ func TestRouting(t *testing.T) {
 	if len(vhs) != 1 {
 		t.Fatalf("%d virtual hosts", len(vhs))
 	}
-	var v1 *routev3.Route
+	var all *routev3.Route
 	for _, r := range vhs[0].GetRoutes() {
 		if ra := r.GetRoute(); ra != nil && ra.GetCluster() != "" && cs[ra.GetCluster()] == nil {
 			t.Errorf("route %v names undefined cluster %q", r.GetMatch(), ra.GetCluster())
 		}
-		if r.GetMatch().GetPrefix() == "/v1/" {
-			v1 = r
+		if r.GetMatch().GetPrefix() == "/" {
+			all = r
 		}
 	}
-	if v1 == nil {
-		t.Fatal("no route for prefix /v1/")
+	// Every path: extproc rewrites :path to the channel's own (Gemini's /v1beta/...,
+	// Bedrock's /model/...) and Envoy routes the rewritten request again.
+	if all == nil {
+		t.Fatal("no route for every path (prefix /)")
 	}
-	ra := v1.GetRoute()
+	ra := all.GetRoute()
 	if ra.GetClusterHeader() != "x-gateway-upstream" {
 		t.Errorf("cluster_header = %q", ra.GetClusterHeader())
 	}

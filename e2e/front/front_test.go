@@ -311,6 +311,9 @@ func TestMutatedBodyBufferLimit(t *testing.T) {
 	}
 }
 
+// geminiPath is an upstream path outside /v1/, as extproc sets it for a Gemini channel.
+const geminiPath = "/v1beta/models/m:generateContent?alt=sse"
+
 func TestRouting(t *testing.T) {
 	up := &upstreamRecorder{}
 	tests := []struct {
@@ -321,6 +324,10 @@ func TestRouting(t *testing.T) {
 		wantStatus int
 		wantCode   string
 		wantCalls  int
+		// v1Only narrows envoy.yaml's route to prefix /v1/; wantPath is the path the
+		// upstream got.
+		v1Only   bool
+		wantPath string
 	}{
 		{name: "header with clear_route_cache routes", reply: routeTo("mock-providers"), path: "/v1/embeddings", wantStatus: 200, wantCalls: 1},
 		{name: "header without clear_route_cache does not reroute",
@@ -333,7 +340,13 @@ func TestRouting(t *testing.T) {
 			path:   "/v1/embeddings", wantStatus: 503, wantCode: `"code":"service_unavailable"`},
 		{name: "unknown cluster", reply: routeTo("no-such-cluster"), path: "/v1/embeddings", wantStatus: 503, wantCode: `"code":"service_unavailable"`},
 		{name: "unknown cluster on messages", reply: routeTo("no-such-cluster"), path: "/v1/messages", wantStatus: 503, wantCode: `"type":"overloaded_error"`},
-		{name: "no route", reply: routeTo("mock-providers"), path: "/other", wantStatus: 404, wantCode: `"code":"not_found"`},
+		{name: "no route", reply: routeTo("mock-providers"), path: "/other", v1Only: true, wantStatus: 404, wantCode: `"code":"not_found"`},
+		// Envoy matches the route again on the headers as extproc left them, :path
+		// included (refreshCachedRoute after clearRouteCache), and forwards that path.
+		{name: "a new :path is routed and forwarded", reply: routeTo("mock-providers", setHeader(":path", geminiPath)),
+			path: "/v1/chat/completions", wantStatus: 200, wantCalls: 1, wantPath: "/v1beta/models/m:generateContent"},
+		{name: "a new :path no route matches", reply: routeTo("mock-providers", setHeader(":path", geminiPath)),
+			path: "/v1/chat/completions", v1Only: true, wantStatus: 404, wantCode: `"code":"not_found"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -351,7 +364,13 @@ func TestRouting(t *testing.T) {
 					}
 				}
 				return nil
-			}, nil)
+			}, func(b *bootstraptest.Bootstrap) {
+				if tt.v1Only {
+					b.Route(func(r *routev3.Route) {
+						r.Match.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/v1/"}
+					})
+				}
+			})
 			status, _, b := h.do(t, http.MethodGet, tt.path, tt.client, nil)
 			if status != tt.wantStatus || !bytes.Contains(b, []byte(tt.wantCode)) {
 				t.Errorf("got %d %s", status, b)
@@ -360,6 +379,9 @@ func TestRouting(t *testing.T) {
 			defer up.mu.Unlock()
 			if up.calls != tt.wantCalls {
 				t.Errorf("upstream called %d times, want %d", up.calls, tt.wantCalls)
+			}
+			if tt.wantPath != "" && up.path != tt.wantPath {
+				t.Errorf("upstream path %q, want %q", up.path, tt.wantPath)
 			}
 		})
 	}

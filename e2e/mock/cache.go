@@ -102,3 +102,22 @@ func anthropicUsageOf(in, out int, b bill) anthropicUsage {
 		CacheReadInputTokens: b.read, CacheCreationInputTokens: b.write + b.write1h,
 		CacheCreation: cacheCreation{b.write, b.write1h}, ServiceTier: b.tier}
 }
+
+// hasKey reports whether v holds an object with key k at any depth.
+func hasKey(v any, k string) bool {
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			if hasKey(e, k) {
+				return true
+			}
+		}
+	case map[string]any:
+		for key, e := range x {
+			if key == k || hasKey(e, k) {
+				return true
+			}
+		}
+	}
+	return false
+}

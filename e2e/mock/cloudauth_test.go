@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgw/gateway/extproc/credential"
 	"github.com/llmgw/gateway/internal/cloudauth"
+	"github.com/llmgw/gateway/internal/demoenv"
 )
 
 // authServer serves the mock with three probe routes behind the clouds' checks, each
@@ -55,7 +56,7 @@ func TestBedrockSigV4(t *testing.T) {
 	path := "/test/bedrock/model/anthropic.claude-v2%3A1/converse"
 	body := []byte(`{"messages":[{"role":"user","content":[{"text":"hi"}]}]}`)
 	sign := func(secret, keyID string, b []byte) []credential.Header {
-		c, err := credential.NewAWS(credential.AWSConfig{Region: DemoAWSRegion, AccessKeyID: keyID, SecretAccessKey: secret})
+		c, err := credential.NewAWS(credential.AWSConfig{Region: demoenv.AWSRegion, AccessKeyID: keyID, SecretAccessKey: secret})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,10 +72,10 @@ func TestBedrockSigV4(t *testing.T) {
 		status  int
 		errType string
 	}{
-		{"demo key", sign(DemoAWSSecretAccessKey, DemoAWSAccessKeyID, body), 200, ""},
-		{"wrong secret", sign("wrong", DemoAWSAccessKeyID, body), 403, cloudauth.InvalidSignature},
-		{"unknown key id", sign(DemoAWSSecretAccessKey, "AKIAOTHER", body), 403, cloudauth.UnrecognizedClient},
-		{"signed another body", sign(DemoAWSSecretAccessKey, DemoAWSAccessKeyID, []byte(`{}`)), 403, cloudauth.InvalidSignature},
+		{"demo key", sign(demoenv.AWSSecretAccessKey, demoenv.AWSAccessKeyID, body), 200, ""},
+		{"wrong secret", sign("wrong", demoenv.AWSAccessKeyID, body), 403, cloudauth.InvalidSignature},
+		{"unknown key id", sign(demoenv.AWSSecretAccessKey, "AKIAOTHER", body), 403, cloudauth.UnrecognizedClient},
+		{"signed another body", sign(demoenv.AWSSecretAccessKey, demoenv.AWSAccessKeyID, []byte(`{}`)), 403, cloudauth.InvalidSignature},
 		{"unsigned", nil, 403, cloudauth.MissingAuthenticationToken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,7 +98,7 @@ func TestBedrockSigV4(t *testing.T) {
 
 func TestVertexToken(t *testing.T) {
 	s, srv := authServer(t)
-	acct, err := cloudauth.NewServiceAccount(DemoServiceAccountEmail, srv.URL+TokenPath)
+	acct, err := cloudauth.NewServiceAccount(demoenv.ServiceAccountEmail, srv.URL+TokenPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +134,11 @@ func TestVertexToken(t *testing.T) {
 	}
 
 	// Grants the token endpoint must refuse: another key, and the refusing endpoint.
-	other, err := cloudauth.NewServiceAccount(DemoServiceAccountEmail, srv.URL+TokenPath)
+	other, err := cloudauth.NewServiceAccount(demoenv.ServiceAccountEmail, srv.URL+TokenPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	revoked, err := cloudauth.NewServiceAccount(DemoServiceAccountEmail, srv.URL+RefusingTokenPath)
+	revoked, err := cloudauth.NewServiceAccount(demoenv.ServiceAccountEmail, srv.URL+RefusingTokenPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,15 @@
 // gateway key (a gw- header value) is refused. Upstream model mock-broken answers an
 // unusable HTML page. Every response names the upstream model it was asked for.
 //
-// The clouds' own authentication (cloudauth.go) is checked with internal/cloudauth.
+// The cloud formats are served too: the Gemini API and Vertex AI's Gemini (gemini.go),
+// Claude on Vertex AI (vertex.go), Bedrock Converse (bedrock.go), and the OpenAI routes
+// under /openai/v1 as Azure OpenAI's v1 API serves them (its key in api-key). The
+// clouds' own authentication (cloudauth.go) is checked with internal/cloudauth against
+// the demo credentials of internal/demoenv; a refused attempt is still counted by its
+// probe, with the reason.
 //
-// The package depends only on the standard library, the e2e commands' serve helper and
-// internal/cloudauth.
+// The package depends only on the standard library, the e2e commands' serve helper,
+// internal/cloudauth, internal/demoenv and the AWS SDK's event-stream encoder (Bedrock's stream framing).
 package mock
 
 import (
@@ -65,6 +70,9 @@ type Server struct {
 type Probe struct {
 	Attempts     int                 `json:"attempts"`
 	EnvoyHeaders map[string][]string `json:"envoy_headers"`
+	// Refusals are the attempts a cloud refused for their credential, in order: the
+	// path, then why (refuseCredential).
+	Refusals []string `json:"refusals,omitempty"`
 }
 
 // maxProbes bounds the probes kept (the oldest are not evicted: past it, new probes
@@ -73,8 +81,9 @@ const maxProbes = 10000
 
 const probeMarker = "[[mock:probe="
 
-// recordProbe counts a provider request that carries a probe marker.
-func (s *Server) recordProbe(r *http.Request, raw []byte) {
+// recordProbe counts a provider request that carries a probe marker; refusal is why
+// its credential was refused, "" when it was not.
+func (s *Server) recordProbe(r *http.Request, raw []byte, refusal string) {
 	i := bytes.Index(raw, []byte(probeMarker))
 	if i < 0 {
 		return
@@ -96,6 +105,9 @@ func (s *Server) recordProbe(r *http.Request, raw []byte) {
 		s.probes[id] = p
 	}
 	p.Attempts++
+	if refusal != "" {
+		p.Refusals = append(p.Refusals, r.URL.Path+": "+refusal)
+	}
 	for k, vs := range r.Header {
 		if k = strings.ToLower(k); strings.HasPrefix(k, "x-envoy") {
 			p.EnvoyHeaders[k] = append(p.EnvoyHeaders[k], vs...)
@@ -109,7 +121,7 @@ func (s *Server) probe(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.probes[r.PathValue("id")]
 	var out Probe
 	if ok {
-		out = Probe{Attempts: p.Attempts, EnvoyHeaders: map[string][]string{}}
+		out = Probe{Attempts: p.Attempts, EnvoyHeaders: map[string][]string{}, Refusals: slices.Clone(p.Refusals)}
 		for k, v := range p.EnvoyHeaders {
 			out.EnvoyHeaders[k] = slices.Clone(v)
 		}
@@ -134,6 +146,12 @@ func New() *Server {
 	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.anthropic(s.countTokens))
 	s.mux.HandleFunc("POST /v1/video/generations", s.openAI(s.videoSubmit))
 	s.mux.HandleFunc("GET /v1/videos/{id}", s.openAI(s.videoGet))
+	s.mux.HandleFunc("POST /v1beta/models/{call}", s.requireGeminiKey(s.gemini))
+	s.mux.HandleFunc("POST /v1/projects/{project}/locations/{location}/publishers/google/models/{call}", s.requireVertexToken(s.gemini))
+	s.mux.HandleFunc("POST /v1/projects/{project}/locations/{location}/publishers/anthropic/models/{call}", s.requireVertexToken(s.vertexClaude))
+	s.mux.HandleFunc("POST /model/{model}/{method}", s.requireSigV4(s.bedrock))
+	s.mux.HandleFunc("POST /openai/v1/chat/completions", s.azure(s.chatCompletions))
+	s.mux.HandleFunc("POST /openai/v1/responses", s.azure(s.responses))
 	s.mux.HandleFunc("GET /mock/probes/{id}", s.probe)
 	s.registerCloudAuth()
 	return s
@@ -188,7 +206,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, key string, fail 
 			return nil, false
 		}
 		q.raw = raw
-		s.recordProbe(r, raw)
+		s.recordProbe(r, raw, "")
 		if err := json.Unmarshal(raw, &q.body); err != nil {
 			fail(http.StatusBadRequest, "invalid_request_error", "", "We could not parse the JSON body of your request.")
 			return nil, false
@@ -200,9 +218,14 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, key string, fail 
 
 // openAI wraps an OpenAI-format route: leak check, JSON, bearer credential.
 func (s *Server) openAI(h handlerFunc) http.HandlerFunc {
+	return s.openAIKeyed(func(r *http.Request) string { return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") }, h)
+}
+
+// openAIKeyed is openAI with the key read by keyOf.
+func (s *Server) openAIKeyed(keyOf func(*http.Request) string, h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		fail := func(status int, typ, code, msg string) { openAIError(w, status, typ, code, msg) }
-		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		key := keyOf(r)
 		q, ok := s.parse(w, r, key, fail)
 		if !ok {
 			return
@@ -212,7 +235,7 @@ func (s *Server) openAI(h handlerFunc) http.HandlerFunc {
 			openAIError(w, http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota",
 				"You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.")
 			return
-		case !strings.HasPrefix(key, mockPrefix) || len(key) == len(mockPrefix):
+		case !isMockKey(key):
 			openAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 				"Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.")
 			return
@@ -243,7 +266,7 @@ func (s *Server) anthropic(h handlerFunc) http.HandlerFunc {
 			anthropicError(w, http.StatusBadRequest, "invalid_request_error",
 				"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.")
 			return
-		case !strings.HasPrefix(key, mockPrefix) || len(key) == len(mockPrefix):
+		case !isMockKey(key):
 			anthropicError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
 			return
 		case r.Header.Get("Anthropic-Version") == "":

@@ -40,6 +40,7 @@ func set(names ...string) map[string]bool {
 // strictError is the message of the 400 the real API would answer, "" when it would
 // accept the body.
 func strictError(path string, body map[string]any) string {
+	path = strings.TrimPrefix(path, "/openai") // Azure OpenAI's v1 API
 	known, ok := knownFields[path]
 	if !ok {
 		return ""

@@ -35,8 +35,14 @@ func (c mockCall) tokens() int { return len(strings.Fields(c.args)) + 2 }
 // "responses") is a tool call: the last user text names an offered function tool, and the
 // conversation does not end with a tool result (the answer to a tool result is text).
 func toolCallFor(api string, body map[string]any, last string) (mockCall, bool) {
+	return namedCall(last, endsWithToolResult(api, body), func(name string) bool { return offersTool(api, body, name) })
+}
+
+// namedCall is the call [[mock:tool=NAME]] in the last user text asks for, when
+// offered(NAME) and the conversation does not end with a tool result.
+func namedCall(last string, endsWithResult bool, offered func(string) bool) (mockCall, bool) {
 	m := toolRE.FindStringSubmatch(last)
-	if m == nil || endsWithToolResult(api, body) || !offersTool(api, body, m[1]) {
+	if m == nil || endsWithResult || !offered(m[1]) {
 		return mockCall{}, false
 	}
 	text := strings.Join(strings.Fields(directiveRE.ReplaceAllString(toolRE.ReplaceAllString(last, " "), " ")), " ")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/llmgw/gateway/e2e/mock"
 	"github.com/llmgw/gateway/internal/cloudauth"
+	"github.com/llmgw/gateway/internal/demoenv"
 )
 
 // The demo clouds' credentials (shared/design/LOCAL-STACK.md, "Models on every cloud").
@@ -18,9 +19,9 @@ const (
 	serviceAccountPublicKeyFile = "demo-service-account.pub.pem"
 )
 
-// cloudSecrets are the demo clouds' credentials extproc gets.
+// cloudSecrets are the demo service accounts' key files (JSON) extproc gets.
 type cloudSecrets struct {
-	serviceAccount, refusedServiceAccount string // key files' JSON
+	serviceAccount, refusedServiceAccount []byte
 }
 
 // makeCloudSecrets makes the demo service accounts: one whose grants the mock's token
@@ -28,11 +29,11 @@ type cloudSecrets struct {
 // Vertex channel). It returns the public key file for the mock.
 func (s *Stack) makeCloudSecrets() (pubKeyFile string, err error) {
 	base := "http://" + s.MockAddr
-	acct, err := cloudauth.NewServiceAccount(mock.DemoServiceAccountEmail, base+mock.TokenPath)
+	acct, err := cloudauth.NewServiceAccount(demoenv.ServiceAccountEmail, base+mock.TokenPath)
 	if err != nil {
 		return "", err
 	}
-	refused, err := cloudauth.NewServiceAccount(mock.DemoServiceAccountEmail, base+mock.RefusingTokenPath)
+	refused, err := cloudauth.NewServiceAccount(demoenv.ServiceAccountEmail, base+mock.RefusingTokenPath)
 	if err != nil {
 		return "", err
 	}
@@ -45,26 +46,6 @@ func (s *Stack) makeCloudSecrets() (pubKeyFile string, err error) {
 			return "", err
 		}
 	}
-	s.clouds = cloudSecrets{string(acct.JSON), string(refused.JSON)}
+	s.clouds = cloudSecrets{acct.JSON, refused.JSON}
 	return filepath.Join(s.RunDir, serviceAccountPublicKeyFile), nil
-}
-
-// cloudEnv is extproc's share of the demo clouds' credentials: the demo AWS key (and a
-// wrong secret for demo-multicloud's failing Bedrock channel) and both service accounts.
-func (s *Stack) cloudEnv() []string {
-	return []string{
-		"DEMO_AWS_ACCESS_KEY_ID=" + mock.DemoAWSAccessKeyID,
-		"DEMO_AWS_SECRET_ACCESS_KEY=" + mock.DemoAWSSecretAccessKey,
-		"DEMO_AWS_WRONG_SECRET_ACCESS_KEY=not-" + mock.DemoAWSSecretAccessKey,
-		"DEMO_GCP_SERVICE_ACCOUNT=" + s.clouds.serviceAccount,
-		"DEMO_GCP_REFUSED_SERVICE_ACCOUNT=" + s.clouds.refusedServiceAccount,
-		"DEMO_GEMINI_KEY=sk-mock-gemini",
-		"DEMO_AZURE_KEY=sk-mock-azure",
-	}
-}
-
-// cloudSecretVars are the variables cloudEnv sets.
-var cloudSecretVars = []string{
-	"DEMO_AWS_ACCESS_KEY_ID", "DEMO_AWS_SECRET_ACCESS_KEY", "DEMO_AWS_WRONG_SECRET_ACCESS_KEY",
-	"DEMO_GCP_SERVICE_ACCOUNT", "DEMO_GCP_REFUSED_SERVICE_ACCOUNT", "DEMO_GEMINI_KEY", "DEMO_AZURE_KEY",
 }

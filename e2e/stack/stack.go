@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmgw/gateway/internal/demoenv"
 	"github.com/llmgw/gateway/internal/goenv"
 )
 
@@ -542,8 +543,7 @@ func (s *Stack) AdminTokenFile() string {
 // the ones it uses (childEnv), whatever the caller's environment holds.
 var secretVars = append([]string{
 	"DATABASE_URL", "GATEWAY_SERVICE_TOKEN", "GATEWAY_ADMIN_TOKEN",
-	"DEMO_OPENAI_KEY", "DEMO_ANTHROPIC_KEY", "DEMO_EXHAUSTED_KEY", "DEMO_VIDEO_KEY",
-}, cloudSecretVars...)
+}, demoenv.Vars()...)
 
 // childEnv is the environment of one part of the stack ("mock", "accounting",
 // "extproc" or "front"): the caller's environment without any secret variable, the
@@ -585,14 +585,8 @@ func (s *Stack) childEnv(part string) []string {
 		// Where the admin token is, named on the sign-in page: never the token itself.
 		env = append(env, "CONSOLE_ADMIN_TOKEN_FILE="+s.AdminTokenFile())
 	case "extproc":
-		env = append(env,
-			"GATEWAY_SERVICE_TOKEN="+s.ServiceToken,
-			"DEMO_OPENAI_KEY=sk-mock-openai",
-			"DEMO_ANTHROPIC_KEY=sk-mock-anthropic",
-			"DEMO_EXHAUSTED_KEY=sk-mock-exhausted",
-			"DEMO_VIDEO_KEY=sk-mock-video",
-		)
-		env = append(env, s.cloudEnv()...)
+		env = append(env, "GATEWAY_SERVICE_TOKEN="+s.ServiceToken)
+		env = append(env, demoenv.Env(s.clouds.serviceAccount, s.clouds.refusedServiceAccount)...)
 	}
 	return env
 }

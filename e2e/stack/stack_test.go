@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmgw/gateway/internal/demoenv"
 	"github.com/llmgw/gateway/internal/goenv"
 )
 
@@ -79,7 +80,7 @@ func TestChildEnvHoldsOnlyItsSecrets(t *testing.T) {
 	t.Setenv("DEMO_OPENAI_KEY", "from-the-shell-provider-key")
 	s := &Stack{Config: Config{DatabaseURL: "postgres://u:pw@127.0.0.1/gw"}.FromEnv(),
 		AdminToken: "admin-token-0123456789", ServiceToken: "service-token-0123456789",
-		clouds: cloudSecrets{`{"type":"service_account"}`, `{"type":"service_account"}`}}
+		clouds: cloudSecrets{[]byte(`{"type":"service_account"}`), []byte(`{"type":"service_account"}`)}}
 	s.Catalog = filepath.Join(t.TempDir(), "catalog.yaml") // as Start decided it (renderCatalog)
 	cases := []struct {
 		part       string
@@ -87,7 +88,7 @@ func TestChildEnvHoldsOnlyItsSecrets(t *testing.T) {
 	}{
 		{part: "mock", deny: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "DATABASE_URL", "DEMO_AWS_SECRET_ACCESS_KEY", "DEMO_GCP_SERVICE_ACCOUNT"}, want: []string{"MOCK_ADDR"}},
 		{part: "front", deny: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "DATABASE_URL"}},
-		{part: "extproc", deny: []string{"GATEWAY_ADMIN_TOKEN", "DATABASE_URL"}, want: []string{"GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "GATEWAY_CATALOG", "ACCOUNTING_ADDR", "DEMO_AWS_ACCESS_KEY_ID", "DEMO_AWS_SECRET_ACCESS_KEY", "DEMO_GCP_SERVICE_ACCOUNT", "DEMO_GCP_REFUSED_SERVICE_ACCOUNT"}},
+		{part: "extproc", deny: []string{"GATEWAY_ADMIN_TOKEN", "DATABASE_URL"}, want: append([]string{"GATEWAY_SERVICE_TOKEN", "GATEWAY_CATALOG", "ACCOUNTING_ADDR"}, demoenv.Vars()...)},
 		{part: "accounting", deny: []string{"DEMO_OPENAI_KEY"}, want: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DATABASE_URL"}},
 		{part: "console", deny: []string{"GATEWAY_ADMIN_TOKEN", "GATEWAY_SERVICE_TOKEN", "DEMO_OPENAI_KEY", "DATABASE_URL"}, want: []string{"CONSOLE_ADMIN_TOKEN_FILE"}},
 	}

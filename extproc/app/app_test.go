@@ -14,6 +14,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/llmgw/gateway/accounting/server/servertest"
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/internal/demoenv"
 	"github.com/llmgw/gateway/internal/logging/logtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -38,8 +39,8 @@ func demoCatalog() string {
 type syncBuffer = logtest.Buffer
 
 func setDemoEnv(t *testing.T) {
-	for _, k := range []string{"DEMO_OPENAI_KEY", "DEMO_ANTHROPIC_KEY", "DEMO_EXHAUSTED_KEY", "DEMO_VIDEO_KEY"} {
-		v, _ := replay.DemoEnv(k)
+	for _, k := range demoenv.Vars() {
+		v, _ := demoenv.Lookup(k)
 		t.Setenv(k, v)
 	}
 }

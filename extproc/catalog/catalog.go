@@ -69,7 +69,8 @@ var kindFormats = map[Kind][]Format{
 	KindVideo: {FormatVideo},
 }
 
-// chatFormats are the formats a chat model's channels may speak.
+// chatFormats are the formats a chat model may be served in: every chat API is
+// translated to and from each.
 var chatFormats = []Format{FormatOpenAI, FormatAnthropic, FormatGemini, FormatVertexGemini, FormatVertexAnthropic, FormatBedrock}
 
 // Prices are a model's published prices in micro-credits. A nil field is unpublished.
@@ -127,6 +128,11 @@ type Channel struct {
 	Cluster       string `json:"cluster"`
 	Format        Format `json:"format"`
 	UpstreamModel string `json:"upstream_model"`
+	// BasePath replaces the format's default path prefix ("/v1" for openai and
+	// anthropic, "/v1beta" for gemini, "/v1/projects/{project}/locations/{location}"
+	// of gcp for the vertex formats): "/openai/v1" for Azure OpenAI or Groq, "/api/v1"
+	// for OpenRouter. Empty: the default.
+	BasePath string `json:"base_path,omitempty"`
 	// The upstream credential (credential.go): a key read from CredentialEnv or
 	// CredentialFile (exactly one), sent in CredentialHeader (default by format); or AWS
 	// (format bedrock); or GCP (formats vertex-*).
@@ -353,6 +359,9 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(str
 			}
 		default:
 			bad("%s: format %q is not one of openai, anthropic, gemini, vertex-gemini, vertex-anthropic, bedrock, video", where, ch.Format)
+		}
+		if msg := basePathProblem(ch.Format, ch.BasePath); msg != "" {
+			bad("%s: %s", where, msg)
 		}
 		if ch.MultimodalEmbeddings && ok && m.Kind != KindEmbeddings {
 			bad("%s: multimodal_embeddings applies to embeddings models only", where)

@@ -10,15 +10,11 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/extproc/credential"
+	"github.com/llmgw/gateway/internal/demoenv"
 )
 
-func demoEnv(name string) (string, bool) {
-	v, ok := map[string]string{
-		"DEMO_OPENAI_KEY": "sk-mock-openai", "DEMO_ANTHROPIC_KEY": "sk-mock-anthropic",
-		"DEMO_EXHAUSTED_KEY": "sk-mock-exhausted", "DEMO_VIDEO_KEY": "sk-mock-video",
-	}[name]
-	return v, ok
-}
+// demoEnv resolves the demo catalog's credential variables as the local stack sets them.
+var demoEnv = demoenv.Lookup
 
 func noFiles(string) ([]byte, error) { return nil, os.ErrNotExist }
 
@@ -43,8 +39,8 @@ func loadDemo(t *testing.T) *Catalog {
 
 func TestDemoCatalog(t *testing.T) {
 	c := loadDemo(t)
-	if got := len(c.Models()); got != 17 {
-		t.Fatalf("models = %d, want 17", got)
+	if got := len(c.Models()); got != 23 {
+		t.Fatalf("models = %d, want 23", got)
 	}
 	tests := []struct {
 		name, id      string
@@ -315,4 +311,54 @@ func keyOf(t *testing.T, ch *Channel) string {
 		t.Fatalf("%s: headers %d, %v", ch.Name, len(hs), err)
 	}
 	return strings.TrimPrefix(hs[0].Value, "Bearer ")
+}
+
+// TestDemoCatalogCloudChannels: the demo catalog's cloud channels carry each cloud's own
+// credential (LOCAL-STACK.md, "Models on every cloud"), and demo-multicloud tries the
+// refused Bedrock and Vertex channels before Azure's.
+func TestDemoCatalogCloudChannels(t *testing.T) {
+	c := loadDemo(t)
+	for _, tc := range []struct {
+		channel, header, value, style string
+	}{
+		{channel: "mock-demo-gemini", header: "x-goog-api-key", value: "sk-mock-gemini"},
+		{channel: "mock-demo-azure", header: "api-key", value: "sk-mock-azure"},
+		{channel: "multicloud-3-azure", header: "api-key", value: "sk-mock-azure"},
+		{channel: "mock-demo-vertex-gemini", style: "*credential.GCP"},
+		{channel: "mock-demo-vertex-claude", style: "*credential.GCP"},
+		{channel: "multicloud-2-vertex-refused", style: "*credential.GCP"},
+		{channel: "mock-demo-bedrock", style: "*credential.AWS"},
+		{channel: "multicloud-1-bedrock-refused", style: "*credential.AWS"},
+	} {
+		var ch *Channel
+		for _, m := range c.Models() {
+			for _, x := range m.Channels() {
+				if x.Name == tc.channel {
+					ch = x
+				}
+			}
+		}
+		if ch == nil {
+			t.Errorf("%s: not in the demo catalog", tc.channel)
+			continue
+		}
+		if tc.style != "" {
+			if got := typeName(ch.Credential()); got != tc.style {
+				t.Errorf("%s: credential %s, want %s", tc.channel, got, tc.style)
+			}
+			continue
+		}
+		hs, err := ch.Credential().Headers(context.Background(), credential.Request{})
+		if err != nil || len(hs) != 1 || hs[0] != (credential.Header{Name: tc.header, Value: tc.value}) {
+			t.Errorf("%s: headers %v, %v; want %s: %s", tc.channel, hs, err, tc.header, tc.value)
+		}
+	}
+	m, _ := c.Model("demo-multicloud")
+	var order []string
+	for _, ch := range m.Channels() {
+		order = append(order, ch.Name)
+	}
+	if want := "multicloud-1-bedrock-refused multicloud-2-vertex-refused multicloud-3-azure"; strings.Join(order, " ") != want {
+		t.Errorf("demo-multicloud channels %v, want %s", order, want)
+	}
 }

@@ -114,6 +114,8 @@ func (ch *Channel) resolveCredential(src secretSource) {
 		g := ch.GCP
 		if g.Project == "" || g.Location == "" {
 			bad("%s: gcp.project and gcp.location are required", where)
+		} else if !vertexPlace.MatchString(g.Project) || !vertexPlace.MatchString(g.Location) {
+			bad("%s: gcp.project and gcp.location must be lowercase ids like demo-project and us-east5", where)
 		}
 		cfg.GCP = &credential.GCPConfig{ServiceAccountJSON: []byte(src.read("gcp.credentials", g.CredentialsEnv, g.CredentialsFile, true))}
 	default:

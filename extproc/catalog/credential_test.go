@@ -73,6 +73,8 @@ func TestChannelCredentials(t *testing.T) {
 		{name: "aws secret env unset", fields: `format: bedrock, aws: {region: us-east-1, access_key_id_env: AKID, secret_access_key_env: NOPE}`, refuse: "environment variable NOPE is not set (aws.secret_access_key_env)"},
 		{name: "aws unknown field", fields: `format: bedrock, aws: {region: us-east-1, secret_access_key: aws-secret}`, refuse: "unknown field"},
 		{name: "gcp without location", fields: `format: vertex-gemini, gcp: {project: p, credentials_file: /s/sa.json}`, refuse: "gcp.project and gcp.location are required"},
+		{name: "gcp project not a path segment", fields: `format: vertex-gemini, gcp: {project: "p/../x", location: us-east5, credentials_file: /s/sa.json}`, refuse: "gcp.project and gcp.location must be lowercase ids"},
+		{name: "gcp location upper case", fields: `format: vertex-anthropic, gcp: {project: p, location: US-EAST5, credentials_file: /s/sa.json}`, refuse: "gcp.project and gcp.location must be lowercase ids"},
 		{name: "gcp file missing", fields: `format: vertex-gemini, gcp: {project: p, location: l, credentials_file: /s/none.json}`, refuse: "gcp.credentials_file"},
 		{name: "gcp file empty", fields: `format: vertex-gemini, gcp: {project: p, location: l, credentials_file: /s/empty}`, refuse: "gcp.credentials_file /s/empty is empty"},
 		{name: "gcp file not a service account", fields: `format: vertex-gemini, gcp: {project: p, location: l, credentials_file: /s/key}`, refuse: "not a service account key"},

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llmgw/gateway/internal/demoenv"
 )
 
 func TestSourceReloadsAValidCatalogAndKeepsServingOnABadOne(t *testing.T) {
@@ -12,8 +14,9 @@ func TestSourceReloadsAValidCatalogAndKeepsServingOnABadOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"DEMO_OPENAI_KEY", "DEMO_ANTHROPIC_KEY", "DEMO_EXHAUSTED_KEY", "DEMO_VIDEO_KEY"} {
-		t.Setenv(k, "sk-mock-x")
+	for _, k := range demoenv.Vars() {
+		v, _ := demoenv.Lookup(k)
+		t.Setenv(k, v)
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "catalog.yaml")

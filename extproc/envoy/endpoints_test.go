@@ -11,6 +11,7 @@ import (
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/internal/demoenv"
 	"github.com/llmgw/gateway/internal/testkit"
 )
 
@@ -248,7 +249,7 @@ clusters:
   - {name: mock-providers, address: "127.0.0.1:18080"}
   - {name: mm-cluster, address: "127.0.0.1:18081"}
 `
-	cat, err := catalog.Parse([]byte(doc), replay.DemoEnv, os.ReadFile)
+	cat, err := catalog.Parse([]byte(doc), demoenv.Lookup, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
 	}

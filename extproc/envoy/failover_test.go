@@ -13,6 +13,7 @@ import (
 	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/internal/demoenv"
 	"github.com/llmgw/gateway/internal/testkit"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -37,7 +38,7 @@ clusters:
 // cooldowns last) over the real accounting service, and a funded account's key.
 func failoverStack(t *testing.T, doc string) (s *realStack, cat *catalog.Catalog, tracker *health.Tracker, acct, key string) {
 	t.Helper()
-	cat, err := catalog.Parse([]byte(doc), replay.DemoEnv, os.ReadFile)
+	cat, err := catalog.Parse([]byte(doc), demoenv.Lookup, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,15 +199,18 @@ func TestModels(t *testing.T) {
 		}
 		return int(ir.GetStatus().GetCode()), ids
 	}
+	// The demo models on every cloud (LOCAL-STACK.md), priced: listed for every account
+	// that can pay.
+	const cloudModels = "demo-gemini demo-vertex-gemini demo-vertex-claude demo-bedrock demo-azure demo-multicloud"
 	tests := []struct {
 		name    string
 		headers []string
 		status  int
 		want    string
 	}{
-		{name: "public", status: 200, want: "demo-free demo-chat demo-claude demo-unpriced demo-exhausted demo-broken demo-unreachable demo-failover demo-premium demo-responses demo-embed demo-tts demo-image demo-video demo-restricted demo-cached demo-claude-cached"},
-		{name: "paid default tier", headers: bearer(keyPaid), status: 200, want: "demo-free demo-chat demo-claude demo-exhausted demo-broken demo-unreachable demo-failover demo-premium demo-responses demo-embed demo-tts demo-image demo-video demo-cached demo-claude-cached"},
-		{name: "enterprise tier", headers: bearer(keyEnterp), status: 200, want: "demo-free demo-chat demo-claude demo-exhausted demo-broken demo-unreachable demo-failover demo-premium demo-responses demo-embed demo-tts demo-image demo-video demo-restricted demo-cached demo-claude-cached"},
+		{name: "public", status: 200, want: "demo-free demo-chat demo-claude demo-unpriced demo-exhausted demo-broken demo-unreachable demo-failover demo-premium demo-responses demo-embed demo-tts demo-image demo-video demo-restricted demo-cached demo-claude-cached " + cloudModels},
+		{name: "paid default tier", headers: bearer(keyPaid), status: 200, want: "demo-free demo-chat demo-claude demo-exhausted demo-broken demo-unreachable demo-failover demo-premium demo-responses demo-embed demo-tts demo-image demo-video demo-cached demo-claude-cached " + cloudModels},
+		{name: "enterprise tier", headers: bearer(keyEnterp), status: 200, want: "demo-free demo-chat demo-claude demo-exhausted demo-broken demo-unreachable demo-failover demo-premium demo-responses demo-embed demo-tts demo-image demo-video demo-restricted demo-cached demo-claude-cached " + cloudModels},
 		{name: "no top-up", headers: bearer(keyNew), status: 200, want: "demo-free"},
 		{name: "allowlist", headers: []string{"x-api-key", keyScoped}, status: 200, want: "demo-free"},
 		{name: "invalid key", headers: bearer(keyUnknown), status: 401},

@@ -192,26 +192,6 @@ func (s *spec) serves(k catalog.Kind) bool {
 	return false
 }
 
-// upstreamAPI is the chat API a channel of a chat model speaks: an Anthropic channel
-// Messages, an OpenAI channel of a Responses model Responses, any other OpenAI channel
-// Chat Completions.
-func upstreamAPI(m *catalog.Model, ch *catalog.Channel) translate.API {
-	switch {
-	case ch.Format == catalog.FormatAnthropic:
-		return translate.Messages
-	case m.Kind == catalog.KindResponses:
-		return translate.Responses
-	}
-	return translate.Chat
-}
-
-// upstreamPaths are the chat APIs' upstream paths.
-var upstreamPaths = map[translate.API]string{
-	translate.Chat:      endpoints[EndpointChat].path,
-	translate.Messages:  endpoints[EndpointMessages].path,
-	translate.Responses: endpoints[EndpointResponses].path,
-}
-
 // chatFormats are the chat APIs' response formats.
 var chatFormats = map[translate.API]response.Format{
 	translate.Chat:      response.OpenAIChat,

@@ -80,6 +80,19 @@ func (s *Service) StartAttempt(requestID, channel string) (*Attempt, Action) {
 		return nil, attemptRefused("unknown_request")
 	}
 	r := v.(*Request)
+	a, rw, refused := s.claimAttempt(r, channel)
+	if a == nil {
+		return nil, refused
+	}
+	// The credential outside the request's lock: it may wait on a token endpoint. A
+	// failover cluster's endpoints carry no hostname: each attempt reaches its upstream
+	// with the client's host (credential.go, upstreamHost).
+	return a, rw.signed(r, a.ch, r.authority)
+}
+
+// claimAttempt records the attempt of r on channel and returns it with the channel's
+// rewrite, or the refusal when the attempt cannot be made.
+func (s *Service) claimAttempt(r *Request, channel string) (*Attempt, rewrite, Action) {
 	fo := r.fo
 	fo.mu.Lock()
 	defer fo.mu.Unlock()
@@ -92,11 +105,11 @@ func (s *Service) StartAttempt(requestID, channel string) (*Attempt, Action) {
 	rw, ok := fo.rewrites[ch]
 	if !ok {
 		// An unknown channel, or any attempt once an answer went on.
-		return nil, attemptRefused("unknown_channel")
+		return nil, rewrite{}, attemptRefused("unknown_channel")
 	}
 	for _, a := range fo.attempts {
 		if a.ch == ch {
-			return nil, attemptRefused("channel_attempted")
+			return nil, rewrite{}, attemptRefused("channel_attempted")
 		}
 	}
 	// Envoy skips the channels this replica's health marks unhealthy; one it picks anyway
@@ -104,7 +117,7 @@ func (s *Service) StartAttempt(requestID, channel string) (*Attempt, Action) {
 	_, _ = s.cfg.Health.Acquire(ch.Name)
 	a := &Attempt{r: r, ch: ch, xlate: rw.xlate}
 	fo.attempts = append(fo.attempts, a)
-	return a, rw.act
+	return a, rw, Action{}
 }
 
 // ResponseHeaders handles the attempt's response headers: a success goes on (and this

@@ -67,6 +67,29 @@
 //
 // Only then is a channel picked and the request mutated.
 //
+// # Channel formats
+//
+// A channel's format (its upstream's wire format) is one entry of the format table,
+// formats.go: the chat API its codec speaks (extproc/translate), its default base path
+// (a channel's base_path replaces it; {project} and {location} are the channel's
+// gcp.project and gcp.location) and its paths (the model path-escaped).
+// The rest of the lifecycle reads that entry and never asks which format a channel
+// has (TestFormatTableInPackageDoc keeps this copy equal):
+//
+//	format            chat API         base                                        path after the base: answer | stream
+//	anthropic         messages         /v1                                         /messages | /messages
+//	bedrock           bedrock          -                                           /model/MODEL/converse | /model/MODEL/converse-stream
+//	gemini            gemini           /v1beta                                     /models/MODEL:generateContent | /models/MODEL:streamGenerateContent?alt=sse
+//	openai            chat             /v1                                         /chat/completions | /chat/completions
+//	vertex-anthropic  vertex-messages  /v1/projects/{project}/locations/{location} /publishers/anthropic/models/MODEL:rawPredict | /publishers/anthropic/models/MODEL:streamRawPredict
+//	vertex-gemini     gemini           /v1/projects/{project}/locations/{location} /publishers/google/models/MODEL:generateContent | /publishers/google/models/MODEL:streamGenerateContent?alt=sse
+//
+// A new upstream format is one codec in extproc/translate (its request, response and
+// stream halves; for an API no client speaks, an entry in its upstream-only table) and
+// one entry here: no other lifecycle file changes. Its answers are normalized into the
+// bytes of a client API (translate.Normalizer) before the response rewriter reads their
+// usage, so settlement, failover and error classification stay as they are.
+//
 // # Units
 //
 // Token endpoints (chat, messages, responses) hold the estimate above and commit the

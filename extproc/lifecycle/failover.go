@@ -9,7 +9,6 @@ import (
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/credential"
-	"github.com/llmgw/gateway/extproc/translate"
 )
 
 // Failover (docs/design/envoy-extproc.md, "Failover across channels"). With Config.Failover, a chat
@@ -37,17 +36,12 @@ type failover struct {
 	mu  sync.Mutex
 	set []*catalog.Channel // the candidates: the failover cluster's endpoints
 	// rewrites are the request as each candidate must receive it, made once when the
-	// request was routed (and dropped once an answer went on).
+	// request was routed (and dropped once an answer went on); each attempt adds its
+	// channel's credential, so a channel never attempted (one cooling) costs no token.
 	rewrites map[*catalog.Channel]rewrite
 	// attempts in the order Envoy made them; winner is the one whose answer went on.
 	attempts []*Attempt
 	winner   *Attempt
-}
-
-// rewrite is the request as one channel must receive it, and the translator of its answer.
-type rewrite struct {
-	act   Action
-	xlate *translate.Translator
 }
 
 // errRewriteTooLarge: the request as a candidate must receive it exceeds Envoy's buffer
@@ -63,17 +57,15 @@ func (r *Request) routeFailover(body []byte, set []*catalog.Channel) (Action, er
 	usable := false
 	rewrites := make(map[*catalog.Channel]rewrite, len(set))
 	for _, ch := range set {
-		// A failover cluster's endpoints carry no hostname: each attempt reaches its
-		// upstream with the client's host (credential.go, upstreamHost).
-		act, xlate, err := r.rewriteFor(ch, body, r.authority)
+		rw, err := r.rewriteUnsigned(ch, body)
 		if err != nil {
 			return Action{}, err
 		}
-		if len(act.Body) > EnvoyBufferLimit {
+		if len(rw.act.Body) > EnvoyBufferLimit {
 			return Action{}, errRewriteTooLarge
 		}
-		act.ReplaceMessage = true
-		rewrites[ch] = rewrite{act, xlate}
+		rw.act.ReplaceMessage = true
+		rewrites[ch] = rw
 		usable = usable || r.svc.cfg.Health.Usable(ch.Name)
 	}
 	if !usable {

@@ -53,6 +53,8 @@ type responseState struct {
 	encoding  string
 	dec       *response.Decoder // the upstream compressed the body anyway: decoded before rewriting
 	xs        *translate.Stream // a translated stream (translation.go)
+	// norm turns an upstream-only API's answer into the bytes rw reads (translation.go).
+	norm *translate.Normalizer
 }
 
 // format is the response format of the answer the client gets.
@@ -118,7 +120,7 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 	if settle := r.endpoint.spec().proxied; settle != nil {
 		return settle(r, ctx, st, private)
 	}
-	if !response.UsableSuccess(r.parsed.Stream, status, st.ct) {
+	if !response.UsableSuccess(r.parsed.Stream, status, r.successType(st.ct)) {
 		r.release(ctx, "upstream_unusable_response")
 		code := response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, nil)
 		r.reportHealth(status, code, nil)
@@ -165,12 +167,17 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 		return r.fail(apierr.New(apierr.InternalError, "The response could not be processed."))
 	}
 	st.rw = rw
+	st.norm = r.normalizer()
 	r.reportHealth(status, "", nil)
 	if st.chunked {
 		if !slices.Contains(private, "content-length") {
 			private = append(private, "content-length")
 		}
-		return Action{ResponseBodyMode: ModeStreamed, RemoveHeaders: private}
+		a := Action{ResponseBodyMode: ModeStreamed, RemoveHeaders: private}
+		if r.parsed.Stream && st.norm != nil {
+			a.SetHeaders = []Header{{"content-type", "text/event-stream"}}
+		}
+		return a
 	}
 	return Action{ResponseBodyMode: ModeBuffered, RemoveHeaders: private}
 }
@@ -189,14 +196,20 @@ const decodedChunkLimit = response.MaxBodySize
 
 // providerAccountHeader reports whether a response header describes the gateway's own
 // account at the provider: OpenAI's organization and project ids and x-ratelimit-*,
-// Anthropic's organization id and anthropic-ratelimit-*. They say nothing about the
-// client's key and are removed from successes (errors are replaced whole).
+// Anthropic's organization id and anthropic-ratelimit-*, AWS's x-amzn-* and x-amz-*
+// (Bedrock's request id, token counts and latency). They say nothing about the client's
+// key and are removed from successes (errors are replaced whole).
 func providerAccountHeader(name string) bool {
 	switch name {
 	case "openai-organization", "openai-project", "anthropic-organization-id":
 		return true
 	}
-	return strings.HasPrefix(name, "x-ratelimit-") || strings.HasPrefix(name, "anthropic-ratelimit-")
+	for _, p := range []string{"x-ratelimit-", "anthropic-ratelimit-", "x-amzn-", "x-amz-"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // audioType reports whether a speech response's content type is audio (audio/*, or
@@ -239,6 +252,9 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 	var err error
 	if st.dec != nil {
 		chunk, err = st.dec.Write(chunk, endOfStream)
+	}
+	if err == nil && st.norm != nil {
+		chunk, err = st.norm.Write(chunk, endOfStream)
 	}
 	if err == nil {
 		out, err = st.rw.Write(chunk, endOfStream)

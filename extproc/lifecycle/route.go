@@ -63,30 +63,58 @@ func (r *Request) mutate(body []byte) (Action, error) {
 	return a, nil
 }
 
-// rewriteFor is the request as channel ch must receive it: translated into the channel's
-// API when the client speaks another (translation.go; the translator is returned for
-// the answer), else edited in place (the model id, and stream usage on a chat stream),
-// every other byte kept; with the channel's path, API headers and credential, computed
-// over the final bytes for host, the host header the upstream will receive.
+// rewriteFor is the request as channel ch must receive it (rewriteUnsigned) with the
+// channel's credential, computed over the final bytes for host, the host header the
+// upstream will receive.
 func (r *Request) rewriteFor(ch *catalog.Channel, body []byte, host string) (Action, *translate.Translator, error) {
-	path, body, xlate, err := r.translateFor(ch, body)
+	u, err := r.rewriteUnsigned(ch, body)
 	if err != nil {
 		return Action{}, nil, err
+	}
+	return u.signed(r, ch, host), u.xlate, nil
+}
+
+// rewrite is the request as one channel must receive it but for the channel's
+// credential (signed adds it), and the translator of its answer.
+type rewrite struct {
+	act   Action
+	xlate *translate.Translator
+	path  string // the path the channel receives, which its credential covers
+}
+
+// signed is the rewrite's action with ch's credential headers for host. A credential
+// may reach a token endpoint (credential.go), so it is computed only for a channel the
+// request is sent to.
+func (u rewrite) signed(r *Request, ch *catalog.Channel, host string) Action {
+	a := u.act
+	a.SetHeaders = append(slices.Clone(a.SetHeaders), r.credentialHeaders(ch, http.MethodPost, host, u.path, a.Body)...)
+	return a
+}
+
+// rewriteUnsigned is the request as channel ch must receive it: translated into the
+// channel's API when the client speaks another (translation.go; the translator is
+// returned for the answer), else edited in place (the model id, and stream usage on a
+// chat stream), every other byte kept; with the channel's path and API headers, and
+// every client credential header removed.
+func (r *Request) rewriteUnsigned(ch *catalog.Channel, body []byte) (rewrite, error) {
+	path, body, xlate, err := r.translateFor(ch, body)
+	if err != nil {
+		return rewrite{}, err
 	}
 	if xlate == nil {
 		// The upstream model, and for a streamed OpenAI chat request a usage chunk asked
 		// for, set in one walk of the body's members and one copy.
 		model, err := wire.SetModel(ch.UpstreamModel)
 		if err != nil {
-			return Action{}, nil, err
+			return rewrite{}, err
 		}
 		sets := []wire.Set{model}
-		if ch.Format != catalog.FormatAnthropic && r.endpoint.spec().chat == translate.Chat && r.parsed.Stream && !r.parsed.IncludeUsage {
+		if upstreamAPI(r.model, ch) == translate.Chat && r.endpoint.spec().chat == translate.Chat && r.parsed.Stream && !r.parsed.IncludeUsage {
 			sets = append(sets, openai.IncludeUsage)
 		}
 		var ok bool
 		if body, ok = wire.SetMembers(body, sets...); !ok {
-			return Action{}, nil, errors.New("lifecycle: the request body is not a JSON object")
+			return rewrite{}, errors.New("lifecycle: the request body is not a JSON object")
 		}
 	}
 	a := Action{
@@ -102,18 +130,10 @@ func (r *Request) rewriteFor(ch *catalog.Channel, body []byte, host string) (Act
 	} else {
 		path = r.path
 	}
-	a.SetHeaders = append(a.SetHeaders, r.credentialHeaders(ch, http.MethodPost, host, path, body)...)
 	a.RemoveHeaders = slices.Clone(credential.HeaderNames)
-	if ch.Format == catalog.FormatAnthropic {
-		// The client's anthropic-version reached here only from an Anthropic endpoint
-		// (RequestHeaders removes it from the others).
-		if !r.clientVersion || r.env != apierr.Anthropic {
-			a.SetHeaders = append(a.SetHeaders, Header{"anthropic-version", AnthropicVersion})
-		}
-	} else if r.clientVersion && r.env == apierr.Anthropic {
-		a.RemoveHeaders = append(a.RemoveHeaders, "anthropic-version")
-	}
-	return a, xlate, nil
+	set, remove := r.versionHeaders(ch)
+	a.SetHeaders, a.RemoveHeaders = append(a.SetHeaders, set...), append(a.RemoveHeaders, remove...)
+	return rewrite{a, xlate, path}, nil
 }
 
 // identityEncoding asks an upstream for an uncompressed answer. Envoy forwards the

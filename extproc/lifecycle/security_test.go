@@ -183,6 +183,7 @@ func TestProviderAccountHeadersRemoved(t *testing.T) {
 		"x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens", "anthropic-organization-id",
 		"anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-input-tokens-limit",
 		"anthropic-ratelimit-tokens-reset",
+		"x-amzn-requestid", "x-amzn-bedrock-input-token-count", "x-amzn-bedrock-invocation-latency", "x-amz-id-2",
 	}
 	cases := []struct {
 		name, path, body, ct string

@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"mime"
+
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/response"
 	"github.com/llmgw/gateway/extproc/translate"
@@ -15,17 +17,24 @@ import (
 // translator turns that into the client's format. The charge is therefore the same
 // whatever API the client spoke.
 
-// translateFor returns the upstream path, body and translator when channel ch speaks
-// another chat API than the client's; else the body unchanged, no path and no translator.
+// translateFor returns the upstream path (the channel's format's, "" when the
+// client's path stays), and the body and translator when channel ch speaks another
+// chat API than the client's; else the body unchanged and no translator.
 func (r *Request) translateFor(ch *catalog.Channel, body []byte) (path string, out []byte, t *translate.Translator, err error) {
-	client := r.endpoint.spec().chat
-	if client == 0 {
+	sp := r.endpoint.spec()
+	if sp.path == "" {
 		return "", body, nil, nil
 	}
-	api := upstreamAPI(r.model, ch)
-	t, ok := translate.New(client, api)
+	api := translate.API(0)
+	if sp.chat != 0 {
+		api = upstreamAPI(r.model, ch)
+	}
+	if path = upstreamPath(ch, sp.path, api, r.parsed.Stream); path == sp.path {
+		path = ""
+	}
+	t, ok := translate.New(sp.chat, api)
 	if !ok {
-		return "", body, nil, nil
+		return path, body, nil, nil
 	}
 	out, err = t.Request(body, translate.RequestOptions{
 		UpstreamModel: ch.UpstreamModel,
@@ -34,7 +43,7 @@ func (r *Request) translateFor(ch *catalog.Channel, body []byte) (path string, o
 	if err != nil {
 		return "", nil, nil, err
 	}
-	return upstreamPaths[api], out, t, nil
+	return path, out, t, nil
 }
 
 // upstreamFormat is the format the upstream answers in: the channel's chat API when
@@ -44,9 +53,39 @@ func (r *Request) upstreamFormat() response.Format { return r.upstreamFormatOf(r
 // upstreamFormatOf is the format an upstream answers in when t translates (nil: none).
 func (r *Request) upstreamFormatOf(t *translate.Translator) response.Format {
 	if t != nil {
-		return chatFormats[t.Upstream()]
+		return chatFormats[translate.Reads(t.Upstream())]
 	}
 	return r.format()
+}
+
+// successType is the content type a success is judged on: a stream in the upstream
+// API's own stream type (Bedrock's event stream) counts as server-sent events, which
+// the normalizer makes of it.
+func (r *Request) successType(ct string) string {
+	if r.xlate == nil || !r.parsed.Stream {
+		return ct
+	}
+	if want := translate.StreamMediaType(r.xlate.Upstream()); mediaType(ct) == want {
+		return "text/event-stream"
+	}
+	return ct
+}
+
+// normalizer is the normalizer of the answer of an upstream-only API (nil for others).
+func (r *Request) normalizer() *translate.Normalizer {
+	if r.xlate == nil {
+		return nil
+	}
+	return translate.NewNormalizer(r.xlate.Upstream(), r.parsed.Stream, r.responseOptions())
+}
+
+// mediaType is ct's media type, lowercase ("" when ct does not parse).
+func mediaType(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return ""
+	}
+	return mt
 }
 
 // responseOptions label the translated answer.

@@ -83,8 +83,9 @@ type upstreamError struct {
 	typ, code, message string
 }
 
-// parseUpstreamError reads an OpenAI {"error":{"type","code","message"}} or Anthropic
-// {"type":"error","error":{"type","message"}} envelope; other bodies give a zero value.
+// parseUpstreamError reads an OpenAI {"error":{"type","code","message"}}, Anthropic
+// {"type":"error","error":{"type","message"}} or Google {"error":{"code","message",
+// "status"}} envelope; other bodies (Bedrock's {"message"}) give a zero value.
 func parseUpstreamError(body []byte) upstreamError {
 	if !gjson.ValidBytes(body) {
 		return upstreamError{}
@@ -101,7 +102,29 @@ func parseUpstreamError(body []byte) upstreamError {
 	if c := errObj.Get("code"); c.Type == gjson.String {
 		e.code = c.Str
 	}
+	if e.typ == "" {
+		e.typ = googleErrors[errObj.Get("status").Str]
+		// The Gemini API says a key is invalid with a 400 INVALID_ARGUMENT whose
+		// details give the reason.
+		errObj.Get("details").ForEach(func(_, d gjson.Result) bool {
+			if strings.HasPrefix(d.Get("reason").Str, "API_KEY_") {
+				e.typ = "authentication_error"
+			}
+			return true
+		})
+	}
 	return e
+}
+
+// googleErrors are Google's error statuses (Gemini API, Vertex AI:
+// {"error":{"code","message","status"}}) in the words of the types above.
+// FAILED_PRECONDITION is how the Gemini API refuses a project without billing or in a
+// region it does not serve.
+var googleErrors = map[string]string{
+	"INVALID_ARGUMENT":    "invalid_request_error",
+	"UNAUTHENTICATED":     "authentication_error",
+	"PERMISSION_DENIED":   "permission_error",
+	"FAILED_PRECONDITION": "billing_error",
 }
 
 // accountErrors are the providers' error types and codes that mean the upstream account

@@ -30,6 +30,12 @@ func TestClassifyUpstream(t *testing.T) {
 		{"openai server error", OpenAIChat, 500, "application/json", `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`, apierr.UpstreamError},
 		{"openai overloaded", OpenAIChat, 503, "application/json", `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error","param":null,"code":null}}`, apierr.ServiceUnavailable},
 		{"openai 402 without envelope", OpenAIChat, 402, "text/plain", `payment required`, apierr.UpstreamAccountUnavailable},
+		// Google (Gemini API, Vertex AI) error envelopes.
+		{"gemini invalid argument", AnthropicMessages, 400, "application/json", `{"error":{"code":400,"message":"Invalid JSON payload received. Unknown name \"foo\": Cannot find field.","status":"INVALID_ARGUMENT"}}`, apierr.InvalidRequest},
+		{"gemini billing not enabled", AnthropicMessages, 400, "application/json", `{"error":{"code":400,"message":"Gemini API free tier is not available in your country. Please enable billing on your project in Google AI Studio.","status":"FAILED_PRECONDITION"}}`, apierr.UpstreamAccountUnavailable},
+		{"gemini bad key", AnthropicMessages, 400, "application/json", `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID"}]}}`, apierr.UpstreamAccountUnavailable},
+		{"vertex unauthenticated", AnthropicMessages, 401, "application/json", `{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}`, apierr.UpstreamAccountUnavailable},
+		{"bedrock validation", AnthropicMessages, 400, "application/json", `{"message":"Malformed input request"}`, apierr.UpstreamError},
 		// Anthropic error envelopes.
 		{"anthropic invalid key", AnthropicMessages, 401, "application/json", `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"},"request_id":"req_011CSHoEeqs5C35K2UUqR7Fy"}`, apierr.UpstreamAccountUnavailable},
 		{"anthropic permission", AnthropicMessages, 403, "application/json", `{"type":"error","error":{"type":"permission_error","message":"Your API key does not have permission to use the specified resource."}}`, apierr.UpstreamAccountUnavailable},

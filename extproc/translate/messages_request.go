@@ -139,17 +139,19 @@ func messagesImage(src gjson.Result, param string) (*Image, error) {
 // Messages request shapes, as encoded.
 type (
 	messagesBody struct {
-		Model         string               `json:"model"`
-		MaxTokens     int64                `json:"max_tokens"`
-		System        string               `json:"system,omitempty"`
-		Messages      []messagesMsg        `json:"messages"`
-		StopSequences []string             `json:"stop_sequences,omitempty"`
-		Temperature   *float64             `json:"temperature,omitempty"`
-		TopP          *float64             `json:"top_p,omitempty"`
-		Stream        bool                 `json:"stream,omitempty"`
-		Tools         []messagesTool       `json:"tools,omitempty"`
-		ToolChoice    *messagesToolChoice  `json:"tool_choice,omitempty"`
-		Metadata      *messagesRequestMeta `json:"metadata,omitempty"`
+		// Model is empty toward Vertex AI, whose path names the model.
+		Model            string               `json:"model,omitempty"`
+		AnthropicVersion string               `json:"anthropic_version,omitempty"`
+		MaxTokens        int64                `json:"max_tokens"`
+		System           string               `json:"system,omitempty"`
+		Messages         []messagesMsg        `json:"messages"`
+		StopSequences    []string             `json:"stop_sequences,omitempty"`
+		Temperature      *float64             `json:"temperature,omitempty"`
+		TopP             *float64             `json:"top_p,omitempty"`
+		Stream           bool                 `json:"stream,omitempty"`
+		Tools            []messagesTool       `json:"tools,omitempty"`
+		ToolChoice       *messagesToolChoice  `json:"tool_choice,omitempty"`
+		Metadata         *messagesRequestMeta `json:"metadata,omitempty"`
 	}
 	messagesRequestMeta struct {
 		UserID string `json:"user_id"`
@@ -188,6 +190,15 @@ type (
 )
 
 func (messagesCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error) {
+	b, err := messagesBodyOf(r, o)
+	if err != nil {
+		return nil, err
+	}
+	return marshal(b)
+}
+
+// messagesBodyOf is the Messages body of r, shared by Anthropic and Vertex AI.
+func messagesBodyOf(r *Request, o RequestOptions) (*messagesBody, error) {
 	if r.ResponseFormat != nil {
 		return nil, unsupported(r.ResponseFormat.Param, "Structured output formats cannot be honoured by this model's upstream API.")
 	}
@@ -254,7 +265,7 @@ func (messagesCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error)
 			b.ToolChoice = c
 		}
 	}
-	return marshal(b)
+	return &b, nil
 }
 
 // messagesBlocksOut writes parts as content blocks: tool results first (the API wants

@@ -17,6 +17,16 @@ const (
 	Messages
 	// Responses is OpenAI Responses, stateless subset (POST /v1/responses).
 	Responses
+
+	// The APIs below are upstream APIs only: no client speaks them.
+
+	// Gemini is the Gemini API's generateContent, served by Google AI and Vertex AI.
+	Gemini
+	// Bedrock is the Amazon Bedrock Converse API.
+	Bedrock
+	// VertexMessages is Anthropic Messages on Vertex AI: the model is in the path, the
+	// body carries anthropic_version instead.
+	VertexMessages
 )
 
 func (a API) String() string {
@@ -27,6 +37,12 @@ func (a API) String() string {
 		return "messages"
 	case Responses:
 		return "responses"
+	case Gemini:
+		return "gemini"
+	case Bedrock:
+		return "bedrock"
+	case VertexMessages:
+		return "vertex-messages"
 	}
 	return fmt.Sprintf("API(%d)", uint8(a))
 }
@@ -70,21 +86,38 @@ func unsupported(param, format string, args ...any) error {
 // upstream API's shape: the lifecycle treats such an answer as unusable.
 var ErrMalformed = errors.New("translate: malformed upstream answer")
 
-// codec is one API's six halves. Decoders read the API's wire bytes into the neutral
-// model; encoders write it. A request decoder refuses with *Unsupported what the neutral
-// model cannot carry; a request encoder refuses what its API cannot honour.
-type codec interface {
-	decodeRequest(body []byte) (*Request, error)
-	encodeRequest(r *Request, o RequestOptions) ([]byte, error)
-	decodeResponse(body []byte) (*Response, error)
-	encodeResponse(r *Response, o ResponseOptions) ([]byte, error)
-	newStreamDecoder() streamDecoder
-	newStreamEncoder(o ResponseOptions) streamEncoder
-}
+// The halves of a codec. Decoders read the API's wire bytes into the neutral model;
+// encoders write it. A request decoder refuses with *Unsupported what the neutral model
+// cannot carry; a request encoder refuses what its API cannot honour.
+type (
+	// clientHalves read a client's request and write its answer.
+	clientHalves interface {
+		decodeRequest(body []byte) (*Request, error)
+		encodeResponse(r *Response, o ResponseOptions) ([]byte, error)
+		newStreamEncoder(o ResponseOptions) streamEncoder
+	}
+	// upstreamHalves write an upstream's request and read its answer.
+	upstreamHalves interface {
+		encodeRequest(r *Request, o RequestOptions) ([]byte, error)
+		decodeResponse(body []byte) (*Response, error)
+		newStreamDecoder() streamDecoder
+	}
+	// codec is a client API's six halves.
+	codec interface {
+		clientHalves
+		upstreamHalves
+	}
+)
 
-// streamDecoder turns one upstream server-sent event into neutral events.
+// streamDecoder turns one upstream event into neutral events.
 type streamDecoder interface {
 	decode(ev *sse.Event, emit func(Event)) error
+}
+
+// streamEnder is a streamDecoder whose API has no end-of-stream event (Gemini, Bedrock
+// after its metadata): end is called once the upstream's last byte came.
+type streamEnder interface {
+	end(emit func(Event)) error
 }
 
 // streamEncoder appends the client's bytes for one neutral event to dst.
@@ -92,29 +125,100 @@ type streamEncoder interface {
 	encode(dst []byte, e Event) ([]byte, error)
 }
 
-// codecs is the table of APIs: adding an API is one entry here and one codec.
+// codecs is the table of client APIs: adding one is one entry here and one codec.
 var codecs = map[API]codec{
 	Chat:      chatCodec{},
 	Messages:  messagesCodec{},
 	Responses: responsesCodec{},
 }
 
+// upstreamOnly is the table of upstream-only APIs. Each answers in its own bytes, read
+// by its decoders into the neutral model and written as the API in reads (the one the
+// lifecycle's response rewriter reads: usage, model id) before the client's codec
+// writes the client's answer.
+var upstreamOnly = map[API]struct {
+	codec upstreamHalves
+	reads API
+	// native: the answer is in the API's own bytes (not already those of reads).
+	native bool
+	// framing reads the upstream's stream (nil: server-sent events) of media type
+	// streamType.
+	framing    func() framing
+	streamType string
+}{
+	Gemini:         {geminiCodec{}, Messages, true, nil, sseType},
+	Bedrock:        {bedrockCodec{}, Messages, true, newEventStreamFraming, eventStreamType},
+	VertexMessages: {vertexMessagesCodec{}, Messages, false, nil, sseType},
+}
+
+// The media types of upstream streams.
+const (
+	sseType         = "text/event-stream"
+	eventStreamType = "application/vnd.amazon.eventstream"
+)
+
+// StreamMediaType is the media type of a stream answered by an upstream speaking api.
+func StreamMediaType(api API) string {
+	if u, ok := upstreamOnly[api]; ok {
+		return u.streamType
+	}
+	return sseType
+}
+
+// framing splits an upstream stream, fed in chunks cut at any byte, into events.
+type framing interface {
+	Feed(chunk []byte, emit func(*sse.Event) error) error
+	Finish(emit func(*sse.Event) error) error
+}
+
+// upstreamCodec is the upstream halves of api.
+func upstreamCodec(api API) (upstreamHalves, bool) {
+	if c, ok := codecs[api]; ok {
+		return c, true
+	}
+	u, ok := upstreamOnly[api]
+	return u.codec, ok
+}
+
+// Reads is the API whose bytes the lifecycle's response rewriter reads for an upstream
+// speaking api: its own for a client API, the normalized one for an upstream-only API.
+func Reads(api API) API {
+	if u, ok := upstreamOnly[api]; ok {
+		return u.reads
+	}
+	return api
+}
+
+// Native reports whether an upstream speaking api answers in bytes the response
+// rewriter cannot read, so that a Normalizer must turn them into Reads(api)'s first.
+func Native(api API) bool { return upstreamOnly[api].native }
+
 // Translator translates between a client API and an upstream API.
 type Translator struct {
-	client, upstream           API
-	clientCodec, upstreamCodec codec
+	client, upstream API
+	clientCodec      codec
+	// upstreamCodec writes the request; readCodec reads the rewritten answer (the
+	// upstream's, or for an upstream-only API the one it is normalized into), nil when
+	// the client reads that API itself.
+	upstreamCodec upstreamHalves
+	readCodec     codec
 }
 
 // New returns the translator for a client speaking client and a channel serving
-// upstream; ok is false when they are the same API (no translation) or either is not a
-// chat API.
+// upstream; ok is false when they are the same API (no translation), the client's is
+// not a client API or the upstream's is unknown. An upstream-only API is always
+// translated.
 func New(client, upstream API) (t *Translator, ok bool) {
 	c, ok1 := codecs[client]
-	u, ok2 := codecs[upstream]
+	u, ok2 := upstreamCodec(upstream)
 	if !ok1 || !ok2 || client == upstream {
 		return nil, false
 	}
-	return &Translator{client, upstream, c, u}, true
+	t = &Translator{client: client, upstream: upstream, clientCodec: c, upstreamCodec: u}
+	if r := Reads(upstream); r != client {
+		t.readCodec = codecs[r]
+	}
+	return t, true
 }
 
 // Client is the client's API.
@@ -133,20 +237,28 @@ func (t *Translator) Request(body []byte, o RequestOptions) ([]byte, error) {
 	return t.upstreamCodec.encodeRequest(r, o)
 }
 
-// Response translates a complete successful upstream body into the client's.
+// Response translates a complete successful answer, in Reads(upstream)'s bytes, into
+// the client's.
 func (t *Translator) Response(body []byte, o ResponseOptions) ([]byte, error) {
-	r, err := t.upstreamCodec.decodeResponse(body)
+	if t.readCodec == nil {
+		return body, nil
+	}
+	r, err := t.readCodec.decodeResponse(body)
 	if err != nil {
 		return nil, err
 	}
 	return t.clientCodec.encodeResponse(r, o)
 }
 
-// Stream returns a translator of one upstream stream into the client's.
+// Stream returns a translator of one stream, in Reads(upstream)'s events, into the
+// client's.
 func (t *Translator) Stream(o ResponseOptions) *Stream {
+	if t.readCodec == nil {
+		return &Stream{}
+	}
 	return &Stream{
 		in:  sse.NewDecoder(0),
-		dec: t.upstreamCodec.newStreamDecoder(),
+		dec: t.readCodec.newStreamDecoder(),
 		enc: t.clientCodec.newStreamEncoder(o),
 	}
 }
@@ -154,7 +266,7 @@ func (t *Translator) Stream(o ResponseOptions) *Stream {
 // Stream translates one upstream event stream, fed in chunks split at any byte. Not
 // safe for concurrent use.
 type Stream struct {
-	in  *sse.Decoder
+	in  framing // nil: the bytes pass as they are
 	dec streamDecoder
 	enc streamEncoder
 	out []byte
@@ -166,6 +278,9 @@ type Stream struct {
 func (s *Stream) Write(chunk []byte, endOfStream bool) ([]byte, error) {
 	if s.err != nil {
 		return nil, s.err
+	}
+	if s.in == nil {
+		return chunk, nil
 	}
 	s.out = s.out[:0]
 	feed := func(ev *sse.Event) error {
@@ -192,14 +307,37 @@ func (s *Stream) Write(chunk []byte, endOfStream bool) ([]byte, error) {
 			s.err = err
 			return nil, err
 		}
+		if e, ok := s.dec.(streamEnder); ok {
+			if err := s.end(e); err != nil {
+				s.err = err
+				return nil, err
+			}
+		}
 	}
 	return s.out, nil
+}
+
+// end calls the decoder's end and encodes what it emits.
+func (s *Stream) end(e streamEnder) error {
+	var encErr error
+	err := e.end(func(ev Event) {
+		if encErr == nil {
+			s.out, encErr = s.enc.encode(s.out, ev)
+		}
+	})
+	if err == nil {
+		err = encErr
+	}
+	return err
 }
 
 // The codecs, one per API; their halves live in <api>_request.go, <api>_response.go
 // and <api>_stream.go.
 type (
-	chatCodec      struct{}
-	messagesCodec  struct{}
-	responsesCodec struct{}
+	chatCodec           struct{}
+	messagesCodec       struct{}
+	responsesCodec      struct{}
+	geminiCodec         struct{}
+	bedrockCodec        struct{}
+	vertexMessagesCodec struct{ messagesCodec }
 )

@@ -177,3 +177,58 @@ func messagesFinishOut(f Finish, seq string) (string, *string) {
 	}
 	return "end_turn", nil
 }
+
+// geminiUsage reads usageMetadata: promptTokenCount includes the cached tokens;
+// thoughtsTokenCount is output billed apart from candidatesTokenCount; the prompt of
+// built-in tools (toolUsePromptTokenCount) is input.
+func geminiUsage(u gjson.Result) Usage {
+	thoughts := u.Get("thoughtsTokenCount").Int()
+	return Usage{
+		Input:     u.Get("promptTokenCount").Int() + u.Get("toolUsePromptTokenCount").Int(),
+		Output:    u.Get("candidatesTokenCount").Int() + thoughts,
+		CacheRead: u.Get("cachedContentTokenCount").Int(),
+		Reasoning: thoughts,
+	}
+}
+
+// geminiFinish reads a finishReason. Gemini says STOP for a matched stop sequence too,
+// and for an answer that called functions.
+func geminiFinish(s string, called bool) Finish {
+	switch s {
+	case "":
+		return FinishUnknown
+	case "MAX_TOKENS":
+		return FinishLength
+	case "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE":
+		return FinishContentFilter
+	}
+	if called {
+		return FinishToolCalls
+	}
+	return FinishStop
+}
+
+// bedrockUsage reads Converse usage: inputTokens excludes the cache reads and writes,
+// as Anthropic's input_tokens does.
+func bedrockUsage(u gjson.Result) Usage {
+	read, write := u.Get("cacheReadInputTokens").Int(), u.Get("cacheWriteInputTokens").Int()
+	return Usage{Input: u.Get("inputTokens").Int() + read + write, Output: u.Get("outputTokens").Int(),
+		CacheRead: read, CacheWrite: write}
+}
+
+// bedrockFinish reads a Converse stopReason.
+func bedrockFinish(s string) Finish {
+	switch s {
+	case "end_turn":
+		return FinishStop
+	case "max_tokens", "model_context_window_exceeded":
+		return FinishLength
+	case "tool_use":
+		return FinishToolCalls
+	case "stop_sequence":
+		return FinishStopSequence
+	case "guardrail_intervened", "content_filtered":
+		return FinishContentFilter
+	}
+	return FinishUnknown
+}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/internal/demoenv"
 )
 
 func repoFile(t *testing.T, rel string) []byte {
@@ -34,7 +35,14 @@ func repoFile(t *testing.T, rel string) []byte {
 	return b
 }
 
-func anyEnv(string) (string, bool) { return "sk-test", true }
+// anyEnv resolves the demo catalog's variables as the local stack sets them, any other
+// to a key.
+func anyEnv(name string) (string, bool) {
+	if v, ok := demoenv.Lookup(name); ok {
+		return v, true
+	}
+	return "sk-test", true
+}
 
 func anyFile(string) ([]byte, error) { return []byte("sk-test"), nil }
 

@@ -26,22 +26,15 @@ import (
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/extproc/tokens"
 	"github.com/llmgw/gateway/extproc/xds"
+	"github.com/llmgw/gateway/internal/demoenv"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// DemoEnv resolves the demo catalog's credential variables as the local stack sets them.
-func DemoEnv(name string) (string, bool) {
-	v, ok := map[string]string{
-		"DEMO_OPENAI_KEY": "sk-mock-openai", "DEMO_ANTHROPIC_KEY": "sk-mock-anthropic",
-		"DEMO_EXHAUSTED_KEY": "sk-mock-exhausted", "DEMO_VIDEO_KEY": "sk-mock-video",
-	}[name]
-	return v, ok
-}
-
-// DemoCatalog loads deploy/local/catalog.yaml with DemoEnv.
+// DemoCatalog loads deploy/local/catalog.yaml with the local stack's credentials
+// (demoenv.Lookup).
 func DemoCatalog(t testing.TB) *catalog.Catalog {
 	t.Helper()
 	_, here, _, _ := runtime.Caller(0)
@@ -49,7 +42,7 @@ func DemoCatalog(t testing.TB) *catalog.Catalog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := catalog.Parse(data, DemoEnv, os.ReadFile)
+	c, err := catalog.Parse(data, demoenv.Lookup, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,48 @@
+package lifecycle
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/llmgw/gateway/extproc/catalog"
+)
+
+// formatTable renders the channel format table (formats.go) as the package doc shows
+// it: each chat format's chat API, default base path and the path of a complete answer
+// and of a stream, for upstream model MODEL.
+func formatTable() string {
+	var names []string
+	for f := range formats {
+		names = append(names, string(f))
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	row := func(cols ...string) {
+		fmt.Fprintf(&b, "//\t%-17s %-16s %-43s %s\n", cols[0], cols[1], cols[2], cols[3])
+	}
+	row("format", "chat API", "base", "path after the base: answer | stream")
+	for _, n := range names {
+		f := formats[catalog.Format(n)]
+		api := f.api(catalog.KindChat)
+		base := f.basePath
+		if base == "" {
+			base = "-"
+		}
+		row(n, api.String(), base, f.path("MODEL", "/chat/completions", api, false)+" | "+f.path("MODEL", "/chat/completions", api, true))
+	}
+	return b.String()
+}
+
+// TestFormatTableInPackageDoc: the package doc's format table is the format table.
+func TestFormatTableInPackageDoc(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := formatTable(); !strings.Contains(string(doc), want) {
+		t.Errorf("doc.go's format table differs from formats.go; it should read:\n%s", want)
+	}
+}
