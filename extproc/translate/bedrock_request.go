@@ -63,19 +63,16 @@ type (
 )
 
 func (bedrockCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error) {
-	if r.ResponseFormat != nil {
-		return nil, unsupported(r.ResponseFormat.Param, "Structured output formats cannot be honoured by this model's upstream API.")
-	}
 	b := bedrockBody{Messages: []bedrockMsg{}}
 	for _, s := range r.System {
 		b.System = append(b.System, bedrockBlock{Text: &s})
 	}
-	for i, m := range r.Messages {
+	for _, m := range r.Messages {
 		role := "user"
 		if m.Role == RoleAssistant {
 			role = "assistant"
 		}
-		blocks, err := bedrockBlocksOut(m.Parts, at("messages", i))
+		blocks, err := bedrockBlocksOut(m.Parts)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +107,7 @@ func (bedrockCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error) 
 		if c := r.ToolChoice; c != nil {
 			switch c.Mode {
 			case ToolNone:
-				return nil, unsupported("tool_choice", "This model's upstream API cannot be told not to call the tools it is given.")
+				// Converse has no such choice (bedrockUpstream refuses it).
 			case ToolRequired:
 				tc.ToolChoice = map[string]any{"any": struct{}{}}
 			case ToolNamed:
@@ -126,7 +123,7 @@ func (bedrockCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error) 
 
 // bedrockBlocksOut writes parts as content blocks: tool results first, as Messages
 // wants them; empty text skipped (Converse refuses it).
-func bedrockBlocksOut(parts []Part, param string) ([]bedrockBlock, error) {
+func bedrockBlocksOut(parts []Part) ([]bedrockBlock, error) {
 	var results, rest []bedrockBlock
 	for _, p := range parts {
 		switch p.Kind {
@@ -136,11 +133,9 @@ func bedrockBlocksOut(parts []Part, param string) ([]bedrockBlock, error) {
 				rest = append(rest, bedrockBlock{Text: &t})
 			}
 		case PartImage:
-			im, err := bedrockImageOut(p.Image, param)
-			if err != nil {
-				return nil, err
+			if im := bedrockImageOut(p.Image); im != nil {
+				rest = append(rest, bedrockBlock{Image: im})
 			}
-			rest = append(rest, bedrockBlock{Image: im})
 		case PartToolCall:
 			input, err := toolArgsObject(p.ToolCall.Arguments, "messages")
 			if err != nil {
@@ -148,7 +143,7 @@ func bedrockBlocksOut(parts []Part, param string) ([]bedrockBlock, error) {
 			}
 			rest = append(rest, bedrockBlock{ToolUse: &bedrockToolUse{ToolUseID: p.ToolCall.ID, Name: p.ToolCall.Name, Input: input}})
 		case PartToolResult:
-			content, err := bedrockBlocksOut(p.ToolResult.Content, param)
+			content, err := bedrockBlocksOut(p.ToolResult.Content)
 			if err != nil {
 				return nil, err
 			}
@@ -165,16 +160,14 @@ func bedrockBlocksOut(parts []Part, param string) ([]bedrockBlock, error) {
 	return append(results, rest...), nil
 }
 
-// bedrockImageOut writes an image by its bytes: Converse takes no URL but Amazon S3's.
-func bedrockImageOut(im *Image, param string) (*bedrockImage, error) {
-	format, ok := strings.CutPrefix(im.MediaType, "image/")
-	switch {
-	case im.Data == "":
-		return nil, unsupported(param, "Images by URL cannot be sent to this model's upstream API; send the image's bytes.")
-	case !ok || format != "png" && format != "jpeg" && format != "gif" && format != "webp":
-		return nil, unsupported(param, "This model's upstream API takes PNG, JPEG, GIF and WebP images only.")
+// bedrockImageOut writes an image by its bytes, its format named by its media type;
+// nil for an image by URL, which Converse cannot take (bedrockUpstream refuses it, and
+// media types it does not know).
+func bedrockImageOut(im *Image) *bedrockImage {
+	if im.Data == "" {
+		return nil
 	}
-	out := &bedrockImage{Format: format}
+	out := &bedrockImage{Format: strings.TrimPrefix(im.MediaType, "image/")}
 	out.Source.Bytes = im.Data
-	return out, nil
+	return out
 }

@@ -280,11 +280,7 @@ func (chatCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error) {
 		b.Messages = append(b.Messages, chatMsg{Role: "system", Content: s})
 	}
 	for _, m := range r.Messages {
-		msgs, err := chatMessagesOut(m)
-		if err != nil {
-			return nil, err
-		}
-		b.Messages = append(b.Messages, msgs...)
+		b.Messages = append(b.Messages, chatMessagesOut(m)...)
 	}
 	for _, t := range r.Tools {
 		b.Tools = append(b.Tools, chatTool{Type: "function", Function: chatToolDef(t)})
@@ -305,7 +301,7 @@ func (chatCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error) {
 
 // chatMessagesOut writes one turn as chat messages: a user turn's tool results become
 // tool messages (before its other content), an assistant turn one assistant message.
-func chatMessagesOut(m Message) ([]chatMsg, error) {
+func chatMessagesOut(m Message) []chatMsg {
 	var out []chatMsg
 	if m.Role == RoleAssistant {
 		msg := chatMsg{Role: "assistant"}
@@ -322,20 +318,13 @@ func chatMessagesOut(m Message) ([]chatMsg, error) {
 		if text != "" || len(msg.ToolCalls) == 0 {
 			msg.Content = text
 		}
-		return append(out, msg), nil
+		return append(out, msg)
 	}
 	var parts []chatPart
 	for _, p := range m.Parts {
 		switch p.Kind {
 		case PartToolResult:
-			text := ""
-			for _, c := range p.ToolResult.Content {
-				if c.Kind != PartText {
-					return nil, unsupported("messages", "A tool result with an image cannot be translated to Chat Completions.")
-				}
-				text += c.Text
-			}
-			out = append(out, chatMsg{Role: "tool", ToolCallID: p.ToolResult.CallID, Content: text})
+			out = append(out, chatMsg{Role: "tool", ToolCallID: p.ToolResult.CallID, Content: toolResultText(p.ToolResult)})
 		case PartText:
 			parts = append(parts, chatPart{Type: "text", Text: p.Text})
 		case PartImage:
@@ -348,7 +337,7 @@ func chatMessagesOut(m Message) ([]chatMsg, error) {
 	case len(parts) > 0:
 		out = append(out, chatMsg{Role: "user", Content: parts})
 	}
-	return out, nil
+	return out
 }
 
 // openAIToolChoiceOut writes a tool choice in OpenAI's shape (chat nests the name).

@@ -1,25 +1,46 @@
 package translate
 
 import (
+	"flag"
 	"os"
 	"strings"
 	"testing"
 )
 
-// TestConformanceTableDoc: the request conformance table of docs/translation.md is the
-// fields table (the one home of each field's fate), rendered.
-func TestConformanceTableDoc(t *testing.T) {
-	b, err := os.ReadFile("../../docs/translation.md")
+// update rewrites the generated sections of the docs instead of comparing them:
+// go test ./extproc/translate/ -run TestConformanceTablesDoc -update
+var update = flag.Bool("update", false, "rewrite the docs' generated conformance tables")
+
+// TestConformanceTablesDoc: the conformance tables of docs/translation.md are the
+// tables (the one home of each field's and feature's fate), rendered: the client fields
+// (fields.go) and, per upstream API, what it maps, drops or refuses (upstream_fields.go).
+func TestConformanceTablesDoc(t *testing.T) {
+	const path = "../../docs/translation.md"
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const start, end = "<!-- conformance:requests -->\n", "<!-- /conformance:requests -->"
-	s := string(b)
-	i, j := strings.Index(s, start), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatalf("docs/translation.md lacks the %q ... %q section", start, end)
+	doc := string(b)
+	for _, s := range []struct{ name, want string }{
+		{"requests", ConformanceTable()},
+		{"upstreams", UpstreamTables()},
+	} {
+		start, end := "<!-- conformance:"+s.name+" -->\n", "<!-- /conformance:"+s.name+" -->"
+		i, j := strings.Index(doc, start), strings.Index(doc, end)
+		if i < 0 || j < i {
+			t.Fatalf("%s lacks the %q ... %q section", path, start, end)
+		}
+		if got := doc[i+len(start) : j]; got != s.want {
+			if *update {
+				doc = doc[:i+len(start)] + s.want + doc[j:]
+				continue
+			}
+			t.Errorf("%s's %s table is stale (go test -run TestConformanceTablesDoc -update rewrites it); it must read:\n%s", path, s.name, s.want)
+		}
 	}
-	if got, want := s[i+len(start):j], ConformanceTable(); got != want {
-		t.Errorf("docs/translation.md's conformance table is stale; it must read:\n%s", want)
+	if *update {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

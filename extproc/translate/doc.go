@@ -17,18 +17,21 @@
 // false): the lifecycle keeps its in-place edits, and provider extension fields pass
 // through untouched.
 //
-// Adding a fourth API is one codec (its request, response and stream halves, each a
-// pure function of bytes) and one entry in codecs; every pair with the existing APIs
-// follows.
+// Adding an API is one codec (its request, response and stream halves, each a pure
+// function of bytes), one entry in codecs (or upstreamOnly) and, as an upstream, one
+// table in upstreamFields; every pair with the existing APIs follows.
 //
 // # Rules
 //
 // A field with no counterpart on the other side is dropped when losing it changes nothing
 // the client can observe in the answer's meaning (a tracing id, a store flag), and refused
 // with an *Unsupported error naming the client's param when its meaning would be lost
-// (n > 1, logprobs, a response format the target cannot honour). The fields tables
-// (fields.go) are the one home of that decision; docs/translation.md's conformance table is
-// rendered from them and a test keeps the two equal.
+// (n > 1, logprobs, a response format the target cannot honour). Two kinds of table are
+// the one home of that decision: the client fields (fields.go), checked as the client's
+// request is read, and per upstream API what it maps, drops or refuses of each feature
+// the neutral Request can carry (features.go, upstream_fields.go), applied by admit
+// before the upstream's encoder, which writes only what is left. docs/translation.md's
+// conformance tables are rendered from them (conformance.go) and a test keeps them equal.
 //
 // Tool call ids are kept as the upstream gave them, in both directions, so a tool result
 // the client sends back names the id the upstream chose. Usage is carried in full

@@ -1,9 +1,6 @@
 package translate
 
 import (
-	"sort"
-	"strings"
-
 	"github.com/llmgw/gateway/extproc/wire"
 	"github.com/tidwall/gjson"
 )
@@ -21,6 +18,18 @@ const (
 	// its meaning would be lost.
 	Refused
 )
+
+func (f Fate) String() string {
+	switch f {
+	case Mapped:
+		return "mapped"
+	case Dropped:
+		return "dropped"
+	case Refused:
+		return "refused"
+	}
+	return "unknown"
+}
 
 // field is one top-level request field of a client API and its fate when translated.
 type field struct {
@@ -144,23 +153,4 @@ func checkFields(api API, root wire.Object) error {
 		return err == nil
 	})
 	return err
-}
-
-// ConformanceTable renders requestFields as docs/translation.md's Markdown table.
-func ConformanceTable() string {
-	var b strings.Builder
-	b.WriteString("| client API | field | when translated |\n|---|---|---|\n")
-	for _, api := range []API{Chat, Messages, Responses} {
-		names := make([]string, 0, len(requestFields[api]))
-		for n := range requestFields[api] {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			f := requestFields[api][n]
-			fate := map[Fate]string{Mapped: "mapped", Dropped: "dropped", Refused: "refused"}[f.fate]
-			b.WriteString("| " + api.String() + " | `" + n + "` | " + fate + ": " + f.note + " |\n")
-		}
-	}
-	return b.String()
 }

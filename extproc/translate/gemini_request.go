@@ -134,14 +134,15 @@ func (geminiCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error) {
 }
 
 // geminiPartOut writes one neutral part; skip is set for an empty text (the API
-// refuses a part with no data).
+// refuses a part with no data) and for an image by URL.
 func geminiPartOut(p Part, names map[string]string, param string) (out geminiPart, skip bool, err error) {
 	switch p.Kind {
 	case PartText:
 		return geminiPart{Text: p.Text}, p.Text == "", nil
 	case PartImage:
+		// An image by URL cannot be written (geminiUpstream refuses it).
 		if p.Image.Data == "" {
-			return out, false, unsupported(param, "Images by URL cannot be sent to this model's upstream API; send the image's bytes.")
+			return out, true, nil
 		}
 		return geminiPart{InlineData: &geminiBlob{MimeType: p.Image.MediaType, Data: p.Image.Data}}, false, nil
 	case PartToolCall:
@@ -155,19 +156,12 @@ func geminiPartOut(p Part, names map[string]string, param string) (out geminiPar
 		if !ok {
 			return out, false, unsupported(param, "A tool result must answer a tool call of the conversation.")
 		}
-		text := ""
-		for _, c := range p.ToolResult.Content {
-			if c.Kind != PartText {
-				return out, false, unsupported(param, "Only text tool results can be sent to this model's upstream API.")
-			}
-			text += c.Text
-		}
 		key := "output"
 		if p.ToolResult.IsError {
 			key = "error"
 		}
 		return geminiPart{FunctionResponse: &geminiCallBack{Name: name,
-			Response: map[string]any{key: text}}}, false, nil
+			Response: map[string]any{key: toolResultText(p.ToolResult)}}}, false, nil
 	}
 	return out, true, nil
 }

@@ -187,3 +187,15 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// toolResultText is a tool result's text, for APIs whose tool results carry text only
+// (their tables refuse a tool result with an image).
+func toolResultText(res *ToolResult) string {
+	text := ""
+	for _, c := range res.Content {
+		if c.Kind == PartText {
+			text += c.Text
+		}
+	}
+	return text
+}

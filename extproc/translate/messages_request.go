@@ -199,12 +199,6 @@ func (messagesCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error)
 
 // messagesBodyOf is the Messages body of r, shared by Anthropic and Vertex AI.
 func messagesBodyOf(r *Request, o RequestOptions) (*messagesBody, error) {
-	if r.ResponseFormat != nil {
-		return nil, unsupported(r.ResponseFormat.Param, "Structured output formats cannot be honoured by this model's upstream API.")
-	}
-	if r.Temperature != nil && *r.Temperature > 1 {
-		return nil, unsupported("temperature", "This model's upstream API takes a temperature between 0 and 1.")
-	}
 	b := messagesBody{
 		Model: o.UpstreamModel, MaxTokens: r.MaxOutput, StopSequences: r.Stop,
 		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream,

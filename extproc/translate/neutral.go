@@ -6,6 +6,9 @@ import "encoding/json"
 // few things only some can, each with the client param it came from so that an encoder
 // that cannot honour it can refuse it by the client's name.
 type Request struct {
+	// Client is the API the client spoke: it names the client's fields when an upstream
+	// refuses one (features.go).
+	Client API
 	// Model is the client's model id (replaced by RequestOptions.UpstreamModel).
 	Model string
 	// System is the system prompt: system/developer messages (chat), system (messages),

@@ -183,9 +183,6 @@ type (
 )
 
 func (responsesCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error) {
-	if len(r.Stop) > 0 {
-		return nil, unsupported(r.StopParam, "This model's upstream API has no stop sequences.")
-	}
 	b := responsesBody{
 		Model: o.UpstreamModel, Input: []any{}, MaxOutputTokens: r.MaxOutput,
 		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream, ParallelToolCalls: r.ParallelToolCalls, User: r.User,
@@ -215,14 +212,7 @@ func (responsesCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error
 			case PartToolCall:
 				b.Input = append(b.Input, responsesCall{Type: "function_call", CallID: p.ToolCall.ID, Name: p.ToolCall.Name, Arguments: p.ToolCall.Arguments})
 			case PartToolResult:
-				text := ""
-				for _, c := range p.ToolResult.Content {
-					if c.Kind != PartText {
-						return nil, unsupported("messages", "A tool result with an image cannot be translated to the Responses API.")
-					}
-					text += c.Text
-				}
-				b.Input = append(b.Input, responsesCall{Type: "function_call_output", CallID: p.ToolResult.CallID, Output: text})
+				b.Input = append(b.Input, responsesCall{Type: "function_call_output", CallID: p.ToolResult.CallID, Output: toolResultText(p.ToolResult)})
 			}
 		}
 		if len(parts) == 0 {

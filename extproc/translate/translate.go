@@ -227,11 +227,16 @@ func (t *Translator) Client() API { return t.client }
 // Upstream is the upstream's API.
 func (t *Translator) Upstream() API { return t.upstream }
 
-// Request translates the client's request body into the upstream's. The error is an
-// *Unsupported when a field cannot be carried over.
+// Request translates the client's request body into the upstream's: the upstream's
+// table (upstreamFields) refuses or drops what it cannot take, its encoder writes the
+// rest. The error is an *Unsupported when a field cannot be carried over.
 func (t *Translator) Request(body []byte, o RequestOptions) ([]byte, error) {
 	r, err := t.clientCodec.decodeRequest(body)
 	if err != nil {
+		return nil, err
+	}
+	r.Client = t.client
+	if err := admit(t.upstream, r); err != nil {
 		return nil, err
 	}
 	return t.upstreamCodec.encodeRequest(r, o)
