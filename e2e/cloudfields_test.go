@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/llmgw/gateway/internal/testkit"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
@@ -54,7 +55,7 @@ func TestCloudRefusalsByTable(t *testing.T) {
 	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest {
 		t.Fatalf("messages→gemini: err = %v", err)
 	}
-	var env anthropicEnvelope
+	var env testkit.ErrorEnvelope
 	if err := json.Unmarshal([]byte(ae.RawJSON()), &env); err != nil || env.Type != "error" ||
 		env.Error.Type != "invalid_request_error" || env.Error.Code != "invalid_request" ||
 		env.Error.Message != "This model's upstream API cannot take the image given by URL: it takes images by their bytes only; send the image's bytes." {
