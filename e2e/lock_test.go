@@ -71,6 +71,12 @@ func TestLockedAccountAnswers429(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 				_, err := chatOnce(other.key)
 				mu.Lock()
+				if apiErr := (*openai.Error)(nil); errors.As(err, &apiErr) {
+					// Say which refusal it was: a 503 can be the admission budget running
+					// out on an overloaded machine as well as a lock that reached another
+					// account.
+					err = fmt.Errorf("%w: %s", err, apiErr.RawJSON())
+				}
 				if err != nil {
 					otherErrs = append(otherErrs, err)
 				} else {
