@@ -63,10 +63,11 @@ func accountingOutage(t *testing.T, d time.Duration, outage func(*stack.Stack, t
 		started []chan struct{}
 	)
 	for i := range 8 {
-		// Half end halfway through the outage, half ten seconds after it.
+		// Half end halfway through the outage, half a few seconds after it (their
+		// leases ran out while accounting was away).
 		slow := secs/2 + 2
 		if i%2 == 1 {
-			slow = secs + 12
+			slow = secs + 5
 		}
 		a := &answer{words: int(k.next.Add(1))}
 		first := make(chan struct{})
