@@ -67,24 +67,12 @@ func (bedrockCodec) encodeRequest(r *Request, o RequestOptions) ([]byte, error) 
 	for _, s := range r.System {
 		b.System = append(b.System, bedrockBlock{Text: &s})
 	}
-	for _, m := range r.Messages {
-		role := "user"
-		if m.Role == RoleAssistant {
-			role = "assistant"
-		}
-		blocks, err := bedrockBlocksOut(m.Parts)
-		if err != nil {
-			return nil, err
-		}
-		if len(blocks) == 0 {
-			continue
-		}
-		// Converse wants the roles to alternate, as Messages does.
-		if n := len(b.Messages); n > 0 && b.Messages[n-1].Role == role {
-			b.Messages[n-1].Content = append(b.Messages[n-1].Content, blocks...)
-			continue
-		}
-		b.Messages = append(b.Messages, bedrockMsg{Role: role, Content: blocks})
+	turns, err := alternatingTurns(r.Messages, bedrockBlocksOut)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range turns {
+		b.Messages = append(b.Messages, bedrockMsg{Role: t.role, Content: t.blocks})
 	}
 	in := bedrockInference{MaxTokens: r.MaxOutput, StopSequences: r.Stop, Temperature: r.Temperature, TopP: r.TopP}
 	if in.MaxTokens == 0 {

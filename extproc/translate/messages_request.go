@@ -215,25 +215,12 @@ func messagesBodyOf(r *Request, o RequestOptions) (*messagesBody, error) {
 	if r.User != "" {
 		b.Metadata = &messagesRequestMeta{UserID: r.User}
 	}
-	for _, m := range r.Messages {
-		role := "user"
-		if m.Role == RoleAssistant {
-			role = "assistant"
-		}
-		blocks, err := messagesBlocksOut(m.Parts)
-		if err != nil {
-			return nil, err
-		}
-		if len(blocks) == 0 {
-			continue
-		}
-		// The API wants the roles to alternate: consecutive turns of one role merge
-		// (a chat conversation's tool messages and the user message after them).
-		if n := len(b.Messages); n > 0 && b.Messages[n-1].Role == role {
-			b.Messages[n-1].Content = append(b.Messages[n-1].Content, blocks...)
-			continue
-		}
-		b.Messages = append(b.Messages, messagesMsg{Role: role, Content: blocks})
+	turns, err := alternatingTurns(r.Messages, messagesBlocksOut)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range turns {
+		b.Messages = append(b.Messages, messagesMsg{Role: t.role, Content: t.blocks})
 	}
 	for _, t := range r.Tools {
 		schema := t.Parameters

@@ -193,3 +193,37 @@ type Usage struct {
 	Reasoning    int64
 	AudioOut     int64
 }
+
+// turn is one turn of an API whose roles must alternate: "user" or "assistant", and its
+// blocks in that API's shape.
+type turn[B any] struct {
+	role   string
+	blocks []B
+}
+
+// alternatingTurns converts each message's parts with out and merges consecutive turns of
+// one role, as the APIs that want the roles to alternate (Messages, Converse) need: a chat
+// conversation's tool messages and the user message after them become one user turn. A
+// message with no blocks is left out.
+func alternatingTurns[B any](msgs []Message, out func([]Part) ([]B, error)) ([]turn[B], error) {
+	var turns []turn[B]
+	for _, m := range msgs {
+		role := "user"
+		if m.Role == RoleAssistant {
+			role = "assistant"
+		}
+		blocks, err := out(m.Parts)
+		if err != nil {
+			return nil, err
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		if n := len(turns); n > 0 && turns[n-1].role == role {
+			turns[n-1].blocks = append(turns[n-1].blocks, blocks...)
+			continue
+		}
+		turns = append(turns, turn[B]{role, blocks})
+	}
+	return turns, nil
+}
