@@ -151,7 +151,7 @@ clusters:
 		"duplicate model id",
 		`kind "teleport"`,
 		"a free model carries no prices",
-		"prices.input_per_mtok must be >= 0",
+		"prices.input_per_mtok must be between 0 and 1000000000000",
 		"prices.per_image does not apply to a embeddings model",
 		"a speech model needs at least one voice",
 		"video durations",

@@ -86,13 +86,18 @@ func (p *Prices) rateCardSet() bool {
 	return p.LongContext != nil || len(p.ServiceTiers) > 0 || len(p.InferenceGeo) > 0
 }
 
-// validateRateCard reports the rate card's problems: negative prices at any level, a
+// MaxPricePerMTok bounds a token price (micro-credits per million tokens: a million credits
+// per million tokens). Below it no charge of a request's clamped usage can overflow, in
+// the gateway's pricing or in the ledger's check of it (ledger.ComponentAmount).
+const MaxPricePerMTok = 1_000_000_000_000
+
+// validateRateCard reports the rate card's problems: prices out of range at any level, a
 // band without its threshold, a tier named like a base or auto tier, an empty override.
 func validateRateCard(p *Prices, where string, bad func(string, ...any)) {
 	check := func(level string, r *Rates) {
 		for _, f := range r.fields() {
-			if f.v != nil && *f.v < 0 {
-				bad("%s: prices.%s%s must be >= 0", where, level, f.name)
+			if f.v != nil && (*f.v < 0 || *f.v > MaxPricePerMTok) {
+				bad("%s: prices.%s%s must be between 0 and %d", where, level, f.name, MaxPricePerMTok)
 			}
 		}
 	}

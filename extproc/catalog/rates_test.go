@@ -27,7 +27,7 @@ models:
       cache_write_1h_per_mtok: -1
       long_context: {above_input_tokens: 0, output_per_mtok: -2}
       service_tiers: {priority: {cache_read_per_mtok: -3}, auto: {input_per_mtok: 1}, standard: {input_per_mtok: 1}}
-      inference_geo: {us: {audio_output_per_mtok: -4}}
+      inference_geo: {us: {audio_output_per_mtok: -4}, eu: {output_per_mtok: 1000000000001}}
   - id: embedcache
     kind: embeddings
     prices: {input_per_mtok: 1, cache_read_per_mtok: 1}
@@ -45,11 +45,12 @@ models:
 	for _, want := range []string{
 		`models[0] (typo): json: unknown field "cache_reed_per_mtok"`,
 		`models[1] (tiertypo): json: unknown field "inptu_per_mtok"`,
-		`models[2] (neg): prices.cache_write_1h_per_mtok must be >= 0`,
-		`models[2] (neg): prices.long_context.output_per_mtok must be >= 0`,
+		`models[2] (neg): prices.cache_write_1h_per_mtok must be between 0 and 1000000000000`,
+		`models[2] (neg): prices.long_context.output_per_mtok must be between 0 and 1000000000000`,
 		`models[2] (neg): prices.long_context.above_input_tokens must be > 0`,
-		`models[2] (neg): prices.service_tiers.priority.cache_read_per_mtok must be >= 0`,
-		`models[2] (neg): prices.inference_geo.us.audio_output_per_mtok must be >= 0`,
+		`models[2] (neg): prices.service_tiers.priority.cache_read_per_mtok must be between 0 and 1000000000000`,
+		`models[2] (neg): prices.inference_geo.us.audio_output_per_mtok must be between 0 and 1000000000000`,
+		`models[2] (neg): prices.inference_geo.eu.output_per_mtok must be between 0 and 1000000000000`,
 		`models[2] (neg): prices.service_tiers.auto: "auto" is not a tier of its own`,
 		`models[2] (neg): prices.service_tiers.standard: "standard" is not a tier of its own`,
 		`models[3] (embedcache): cache, audio, image, long-context, tier and region prices apply to chat models only`,

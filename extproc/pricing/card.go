@@ -1,6 +1,9 @@
 package pricing
 
-import "github.com/llmgw/gateway/extproc/catalog"
+import (
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/catalog"
+)
 
 // A rate card prices a chat request's usage part by part. The parts are disjoint: a
 // token is in exactly one of them, whatever totals the provider's format reports
@@ -19,8 +22,10 @@ const (
 	numParts
 )
 
-// names are the parts' names in the ledger's components.
-var names = [numParts]string{"input", "cache_read", "cache_write", "cache_write_1h", "audio_input", "image_input", "output", "audio_output"}
+// names are the parts' names in the ledger's components (the ledger refuses any other).
+var names = [numParts]string{ledger.ComponentInput, ledger.ComponentCacheRead, ledger.ComponentCacheWrite,
+	ledger.ComponentCacheWrite1h, ledger.ComponentAudioInput, ledger.ComponentImageInput, ledger.ComponentOutput,
+	ledger.ComponentAudioOutput}
 
 func (p Part) String() string { return names[p] }
 

@@ -1,8 +1,10 @@
 package pricing
 
 import (
+	"slices"
 	"testing"
 
+	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/catalog"
 )
 
@@ -50,6 +52,28 @@ func TestTokensAndUnits(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+// TestTheLedgerAgrees: the ledger refuses a charge whose components it would price
+// otherwise, so every part's name is one the ledger knows and PerMillion equals the
+// ledger's rounding for any usage the lifecycle can report (clamped below 2^40) at any
+// price the catalog admits.
+func TestTheLedgerAgrees(t *testing.T) {
+	for p := Part(0); p < numParts; p++ {
+		if !slices.Contains(ledger.ComponentNames, p.String()) {
+			t.Errorf("part %d is named %q, which the ledger does not know", p, p)
+		}
+	}
+	units := []int64{0, 1, 999_999, 1_000_000, 1_000_001, 123_456_789, 1 << 40}
+	prices := []int64{0, 1, 3, 999_999, 1_000_000, 15_000_000, 123_456_789_012, catalog.MaxPricePerMTok}
+	for _, u := range units {
+		for _, pr := range prices {
+			want, ok := ledger.ComponentAmount(u, pr)
+			if got := PerMillion(u, pr); !ok || got != want {
+				t.Errorf("PerMillion(%d, %d) = %d, the ledger's %d (fits %v)", u, pr, got, want, ok)
+			}
 		}
 	}
 }
