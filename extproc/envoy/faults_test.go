@@ -16,6 +16,8 @@ import (
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/extproc/metrics"
 	"github.com/llmgw/gateway/internal/testkit"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // stuckLedger's Commit, Renew and Reserve calls wait until their gate opens (or their
@@ -172,7 +174,8 @@ func (o *outageLedger) Commit(ctx context.Context, c ledger.CommitRequest) (ledg
 	o.attempts++
 	o.mu.Unlock()
 	if o.down() {
-		return ledger.CommitResult{}, errors.New("connection refused")
+		// What grpc-go answers while accounting cannot be reached.
+		return ledger.CommitResult{}, status.Error(codes.Unavailable, "connection refused")
 	}
 	return o.FakeLedger.Commit(ctx, c)
 }
@@ -223,6 +226,35 @@ func TestCommitOutlastsItsLease(t *testing.T) {
 	f.mu.Unlock()
 	if _, commits, _ := f.Counts(); commits != 1 || attempts < 3 || f.Commits[0].Actual != 3+2 {
 		t.Errorf("commits %+v after %d attempts: want retries, then one commit of the usage", f.Commits, attempts)
+	}
+}
+
+// TestCommitFailingInsideAccountingIsGivenUp: an accounting that is there and keeps
+// failing a commit with an error of its own (not unreachable, not busy) gets the commit
+// for one lease; then extproc gives it up and stops renewing, so the lease frees the
+// hold instead of keeping the account's credits reserved for as long as extproc runs.
+func TestCommitFailingInsideAccountingIsGivenUp(t *testing.T) {
+	t.Parallel()
+	const lease = 2 * time.Second
+	f := newFake()
+	f.CommitE = status.Error(codes.Internal, "internal error")
+	h := replay.Start(t, replay.Service(t, f, func(c *lifecycle.Config) { c.LeaseTTL = lease }))
+	x := admit(t, h, `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
+	x.Send(replay.ResponseBody([]byte(streamDone), false))
+	x.Send(replay.ResponseBody(nil, true))
+	start := time.Now()
+	x.Close() // returns once the settlement ended
+	if took := time.Since(start); took < lease || took > 3*lease {
+		t.Errorf("the settlement ended after %v, want about one lease (%v)", took, lease)
+	}
+	n := f.RenewalCount()
+	time.Sleep(lease)
+	if m := f.RenewalCount(); m != n {
+		t.Errorf("renewed %d more times after the settlement was given up", m-n)
+	}
+	if _, commits, releases := f.Counts(); commits != 0 || releases != 0 {
+		t.Errorf("%d commits and %d releases landed, want none", commits, releases)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // hold is an admitted request's reservation while extproc owns it: a keeper renews its
@@ -67,7 +69,9 @@ func final(err error) bool {
 // settleInBackground runs call (the commit or release of the request's hold) in the
 // background, after the client's reply: it is retried until accounting answers it — it
 // lands, or is refused for good (accounting expired the hold: nothing is charged, never
-// twice) — however long accounting is away. A settlement is idempotent by reservation id
+// twice) — however long accounting is away (unreachable or busy). An accounting that is
+// there and keeps failing the call otherwise (an internal error) is retried for one
+// lease, then given up: the keeper stops and the lease frees the hold. A settlement is idempotent by reservation id
 // (a commit made twice is answered "replayed"), so a retry after a reply that was lost
 // charges nothing more. traced hears the last error. The hold's keeper stops when the
 // call ends; until then it keeps renewing the lease, so that the hold is still held when
@@ -80,7 +84,23 @@ func (r *Request) settleInBackground(call func(context.Context) error, traced fu
 		defer s.pending.done()
 		defer r.endPart()
 		defer h.end()
-		err := s.retry(nil, call)
+		var giveUp time.Time // set by the first failure that is not accounting being away
+		err := s.retry(func() time.Time {
+			if giveUp.IsZero() {
+				return farFuture
+			}
+			return giveUp
+		}, func(ctx context.Context) error {
+			err := call(ctx)
+			if err != nil && !final(err) && !accountingAway(err) && giveUp.IsZero() {
+				giveUp = time.Now().Add(s.cfg.LeaseTTL)
+			}
+			return err
+		})
+		if err != nil && !final(err) {
+			r.log().Error("settlement given up: accounting keeps failing it; the lease frees the hold",
+				zap.Error(err))
+		}
 		r.landed.err = err
 		traced(err)
 	})
@@ -95,20 +115,42 @@ func (s *Service) held(res ledger.Reservation) {
 
 // retry calls call until it succeeds or fails for good, or until the time until()
 // returns has passed (checked after each failure; nil: no time bound), with a capped
-// exponential backoff and a bound on each attempt. It is the one retry loop of every
-// ledger call that must eventually land.
+// exponential backoff, never sleeping past that time, and a bound on each attempt. It
+// is the one retry loop of every ledger call that must eventually land.
 func (s *Service) retry(until func() time.Time, call func(context.Context) error) error {
 	backoff := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), settleAttemptTimeout)
 		err := call(ctx)
 		cancel()
-		if err == nil || final(err) || (until != nil && time.Now().After(until())) {
+		if err == nil || final(err) {
 			return err
 		}
-		time.Sleep(backoff)
+		wait := backoff
+		if until != nil {
+			left := time.Until(until())
+			if left <= 0 {
+				return err
+			}
+			wait = min(wait, left)
+		}
+		time.Sleep(wait)
 		backoff = min(2*backoff, maxSettleBackoff)
 	}
+}
+
+// farFuture is no time bound for retry.
+var farFuture = time.Now().Add(100 * 365 * 24 * time.Hour)
+
+// accountingAway reports whether a ledger call failed because accounting could not be
+// reached or was busy (nothing changed; the same call can land later), as opposed to an
+// accounting that answered with an error of its own.
+func accountingAway(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ledger.ErrBusy)
 }
 
 // reasonReserveTimedOut is the release reason of a hold made by a reservation whose
