@@ -175,9 +175,12 @@ type Entry struct {
 	OutputTokens  int64       `json:"output_tokens"`
 	Channel       string      `json:"channel"`
 	UpstreamModel string      `json:"upstream_model"`
-	Components    []Component `json:"components"`
-	ServiceTier   string      `json:"service_tier"`
-	Capped        bool        `json:"capped"`
+	// Components sum to the entry's amount: a capped charge's are cut to the hold
+	// (ledger.ChargedComponents), and PricedComponents then has them as priced.
+	Components       []Component `json:"components"`
+	PricedComponents []Component `json:"priced_components,omitempty"`
+	ServiceTier      string      `json:"service_tier"`
+	Capped           bool        `json:"capped"`
 }
 
 // Component is the JSON shape of one priced part of a charge.
@@ -210,8 +213,19 @@ func entryJSON(e ledger.Entry) Entry {
 		at := e.CreatedAt.UTC().Format(time.RFC3339Nano)
 		out.CreatedAt = &at
 	}
-	for _, c := range e.Components {
-		out.Components = append(out.Components, Component{Name: c.Name, Units: c.Units,
+	if e.Kind == ledger.EntryCharge {
+		out.Components = append(out.Components, componentsJSON(ledger.ChargedComponents(e.Components, -e.Amount))...)
+	}
+	if out.Capped {
+		out.PricedComponents = componentsJSON(e.Components)
+	}
+	return out
+}
+
+func componentsJSON(cs []ledger.Component) []Component {
+	out := make([]Component, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, Component{Name: c.Name, Units: c.Units,
 			PricePerMTok: json.Number(strconv.FormatInt(c.PricePerMTok, 10)), Amount: credits(c.Amount), AmountMicros: c.Amount})
 	}
 	return out

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,12 +70,22 @@ func TestReportsShowTheBreakdown(t *testing.T) {
 		`{"amount":0.04,"amount_micros":40000,"name":"cache_read","price_per_mtok":500000,"units":80000},` +
 		`{"amount":0.03125,"amount_micros":31250,"name":"cache_write","price_per_mtok":6250000,"units":5000},` +
 		`{"amount":0.025,"amount_micros":25000,"name":"output","price_per_mtok":25000000,"units":1000}]`
+	// A capped charge's components sum to what it charged (the last cut by the
+	// 6,250 micro-credits the hold forgave); its priced ones are the full breakdown.
+	cappedComponents := strings.Replace(wantComponents, `{"amount":0.025,"amount_micros":25000,`, `{"amount":0.01875,"amount_micros":18750,`, 1)
+	if got := jsonOf(t, capped["priced_components"]); got != wantComponents {
+		t.Errorf("capped priced_components = %s\nwant %s", got, wantComponents)
+	}
+	if _, ok := full["priced_components"]; ok {
+		t.Errorf("an uncapped charge has priced_components: %v", full)
+	}
 	for _, c := range []struct {
 		e              map[string]any
 		amount, capped any
-	}{{full, "-0.10625", false}, {capped, "-0.1", true}} {
-		if got := jsonOf(t, c.e["components"]); got != wantComponents {
-			t.Errorf("components = %s\nwant %s", got, wantComponents)
+		components     string
+	}{{full, "-0.10625", false, wantComponents}, {capped, "-0.1", true, cappedComponents}} {
+		if got := jsonOf(t, c.e["components"]); got != c.components {
+			t.Errorf("components = %s\nwant %s", got, c.components)
 		}
 		if c.e["amount"].(json.Number).String() != c.amount || c.e["capped"] != c.capped || c.e["service_tier"] != "default" ||
 			c.e["channel"] != "anthropic-main" || c.e["upstream_model"] != "mock-claude" {

@@ -124,3 +124,21 @@ type ComponentTotal struct {
 	Units  int64
 	Amount Micros
 }
+
+// ChargedComponents is a capped charge's breakdown as the account paid it: the priced
+// components cs with the part of their sum above charged (the hold the charge was capped
+// at) taken off, from the last component backwards, so that the amounts sum to charged.
+// An uncapped breakdown is returned as it is. Units and prices stay as priced.
+func ChargedComponents(cs []Component, charged Micros) []Component {
+	over := PricedAmount(cs) - charged
+	if over <= 0 {
+		return cs
+	}
+	out := append([]Component(nil), cs...)
+	for i := len(out) - 1; i >= 0 && over > 0; i-- {
+		cut := min(out[i].Amount, over)
+		out[i].Amount -= cut
+		over -= cut
+	}
+	return out
+}

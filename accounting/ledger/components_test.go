@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -49,5 +50,40 @@ func TestValidateComponents(t *testing.T) {
 		if err := ValidateComponents(c.actual, c.cs); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+func TestChargedComponents(t *testing.T) {
+	priced := []Component{
+		{Name: ComponentInput, Units: 2000, PricePerMTok: 5_000_000, Amount: 10_000},
+		{Name: ComponentCacheRead, Units: 80_000, PricePerMTok: 500_000, Amount: 40_000},
+		{Name: ComponentOutput, Units: 1000, PricePerMTok: 25_000_000, Amount: 25_000},
+	}
+	amounts := func(cs []Component) []Micros {
+		var out []Micros
+		for _, c := range cs {
+			out = append(out, c.Amount)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		charged Micros
+		want    []Micros
+	}{
+		{"not capped", 75_000, []Micros{10_000, 40_000, 25_000}},
+		{"capped within the last", 60_000, []Micros{10_000, 40_000, 10_000}},
+		{"capped across two", 30_000, []Micros{10_000, 20_000, 0}},
+		{"capped to nothing", 0, []Micros{0, 0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ChargedComponents(priced, tc.charged)
+			if !slices.Equal(amounts(got), tc.want) || PricedAmount(got) != tc.charged {
+				t.Errorf("amounts %v (sum %d), want %v summing to %d", amounts(got), PricedAmount(got), tc.want, tc.charged)
+			}
+			if priced[2].Amount != 25_000 {
+				t.Error("the priced breakdown was changed in place")
+			}
+		})
 	}
 }
