@@ -23,6 +23,9 @@ const (
 	// knownKeyTTL is how long a key that authenticated is let through a limited
 	// address without a retry: a working key is seldom idle longer.
 	knownKeyTTL = 24 * time.Hour
+	// knownKeyRefresh is how stale a known key's entry may get before a success renews
+	// it: most requests of a known key then only read the table.
+	knownKeyRefresh = time.Hour
 	// retryTTL is how long a key refused unknown at a limited address is remembered for
 	// its retry.
 	retryTTL = 10 * time.Minute
@@ -68,7 +71,7 @@ type addrState struct {
 // failLimiter enforces AuthFailures. Safe for concurrent use.
 type failLimiter struct {
 	cfg AuthFailures
-	mu  sync.Mutex
+	mu  sync.RWMutex
 	by  map[string]*addrState
 	// known are keys that authenticated, retried keys refused unknown at a limited
 	// address; both map a key hash to the end of its entry.
@@ -102,6 +105,12 @@ type keyAttempt struct {
 // needsKey is false for a request served without a key.
 func (l *failLimiter) admit(k keyAttempt, needsKey bool, now time.Time) time.Duration {
 	if k.addr == "" || !needsKey && !k.present {
+		return 0
+	}
+	l.mu.RLock()
+	clean := l.by[k.addr] == nil // the common case: an address that never failed
+	l.mu.RUnlock()
+	if clean {
 		return 0
 	}
 	l.mu.Lock()
@@ -153,8 +162,15 @@ func (l *failLimiter) failed(k keyAttempt, now time.Time) (apierr.Code, time.Dur
 	return apierr.RateLimitExceeded, waitFor(st.fails, now)
 }
 
-// valid records that a key authenticated.
+// valid records that a key authenticated (renewing its entry at most once per
+// knownKeyRefresh).
 func (l *failLimiter) valid(hash [sha256.Size]byte, now time.Time) {
+	l.mu.RLock()
+	until, ok := l.known[hash]
+	l.mu.RUnlock()
+	if ok && until.Sub(now) > knownKeyTTL-knownKeyRefresh {
+		return
+	}
 	l.mu.Lock()
 	remember(l.known, hash, now.Add(knownKeyTTL))
 	l.mu.Unlock()
