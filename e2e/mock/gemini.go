@@ -34,7 +34,7 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request) {
 	}
 	for k := range q.body {
 		if !geminiFields[k] {
-			googleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `Invalid JSON payload received. Unknown name "`+k+`": Cannot find field.`, "")
+			googleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `Invalid JSON payload received. Unknown name "`+k+`": Cannot find field.`)
 			return
 		}
 	}

@@ -22,7 +22,7 @@ func (s *Server) vertexClaude(w http.ResponseWriter, r *http.Request) {
 	stream, _ := q.body["stream"].(bool)
 	switch {
 	case method != "rawPredict" && method != "streamRawPredict":
-		googleError(w, http.StatusNotFound, "NOT_FOUND", "Method not found.", "")
+		googleError(w, http.StatusNotFound, "NOT_FOUND", "Method not found.")
 		return
 	case q.body["anthropic_version"] != vertexAnthropicVersion:
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "anthropic_version: vertex-2023-10-16 is required")

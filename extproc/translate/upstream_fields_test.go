@@ -191,7 +191,7 @@ func TestCloudRefusals(t *testing.T) {
 			"messages[1]", "This model's upstream API cannot take the image given by URL: it takes images by their bytes only; send the image's bytes."},
 		{Messages, Gemini, `{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},
 			{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]}]}]}`,
-			"messages[1]", "This model's upstream API cannot take the tool result with an image: a functionResponse carries text only."},
+			"messages[1]", "This model's upstream API cannot take the tool result with an image: its tool results carry text only."},
 		{Chat, Bedrock, `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_object"}}`,
 			"response_format", "This model's upstream API cannot take the JSON output (json_object): it has no structured output format."},
 		{Responses, Bedrock, `{"model":"m","input":"hi","text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object"}}}}`,
