@@ -15,6 +15,25 @@ var ErrNotFound = errors.New("not found")
 // settlement call (Commit, Release, Renew) must be retried by its owner.
 var ErrBusy = errors.New("account busy")
 
+// ErrUnavailable is returned when the ledger cannot decide now (this process is not the
+// ledger's owner, or the owner stopped). Nothing was decided by this call; the caller
+// retries, at the owner when an error names it.
+var ErrUnavailable = errors.New("ledger unavailable")
+
+// NotOwnerError answers a call made to a process that does not own the ledger; Addr is
+// where the owner is, when known.
+type NotOwnerError struct{ Addr string }
+
+func (e *NotOwnerError) Error() string {
+	if e.Addr == "" {
+		return "not the ledger owner; the owner is not known yet"
+	}
+	return "not the ledger owner; the owner is at " + e.Addr
+}
+
+// Unwrap makes errors.Is(err, ErrUnavailable) true.
+func (e *NotOwnerError) Unwrap() error { return ErrUnavailable }
+
 // Reason says why the ledger refused an operation.
 type Reason int
 

@@ -35,6 +35,10 @@ func toStatus(ctx context.Context, log *zap.Logger, method string, err error) er
 		// No Refusal detail: callers retry it like an unreachable accounting (a settlement
 		// must be retried until it lands; Reserve already became a concurrency refusal).
 		return status.Error(codes.Unavailable, "account busy; nothing changed, retry")
+	case errors.Is(err, ledger.ErrUnavailable):
+		// Not the owner, or the owner stopped: retried like an unreachable accounting.
+		// The message names the owner's address, never a secret.
+		return status.Error(codes.Unavailable, err.Error())
 	}
 	log.Error("accounting call failed", zap.String("method", method), zap.Error(err))
 	return status.Error(codes.Internal, "internal error")

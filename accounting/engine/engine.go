@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmgw/gateway/accounting/engine/journal"
+	"github.com/llmgw/gateway/accounting/engine/machine"
+	"github.com/llmgw/gateway/accounting/ledger"
+)
+
+// Journal is the durable log the owner appends to and a standby follows
+// (accounting/engine/journal implements it over PostgreSQL).
+type Journal interface {
+	Acquire(ctx context.Context, owner, addr string, ttl time.Duration) (journal.Lease, error)
+	Renew(ctx context.Context, epoch int64, ttl time.Duration) (journal.Lease, error)
+	Current(ctx context.Context) (journal.Lease, error)
+	Append(ctx context.Context, epoch int64, recs []journal.Record) error
+	Read(ctx context.Context, after int64, limit int) ([]journal.Record, error)
+	Last(ctx context.Context) (int64, error)
+	SaveSnapshot(ctx context.Context, seq int64, body []byte) error
+	LatestSnapshot(ctx context.Context) (int64, []byte, error)
+}
+
+// Options tune an Engine. The zero value is ready to use.
+type Options struct {
+	// Name identifies this process as an owner; it must differ between processes
+	// (default: host name, process id and random bits).
+	Name string
+	// Addr is where clients reach this process, told to callers of a standby.
+	Addr string
+	// Lease is how long ownership lasts without a renewal (default 5 s): a dead owner
+	// is replaced within about that long.
+	Lease time.Duration
+	// Poll is how often a standby reads the journal's new records (default 50 ms).
+	Poll time.Duration
+	// MaxBatch caps the operations one journal append decides (default 4096).
+	MaxBatch int
+	// SnapshotEvery is how many events pass between snapshots (default 200,000).
+	SnapshotEvery int64
+	// ForgetAfter is how long a settled reservation stays in memory for retried
+	// settlements (default 1 h); ForgetEvery how often that is pruned (default 1 min).
+	ForgetAfter, ForgetEvery time.Duration
+	// DefaultTTL is a reservation's lease when the request names none (default 10 min).
+	DefaultTTL time.Duration
+	// Now is the clock of every decision; nil means time.Now.
+	Now func() time.Time
+	// Import builds the state of a journal that has none yet (the migration from the
+	// tables of the PostgreSQL store); nil means an empty ledger.
+	Import func(ctx context.Context) (machine.Snapshot, error)
+	// Materialize, when set, is called by the owner with the journal's events in order,
+	// off the write path (the derived tables).
+	Logger *zap.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Name == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if o.Lease <= 0 {
+		o.Lease = 5 * time.Second
+	}
+	if o.Poll <= 0 {
+		o.Poll = 50 * time.Millisecond
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 4096
+	}
+	if o.SnapshotEvery <= 0 {
+		o.SnapshotEvery = 200_000
+	}
+	if o.ForgetAfter <= 0 {
+		o.ForgetAfter = time.Hour
+	}
+	if o.ForgetEvery <= 0 {
+		o.ForgetEvery = time.Minute
+	}
+	if o.DefaultTTL <= 0 {
+		o.DefaultTTL = 10 * time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+}
+
+// ErrStopped answers every call after the owner stopped (fail-stop).
+var ErrStopped = fmt.Errorf("ledger owner stopped: %w", ledger.ErrUnavailable)
+
+// Engine is one process's part in owning a shard: standby until it holds the lease,
+// owner after. Its ledger.Store methods answer only while it owns.
+type Engine struct {
+	opts Options
+	j    Journal
+	log  *zap.Logger
+
+	ops    chan *op
+	owning atomic.Bool
+	// ownerAddr is where the owner is, as this process last saw it.
+	ownerAddr atomic.Pointer[string]
+	// leaseEnd is the local time (UnixNano) until which this owner's lease surely holds.
+	leaseEnd atomic.Int64
+	// durable is the last seq the journal holds (owner) or this state folded (standby).
+	durable atomic.Int64
+
+	failed   chan struct{}
+	failOnce sync.Once
+	failErr  error
+
+	// Owned by the goroutine running Run.
+	state *machine.State
+	seq   int64
+	epoch int64
+	snap  int64 // seq of the last snapshot taken
+
+	// onTakeover, in tests, runs when this process became the owner.
+	onTakeover func(epoch int64)
+}
+
+type op struct {
+	cmd  machine.Command
+	ans  machine.Answer
+	done chan struct{}
+}
+
+// New returns an engine on j; Run makes it work.
+func New(j Journal, opts Options) *Engine {
+	opts.defaults()
+	e := &Engine{opts: opts, j: j, log: opts.Logger, ops: make(chan *op, 4*opts.MaxBatch), failed: make(chan struct{})}
+	none := ""
+	e.ownerAddr.Store(&none)
+	return e
+}
+
+// Failed is closed once the owner stopped for good; Err says why.
+func (e *Engine) Failed() <-chan struct{} { return e.failed }
+
+// Err is why the engine stopped, nil while it runs.
+func (e *Engine) Err() error {
+	select {
+	case <-e.failed:
+		return e.failErr
+	default:
+		return nil
+	}
+}
+
+// Owning reports whether this process is the shard's owner now.
+func (e *Engine) Owning() bool { return e.owning.Load() }
+
+// Durable is the last journal seq this process's state holds durably.
+func (e *Engine) Durable() int64 { return e.durable.Load() }
+
+func (e *Engine) fail(err error) {
+	e.failOnce.Do(func() {
+		e.failErr = err
+		e.owning.Store(false)
+		close(e.failed)
+		e.log.Error("ledger owner stopped", zap.Error(err))
+	})
+}
+
+// Run loads the state, follows the journal as a standby until the lease is free, then
+// owns the shard until ctx ends or a failure stops it. It returns why it stopped.
+func (e *Engine) Run(ctx context.Context) error {
+	err := e.run(ctx)
+	if ctx.Err() != nil && err == nil {
+		err = ctx.Err()
+	}
+	e.fail(err)
+	return err
+}
+
+func (e *Engine) run(ctx context.Context) error {
+	if err := e.load(ctx); err != nil {
+		return fmt.Errorf("load the ledger: %w", err)
+	}
+	if err := e.follow(ctx); err != nil {
+		return err
+	}
+	return e.own(ctx)
+}
+
+// do hands c to the owner and waits for its answer.
+func (e *Engine) do(ctx context.Context, c machine.Command) (machine.Answer, error) {
+	if !e.owning.Load() {
+		return machine.Answer{}, e.notOwner()
+	}
+	o := &op{cmd: c, done: make(chan struct{})}
+	select {
+	case e.ops <- o:
+	case <-e.failed:
+		return machine.Answer{}, ErrStopped
+	case <-ctx.Done():
+		return machine.Answer{}, ctx.Err()
+	}
+	select {
+	case <-o.done:
+		return o.ans, o.ans.Err
+	case <-e.failed:
+		// Queued as the owner stopped: maybe never decided, maybe decided and not
+		// durable. A retry by the same id, at the next owner, finds what landed.
+		return machine.Answer{}, ErrStopped
+	case <-ctx.Done():
+		// The decision may still land; a retry by the same id finds it.
+		return machine.Answer{}, ctx.Err()
+	}
+}
+
+func (e *Engine) notOwner() error {
+	select {
+	case <-e.failed:
+		return ErrStopped
+	default:
+	}
+	return &ledger.NotOwnerError{Addr: *e.ownerAddr.Load()}
+}
+
+// now is a decision's time, at the journal's precision.
+func (e *Engine) now() time.Time { return e.opts.Now().UTC().Truncate(time.Microsecond) }
+
+var errFenced = errors.New("fenced: another process owns the ledger")

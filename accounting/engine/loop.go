@@ -1,0 +1,203 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmgw/gateway/accounting/engine/codec"
+	"github.com/llmgw/gateway/accounting/engine/journal"
+	"github.com/llmgw/gateway/accounting/engine/machine"
+)
+
+// batch is what one journal append makes durable: the events decided for its
+// operations, numbered from first, and the operations to answer once they are durable.
+type batch struct {
+	first  int64
+	events []machine.Event
+	ops    []*op
+	// snapshot, when set, is the state at the batch's last seq, saved once it is durable.
+	snapshot *machine.Snapshot
+}
+
+// own is the owner's life: the decide loop, the flusher and the lease renewal.
+func (e *Engine) own(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e.durable.Store(e.seq)
+	e.owning.Store(true)
+	if e.onTakeover != nil {
+		e.onTakeover(e.epoch)
+	}
+	e.log.Info("ledger owner", zap.String("owner", e.opts.Name), zap.Int64("epoch", e.epoch), zap.Int64("seq", e.seq))
+
+	flush := make(chan *batch)
+	flushed := make(chan error, 1)
+	go e.flusher(ctx, flush, flushed)
+	renewErr := make(chan error, 1)
+	go func() { renewErr <- e.renew(ctx) }()
+	forget := time.NewTicker(e.opts.ForgetEvery)
+	defer forget.Stop()
+
+	var cur *batch
+	inflight := false
+	stop := func(err error) error {
+		e.fail(err)
+		e.answerAll(cur, ErrStopped)
+		for {
+			select {
+			case o := <-e.ops:
+				o.ans.Err = ErrStopped
+				close(o.done)
+			default:
+				if inflight {
+					<-flushed
+				}
+				return err
+			}
+		}
+	}
+	for {
+		select {
+		case o := <-e.ops:
+			cur = e.decide(cur, o)
+		case err := <-flushed:
+			inflight = false
+			if err != nil {
+				return stop(err)
+			}
+		case err := <-renewErr:
+			return stop(err)
+		case <-forget.C:
+			cur = e.decide(cur, &op{cmd: machine.Forget{Before: e.now().Add(-e.opts.ForgetAfter), At: e.now()}, done: make(chan struct{})})
+		case <-ctx.Done():
+			return stop(ctx.Err())
+		}
+	drain:
+		for n := 0; n < e.opts.MaxBatch; n++ {
+			select {
+			case o := <-e.ops:
+				cur = e.decide(cur, o)
+			default:
+				break drain
+			}
+		}
+		if cur == nil || inflight {
+			continue
+		}
+		if time.Now().UnixNano() > e.leaseEnd.Load() {
+			return stop(errors.New("the owner's lease ran out before it could be renewed"))
+		}
+		if len(cur.events) == 0 {
+			// Nothing to make durable, and everything decided before is: answer now.
+			e.answerAll(cur, nil)
+			cur = nil
+			continue
+		}
+		if e.seq-e.snap >= e.opts.SnapshotEvery {
+			sn := e.state.Snapshot()
+			cur.snapshot, e.snap = &sn, e.seq
+		}
+		flush <- cur
+		cur, inflight = nil, true
+	}
+}
+
+// decide decides o against the state and adds it to cur (a new batch when nil).
+func (e *Engine) decide(cur *batch, o *op) *batch {
+	if cur == nil {
+		cur = &batch{first: e.seq + 1}
+	}
+	ans, events := e.state.Decide(o.cmd)
+	o.ans = ans
+	cur.ops = append(cur.ops, o)
+	cur.events = append(cur.events, events...)
+	e.seq += int64(len(events))
+	return cur
+}
+
+// answerAll answers b's operations; err, when set, replaces their answers.
+func (e *Engine) answerAll(b *batch, err error) {
+	if b == nil {
+		return
+	}
+	for _, o := range b.ops {
+		if err != nil {
+			o.ans = machine.Answer{Err: err}
+		}
+		close(o.done)
+	}
+}
+
+// flusher appends each batch it is handed, answers its operations once it is durable,
+// and reports on flushed. A failed append fails its operations and is the last.
+func (e *Engine) flusher(ctx context.Context, in <-chan *batch, flushed chan<- error) {
+	var buf []byte
+	var recs []journal.Record
+	for {
+		var b *batch
+		select {
+		case b = <-in:
+		case <-ctx.Done():
+			return
+		}
+		buf, recs = buf[:0], recs[:0]
+		var err error
+		for i, ev := range b.events {
+			start := len(buf)
+			if buf, err = codec.Encode(buf, ev); err != nil {
+				break
+			}
+			recs = append(recs, journal.Record{Seq: b.first + int64(i), Body: buf[start:len(buf):len(buf)]})
+		}
+		if err == nil {
+			err = e.j.Append(ctx, e.epoch, recs)
+		}
+		if err != nil {
+			if errors.Is(err, journal.ErrFenced) {
+				err = errFenced
+			}
+			e.answerAll(b, ErrStopped)
+			flushed <- fmt.Errorf("journal append of seq %d..%d: %w", b.first, b.first+int64(len(b.events))-1, err)
+			return
+		}
+		e.durable.Store(b.first + int64(len(b.events)) - 1)
+		e.answerAll(b, nil)
+		if b.snapshot != nil {
+			go e.saveSnapshot(ctx, b.first+int64(len(b.events))-1, b.snapshot)
+		}
+		flushed <- nil
+	}
+}
+
+// renew keeps the lease, and returns when it is lost or cannot be renewed before it
+// runs out.
+func (e *Engine) renew(ctx context.Context) error {
+	every := e.opts.Lease / 4
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		sent := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, e.opts.Lease/2)
+		_, err := e.j.Renew(rctx, e.epoch, e.opts.Lease)
+		cancel()
+		switch {
+		case err == nil:
+			e.leaseEnd.Store(sent.Add(e.opts.Lease).UnixNano())
+		case errors.Is(err, journal.ErrFenced):
+			return errFenced
+		case time.Now().UnixNano() > e.leaseEnd.Load():
+			return fmt.Errorf("lease not renewed in time: %w", err)
+		default:
+			e.log.Warn("ledger lease renewal failed; retrying", zap.Error(err))
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/llmgw/gateway/accounting/engine/machine"
+	"github.com/llmgw/gateway/accounting/ledger"
+)
+
+// Reports are the reads of derived data: the tables the materializer keeps, read as
+// the PostgreSQL store reads them.
+type Reports interface {
+	ListAccounts(ctx context.Context, afterID string, limit int) ([]ledger.Account, error)
+	ListKeys(ctx context.Context, accountID string) ([]ledger.Key, error)
+	Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageReport, error)
+	LedgerEntries(ctx context.Context, accountID string, beforeID int64, limit int) ([]ledger.Entry, error)
+	Reconcile(ctx context.Context, q ledger.ReconcileQuery) ([]ledger.ReconcileRow, error)
+	Changes(ctx context.Context) (<-chan ledger.Change, error)
+}
+
+// Store is the ledger.Store the gRPC server uses: decisions and the owner's state from
+// the Engine, reports from the derived tables with the owner's balances and spend.
+type Store struct {
+	*Engine
+	Reports Reports
+}
+
+var _ ledger.Store = Store{}
+
+func (s Store) CreateAccount(ctx context.Context, tier string) (ledger.Account, error) {
+	a, err := s.do(ctx, machine.CreateAccount{ID: uuid.NewString(), Tier: tier, At: s.now()})
+	return a.Account, err
+}
+
+func (s Store) GetAccount(ctx context.Context, id string) (ledger.Account, error) {
+	a, err := s.do(ctx, machine.GetAccount{AccountID: id})
+	return a.Account, err
+}
+
+func (s Store) TopUp(ctx context.Context, id string, amount ledger.Micros, idem string) (ledger.Account, error) {
+	a, err := s.do(ctx, machine.TopUp{AccountID: id, Amount: amount, IdempotencyKey: idem, At: s.now()})
+	return a.Account, err
+}
+
+func (s Store) SetAccountSuspended(ctx context.Context, id string, suspended bool) (ledger.Account, error) {
+	a, err := s.do(ctx, machine.SetAccountSuspended{AccountID: id, Suspended: suspended, At: s.now()})
+	return a.Account, err
+}
+
+func (s Store) CreateKey(ctx context.Context, k ledger.NewKey) (ledger.Key, error) {
+	a, err := s.do(ctx, machine.CreateKey{ID: uuid.NewString(), Key: k, At: s.now()})
+	return a.Key, err
+}
+
+func (s Store) GetKey(ctx context.Context, id string) (ledger.Key, error) {
+	a, err := s.do(ctx, machine.GetKey{KeyID: id, At: s.now()})
+	return a.Key, err
+}
+
+func (s Store) SetKeyDisabled(ctx context.Context, id string, disabled bool) (ledger.Key, error) {
+	a, err := s.do(ctx, machine.SetKeyDisabled{KeyID: id, Disabled: disabled, At: s.now()})
+	return a.Key, err
+}
+
+func (s Store) RevokeKey(ctx context.Context, id string) (ledger.Key, error) {
+	a, err := s.do(ctx, machine.RevokeKey{KeyID: id, At: s.now()})
+	return a.Key, err
+}
+
+func (s Store) UpdateKey(ctx context.Context, u ledger.KeyUpdate) (ledger.Key, error) {
+	a, err := s.do(ctx, machine.UpdateKey{Update: u, At: s.now()})
+	return a.Key, err
+}
+
+func (s Store) Authenticate(ctx context.Context, hash []byte) (ledger.Grant, error) {
+	a, err := s.do(ctx, machine.Authenticate{Hash: hash, At: s.now()})
+	return a.Grant, err
+}
+
+func (s Store) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
+	if r.TTL <= 0 {
+		r.TTL = s.opts.DefaultTTL
+	}
+	a, err := s.do(ctx, machine.Reserve{ID: uuid.Must(uuid.NewV7()).String(), Request: r, At: s.now()})
+	return a.Reservation, err
+}
+
+func (s Store) Commit(ctx context.Context, c ledger.CommitRequest) (ledger.CommitResult, error) {
+	a, err := s.do(ctx, machine.Commit{Request: c, At: s.now()})
+	return a.Commit, err
+}
+
+func (s Store) Release(ctx context.Context, id, reason string) (ledger.ReleaseResult, error) {
+	a, err := s.do(ctx, machine.Release{ReservationID: id, Reason: reason, At: s.now()})
+	return a.Release, err
+}
+
+func (s Store) Renew(ctx context.Context, id string, ttl time.Duration) (time.Time, error) {
+	if ttl <= 0 {
+		ttl = s.opts.DefaultTTL
+	}
+	a, err := s.do(ctx, machine.Renew{ReservationID: id, TTL: ttl, At: s.now()})
+	return a.Expires, err
+}
+
+func (s Store) ExpireDue(ctx context.Context, limit int) (int, error) {
+	a, err := s.do(ctx, machine.ExpireDue{Limit: limit, At: s.now()})
+	return a.Expired, err
+}
+
+func (s Store) RecordVideoTask(ctx context.Context, taskID, keyID, model string, origin ledger.TaskOrigin) (ledger.VideoTask, error) {
+	a, err := s.do(ctx, machine.RecordVideoTask{TaskID: taskID, KeyID: keyID, Model: model, Origin: origin, At: s.now()})
+	return a.VideoTask, err
+}
+
+func (s Store) GetVideoTask(ctx context.Context, taskID string) (ledger.VideoTask, error) {
+	a, err := s.do(ctx, machine.GetVideoTask{TaskID: taskID})
+	return a.VideoTask, err
+}
+
+func (s Store) PutTier(ctx context.Context, t ledger.Tier) (ledger.Tier, error) {
+	a, err := s.do(ctx, machine.PutTier{Tier: t, At: s.now()})
+	return a.Tier, err
+}
+
+// ListAccounts lists from the derived tables with each account's state from the owner,
+// so a charge settled a moment ago shows at once.
+func (s Store) ListAccounts(ctx context.Context, afterID string, limit int) ([]ledger.Account, error) {
+	list, err := s.Reports.ListAccounts(ctx, afterID, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list {
+		if list[i], err = s.GetAccount(ctx, list[i].ID); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
+}
+
+// ListKeys lists from the derived tables with each key's state and spend from the owner.
+func (s Store) ListKeys(ctx context.Context, accountID string) ([]ledger.Key, error) {
+	if _, err := s.GetAccount(ctx, accountID); err != nil {
+		return nil, err
+	}
+	list, err := s.Reports.ListKeys(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list {
+		if list[i], err = s.GetKey(ctx, list[i].ID); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
+}
+
+func (s Store) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageReport, error) {
+	return s.Reports.Usage(ctx, q)
+}
+
+func (s Store) LedgerEntries(ctx context.Context, accountID string, beforeID int64, limit int) ([]ledger.Entry, error) {
+	return s.Reports.LedgerEntries(ctx, accountID, beforeID, limit)
+}
+
+func (s Store) Reconcile(ctx context.Context, q ledger.ReconcileQuery) ([]ledger.ReconcileRow, error) {
+	return s.Reports.Reconcile(ctx, q)
+}
+
+// Tiers answers from the owner's state.
+func (s Store) Tiers(ctx context.Context) ([]ledger.Tier, error) {
+	a, err := s.do(ctx, machine.ListTiers{})
+	return a.Tiers, err
+}
+
+func (s Store) Changes(ctx context.Context) (<-chan ledger.Change, error) {
+	return s.Reports.Changes(ctx)
+}
