@@ -65,6 +65,8 @@ const (
 	EnvDBAccountConcurrency = "ACCOUNTING_DB_ACCOUNT_CONCURRENCY"
 	EnvPprof                = "ACCOUNTING_PPROF"
 	EnvArchiveAfter         = "ACCOUNTING_ARCHIVE_AFTER"
+	EnvLedgerEngine         = "ACCOUNTING_LEDGER_ENGINE"
+	EnvAdvertise            = "ACCOUNTING_ADVERTISE_ADDR"
 )
 
 // Config is everything the process needs; parseConfig fills it from flags, the
@@ -86,6 +88,13 @@ type Config struct {
 	// DB sizes the database pool and bounds waits on it (MaxConns, LockTimeout,
 	// StatementTimeout, AccountConcurrency; zero fields take the store's defaults).
 	DB store.Options
+	// Engine is what decides the ledger: EngineJournal (one owner deciding in memory,
+	// a journal in PostgreSQL, standbys) or EngineStore (every decision a PostgreSQL
+	// transaction). See accounting/engine.
+	Engine string
+	// Advertise is the address clients reach this process at, told by a standby to
+	// callers that reached it instead of the owner (default: Listen).
+	Advertise string
 	// Pprof serves Go's runtime profiles under /debug/pprof/ on the metrics listener
 	// (--pprof, env ACCOUNTING_PPROF; off by default).
 	Pprof bool
@@ -151,6 +160,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", store.DefaultLockTimeout, "longest wait for an account's row lock before a call is refused as busy (env "+EnvDBLockTimeout+")")
 	fs.DurationVar(&cfg.DB.StatementTimeout, "db-statement-timeout", store.DefaultStatementTimeout, "longest database statement (env "+EnvDBStatementTimeout+")")
 	fs.IntVar(&cfg.DB.AccountConcurrency, "db-account-concurrency", store.DefaultAccountConcurrency, "statements of one account using database connections at once (env "+EnvDBAccountConcurrency+")")
+	fs.StringVar(&cfg.Engine, "ledger-engine", envOr(EnvLedgerEngine, EngineStore), "what decides the ledger: "+EngineJournal+" (one owner in memory, a journal) or "+EngineStore+" (PostgreSQL transactions) (env "+EnvLedgerEngine+")")
+	fs.StringVar(&cfg.Advertise, "advertise", envOr(EnvAdvertise, ""), "address clients reach this process at (default: --listen) (env "+EnvAdvertise+")")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env "+EnvPprof+")")
 	fs.BoolVar(&cfg.MigrateOnly, "migrate-only", false, "create the database if missing, apply pending migrations and exit (needs only "+EnvDatabaseURL+")")
 	for flagName, env := range map[string]string{"db-max-conns": EnvDBMaxConns, "db-lock-timeout": EnvDBLockTimeout,
@@ -197,6 +208,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if _, err := url.Parse(cfg.DatabaseURL); err != nil {
 		errs = append(errs, errors.New("--database-url is not a URL"))
+	}
+	if cfg.Engine != EngineJournal && cfg.Engine != EngineStore {
+		errs = append(errs, fmt.Errorf("--ledger-engine must be %s or %s", EngineJournal, EngineStore))
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = cfg.Listen
 	}
 	if len(errs) > 0 {
 		return Config{}, fmt.Errorf("refusing to start: %w", errors.Join(errs...))
@@ -271,11 +288,21 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer st.Close()
-	return serve(ctx, cfg, log, az, st)
+	if cfg.Engine == EngineStore {
+		return serve(ctx, cfg, log, az, st, nil)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	own, err := startOwner(ctx, cfg, log, st)
+	if err != nil {
+		return err
+	}
+	defer own.wait()
+	return serve(ctx, cfg, log, az, own.store, own)
 }
 
 // serve runs the listeners, the hub and the sweeper over st.
-func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorizer, raw ledger.Store) error {
+func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorizer, raw ledger.Store, own *owner) error {
 	m := metrics.New()
 	if g, ok := raw.(interface{ GroupStats() store.GroupStats }); ok {
 		m.CountGroupCommit(func() (int64, int64, int64) {
@@ -324,7 +351,8 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		sw.grace = g.GraceLapsed
 	}
 	var serving atomic.Bool
-	hs := &http.Server{Handler: pprof.Wrap(healthMux(&serving, sw, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
+	ready := func() bool { return serving.Load() && (own == nil || own.engine.Owning()) }
+	hs := &http.Server{Handler: pprof.Wrap(healthMux(ready, sw, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
 
 	// Background work stops with bgCtx; the gRPC server is stopped explicitly.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -346,11 +374,18 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		zap.String("metrics_addr", mlis.Addr().String()))
 
 	var result error
+	var failed <-chan struct{}
+	if own != nil {
+		failed = own.engine.Failed()
+	}
 	select {
 	case <-ctx.Done():
 		log.Info("accounting stopping")
 	case err := <-serveErr:
 		result = fmt.Errorf("grpc server: %w", err)
+	case <-failed:
+		// Fail-stop: exit, so that the process restarts as a standby of the new owner.
+		result = fmt.Errorf("ledger owner: %w", own.engine.Err())
 	}
 	serving.Store(false)
 	// Watch streams never end on their own: stopping the hub ends them, so that the
@@ -375,9 +410,10 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	return result
 }
 
-// healthMux serves /healthz (the process is up), /readyz (serving, and the last sweep
-// reached the database recently) and /metrics.
-func healthMux(serving *atomic.Bool, sw *sweeper, metricsHandler http.Handler) http.Handler {
+// healthMux serves /healthz (the process is up), /readyz (serving — with the journal
+// engine, only while this process owns the ledger, so a Service sends calls to the
+// owner — and the last sweep reached the database recently) and /metrics.
+func healthMux(ready func() bool, sw *sweeper, metricsHandler http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metricsHandler)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -385,7 +421,7 @@ func healthMux(serving *atomic.Bool, sw *sweeper, metricsHandler http.Handler) h
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		switch {
-		case !serving.Load():
+		case !ready():
 			http.Error(w, "not serving", http.StatusServiceUnavailable)
 		case sw.away():
 			http.Error(w, "database unreachable", http.StatusServiceUnavailable)

@@ -206,3 +206,6 @@ func (s *Store) now() *time.Time {
 	t := s.opts.Now()
 	return &t
 }
+
+// Pool is the store's connection pool, shared with the journal engine's parts.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
