@@ -117,6 +117,9 @@ type Engine struct {
 	// durable is the last seq the journal holds (owner) or this state folded (standby).
 	durable atomic.Int64
 
+	// appends and appended count the journal appends and their records.
+	appends, appended atomic.Int64
+
 	failed   chan struct{}
 	failOnce sync.Once
 	failErr  error
@@ -161,6 +164,10 @@ func (e *Engine) Err() error {
 
 // Owning reports whether this process is the shard's owner now.
 func (e *Engine) Owning() bool { return e.owning.Load() }
+
+// Stats returns how many journal appends this owner made and how many records they
+// held: records per append is the batching the load gives.
+func (e *Engine) Stats() (appends, records int64) { return e.appends.Load(), e.appended.Load() }
 
 // Durable is the last journal seq this process's state holds durably.
 func (e *Engine) Durable() int64 { return e.durable.Load() }

@@ -164,6 +164,8 @@ func (e *Engine) flusher(ctx context.Context, in <-chan *batch, flushed chan<- e
 			flushed <- fmt.Errorf("journal append of seq %d..%d: %w", b.first, b.first+int64(len(b.events))-1, err)
 			return
 		}
+		e.appends.Add(1)
+		e.appended.Add(int64(len(recs)))
 		e.durable.Store(b.first + int64(len(b.events)) - 1)
 		e.answerAll(b, nil)
 		if b.snapshot != nil {
