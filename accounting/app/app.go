@@ -323,6 +323,12 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 
 	// The metrics interceptor runs first, so refused credentials are timed too.
 	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor())}, az.ServerOptions()...)
+	if own != nil {
+		// After the credentials check: a standby sends its calls on to the owner.
+		fw := &forwarder{engine: own.engine, self: cfg.Advertise}
+		defer fw.close()
+		opts = append(opts, grpc.ChainUnaryInterceptor(fw.unary))
+	}
 	if tracing.Enabled(os.Getenv) {
 		// Each call is a span joined to the caller's trace. While tracing is off no
 		// handler runs (even a no-op one costs each call some work).
@@ -351,7 +357,10 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		sw.grace = g.GraceLapsed
 	}
 	var serving atomic.Bool
-	ready := func() bool { return serving.Load() && (own == nil || own.engine.Owning()) }
+	// A standby is ready once it knows where the owner is: it forwards to it.
+	ready := func() bool {
+		return serving.Load() && (own == nil || own.engine.Owning() || own.engine.OwnerAddr() != cfg.Advertise && own.engine.OwnerAddr() != "")
+	}
 	hs := &http.Server{Handler: pprof.Wrap(healthMux(ready, sw, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
 
 	// Background work stops with bgCtx; the gRPC server is stopped explicitly.
@@ -411,8 +420,8 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 }
 
 // healthMux serves /healthz (the process is up), /readyz (serving — with the journal
-// engine, only while this process owns the ledger, so a Service sends calls to the
-// owner — and the last sweep reached the database recently) and /metrics.
+// engine, owning the ledger or knowing where its owner is — and the last sweep reached
+// the database recently) and /metrics.
 func healthMux(ready func() bool, sw *sweeper, metricsHandler http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metricsHandler)

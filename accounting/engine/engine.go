@@ -162,6 +162,10 @@ func (e *Engine) Err() error {
 	}
 }
 
+// OwnerAddr is where the shard's owner is, as this process last saw it ("" when not
+// known yet).
+func (e *Engine) OwnerAddr() string { return *e.ownerAddr.Load() }
+
 // Owning reports whether this process is the shard's owner now.
 func (e *Engine) Owning() bool { return e.owning.Load() }
 
