@@ -106,8 +106,23 @@ func (s Store) Renew(ctx context.Context, id string, ttl time.Duration) (time.Ti
 	return a.Expires, err
 }
 
+// ExpireDue expires on the owner; on a standby there is nothing of its own to expire
+// (the owner's sweeper does it), so it answers 0 rather than an error.
 func (s Store) ExpireDue(ctx context.Context, limit int) (int, error) {
+	if !s.Owning() && s.Err() == nil {
+		return 0, nil
+	}
 	a, err := s.do(ctx, machine.ExpireDue{Limit: limit, At: s.now()})
+	return a.Expired, err
+}
+
+// GraceLapsed gives every hold whose lease already ran out grace more, for the
+// sweeper's first sweep after accounting was away (see the app's sweeper).
+func (s Store) GraceLapsed(ctx context.Context, grace time.Duration) (int, error) {
+	if !s.Owning() && s.Err() == nil {
+		return 0, nil
+	}
+	a, err := s.do(ctx, machine.GraceLapsed{Grace: grace, At: s.now()})
 	return a.Expired, err
 }
 
