@@ -35,9 +35,10 @@ func startOwner(ctx context.Context, cfg Config, log *zap.Logger, st *store.Stor
 	pool := st.Pool()
 	j := journal.New(pool, ledgerShard)
 	e := engine.New(j, engine.Options{
-		Addr:   cfg.Advertise,
-		Logger: log.Named("owner"),
-		Import: func(ctx context.Context) (machine.Snapshot, error) { return materialize.Load(ctx, pool) },
+		Addr:          cfg.Advertise,
+		TakeoverGrace: ExpiryGrace,
+		Logger:        log.Named("owner"),
+		Import:        func(ctx context.Context) (machine.Snapshot, error) { return materialize.Load(ctx, pool) },
 	})
 	o := &owner{engine: e, store: engine.Store{Engine: e, Reports: st}, done: make(chan struct{})}
 	go func() {

@@ -52,6 +52,9 @@ type Options struct {
 	ForgetAfter, ForgetEvery time.Duration
 	// DefaultTTL is a reservation's lease when the request names none (default 10 min).
 	DefaultTTL time.Duration
+	// TakeoverGrace, when positive, is given at a takeover to every hold whose lease ran
+	// out while no owner could renew it (the clients renewing it were waiting for one).
+	TakeoverGrace time.Duration
 	// Now is the clock of every decision; nil means time.Now.
 	Now func() time.Time
 	// Import builds the state of a journal that has none yet (the migration from the

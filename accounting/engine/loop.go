@@ -43,6 +43,9 @@ func (e *Engine) own(ctx context.Context) error {
 	defer forget.Stop()
 
 	var cur *batch
+	if e.opts.TakeoverGrace > 0 {
+		cur = e.decide(nil, &op{cmd: machine.GraceLapsed{Grace: e.opts.TakeoverGrace, At: e.now()}, done: make(chan struct{})})
+	}
 	inflight := false
 	stop := func(err error) error {
 		e.fail(err)
