@@ -40,6 +40,7 @@ type Answer struct {
 	Expired     int       // ExpireDue
 	VideoTask   ledger.VideoTask
 	Tier        ledger.Tier
+	Tiers       []ledger.Tier // ListTiers, by name
 	Err         error
 }
 
@@ -113,6 +114,13 @@ type (
 		Origin ledger.TaskOrigin
 		At     time.Time
 	}
+	// GraceLapsed gives every held reservation whose lease ran out before At a lease
+	// until At + Grace: the clients that would have renewed them could not reach an
+	// owner meanwhile (a takeover, an outage). Answer.Expired counts them.
+	GraceLapsed struct {
+		Grace time.Duration
+		At    time.Time
+	}
 	// Forget drops from memory what no decision needs any more: reservations settled
 	// before Before (a commit or release retried after that is answered from the
 	// materialized tables) and spend windows that ended before Before.
@@ -134,6 +142,7 @@ type (
 		At   time.Time
 	}
 	GetVideoTask   struct{ TaskID string }
+	ListTiers      struct{}
 	GetReservation struct{ ReservationID string }
 )
 

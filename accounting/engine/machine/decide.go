@@ -85,6 +85,10 @@ func (s *State) decide(c Command) (Answer, []Event) {
 		return s.updateKey(&c)
 	case RecordVideoTask:
 		return s.recordVideoTask(&c)
+	case GraceLapsed:
+		return s.graceLapsed(&c)
+	case ListTiers:
+		return Answer{Tiers: s.tierList()}, nil
 	case Forget:
 		before := norm(c.Before)
 		if !s.forgets(before) {

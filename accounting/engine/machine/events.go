@@ -129,3 +129,5 @@ func (GetKey) command()              {}
 func (Authenticate) command()        {}
 func (GetVideoTask) command()        {}
 func (GetReservation) command()      {}
+func (ListTiers) command()           {}
+func (GraceLapsed) command()         {}
