@@ -130,10 +130,12 @@ func (j *Journal) partitions(ctx context.Context) ([]partition, error) {
 // is finished first.
 func (j *Journal) DropCovered(ctx context.Context, retain time.Duration) (int, error) {
 	var covered int64
-	err := j.pool.QueryRow(ctx, `SELECT coalesce(least(
-			(SELECT max(seq) FROM ledger_snapshots
-			 WHERE shard = $1 AND taken_at <= now() - $2::bigint * interval '1 microsecond'),
-			(SELECT seq FROM ledger_materialized WHERE shard = $1)), 0)`,
+	// least() skips NULLs: a shard without an old snapshot or without a materialized seq
+	// has nothing covered, hence the coalesce of each.
+	err := j.pool.QueryRow(ctx, `SELECT least(
+			coalesce((SELECT max(seq) FROM ledger_snapshots
+			          WHERE shard = $1 AND taken_at <= now() - $2::bigint * interval '1 microsecond'), 0),
+			coalesce((SELECT seq FROM ledger_materialized WHERE shard = $1), 0))`,
 		j.shard, retain.Microseconds()).Scan(&covered)
 	if err != nil {
 		return 0, fmt.Errorf("journal: retention: %w", err)
