@@ -1,0 +1,210 @@
+// Package codec turns the ledger state machine's events into the bytes of one journal
+// record and back: Encode appends an event's record body, Decode reads one. The bytes
+// are a protobuf message, accounting.journal.v1.Event (proto/accounting/journal/v1),
+// whose schema says how each value travels: UUID ids as 16 bytes, other ids and all
+// text unchanged, times as microseconds since the epoch.
+//
+// Decode(Encode(e)) is e for every event the machine makes: times are UTC with
+// microsecond precision, and a decoded time is UTC (a time with another location
+// decodes as the same instant in UTC; a time finer than a microsecond is refused by
+// Encode). Nil and empty lists, hashes and usage maps, nil and zero limits and times
+// all stay apart. Equal events encode to equal bytes (a usage's units are sorted by
+// name), so a record can be compared as bytes.
+//
+// It imports only the machine's types, accounting/ledger, the generated journal
+// package and the protobuf runtime: no database driver, no gRPC.
+package codec
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/llmgw/gateway/accounting/engine/machine"
+	"github.com/llmgw/gateway/accounting/ledger"
+	journalv1 "github.com/llmgw/gateway/proto/accounting/journal/v1"
+)
+
+// Encode appends the record body of e to dst. It fails for a value that is not one of
+// the machine's event types (a pointer to one included) and for a time finer than a
+// microsecond.
+func Encode(dst []byte, e machine.Event) ([]byte, error) {
+	m, err := message(e)
+	if err != nil {
+		return dst, err
+	}
+	return proto.MarshalOptions{}.MarshalAppend(dst, m)
+}
+
+// Decode reads one record body. The event shares no memory with b.
+func Decode(b []byte) (machine.Event, error) {
+	var m journalv1.Event
+	if err := proto.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("codec: %w", err)
+	}
+	if hasUnknown(m.ProtoReflect()) {
+		return nil, errUnknown
+	}
+	return event(&m)
+}
+
+// errKind is a record with no event kind set: empty, or a kind newer than this code.
+var errKind = errors.New("codec: record holds no event kind this code knows")
+
+// errUnknown is a record with fields this code does not know, written by newer code:
+// replaying it without them would rebuild another state than the one that wrote it.
+var errUnknown = errors.New("codec: record has fields this code does not know")
+
+// hasUnknown says whether m or a message in it holds unknown fields.
+func hasUnknown(m protoreflect.Message) bool {
+	if len(m.GetUnknown()) > 0 {
+		return true
+	}
+	found := false
+	m.Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case f.Message() == nil || f.IsMap(): // the schema has no maps
+		case f.IsList():
+			for i := range v.List().Len() {
+				found = found || hasUnknown(v.List().Get(i).Message())
+			}
+		default:
+			found = hasUnknown(v.Message())
+		}
+		return !found
+	})
+	return found
+}
+
+// message is e in the schema. The switch lists every event type: a test checks that
+// each type declared in the machine package encodes.
+func message(e machine.Event) (*journalv1.Event, error) {
+	var en enc
+	var m journalv1.Event
+	switch e := e.(type) {
+	case machine.AccountCreated:
+		en.buf = make([]byte, 0, textSize(e.ID, e.Tier))
+		m.Kind = &journalv1.Event_AccountCreated{AccountCreated: &journalv1.AccountCreated{
+			Id: en.id(e.ID), Tier: en.text(e.Tier), At: en.time(e.At)}}
+	case machine.ToppedUp:
+		en.buf = make([]byte, 0, textSize(e.AccountID, e.IdempotencyKey))
+		m.Kind = &journalv1.Event_ToppedUp{ToppedUp: &journalv1.ToppedUp{
+			AccountId: en.id(e.AccountID), Amount: e.Amount, IdempotencyKey: en.id(e.IdempotencyKey), At: en.time(e.At)}}
+	case machine.AccountSuspended:
+		en.buf = make([]byte, 0, textSize(e.AccountID))
+		m.Kind = &journalv1.Event_AccountSuspended{AccountSuspended: &journalv1.AccountSuspended{
+			AccountId: en.id(e.AccountID), Suspended: e.Suspended, At: en.time(e.At)}}
+	case machine.TierPut:
+		t := e.Tier
+		en.buf = make([]byte, 0, textSize(t.Name))
+		m.Kind = &journalv1.Event_TierPut{TierPut: &journalv1.TierPut{
+			Name: en.text(t.Name), RpmBeforeTopUp: int64(t.RPMBeforeTopUp), RpmAfterTopUp: int64(t.RPMAfterTopUp),
+			InFlightGeneral: int64(t.InFlightGeneral), InFlightHighCost: int64(t.InFlightHighCost), At: en.time(e.At)}}
+	case machine.KeyCreated:
+		m.Kind = &journalv1.Event_KeyCreated{KeyCreated: keyCreated(&en, e)}
+	case machine.KeyChanged:
+		m.Kind = &journalv1.Event_KeyChanged{KeyChanged: keyChanged(&en, e)}
+	case machine.Reserved:
+		en.buf = make([]byte, 0, textSize(e.ID, e.RequestID, e.AccountID, e.KeyID, e.Model))
+		at := en.time(e.At)
+		m.Kind = &journalv1.Event_Reserved{Reserved: &journalv1.Reserved{
+			Id: en.id(e.ID), RequestId: en.id(e.RequestID), AccountId: en.id(e.AccountID), KeyId: en.id(e.KeyID),
+			Model: en.text(e.Model), Amount: e.Amount, Pool: int64(e.Pool), At: at, ExpiresAfter: en.time(e.ExpiresAt) - at}}
+	case machine.Committed:
+		m.Kind = &journalv1.Event_Committed{Committed: committed(&en, e)}
+	case machine.Released:
+		en.buf = make([]byte, 0, textSize(e.ReservationID, e.Reason))
+		m.Kind = &journalv1.Event_Released{Released: &journalv1.Released{
+			ReservationId: en.id(e.ReservationID), State: int64(e.State), Reason: en.text(e.Reason), At: en.time(e.At)}}
+	case machine.Renewed:
+		en.buf = make([]byte, 0, textSize(e.ReservationID))
+		at := en.time(e.At)
+		m.Kind = &journalv1.Event_Renewed{Renewed: &journalv1.Renewed{
+			ReservationId: en.id(e.ReservationID), ExpiresAfter: en.time(e.ExpiresAt) - at, At: at}}
+	case machine.VideoTaskRecorded:
+		m.Kind = &journalv1.Event_VideoTaskRecorded{VideoTaskRecorded: videoTask(&en, e.Task)}
+	case machine.Forgotten:
+		m.Kind = &journalv1.Event_Forgotten{Forgotten: &journalv1.Forgotten{Before: en.time(e.Before), At: en.time(e.At)}}
+	default:
+		return nil, fmt.Errorf("codec: %T is not an event of the machine", e)
+	}
+	return &m, en.err
+}
+
+// event is m as the machine's event.
+func event(m *journalv1.Event) (machine.Event, error) {
+	var d dec
+	var e machine.Event
+	switch k := m.GetKind().(type) {
+	case *journalv1.Event_AccountCreated:
+		v := k.AccountCreated
+		e = machine.AccountCreated{ID: d.id(v.Id), Tier: string(v.Tier), At: decodeTime(v.At)}
+	case *journalv1.Event_ToppedUp:
+		v := k.ToppedUp
+		e = machine.ToppedUp{AccountID: d.id(v.AccountId), Amount: v.Amount, IdempotencyKey: d.id(v.IdempotencyKey),
+			At: decodeTime(v.At)}
+	case *journalv1.Event_AccountSuspended:
+		v := k.AccountSuspended
+		e = machine.AccountSuspended{AccountID: d.id(v.AccountId), Suspended: v.Suspended, At: decodeTime(v.At)}
+	case *journalv1.Event_TierPut:
+		v := k.TierPut
+		e = machine.TierPut{Tier: ledger.Tier{Name: string(v.Name), RPMBeforeTopUp: int(v.RpmBeforeTopUp),
+			RPMAfterTopUp: int(v.RpmAfterTopUp), InFlightGeneral: int(v.InFlightGeneral),
+			InFlightHighCost: int(v.InFlightHighCost)}, At: decodeTime(v.At)}
+	case *journalv1.Event_KeyCreated:
+		e = keyCreatedEvent(&d, k.KeyCreated)
+	case *journalv1.Event_KeyChanged:
+		e = keyChangedEvent(&d, k.KeyChanged)
+	case *journalv1.Event_Reserved:
+		v := k.Reserved
+		e = machine.Reserved{ID: d.id(v.Id), RequestID: d.id(v.RequestId), AccountID: d.id(v.AccountId),
+			KeyID: d.id(v.KeyId), Model: string(v.Model), Amount: v.Amount, Pool: ledger.Pool(v.Pool),
+			At: decodeTime(v.At), ExpiresAt: decodeTime(v.At + v.ExpiresAfter)}
+	case *journalv1.Event_Committed:
+		e = committedEvent(&d, k.Committed)
+	case *journalv1.Event_Released:
+		v := k.Released
+		e = machine.Released{ReservationID: d.id(v.ReservationId), State: ledger.ReservationState(v.State),
+			Reason: string(v.Reason), At: decodeTime(v.At)}
+	case *journalv1.Event_Renewed:
+		v := k.Renewed
+		e = machine.Renewed{ReservationID: d.id(v.ReservationId), ExpiresAt: decodeTime(v.At + v.ExpiresAfter),
+			At: decodeTime(v.At)}
+	case *journalv1.Event_VideoTaskRecorded:
+		e = machine.VideoTaskRecorded{Task: videoTaskValue(&d, k.VideoTaskRecorded)}
+	case *journalv1.Event_Forgotten:
+		v := k.Forgotten
+		e = machine.Forgotten{Before: decodeTime(v.Before), At: decodeTime(v.At)}
+	default:
+		return nil, errKind
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return e, nil
+}
+
+// dec keeps the first malformed value met while decoding.
+type dec struct{ err error }
+
+func (d *dec) id(b []byte) string {
+	s, err := decodeID(b)
+	if err != nil && d.err == nil {
+		d.err = err
+	}
+	return s
+}
+
+// sortedUnits is units as the schema's list, sorted by name.
+func sortedUnits(en *enc, units map[string]int64) []*journalv1.Unit {
+	out := make([]*journalv1.Unit, 0, len(units))
+	for name, n := range units {
+		out = append(out, &journalv1.Unit{Name: en.text(name), Count: n})
+	}
+	slices.SortFunc(out, func(a, b *journalv1.Unit) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	return out
+}
