@@ -211,12 +211,22 @@ func (w *writes) queueSpend(b *pgx.Batch) {
 		keys, periods, starts = append(keys, win.keyID), append(periods, win.period), append(starts, win.start.Format(time.DateOnly))
 		committed, held = append(committed, s.committed), append(held, s.held)
 	}
+	// The changes of windows that exist update them; the others are new windows. (Not an
+	// upsert: a CHECK applies to the row proposed for insertion before its conflict is
+	// found, and a settlement's change of held is negative.) The shard's lock makes this
+	// the only writer of its keys' windows.
 	b.Queue(`
-		INSERT INTO key_spend AS s (key_id, period, period_start, committed, held)
-		SELECT key::uuid, period, start::date, committed, held
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u(key, period, start, committed, held)
-		ON CONFLICT (key_id, period, period_start) DO UPDATE SET
-			committed = s.committed + EXCLUDED.committed, held = s.held + EXCLUDED.held`,
+		WITH d AS (
+			SELECT key::uuid AS key_id, period, start::date AS period_start, committed, held
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u(key, period, start, committed, held)),
+		changed AS (
+			UPDATE key_spend s SET committed = s.committed + d.committed, held = s.held + d.held
+			FROM d WHERE s.key_id = d.key_id AND s.period = d.period AND s.period_start = d.period_start
+			RETURNING s.key_id, s.period, s.period_start)
+		INSERT INTO key_spend (key_id, period, period_start, committed, held)
+		SELECT d.key_id, d.period, d.period_start, d.committed, d.held FROM d
+		WHERE NOT EXISTS (SELECT 1 FROM changed c
+			WHERE c.key_id = d.key_id AND c.period = d.period AND c.period_start = d.period_start)`,
 		keys, periods, starts, committed, held)
 }
 
