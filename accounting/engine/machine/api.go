@@ -139,17 +139,38 @@ type (
 
 // State is one shard's decided state. It is not safe for concurrent use: one owner
 // decides, one goroutine at a time.
+//
+// Slices and pointers in answers and events (a key's allowed models and limits, a key
+// hash) are shared with the state: callers must not modify them.
 type State struct {
-	// filled in by the implementation
+	accounts     map[string]*account
+	tiers        map[string]*ledger.Tier
+	keys         map[string]*key
+	byHash       map[string]*key // string(hash) → key
+	reservations map[string]*reservation
+	byRequest    map[string]*reservation
+	videoTasks   map[string]*ledger.VideoTask
+	expiry       expiryHeap // held reservations by expiry, with stale entries
+	held         int        // held reservations
+	// complete is true while every window's Committed is the sum of charges of the
+	// reservations the state knows (nothing forgotten since it was checked).
+	complete bool
 }
 
 // New returns the state of an empty ledger with the built-in tiers (default, tight,
 // enterprise) that migrations/0001_init.sql seeds.
-func New() *State { panic("not built") }
+func New() *State {
+	s := empty()
+	for _, t := range builtinTiers {
+		s.putTier(t)
+	}
+	s.complete = true
+	return s
+}
 
 // Decide decides c at its time: the answer, and the events that record what it
 // changed, already applied to s (none for a read, a refusal or a replay).
-func (s *State) Decide(c Command) (Answer, []Event) { panic("not built") }
+func (s *State) Decide(c Command) (Answer, []Event) { return s.decide(c) }
 
 // Apply folds e into s.
-func (s *State) Apply(e Event) { panic("not built") }
+func (s *State) Apply(e Event) { s.apply(e) }
