@@ -1,0 +1,154 @@
+package materialize
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/llmgw/gateway/accounting/engine/machine"
+	"github.com/llmgw/gateway/accounting/ledger"
+)
+
+// Materializer writes one shard's events into the derived tables. It is not safe for
+// concurrent use; two Materializers of one shard (an owner and a standby taking over)
+// take turns on the shard's ledger_materialized row, and the second skips what the
+// first wrote.
+//
+// What it writes, and what it does not:
+//   - accounts: created; balance (top-ups, charges), reserved and the in-flight pools
+//     (holds and their settlements), topped_up, suspended. Not the requests-per-minute
+//     window (rpm_minute, rpm_count): only the owner's decisions read it, so it keeps
+//     the value it had when the store stopped deciding.
+//   - tiers, api_keys: as put, created and changed (the NOTIFY triggers fire as they did
+//     for the store's own updates: an account's only when its flags are written).
+//   - ledger_entries: a top-up entry per ToppedUp, a charge entry per Committed, with
+//     the columns the store's ledger_commit writes; usage_daily follows by its trigger.
+//   - key_spend: held and committed, per window of the reservation's creation time.
+//   - video_tasks.
+//   - never reservations: a hold lives in the owner's memory and in the journal.
+//
+// A Committed or Released event names only its reservation, so the Materializer keeps
+// the held reservations (their Reserved events) of its shard, started from a snapshot.
+type Materializer struct {
+	pool  *pgxpool.Pool
+	shard int
+	seq   int64                       // the last event folded into holds
+	holds map[string]machine.Reserved // held reservations, by id
+}
+
+// New returns the Materializer of shard on pool whose held reservations are those of
+// from, the state after the event seq (0: before the first). Its first Apply must start
+// at the event after seq; events at or below the shard's stored seq are only folded,
+// not written, so it may start from a snapshot older than what was written.
+func New(pool *pgxpool.Pool, shard int, from machine.Snapshot, seq int64) *Materializer {
+	m := &Materializer{pool: pool, shard: shard, seq: seq, holds: make(map[string]machine.Reserved)}
+	for _, r := range from.Reservations {
+		if r.State == ledger.StateHeld {
+			m.holds[r.ID] = machine.Reserved{ID: r.ID, RequestID: r.RequestID, AccountID: r.AccountID,
+				KeyID: r.KeyID, Model: r.Model, Amount: r.Amount, Pool: r.Pool, At: r.CreatedAt, ExpiresAt: r.ExpiresAt}
+		}
+	}
+	return m
+}
+
+// Seq returns the last event seq written for the shard (0: none).
+func (m *Materializer) Seq(ctx context.Context) (int64, error) {
+	var seq int64
+	err := m.pool.QueryRow(ctx, `SELECT seq FROM ledger_materialized WHERE shard = $1`, m.shard).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("materialize: seq: %w", err)
+	}
+	return seq, nil
+}
+
+// Apply writes events (in journal order; seqs[i] is events[i]'s seq, increasing) in one
+// transaction and moves the shard's stored seq to the last of them. Events at or below
+// the stored seq were written before and are only folded into the held reservations; a
+// call whose every seq is at or below it writes nothing. On an error nothing is written
+// or folded, and the same call may be made again.
+func (m *Materializer) Apply(ctx context.Context, seqs []int64, events []machine.Event) error {
+	if len(seqs) != len(events) {
+		return fmt.Errorf("materialize: %d seqs for %d events", len(seqs), len(events))
+	}
+	// Skip what is already folded.
+	first := 0
+	for first < len(seqs) && seqs[first] <= m.seq {
+		first++
+	}
+	seqs, events = seqs[first:], events[first:]
+	for i := range seqs {
+		if i > 0 && seqs[i] <= seqs[i-1] {
+			return fmt.Errorf("materialize: seq %d after %d", seqs[i], seqs[i-1])
+		}
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	holds := overlay{base: m.holds, changed: make(map[string]*machine.Reserved)}
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		var stored int64
+		// Takes the shard's row lock (made on first use) for the transaction.
+		err := tx.QueryRow(ctx, `
+			INSERT INTO ledger_materialized AS l (shard, seq) VALUES ($1, 0)
+			ON CONFLICT (shard) DO UPDATE SET seq = l.seq
+			RETURNING seq`, m.shard).Scan(&stored)
+		if err != nil {
+			return err
+		}
+		var w writes
+		for i, e := range events {
+			if err := w.add(e, &holds, seqs[i] > stored); err != nil {
+				return err
+			}
+		}
+		if seqs[len(seqs)-1] <= stored {
+			return nil
+		}
+		b := w.batch()
+		b.Queue(`UPDATE ledger_materialized SET seq = $2 WHERE shard = $1`, m.shard, seqs[len(seqs)-1])
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("materialize: events %d..%d: %w", seqs[0], seqs[len(seqs)-1], err)
+	}
+	holds.commit()
+	m.seq = seqs[len(seqs)-1]
+	return nil
+}
+
+// overlay is the held reservations as a call's events change them, kept apart from
+// base until the call's transaction commits.
+type overlay struct {
+	base    map[string]machine.Reserved
+	changed map[string]*machine.Reserved // nil: settled
+}
+
+func (o *overlay) get(id string) (machine.Reserved, bool) {
+	if r, ok := o.changed[id]; ok {
+		if r == nil {
+			return machine.Reserved{}, false
+		}
+		return *r, true
+	}
+	r, ok := o.base[id]
+	return r, ok
+}
+
+func (o *overlay) put(r machine.Reserved) { o.changed[r.ID] = &r }
+func (o *overlay) drop(id string)         { o.changed[id] = nil }
+
+func (o *overlay) commit() {
+	for id, r := range o.changed {
+		if r == nil {
+			delete(o.base, id)
+		} else {
+			o.base[id] = *r
+		}
+	}
+}
