@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -45,6 +46,21 @@ func startOwner(ctx context.Context, cfg Config, log *zap.Logger, st *store.Stor
 		defer close(o.done)
 		if err := e.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("ledger engine stopped", zap.Error(err))
+		}
+	}()
+	// The owner writes the derived tables; a standby starts doing it when it takes over.
+	go func() {
+		for !e.Owning() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.Failed():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		if err := engine.Materialize(ctx, j, pool, ledgerShard, log.Named("materialize")); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("materializing the journal stopped", zap.Error(err))
 		}
 	}()
 	return o, nil

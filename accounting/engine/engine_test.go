@@ -22,15 +22,15 @@ import (
 type running struct {
 	Store
 	stop context.CancelFunc
-	done chan error
+	done chan struct{} // closed when Run returned
 }
 
 func start(t *testing.T, j Journal, opts Options) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	e := New(j, opts)
-	r := &running{Store: Store{Engine: e}, stop: cancel, done: make(chan error, 1)}
-	go func() { r.done <- e.Run(ctx) }()
+	r := &running{Store: Store{Engine: e}, stop: cancel, done: make(chan struct{})}
+	go func() { defer close(r.done); _ = e.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-r.done })
 	return r
 }
@@ -163,11 +163,10 @@ func TestRetriedAfterACrashGetsTheFirstAnswer(t *testing.T) {
 	// The commit's append lands, then the owner "dies" before answering.
 	j.mu.Lock()
 	j.appendHook = func(epoch int64, recs []journal.Record) error {
+		j.mu.Lock()
 		j.appendHook = nil
 		j.mu.Unlock()
-		err := j.Append(context.Background(), epoch, recs)
-		j.mu.Lock()
-		if err != nil {
+		if err := j.Append(context.Background(), epoch, recs); err != nil {
 			return err
 		}
 		return errors.New("connection lost after commit")
@@ -238,7 +237,7 @@ func TestPausedOwnerIsFenced(t *testing.T) {
 
 	var owner atomic.Pointer[running]
 	owner.Store(a)
-	var charged, answered atomic.Int64
+	var charged, answered, switched atomic.Int64
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(10 * time.Second)
 	for c := range 1000 {
@@ -263,6 +262,9 @@ func TestPausedOwnerIsFenced(t *testing.T) {
 							t.Errorf("commit %s: %v", id, err)
 							return
 						}
+						if s != owner.Load() {
+							switched.Add(1)
+						}
 						if !cr.Replayed {
 							charged.Add(cr.Charged)
 						}
@@ -278,9 +280,12 @@ func TestPausedOwnerIsFenced(t *testing.T) {
 			}
 		}()
 	}
-	// Pause the owner: its renewals and appends now fail as a paused process's would
-	// once it wakes after the takeover.
-	time.Sleep(50 * time.Millisecond)
+	// Pause the owner once a third of the pairs are answered: its lease lapses, the
+	// standby takes over, and the old owner's renewals and appends are refused as a
+	// paused process's would be once it wakes.
+	for answered.Load() < 1000 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	j.expire()
 	go func() {
 		waitOwning(t, b, 5*time.Second)
@@ -306,6 +311,7 @@ func TestPausedOwnerIsFenced(t *testing.T) {
 		t.Fatalf("hot account after the switch: balance %d reserved %d; want %d, 0 (%d commits answered)",
 			got.Balance, got.Reserved, balance-charged.Load(), answered.Load())
 	}
+	t.Logf("%d pairs reserved at the old owner and committed at the new one", switched.Load())
 	if answered.Load() != 3000 {
 		t.Fatalf("%d of 3000 pairs answered", answered.Load())
 	}

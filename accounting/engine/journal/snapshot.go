@@ -42,3 +42,19 @@ func (j *Journal) LatestSnapshot(ctx context.Context) (seq int64, body []byte, e
 	}
 	return seq, body, nil
 }
+
+// SnapshotAtOrBefore returns the newest snapshot with a body whose seq is at most seq:
+// (0, nil, nil) when there is none.
+func (j *Journal) SnapshotAtOrBefore(ctx context.Context, seq int64) (int64, []byte, error) {
+	var at int64
+	var body []byte
+	err := j.pool.QueryRow(ctx, `SELECT seq, body FROM ledger_snapshots
+		WHERE shard = $1 AND body IS NOT NULL AND seq <= $2 ORDER BY seq DESC LIMIT 1`, j.shard, seq).Scan(&at, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("journal: snapshot at or before %d: %w", seq, err)
+	}
+	return at, body, nil
+}

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/llmgw/gateway/accounting/engine/codec"
+	"github.com/llmgw/gateway/accounting/engine/journal"
+	"github.com/llmgw/gateway/accounting/engine/machine"
+	"github.com/llmgw/gateway/accounting/engine/materialize"
+)
+
+// Materializing is what Materialize needs of the journal: its records and the snapshot
+// its derived tables can be caught up from.
+type Materializing interface {
+	Read(ctx context.Context, after int64, limit int) ([]journal.Record, error)
+	SnapshotAtOrBefore(ctx context.Context, seq int64) (int64, []byte, error)
+}
+
+// MaterializePoll is how often Materialize looks for new records: the derived tables
+// (statements, usage) trail the owner's decisions by about this much.
+const MaterializePoll = 100 * time.Millisecond
+
+// Materialize writes the journal's events into the derived tables as they come, until
+// ctx ends. Writes are exactly-once whatever runs it (the tables hold their own seq),
+// so a new owner simply starts it again. A failed write is retried.
+func Materialize(ctx context.Context, j Materializing, pool *pgxpool.Pool, shard int, log *zap.Logger) error {
+	m, after, err := startMaterializer(ctx, j, pool, shard)
+	if err != nil {
+		return err
+	}
+	t := time.NewTicker(MaterializePoll)
+	defer t.Stop()
+	seqs, events := []int64{}, []machine.Event{}
+	for {
+		recs, err := j.Read(ctx, after, readChunk)
+		if err == nil {
+			seqs, events = seqs[:0], events[:0]
+			for _, r := range recs {
+				ev, derr := codec.Decode(r.Body)
+				if derr != nil {
+					return fmt.Errorf("materialize: journal seq %d: %w", r.Seq, derr)
+				}
+				seqs, events = append(seqs, r.Seq), append(events, ev)
+			}
+			if len(events) > 0 {
+				err = m.Apply(ctx, seqs, events)
+			}
+		}
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			log.Warn("materializing the journal failed; retrying", zap.Error(err))
+		default:
+			if len(recs) > 0 {
+				after = recs[len(recs)-1].Seq
+			}
+			if len(recs) == readChunk {
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// startMaterializer makes the Materializer from the newest snapshot at or before the
+// tables' seq; it folds, without writing, the records between the two.
+func startMaterializer(ctx context.Context, j Materializing, pool *pgxpool.Pool, shard int) (*materialize.Materializer, int64, error) {
+	probe := materialize.New(pool, shard, machine.Snapshot{}, 0)
+	written, err := probe.Seq(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	seq, body, err := j.SnapshotAtOrBefore(ctx, written)
+	if err != nil {
+		return nil, 0, err
+	}
+	if body == nil {
+		return nil, 0, fmt.Errorf("materialize: no snapshot at or before seq %d, where the tables stand", written)
+	}
+	var sn machine.Snapshot
+	if err := json.Unmarshal(body, &sn); err != nil {
+		return nil, 0, fmt.Errorf("materialize: snapshot at seq %d: %w", seq, err)
+	}
+	return materialize.New(pool, shard, sn, seq), seq, nil
+}
