@@ -48,7 +48,8 @@ func Decode(b []byte) (machine.Event, error) {
 	return event(&m)
 }
 
-// errKind is a record with no event kind set: empty, or a kind newer than this code.
+// errKind is a record with no event kind set (an empty record); a kind newer than
+// this code is an unknown field, errUnknown.
 var errKind = errors.New("codec: record holds no event kind this code knows")
 
 // errUnknown is a record with fields this code does not know, written by newer code:
