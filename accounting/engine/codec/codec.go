@@ -22,7 +22,6 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/ledger"
@@ -46,39 +45,16 @@ func Decode(b []byte) (machine.Event, error) {
 	if err := proto.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("codec: %w", err)
 	}
-	if hasUnknown(m.ProtoReflect()) {
-		return nil, errUnknown
-	}
 	return event(&m)
 }
 
-// errKind is a record with no event kind set: empty, or a kind newer than this code.
+// errKind is a record with no event kind set (an empty record); a kind newer than
+// this code is an unknown field, errUnknown.
 var errKind = errors.New("codec: record holds no event kind this code knows")
 
 // errUnknown is a record with fields this code does not know, written by newer code:
 // replaying it without them would rebuild another state than the one that wrote it.
 var errUnknown = errors.New("codec: record has fields this code does not know")
-
-// hasUnknown says whether m or a message in it holds unknown fields.
-func hasUnknown(m protoreflect.Message) bool {
-	if len(m.GetUnknown()) > 0 {
-		return true
-	}
-	found := false
-	m.Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case f.Message() == nil || f.IsMap(): // the schema has no maps
-		case f.IsList():
-			for i := range v.List().Len() {
-				found = found || hasUnknown(v.List().Get(i).Message())
-			}
-		default:
-			found = hasUnknown(v.Message())
-		}
-		return !found
-	})
-	return found
-}
 
 // message is e in the schema. The switch lists every event type: a test checks that
 // each type declared in the machine package encodes.
@@ -138,20 +114,25 @@ func message(e machine.Event) (*journalv1.Event, error) {
 // event is m as the machine's event.
 func event(m *journalv1.Event) (machine.Event, error) {
 	var d dec
+	d.known(m)
 	var e machine.Event
 	switch k := m.GetKind().(type) {
 	case *journalv1.Event_AccountCreated:
 		v := k.AccountCreated
+		d.known(v)
 		e = machine.AccountCreated{ID: d.id(v.Id), Tier: string(v.Tier), At: decodeTime(v.At)}
 	case *journalv1.Event_ToppedUp:
 		v := k.ToppedUp
+		d.known(v)
 		e = machine.ToppedUp{AccountID: d.id(v.AccountId), Amount: v.Amount, IdempotencyKey: d.id(v.IdempotencyKey),
 			At: decodeTime(v.At)}
 	case *journalv1.Event_AccountSuspended:
 		v := k.AccountSuspended
+		d.known(v)
 		e = machine.AccountSuspended{AccountID: d.id(v.AccountId), Suspended: v.Suspended, At: decodeTime(v.At)}
 	case *journalv1.Event_TierPut:
 		v := k.TierPut
+		d.known(v)
 		e = machine.TierPut{Tier: ledger.Tier{Name: string(v.Name), RPMBeforeTopUp: int(v.RpmBeforeTopUp),
 			RPMAfterTopUp: int(v.RpmAfterTopUp), InFlightGeneral: int(v.InFlightGeneral),
 			InFlightHighCost: int(v.InFlightHighCost)}, At: decodeTime(v.At)}
@@ -161,6 +142,7 @@ func event(m *journalv1.Event) (machine.Event, error) {
 		e = keyChangedEvent(&d, k.KeyChanged)
 	case *journalv1.Event_Reserved:
 		v := k.Reserved
+		d.known(v)
 		e = machine.Reserved{ID: d.id(v.Id), RequestID: d.id(v.RequestId), AccountID: d.id(v.AccountId),
 			KeyID: d.id(v.KeyId), Model: string(v.Model), Amount: v.Amount, Pool: ledger.Pool(v.Pool),
 			At: decodeTime(v.At), ExpiresAt: decodeTime(v.At + v.ExpiresAfter)}
@@ -168,28 +150,40 @@ func event(m *journalv1.Event) (machine.Event, error) {
 		e = committedEvent(&d, k.Committed)
 	case *journalv1.Event_Released:
 		v := k.Released
+		d.known(v)
 		e = machine.Released{ReservationID: d.id(v.ReservationId), State: ledger.ReservationState(v.State),
 			Reason: string(v.Reason), At: decodeTime(v.At)}
 	case *journalv1.Event_Renewed:
 		v := k.Renewed
+		d.known(v)
 		e = machine.Renewed{ReservationID: d.id(v.ReservationId), ExpiresAt: decodeTime(v.At + v.ExpiresAfter),
 			At: decodeTime(v.At)}
 	case *journalv1.Event_VideoTaskRecorded:
 		e = machine.VideoTaskRecorded{Task: videoTaskValue(&d, k.VideoTaskRecorded)}
 	case *journalv1.Event_Forgotten:
 		v := k.Forgotten
+		d.known(v)
 		e = machine.Forgotten{Before: decodeTime(v.Before), At: decodeTime(v.At)}
-	default:
-		return nil, errKind
 	}
-	if d.err != nil {
+	switch {
+	case d.err != nil:
 		return nil, d.err
+	case e == nil:
+		return nil, errKind
 	}
 	return e, nil
 }
 
 // dec keeps the first malformed value met while decoding.
 type dec struct{ err error }
+
+// known checks that m has no fields this code does not know; Decode checks every
+// message of a record.
+func (d *dec) known(m proto.Message) {
+	if len(m.ProtoReflect().GetUnknown()) > 0 && d.err == nil {
+		d.err = errUnknown
+	}
+}
 
 func (d *dec) id(b []byte) string {
 	s, err := decodeID(b)

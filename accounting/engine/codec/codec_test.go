@@ -130,24 +130,28 @@ func TestDecodeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	valid := reserved(&journalv1.Reserved{Id: []byte("r1"), At: 1})
-	// A field numbered 99 in Reserved: what newer code might write.
-	inner, err := proto.Marshal(&journalv1.Reserved{Id: []byte("r1")})
-	if err != nil {
-		t.Fatal(err)
+	// Fields numbered 99, what newer code might write: in Reserved, and in a
+	// Committed's usage.
+	extra := func(b []byte) []byte {
+		return protowire.AppendVarint(protowire.AppendTag(b, 99, protowire.VarintType), 7)
 	}
-	inner = protowire.AppendVarint(protowire.AppendTag(inner, 99, protowire.VarintType), 7)
-	unknownInKind := protowire.AppendBytes(protowire.AppendTag(nil, 7, protowire.BytesType), inner)
+	wrap := func(field protowire.Number, b []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, field, protowire.BytesType), b)
+	}
+	unknownInKind := wrap(7, extra([]byte{0x0a, 2, 'r', '1'}))
+	unknownInUsage := wrap(8, wrap(4, extra(nil)))
 	for name, c := range map[string]struct {
 		b    []byte
 		want error
 	}{
-		"empty":                 {nil, errKind},
-		"unknown kind":          {protowire.AppendVarint(protowire.AppendTag(nil, 13, protowire.VarintType), 1), errUnknown},
-		"17-byte id, no marker": {reserved(&journalv1.Reserved{Id: bytes.Repeat([]byte("a"), 17)}), errID},
-		"unit named twice":      {dupUnits, errUnits},
-		"unknown field in kind": {unknownInKind, errUnknown},
-		"truncated":             {valid[:len(valid)-1], nil},
-		"garbage":               {[]byte{0xff, 0xff, 0xff}, nil},
+		"empty":                  {nil, errKind},
+		"unknown kind":           {protowire.AppendVarint(protowire.AppendTag(nil, 13, protowire.VarintType), 1), errUnknown},
+		"17-byte id, no marker":  {reserved(&journalv1.Reserved{Id: bytes.Repeat([]byte("a"), 17)}), errID},
+		"unit named twice":       {dupUnits, errUnits},
+		"unknown field in kind":  {unknownInKind, errUnknown},
+		"unknown field in usage": {unknownInUsage, errUnknown},
+		"truncated":              {valid[:len(valid)-1], nil},
+		"garbage":                {[]byte{0xff, 0xff, 0xff}, nil},
 	} {
 		e, err := Decode(c.b)
 		if err == nil || (c.want != nil && !errors.Is(err, c.want)) {

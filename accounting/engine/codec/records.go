@@ -22,6 +22,7 @@ func keyCreated(en *enc, e machine.KeyCreated) *journalv1.KeyCreated {
 }
 
 func keyCreatedEvent(d *dec, v *journalv1.KeyCreated) machine.KeyCreated {
+	d.known(v)
 	return machine.KeyCreated{
 		ID: d.id(v.Id), AccountID: d.id(v.AccountId), Name: string(v.Name), Prefix: string(v.Prefix),
 		Hash: v.Hash, AllowedModels: decodeTexts(v.AllowedModels, v.EmptyAllowedModels),
@@ -41,6 +42,7 @@ func keyChanged(en *enc, e machine.KeyChanged) *journalv1.KeyChanged {
 }
 
 func keyChangedEvent(d *dec, v *journalv1.KeyChanged) machine.KeyChanged {
+	d.known(v)
 	return machine.KeyChanged{
 		KeyID: d.id(v.KeyId), Name: string(v.Name), AllowedModels: decodeTexts(v.AllowedModels, v.EmptyAllowedModels),
 		DailyLimit: v.DailyLimit, MonthlyLimit: v.MonthlyLimit, ExpiresAt: decodeTimePtr(v.ExpiresAt),
@@ -82,11 +84,16 @@ func committed(en *enc, e machine.Committed) *journalv1.Committed {
 var errUnits = errors.New("codec: usage names a unit twice")
 
 func committedEvent(d *dec, v *journalv1.Committed) machine.Committed {
+	d.known(v)
 	u := v.GetUsage()
+	if u != nil {
+		d.known(u)
+	}
 	usage := ledger.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), ServiceTier: string(u.GetServiceTier())}
 	if units := u.GetUnits(); len(units) > 0 {
 		usage.Units = make(map[string]int64, len(units))
 		for _, unit := range units {
+			d.known(unit)
 			name := string(unit.GetName())
 			if _, dup := usage.Units[name]; dup && d.err == nil {
 				d.err = errUnits
@@ -99,6 +106,7 @@ func committedEvent(d *dec, v *journalv1.Committed) machine.Committed {
 	if comps := u.GetComponents(); len(comps) > 0 {
 		usage.Components = make([]ledger.Component, len(comps))
 		for i, c := range comps {
+			d.known(c)
 			usage.Components[i] = ledger.Component{Name: string(c.GetName()), Units: c.GetUnits(), PricePerMTok: c.GetPricePerMtok(), Amount: c.GetAmount()}
 		}
 	} else if u.GetEmptyComponents() {
@@ -120,6 +128,7 @@ func videoTask(en *enc, t ledger.VideoTask) *journalv1.VideoTaskRecorded {
 }
 
 func videoTaskValue(d *dec, v *journalv1.VideoTaskRecorded) ledger.VideoTask {
+	d.known(v)
 	return ledger.VideoTask{
 		TaskID: d.id(v.TaskId), AccountID: d.id(v.AccountId), KeyID: d.id(v.KeyId), AdminCreatedKey: v.AdminCreatedKey,
 		Model: string(v.Model), CreatedAt: decodeTime(v.CreatedAt),

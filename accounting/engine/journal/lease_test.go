@@ -296,3 +296,55 @@ func TestTakeoverRace(t *testing.T) {
 		}
 	}
 }
+
+// Append holds the owner row from its check of the epoch to its commit: an Append
+// stalled after the check (here on its partition's lock) makes Acquire wait for it,
+// and the new owner's Last includes it.
+func TestAppendHoldsTheOwnerRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 6)
+	opts := journal.Options{PartitionSize: 100}
+	a := journal.NewWith(pool, 1, opts)
+	la, err := a.Acquire(ctx, "a", "a:1", 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Append(ctx, la.Epoch, batch(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = blocker.Rollback(ctx) }()
+	if _, err := blocker.Exec(ctx, `LOCK TABLE ledger_journal_1_0_100 IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond) // A's lease expires
+	appended := make(chan error, 1)
+	go func() { appended <- a.Append(ctx, la.Epoch, batch(2, 1)) }()
+	time.Sleep(50 * time.Millisecond) // the append waits for the partition
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := journal.New(pool, 1).Acquire(ctx, "b", "b:1", time.Minute)
+		acquired <- err
+	}()
+	select {
+	case err := <-acquired:
+		t.Fatalf("Acquire returned while an append was in flight: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-appended; err != nil {
+		t.Fatalf("the append in flight: %v", err)
+	}
+	if err := <-acquired; err != nil {
+		t.Fatal(err)
+	}
+	if last := lastOf(t, a); last != 2 {
+		t.Errorf("Last after the takeover = %d, want 2", last)
+	}
+}

@@ -42,23 +42,21 @@ func TestSnapshots(t *testing.T) {
 // snapshotRows lists shard's snapshots as "seq body" or "seq -" when bodiless.
 func snapshotRows(t *testing.T, pool *pgxpool.Pool, shard int32) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT seq::text || CASE WHEN body IS NULL THEN ' -' ELSE ' body' END
+	return queryStrings(t, pool, `SELECT seq::text || CASE WHEN body IS NULL THEN ' -' ELSE ' body' END
 		FROM ledger_snapshots WHERE shard = $1 ORDER BY seq`, shard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
 }
 
 // partitionNames lists the partitions of ledger_journal, by name.
 func partitionNames(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+	return queryStrings(t, pool, `SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 		WHERE i.inhparent = 'ledger_journal'::regclass ORDER BY c.relname`)
+}
+
+// queryStrings returns the one text column of sql's rows.
+func queryStrings(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

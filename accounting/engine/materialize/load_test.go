@@ -141,6 +141,33 @@ func TestLoadReadsTheStoresTables(t *testing.T) {
 	clk.Set(at)
 	sn := must(materialize.LoadAt(ctx, pool, at))(t)
 	l.check(t, sn, at)
+	l.checkMachine(t, sn, at)
+}
+
+// checkMachine restores a state machine from sn and checks its invariants and that it
+// answers as the store does.
+func (l *oldLedger) checkMachine(t *testing.T, sn machine.Snapshot, at time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	st := machine.Restore(sn)
+	if err := st.Check(); err != nil {
+		t.Errorf("the loaded state breaks an invariant: %v", err)
+	}
+	if back := st.Snapshot(); !reflect.DeepEqual(back, sn) {
+		t.Errorf("restored and snapshot again:\n%+v\nloaded:\n%+v", back, sn)
+	}
+	for _, id := range l.accounts {
+		ans, _ := st.Decide(machine.GetAccount{AccountID: id})
+		if want := must(l.s.GetAccount(ctx, id))(t); ans.Err != nil || ans.Account != want {
+			t.Errorf("machine's account %+v (%v), store's %+v", ans.Account, ans.Err, want)
+		}
+	}
+	for _, id := range l.keys {
+		ans, _ := st.Decide(machine.GetKey{KeyID: id, At: at})
+		if want := must(l.s.GetKey(ctx, id))(t); ans.Err != nil || !reflect.DeepEqual(ans.Key, want) {
+			t.Errorf("machine's key %+v (%v), store's %+v", ans.Key, ans.Err, want)
+		}
+	}
 }
 
 func (l *oldLedger) check(t *testing.T, sn machine.Snapshot, at time.Time) {

@@ -1,0 +1,110 @@
+package materialize_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/accounting/engine/machine"
+	"github.com/llmgw/gateway/accounting/engine/materialize"
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/store/storetest"
+)
+
+// TestTablesAnswerAsTheMachine decides random commands with the state machine,
+// materializes its events in calls of random sizes, and reads every account and key
+// through the store: each answers as the machine does.
+func TestTablesAnswerAsTheMachine(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(42, 7))
+	st := machine.New()
+	now := t2
+	var evs []machine.Event
+	decide := func(c machine.Command) machine.Answer {
+		ans, e := st.Decide(c)
+		evs = append(evs, e...)
+		return ans
+	}
+	var accounts, keys, held []string
+	for i := range 6 {
+		id := fmt.Sprintf("0a000000-0000-4000-8000-%012d", i)
+		decide(machine.CreateAccount{ID: id, At: now})
+		decide(machine.TopUp{AccountID: id, Amount: 20_000_000, IdempotencyKey: "first", At: now})
+		decide(machine.TopUp{AccountID: id, Amount: 20_000_000, IdempotencyKey: "first", At: now}) // replayed
+		accounts = append(accounts, id)
+		for j := range 2 {
+			kid := fmt.Sprintf("0b000000-0000-4000-8000-%06d%06d", i, j)
+			decide(machine.CreateKey{ID: kid, Key: ledger.NewKey{AccountID: id, Hash: hash(kid), DailyLimit: ptr[ledger.Micros](15_000_000)}, At: now})
+			keys = append(keys, kid)
+		}
+	}
+	for i := range 400 {
+		now = now.Add(time.Duration(rng.IntN(20)) * time.Second)
+		switch op := rng.IntN(10); {
+		case op < 5:
+			id := fmt.Sprintf("0c000000-0000-7000-8000-%012d", i)
+			ans := decide(machine.Reserve{ID: id, At: now, Request: ledger.ReserveRequest{RequestID: id, KeyID: keys[rng.IntN(len(keys))],
+				Model: "m", Amount: ledger.Micros(rng.IntN(3)) * 500_000, Pool: ledger.Pool(1 + rng.IntN(2)), TTL: 10 * time.Minute}})
+			if ans.Err == nil {
+				held = append(held, id)
+			}
+		case op < 8 && len(held) > 0:
+			r := take(&held, rng)
+			decide(machine.Commit{At: now, Request: ledger.CommitRequest{ReservationID: r, Actual: ledger.Micros(rng.IntN(2_000_000)),
+				Usage: ledger.Usage{InputTokens: 10, OutputTokens: 5}, Channel: "ch"}})
+		case op < 9 && len(held) > 0:
+			decide(machine.Release{ReservationID: take(&held, rng), Reason: "r", At: now})
+		default:
+			decide(machine.ExpireDue{Limit: 10, At: now})
+		}
+	}
+
+	var commits, releases int
+	for _, e := range evs {
+		switch e.(type) {
+		case machine.Committed:
+			commits++
+		case machine.Released:
+			releases++
+		}
+	}
+	if commits < 50 || releases < 20 {
+		t.Fatalf("only %d commits and %d releases decided", commits, releases)
+	}
+
+	pool := storetest.NewPool(t, storetest.NewDB(t), 4)
+	s := store.New(pool, store.Options{Now: func() time.Time { return now }})
+	m := materialize.New(pool, 0, machine.Snapshot{}, 0)
+	for i := 0; i < len(evs); {
+		n := min(1+rng.IntN(40), len(evs)-i)
+		if err := m.Apply(ctx, seqsFrom(int64(i+1), n), evs[i:i+n]); err != nil {
+			t.Fatal(err)
+		}
+		i += n
+	}
+	for _, id := range accounts {
+		ans, _ := st.Decide(machine.GetAccount{AccountID: id})
+		if got := must(s.GetAccount(ctx, id))(t); !reflect.DeepEqual(got, ans.Account) {
+			t.Errorf("account in the tables %+v, machine's %+v", got, ans.Account)
+		}
+	}
+	for _, id := range keys {
+		ans, _ := st.Decide(machine.GetKey{KeyID: id, At: now})
+		got := must(s.GetKey(ctx, id))(t)
+		if !reflect.DeepEqual(got, ans.Key) {
+			t.Errorf("key in the tables %+v, machine's %+v", got, ans.Key)
+		}
+	}
+}
+
+// take removes a random element of s and returns it.
+func take(s *[]string, rng *rand.Rand) string {
+	i := rng.IntN(len(*s))
+	v := (*s)[i]
+	*s = append((*s)[:i], (*s)[i+1:]...)
+	return v
+}
