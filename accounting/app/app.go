@@ -67,6 +67,7 @@ const (
 	EnvArchiveAfter         = "ACCOUNTING_ARCHIVE_AFTER"
 	EnvLedgerEngine         = "ACCOUNTING_LEDGER_ENGINE"
 	EnvAdvertise            = "ACCOUNTING_ADVERTISE_ADDR"
+	EnvLedgerLease          = "ACCOUNTING_LEDGER_LEASE"
 )
 
 // Config is everything the process needs; parseConfig fills it from flags, the
@@ -92,6 +93,9 @@ type Config struct {
 	// a journal in PostgreSQL, standbys) or EngineStore (every decision a PostgreSQL
 	// transaction). See accounting/engine.
 	Engine string
+	// LedgerLease is how long the journal engine's ownership lasts unrenewed: a standby
+	// takes over about this long after the owner died.
+	LedgerLease time.Duration
 	// Advertise is the address clients reach this process at, told by a standby to
 	// callers that reached it instead of the owner (default: Listen).
 	Advertise string
@@ -161,10 +165,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&cfg.DB.StatementTimeout, "db-statement-timeout", store.DefaultStatementTimeout, "longest database statement (env "+EnvDBStatementTimeout+")")
 	fs.IntVar(&cfg.DB.AccountConcurrency, "db-account-concurrency", store.DefaultAccountConcurrency, "statements of one account using database connections at once (env "+EnvDBAccountConcurrency+")")
 	fs.StringVar(&cfg.Engine, "ledger-engine", envOr(EnvLedgerEngine, EngineStore), "what decides the ledger: "+EngineJournal+" (one owner in memory, a journal) or "+EngineStore+" (PostgreSQL transactions) (env "+EnvLedgerEngine+")")
+	fs.DurationVar(&cfg.LedgerLease, "ledger-lease", 5*time.Second, "how long the journal engine's owner holds the ledger unrenewed; a standby takes over about this long after the owner died (env "+EnvLedgerLease+")")
 	fs.StringVar(&cfg.Advertise, "advertise", envOr(EnvAdvertise, ""), "address clients reach this process at (default: --listen) (env "+EnvAdvertise+")")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env "+EnvPprof+")")
 	fs.BoolVar(&cfg.MigrateOnly, "migrate-only", false, "create the database if missing, apply pending migrations and exit (needs only "+EnvDatabaseURL+")")
-	for flagName, env := range map[string]string{"db-max-conns": EnvDBMaxConns, "db-lock-timeout": EnvDBLockTimeout,
+	for flagName, env := range map[string]string{"ledger-lease": EnvLedgerLease, "db-max-conns": EnvDBMaxConns, "db-lock-timeout": EnvDBLockTimeout,
 		"db-statement-timeout": EnvDBStatementTimeout, "db-account-concurrency": EnvDBAccountConcurrency, "pprof": EnvPprof,
 		"archive-after": EnvArchiveAfter} {
 		if v := getenv(env); v != "" {
@@ -211,6 +216,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if cfg.Engine != EngineJournal && cfg.Engine != EngineStore {
 		errs = append(errs, fmt.Errorf("--ledger-engine must be %s or %s", EngineJournal, EngineStore))
+	}
+	if cfg.LedgerLease < 100*time.Millisecond {
+		errs = append(errs, errors.New("--ledger-lease must be at least 100ms"))
 	}
 	if cfg.Advertise == "" {
 		cfg.Advertise = cfg.Listen

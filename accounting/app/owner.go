@@ -38,6 +38,7 @@ func startOwner(ctx context.Context, cfg Config, log *zap.Logger, st *store.Stor
 	e := engine.New(j, engine.Options{
 		Addr:          cfg.Advertise,
 		TakeoverGrace: ExpiryGrace,
+		Lease:         cfg.LedgerLease,
 		Logger:        log.Named("owner"),
 		Import:        func(ctx context.Context) (machine.Snapshot, error) { return materialize.Load(ctx, pool) },
 	})
