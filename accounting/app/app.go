@@ -301,10 +301,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	own, err := startOwner(ctx, cfg, log, st)
-	if err != nil {
-		return err
-	}
+	own := newOwner(cfg, log, st)
 	defer own.wait()
 	return serve(ctx, cfg, log, az, own.store, own)
 }
@@ -316,6 +313,13 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		m.CountGroupCommit(func() (int64, int64, int64) {
 			s := g.GroupStats()
 			return s.Transactions, s.Operations, s.Alone
+		})
+	}
+	if own != nil {
+		// The journal engine's batching point: appends carry the operations.
+		m.CountGroupCommit(func() (int64, int64, int64) {
+			appends, _, ops := own.engine.Stats()
+			return appends, ops, 0
 		})
 	}
 	st := m.WrapStore(raw)
@@ -332,6 +336,11 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	// The metrics interceptor runs first, so refused credentials are timed too.
 	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor())}, az.ServerOptions()...)
 	if own != nil {
+		// The address a standby tells callers: --advertise, else where it listens.
+		if _, port, _ := net.SplitHostPort(cfg.Advertise); port == "0" || cfg.Advertise == cfg.Listen {
+			cfg.Advertise = lis.Addr().String()
+		}
+		own.start(ctx, cfg.Advertise)
 		// After the credentials check: a standby sends its calls on to the owner.
 		fw := &forwarder{engine: own.engine, self: cfg.Advertise}
 		defer fw.close()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
 	"github.com/llmgw/gateway/accounting/engine"
@@ -28,25 +29,36 @@ type owner struct {
 	engine *engine.Engine
 	store  engine.Store
 	done   chan struct{}
+
+	journal *journal.Journal
+	pool    *pgxpool.Pool
+	log     *zap.Logger
 }
 
-// startOwner starts the engine on st's database: the journal, the import of the
-// store's tables the first time, the materializer of the derived tables.
-func startOwner(ctx context.Context, cfg Config, log *zap.Logger, st *store.Store) (*owner, error) {
+// newOwner makes the engine on st's database: the journal, the import of the store's
+// tables the first time. start runs it.
+func newOwner(cfg Config, log *zap.Logger, st *store.Store) *owner {
 	pool := st.Pool()
 	j := journal.New(pool, ledgerShard)
 	e := engine.New(j, engine.Options{
-		Addr:          cfg.Advertise,
 		TakeoverGrace: ExpiryGrace,
 		Lease:         cfg.LedgerLease,
 		Logger:        log.Named("owner"),
 		Import:        func(ctx context.Context) (machine.Snapshot, error) { return materialize.Load(ctx, pool) },
 	})
-	o := &owner{engine: e, store: engine.Store{Engine: e, Reports: st}, done: make(chan struct{})}
+	return &owner{engine: e, store: engine.Store{Engine: e, Reports: st}, done: make(chan struct{}),
+		journal: j, pool: pool, log: log}
+}
+
+// start runs the engine, advertising addr to the callers of a standby, and the
+// materializer of the derived tables while this process owns the ledger.
+func (o *owner) start(ctx context.Context, addr string) {
+	e := o.engine
+	e.SetAddr(addr)
 	go func() {
 		defer close(o.done)
 		if err := e.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("ledger engine stopped", zap.Error(err))
+			o.log.Error("ledger engine stopped", zap.Error(err))
 		}
 	}()
 	// The owner writes the derived tables; a standby starts doing it when it takes over.
@@ -60,11 +72,10 @@ func startOwner(ctx context.Context, cfg Config, log *zap.Logger, st *store.Stor
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
-		if err := engine.Materialize(ctx, j, pool, ledgerShard, log.Named("materialize")); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("materializing the journal stopped", zap.Error(err))
+		if err := e.Materialize(ctx, o.journal, o.pool, ledgerShard, o.log.Named("materialize")); err != nil && !errors.Is(err, context.Canceled) {
+			o.log.Error("materializing the journal stopped", zap.Error(err))
 		}
 	}()
-	return o, nil
 }
 
 func (o *owner) wait() { <-o.done }

@@ -68,7 +68,7 @@ func BenchmarkReserveCommit(b *testing.B) {
 				wal0, sync0 := walStats(b, pool)
 				var appends0, records0 int64
 				if e != nil {
-					appends0, records0 = e.Stats()
+					appends0, records0, _ = e.Stats()
 				}
 				cpu := loadtest.StartCPU()
 				b.ResetTimer()
@@ -91,7 +91,7 @@ func BenchmarkReserveCommit(b *testing.B) {
 				wal1, sync1 := walStats(b, pool)
 				b.ReportMetric(float64(wal1-wal0)/float64(b.N), "wal-B/pair")
 				if e != nil {
-					appends1, records1 := e.Stats()
+					appends1, records1, _ := e.Stats()
 					if n := appends1 - appends0; n > 0 {
 						b.ReportMetric(float64(records1-records0)/float64(n), "records/append")
 						b.ReportMetric(float64(sync1-sync0)/float64(n), "syncs/append")

@@ -120,6 +120,14 @@ type Engine struct {
 	// durable is the last seq the journal holds (owner) or this state folded (standby).
 	durable atomic.Int64
 
+	// appendedSignal wakes the materializer after an append; materialized is the last
+	// seq it wrote, while materializing says it runs in this process.
+	appendedSignal chan struct{}
+	materialized   atomic.Int64
+	materializing  atomic.Bool
+	// opsDecided counts the Reserve, Commit and Release operations decided.
+	opsDecided atomic.Int64
+
 	// appends and appended count the journal appends and their records.
 	appends, appended atomic.Int64
 
@@ -146,7 +154,8 @@ type op struct {
 // New returns an engine on j; Run makes it work.
 func New(j Journal, opts Options) *Engine {
 	opts.defaults()
-	e := &Engine{opts: opts, j: j, log: opts.Logger, ops: make(chan *op, 4*opts.MaxBatch), failed: make(chan struct{})}
+	e := &Engine{opts: opts, j: j, log: opts.Logger, ops: make(chan *op, 4*opts.MaxBatch), failed: make(chan struct{}),
+		appendedSignal: make(chan struct{}, 1)}
 	none := ""
 	e.ownerAddr.Store(&none)
 	return e
@@ -165,6 +174,9 @@ func (e *Engine) Err() error {
 	}
 }
 
+// SetAddr sets Options.Addr; it must be called before Run.
+func (e *Engine) SetAddr(addr string) { e.opts.Addr = addr }
+
 // OwnerAddr is where the shard's owner is, as this process last saw it ("" when not
 // known yet).
 func (e *Engine) OwnerAddr() string { return *e.ownerAddr.Load() }
@@ -172,9 +184,12 @@ func (e *Engine) OwnerAddr() string { return *e.ownerAddr.Load() }
 // Owning reports whether this process is the shard's owner now.
 func (e *Engine) Owning() bool { return e.owning.Load() }
 
-// Stats returns how many journal appends this owner made and how many records they
-// held: records per append is the batching the load gives.
-func (e *Engine) Stats() (appends, records int64) { return e.appends.Load(), e.appended.Load() }
+// Stats returns how many journal appends this owner made, how many records they held
+// and how many Reserve, Commit and Release operations it decided: operations per
+// append is the batching the load gives.
+func (e *Engine) Stats() (appends, records, ops int64) {
+	return e.appends.Load(), e.appended.Load(), e.opsDecided.Load()
+}
 
 // Durable is the last journal seq this process's state holds durably.
 func (e *Engine) Durable() int64 { return e.durable.Load() }

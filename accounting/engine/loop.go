@@ -115,6 +115,10 @@ func (e *Engine) decide(cur *batch, o *op) *batch {
 		cur = &batch{first: e.seq + 1}
 	}
 	ans, events := e.state.Decide(o.cmd)
+	switch o.cmd.(type) {
+	case machine.Reserve, machine.Commit, machine.Release:
+		e.opsDecided.Add(1)
+	}
 	o.ans = ans
 	cur.ops = append(cur.ops, o)
 	cur.events = append(cur.events, events...)
@@ -171,6 +175,10 @@ func (e *Engine) flusher(ctx context.Context, in <-chan *batch, flushed chan<- e
 		e.appended.Add(int64(len(recs)))
 		e.durable.Store(b.first + int64(len(b.events)) - 1)
 		e.answerAll(b, nil)
+		select {
+		case e.appendedSignal <- struct{}{}:
+		default:
+		}
 		if b.snapshot != nil {
 			go e.saveSnapshot(ctx, b.first+int64(len(b.events))-1, b.snapshot)
 		}

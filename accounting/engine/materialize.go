@@ -27,13 +27,17 @@ type Materializing interface {
 const MaterializePoll = 100 * time.Millisecond
 
 // Materialize writes the journal's events into the derived tables as they come, until
-// ctx ends. Writes are exactly-once whatever runs it (the tables hold their own seq),
-// so a new owner simply starts it again. A failed write is retried.
-func Materialize(ctx context.Context, j Materializing, pool *pgxpool.Pool, shard int, log *zap.Logger) error {
+// ctx ends: woken by each append of this owner, else every MaterializePoll. Writes are
+// exactly-once whatever runs it (the tables hold their own seq), so a new owner simply
+// starts it again. A failed write is retried. While it runs, reports read through
+// Store wait until the tables hold every decision durable when they were asked.
+func (e *Engine) Materialize(ctx context.Context, j Materializing, pool *pgxpool.Pool, shard int, log *zap.Logger) error {
 	m, after, err := startMaterializer(ctx, j, pool, shard)
 	if err != nil {
 		return err
 	}
+	e.materializing.Store(true)
+	defer e.materializing.Store(false)
 	t := time.NewTicker(MaterializePoll)
 	defer t.Stop()
 	seqs, events := []int64{}, []machine.Event{}
@@ -61,6 +65,7 @@ func Materialize(ctx context.Context, j Materializing, pool *pgxpool.Pool, shard
 			if len(recs) > 0 {
 				after = recs[len(recs)-1].Seq
 			}
+			e.materialized.Store(after)
 			if len(recs) == readChunk {
 				continue
 			}
@@ -68,8 +73,26 @@ func Materialize(ctx context.Context, j Materializing, pool *pgxpool.Pool, shard
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-e.appendedSignal:
 		case <-t.C:
 		}
+	}
+}
+
+// reportsWait bounds how long a report waits for the derived tables to catch up.
+const reportsWait = 2 * time.Second
+
+// waitMaterialized waits until the derived tables hold every decision durable now,
+// when this process materializes them (at most reportsWait; then the report answers
+// from the tables as they are).
+func (e *Engine) waitMaterialized(ctx context.Context) {
+	if !e.materializing.Load() {
+		return
+	}
+	target := e.durable.Load()
+	deadline := time.Now().Add(reportsWait)
+	for e.materialized.Load() < target && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 

@@ -144,6 +144,7 @@ func (s Store) PutTier(ctx context.Context, t ledger.Tier) (ledger.Tier, error) 
 // ListAccounts lists from the derived tables with each account's state from the owner,
 // so a charge settled a moment ago shows at once.
 func (s Store) ListAccounts(ctx context.Context, afterID string, limit int) ([]ledger.Account, error) {
+	s.waitMaterialized(ctx)
 	list, err := s.Reports.ListAccounts(ctx, afterID, limit)
 	if err != nil {
 		return nil, err
@@ -161,6 +162,7 @@ func (s Store) ListKeys(ctx context.Context, accountID string) ([]ledger.Key, er
 	if _, err := s.GetAccount(ctx, accountID); err != nil {
 		return nil, err
 	}
+	s.waitMaterialized(ctx)
 	list, err := s.Reports.ListKeys(ctx, accountID)
 	if err != nil {
 		return nil, err
@@ -174,14 +176,17 @@ func (s Store) ListKeys(ctx context.Context, accountID string) ([]ledger.Key, er
 }
 
 func (s Store) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageReport, error) {
+	s.waitMaterialized(ctx)
 	return s.Reports.Usage(ctx, q)
 }
 
 func (s Store) LedgerEntries(ctx context.Context, accountID string, beforeID int64, limit int) ([]ledger.Entry, error) {
+	s.waitMaterialized(ctx)
 	return s.Reports.LedgerEntries(ctx, accountID, beforeID, limit)
 }
 
 func (s Store) Reconcile(ctx context.Context, q ledger.ReconcileQuery) ([]ledger.ReconcileRow, error) {
+	s.waitMaterialized(ctx)
 	return s.Reports.Reconcile(ctx, q)
 }
 
