@@ -35,8 +35,11 @@ func (s Store) CreateAccount(ctx context.Context, tier string) (ledger.Account, 
 	return a.Account, err
 }
 
+// GetAccount answers from the owner's state, once the derived tables hold what it
+// shows (an operator who reads the account and then its statement sees both agree).
 func (s Store) GetAccount(ctx context.Context, id string) (ledger.Account, error) {
 	a, err := s.do(ctx, machine.GetAccount{AccountID: id})
+	s.waitMaterialized(ctx)
 	return a.Account, err
 }
 
@@ -55,8 +58,10 @@ func (s Store) CreateKey(ctx context.Context, k ledger.NewKey) (ledger.Key, erro
 	return a.Key, err
 }
 
+// GetKey answers from the owner's state, once the derived tables hold what it shows.
 func (s Store) GetKey(ctx context.Context, id string) (ledger.Key, error) {
 	a, err := s.do(ctx, machine.GetKey{KeyID: id, At: s.now()})
+	s.waitMaterialized(ctx)
 	return a.Key, err
 }
 
