@@ -302,7 +302,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	own := newOwner(cfg, log, st)
-	defer own.wait()
+	// The engine outlives the gRPC server's graceful stop, so that calls in flight are
+	// answered; then the materializer catches up with what it decided.
+	ownCtx, stopOwner := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() { stopOwner(); own.wait() }()
+	own.ctx = ownCtx
 	return serve(ctx, cfg, log, az, own.store, own)
 }
 
@@ -340,7 +344,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		if _, port, _ := net.SplitHostPort(cfg.Advertise); port == "0" || cfg.Advertise == cfg.Listen {
 			cfg.Advertise = lis.Addr().String()
 		}
-		own.start(ctx, cfg.Advertise)
+		own.start(own.ctx, cfg.Advertise)
 		// After the credentials check: a standby sends its calls on to the owner.
 		fw := &forwarder{engine: own.engine, self: cfg.Advertise}
 		defer fw.close()

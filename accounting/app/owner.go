@@ -30,6 +30,10 @@ type owner struct {
 	store  engine.Store
 	done   chan struct{}
 
+	// ctx bounds the engine's life: it ends after the gRPC server stopped.
+	ctx     context.Context
+	matDone chan struct{}
+
 	journal *journal.Journal
 	pool    *pgxpool.Pool
 	log     *zap.Logger
@@ -46,7 +50,7 @@ func newOwner(cfg Config, log *zap.Logger, st *store.Store) *owner {
 		Logger:        log.Named("owner"),
 		Import:        func(ctx context.Context) (machine.Snapshot, error) { return materialize.Load(ctx, pool) },
 	})
-	return &owner{engine: e, store: engine.Store{Engine: e, Reports: st}, done: make(chan struct{}),
+	return &owner{engine: e, store: engine.Store{Engine: e, Reports: st}, done: make(chan struct{}), matDone: make(chan struct{}),
 		journal: j, pool: pool, log: log}
 }
 
@@ -63,6 +67,7 @@ func (o *owner) start(ctx context.Context, addr string) {
 	}()
 	// The owner writes the derived tables; a standby starts doing it when it takes over.
 	go func() {
+		defer close(o.matDone)
 		for !e.Owning() {
 			select {
 			case <-ctx.Done():
@@ -78,4 +83,5 @@ func (o *owner) start(ctx context.Context, addr string) {
 	}()
 }
 
-func (o *owner) wait() { <-o.done }
+// wait returns once the engine stopped and the materializer caught up.
+func (o *owner) wait() { <-o.done; <-o.matDone }

@@ -43,22 +43,15 @@ func (e *Engine) Materialize(ctx context.Context, j Materializing, pool *pgxpool
 	seqs, events := []int64{}, []machine.Event{}
 	for {
 		recs, err := j.Read(ctx, after, readChunk)
-		if err == nil {
-			seqs, events = seqs[:0], events[:0]
-			for _, r := range recs {
-				ev, derr := codec.Decode(r.Body)
-				if derr != nil {
-					return fmt.Errorf("materialize: journal seq %d: %w", r.Seq, derr)
-				}
-				seqs, events = append(seqs, r.Seq), append(events, ev)
+		if err == nil && len(recs) > 0 {
+			if seqs, events, err = decodeAll(recs, seqs[:0], events[:0]); err != nil {
+				return err
 			}
-			if len(events) > 0 {
-				err = m.Apply(ctx, seqs, events)
-			}
+			err = m.Apply(ctx, seqs, events)
 		}
 		switch {
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return e.drain(ctx, j, m, after, log)
 		case err != nil:
 			log.Warn("materializing the journal failed; retrying", zap.Error(err))
 		default:
@@ -72,10 +65,51 @@ func (e *Engine) Materialize(ctx context.Context, j Materializing, pool *pgxpool
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return e.drain(ctx, j, m, after, log)
 		case <-e.appendedSignal:
 		case <-t.C:
 		}
+	}
+}
+
+// decodeAll appends the records' seqs and events to seqs and events.
+func decodeAll(recs []journal.Record, seqs []int64, events []machine.Event) ([]int64, []machine.Event, error) {
+	for _, r := range recs {
+		ev, err := codec.Decode(r.Body)
+		if err != nil {
+			return nil, nil, fmt.Errorf("materialize: journal seq %d: %w", r.Seq, err)
+		}
+		seqs, events = append(seqs, r.Seq), append(events, ev)
+	}
+	return seqs, events, nil
+}
+
+// drainFor bounds the last catch-up of the derived tables when the process stops.
+const drainFor = 5 * time.Second
+
+// drain writes what the journal holds beyond after, once ctx ended (the owner
+// stopped): a stopped process leaves the tables caught up with its decisions.
+func (e *Engine) drain(ctx context.Context, j Materializing, m *materialize.Materializer, after int64, log *zap.Logger) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainFor)
+	defer cancel()
+	for {
+		recs, err := j.Read(dctx, after, readChunk)
+		if err == nil && len(recs) > 0 {
+			var seqs []int64
+			var events []machine.Event
+			if seqs, events, err = decodeAll(recs, nil, nil); err == nil {
+				err = m.Apply(dctx, seqs, events)
+			}
+		}
+		if err != nil {
+			log.Warn("the derived tables were not caught up at stop", zap.Int64("seq", after), zap.Error(err))
+			return ctx.Err()
+		}
+		if len(recs) == 0 {
+			return ctx.Err()
+		}
+		after = recs[len(recs)-1].Seq
+		e.materialized.Store(after)
 	}
 }
 
