@@ -13,7 +13,9 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/llmgw/gateway/accounting/app"
 	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/e2e/internal/harness"
 )
 
 // TestLockedAccountAnswers429 holds an account's row in PostgreSQL for 8 s (as an
@@ -23,6 +25,9 @@ import (
 // before Envoy's message timeout could answer for us, and holds nothing; every request
 // of the other account is served. The ledger's invariants hold afterwards.
 func TestLockedAccountAnswers429(t *testing.T) {
+	if harness.LedgerEngine() == app.EngineJournal {
+		t.Skip("the journal engine decides in memory: a locked row of the derived accounts table refuses nothing (TestLockedRowDoesNotStallTheLedger)")
+	}
 	t.Parallel()
 	locked := newCustomer(t, customerOpts{topup: "10"})
 	// Its tier's requests per minute leave room for what it sends here.
@@ -121,6 +126,71 @@ func TestLockedAccountAnswers429(t *testing.T) {
 	}
 	if got := micros(t, acc, "balance"); got >= before || got < before-1_000_000 {
 		t.Errorf("balance %d → %d: want one request's charge", before, got)
+	}
+	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		t.Errorf("ledger invariants: %v", err)
+	}
+}
+
+// TestLockedRowDoesNotStallTheLedger holds an account's row of the derived accounts
+// table for 3 s, as an operator's transaction would, while 16 requests of that account
+// arrive: with the journal engine the owner decides in memory, so every one is served
+// and charged; the derived tables catch up once the lock is gone, and the ledger's
+// invariants hold.
+func TestLockedRowDoesNotStallTheLedger(t *testing.T) {
+	if harness.LedgerEngine() != app.EngineJournal {
+		t.Skip("the store engine decides under the row's lock (TestLockedAccountAnswers429)")
+	}
+	t.Parallel()
+	locked := newCustomer(t, customerOpts{tier: "enterprise", topup: "10"})
+	if _, err := chatOnce(locked.key); err != nil {
+		t.Fatalf("before the lock: %v", err)
+	}
+	before := micros(t, locked.waitSettled(t), "balance")
+
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, gw.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`, locked.account); err != nil {
+		t.Fatal(err)
+	}
+	lockEnds := time.Now().Add(3 * time.Second)
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = chatOnce(locked.key) })
+	}
+	wg.Wait()
+	if time.Now().After(lockEnds) {
+		t.Error("the requests waited for the row lock")
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("request %d during the lock: %v", i, err)
+		}
+	}
+	time.Sleep(time.Until(lockEnds))
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acc := locked.waitSettled(t)
+	var charges int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM ledger_entries WHERE key_id = $1 AND kind = 'charge'`, locked.keyID).Scan(&charges); err != nil {
+		t.Fatal(err)
+	}
+	if charges != 17 {
+		t.Errorf("%d charges in the statement, want 17", charges)
+	}
+	if got := micros(t, acc, "balance"); got >= before {
+		t.Errorf("balance %d → %d: the requests during the lock were not charged", before, got)
 	}
 	if err := storetest.CheckInvariants(ctx, pool); err != nil {
 		t.Errorf("ledger invariants: %v", err)

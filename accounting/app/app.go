@@ -164,7 +164,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", store.DefaultLockTimeout, "longest wait for an account's row lock before a call is refused as busy (env "+EnvDBLockTimeout+")")
 	fs.DurationVar(&cfg.DB.StatementTimeout, "db-statement-timeout", store.DefaultStatementTimeout, "longest database statement (env "+EnvDBStatementTimeout+")")
 	fs.IntVar(&cfg.DB.AccountConcurrency, "db-account-concurrency", store.DefaultAccountConcurrency, "statements of one account using database connections at once (env "+EnvDBAccountConcurrency+")")
-	fs.StringVar(&cfg.Engine, "ledger-engine", envOr(EnvLedgerEngine, EngineStore), "what decides the ledger: "+EngineJournal+" (one owner in memory, a journal) or "+EngineStore+" (PostgreSQL transactions) (env "+EnvLedgerEngine+")")
+	fs.StringVar(&cfg.Engine, "ledger-engine", envOr(EnvLedgerEngine, DefaultEngine), "what decides the ledger: "+EngineJournal+" (one owner in memory, a journal) or "+EngineStore+" (PostgreSQL transactions) (env "+EnvLedgerEngine+")")
 	fs.DurationVar(&cfg.LedgerLease, "ledger-lease", 5*time.Second, "how long the journal engine's owner holds the ledger unrenewed; a standby takes over about this long after the owner died (env "+EnvLedgerLease+")")
 	fs.StringVar(&cfg.Advertise, "advertise", envOr(EnvAdvertise, ""), "address clients reach this process at (default: --listen) (env "+EnvAdvertise+")")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env "+EnvPprof+")")

@@ -19,6 +19,8 @@ import (
 const (
 	EngineJournal = "journal"
 	EngineStore   = "store"
+	// DefaultEngine is the engine when neither flag nor environment names one.
+	DefaultEngine = EngineStore
 )
 
 // ledgerShard is the one shard built so far: every account belongs to it.
