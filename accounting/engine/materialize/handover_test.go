@@ -48,4 +48,14 @@ func TestHandOverFromTheStore(t *testing.T) {
 	if len(entries) != 2 || entries[0].ReservationID != r1.ID || entries[0].Amount != -1_200_000 || entries[0].Model != "m" {
 		t.Errorf("entries after the handover %+v", entries)
 	}
+	// The store's rows of the holds are settled as the store would have settled them.
+	if c := must(s.Commit(ctx, ledger.CommitRequest{ReservationID: r1.ID, Actual: 1_200_000}))(t); !c.Replayed || c.Charged != 1_200_000 {
+		t.Errorf("the store answers a replayed commit with %+v", c)
+	}
+	if r := must(s.Release(ctx, r2.ID, ""))(t); r.State != ledger.StateReleased {
+		t.Errorf("the store answers a replayed release with %+v", r)
+	}
+	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		t.Error(err)
+	}
 }

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/engine/materialize"
@@ -17,16 +20,23 @@ import (
 
 // TestTablesAnswerAsTheMachine decides random commands with the state machine,
 // materializes its events in calls of random sizes, and reads every account and key
-// through the store: each answers as the machine does.
+// through the store: each answers as the machine does. The tables keep the store's
+// invariants, and load back into the machine's state (as far as Load reads it).
 func TestTablesAnswerAsTheMachine(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(42, 7))
 	st := machine.New()
+	ref := machine.New() // st's events but Forgotten: what the tables keep
 	now := t2
 	var evs []machine.Event
 	decide := func(c machine.Command) machine.Answer {
 		ans, e := st.Decide(c)
 		evs = append(evs, e...)
+		for _, ev := range e {
+			if _, forgot := ev.(machine.Forgotten); !forgot {
+				ref.Apply(ev)
+			}
+		}
 		return ans
 	}
 	var accounts, keys, held []string
@@ -44,7 +54,7 @@ func TestTablesAnswerAsTheMachine(t *testing.T) {
 	}
 	for i := range 400 {
 		now = now.Add(time.Duration(rng.IntN(20)) * time.Second)
-		switch op := rng.IntN(10); {
+		switch op := rng.IntN(12); {
 		case op < 5:
 			id := fmt.Sprintf("0c000000-0000-7000-8000-%012d", i)
 			ans := decide(machine.Reserve{ID: id, At: now, Request: ledger.ReserveRequest{RequestID: id, KeyID: keys[rng.IntN(len(keys))],
@@ -58,22 +68,30 @@ func TestTablesAnswerAsTheMachine(t *testing.T) {
 				Usage: ledger.Usage{InputTokens: 10, OutputTokens: 5}, Channel: "ch"}})
 		case op < 9 && len(held) > 0:
 			decide(machine.Release{ReservationID: take(&held, rng), Reason: "r", At: now})
+		case op < 10 && len(held) > 0:
+			decide(machine.Renew{ReservationID: held[rng.IntN(len(held))], TTL: time.Duration(5+rng.IntN(20)) * time.Minute, At: now})
+		case op < 11:
+			decide(machine.Forget{Before: now.Add(-15 * time.Minute), At: now})
 		default:
 			decide(machine.ExpireDue{Limit: 10, At: now})
 		}
 	}
 
-	var commits, releases int
+	var commits, releases, renewals, forgets int
 	for _, e := range evs {
 		switch e.(type) {
 		case machine.Committed:
 			commits++
 		case machine.Released:
 			releases++
+		case machine.Renewed:
+			renewals++
+		case machine.Forgotten:
+			forgets++
 		}
 	}
-	if commits < 50 || releases < 20 {
-		t.Fatalf("only %d commits and %d releases decided", commits, releases)
+	if commits < 50 || releases < 20 || renewals < 10 || forgets < 5 {
+		t.Fatalf("only %d commits, %d releases, %d renewals and %d forgets decided", commits, releases, renewals, forgets)
 	}
 
 	pool := storetest.NewPool(t, storetest.NewDB(t), 4)
@@ -98,6 +116,49 @@ func TestTablesAnswerAsTheMachine(t *testing.T) {
 		if !reflect.DeepEqual(got, ans.Key) {
 			t.Errorf("key in the tables %+v, machine's %+v", got, ans.Key)
 		}
+	}
+	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		t.Error(err)
+	}
+	checkLoadsBack(t, pool, ref, now)
+}
+
+// checkLoadsBack loads the tables at now into a state machine and compares its snapshot
+// with ref's, less what Load leaves out: the requests-per-minute window (not
+// materialized), reservations settled before SettledHorizon, and spend windows of
+// earlier months that hold nothing.
+func checkLoadsBack(t *testing.T, pool *pgxpool.Pool, ref *machine.State, now time.Time) {
+	t.Helper()
+	loaded := must(materialize.LoadAt(context.Background(), pool, now))(t)
+	back := machine.Restore(loaded)
+	if err := back.Check(); err != nil {
+		t.Errorf("the loaded state breaks an invariant: %v", err)
+	}
+	got, want := back.Snapshot(), ref.Snapshot()
+	for i := range want.Accounts {
+		want.Accounts[i].RPMMinute, want.Accounts[i].RPMCount = time.Time{}, 0
+	}
+	horizon := now.Add(-materialize.SettledHorizon)
+	var settled, recent int
+	want.Reservations = slices.DeleteFunc(want.Reservations, func(r machine.ReservationState) bool {
+		if r.SettledAt != nil {
+			settled++
+		}
+		old := r.SettledAt != nil && r.SettledAt.Before(horizon)
+		if r.SettledAt != nil && !old {
+			recent++
+		}
+		return old
+	})
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	want.Windows = slices.DeleteFunc(want.Windows, func(w machine.SpendWindow) bool {
+		return w.Start.Before(month) && w.Held == 0
+	})
+	if recent == 0 || recent == settled {
+		t.Fatalf("%d of %d settled reservations within the horizon: the comparison tests nothing", recent, settled)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("loaded back:\n%+v\nthe machine's:\n%+v", got, want)
 	}
 }
 

@@ -28,7 +28,14 @@ import (
 //     the columns the store's ledger_commit writes; usage_daily follows by its trigger.
 //   - key_spend: held and committed, per window of the reservation's creation time.
 //   - video_tasks.
-//   - never reservations: a hold lives in the owner's memory and in the journal.
+//   - reservations, with the values ledger_reserve, ledger_commit, ledger_release,
+//     ledger_expire_due and a renewal write, coalesced per call: a reservation reserved
+//     in the call is inserted once in its state at the call's end (settled, or held with
+//     its last expiry); one reserved in an earlier call is updated once. A Forgotten
+//     event deletes no row: the store's ArchiveSettled moves settled rows to
+//     reservations_archive as before. A request id the machine forgot and admitted
+//     again moves its old settled row to the archive first (the table's request ids
+//     are unique).
 //
 // A Committed or Released event names only its reservation, so the Materializer keeps
 // the held reservations (their Reserved events) of its shard, started from a snapshot.
@@ -110,9 +117,16 @@ func (m *Materializer) Apply(ctx context.Context, seqs []int64, events []machine
 		if seqs[len(seqs)-1] <= stored {
 			return nil
 		}
-		b := w.batch()
+		var inserted int64
+		b, ins, err := w.batch(&inserted)
+		if err != nil {
+			return err
+		}
 		b.Queue(`UPDATE ledger_materialized SET seq = $2 WHERE shard = $1`, m.shard, seqs[len(seqs)-1])
-		return tx.SendBatch(ctx, b).Close()
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		return archiveReused(ctx, tx, ins, inserted)
 	})
 	if err != nil {
 		return fmt.Errorf("materialize: events %d..%d: %w", seqs[0], seqs[len(seqs)-1], err)

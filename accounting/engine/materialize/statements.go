@@ -11,18 +11,23 @@ import (
 // batch returns w's statements, one per table that changes, in the order the foreign
 // keys need (tiers before accounts, accounts before keys, keys before spend and tasks).
 // Arrays go in as text and are cast in SQL; a multi-valued column (a key's models) as
-// JSON, since unnest flattens an array of arrays.
-func (w *writes) batch() *pgx.Batch {
+// JSON, since unnest flattens an array of arrays. The reservations insert sets
+// *inserted to its count when the batch runs; its arguments come back for archiveReused.
+func (w *writes) batch(inserted *int64) (*pgx.Batch, resInserts, error) {
 	b := &pgx.Batch{}
 	w.queueTiers(b)
 	w.queueAccounts(b)
 	w.queueKeys(b)
+	ins, err := w.queueReservations(b, inserted)
+	if err != nil {
+		return nil, ins, err
+	}
 	w.queueEntries(b)
 	w.queueMoney(b)
 	w.queueFlags(b)
 	w.queueSpend(b)
 	w.queueVideos(b)
-	return b
+	return b, ins, nil
 }
 
 func (w *writes) queueTiers(b *pgx.Batch) {

@@ -24,6 +24,7 @@ type writes struct {
 	entries    []entry
 	spend      map[window]*spend
 	videos     []ledger.VideoTask
+	rows       map[string]*resRow // reservations rows, by id
 }
 
 // money is an account's balance, hold and pool changes.
@@ -71,6 +72,7 @@ func (w *writes) add(e machine.Event, holds *overlay, write bool) error {
 		holds.put(e)
 		if write {
 			w.hold(e, 1)
+			w.reserve(e)
 		}
 	case machine.Committed:
 		r, ok := holds.get(e.ReservationID)
@@ -81,6 +83,8 @@ func (w *writes) add(e machine.Event, holds *overlay, write bool) error {
 		if write {
 			w.hold(r, -1)
 			w.charge(r, e)
+			actual := int64(e.Actual)
+			return w.settle(r, ledger.StateCommitted, &actual, e.Charged, "", e.At)
 		}
 	case machine.Released:
 		r, ok := holds.get(e.ReservationID)
@@ -90,14 +94,19 @@ func (w *writes) add(e machine.Event, holds *overlay, write bool) error {
 		holds.drop(e.ReservationID)
 		if write {
 			w.hold(r, -1)
+			return w.settle(r, e.State, nil, 0, e.Reason, e.At)
 		}
 	case machine.Renewed:
 		if r, ok := holds.get(e.ReservationID); ok {
 			r.ExpiresAt = e.ExpiresAt
 			holds.put(r)
+			if write {
+				w.renew(r)
+			}
 		}
 	case machine.Forgotten:
-		// Only settled reservations and ended windows are forgotten: none of what is written.
+		// Only settled reservations and ended windows are forgotten: their rows stay (the
+		// store's sweeper archives settled reservations), and so do the windows'.
 	default:
 		if write {
 			return w.addRecord(e)
