@@ -201,6 +201,19 @@ func (s Store) Tiers(ctx context.Context) ([]ledger.Tier, error) {
 	return a.Tiers, err
 }
 
+// ArchiveSettled moves reservations settled after ago from the derived reservations
+// table to its archive, when the reports are the PostgreSQL store's tables (the
+// sweeper calls it as it did with the store).
+func (s Store) ArchiveSettled(ctx context.Context, after time.Duration, limit int) (int, error) {
+	a, ok := s.Reports.(interface {
+		ArchiveSettled(context.Context, time.Duration, int) (int, error)
+	})
+	if !ok || !s.Owning() {
+		return 0, nil
+	}
+	return a.ArchiveSettled(ctx, after, limit)
+}
+
 func (s Store) Changes(ctx context.Context) (<-chan ledger.Change, error) {
 	return s.Reports.Changes(ctx)
 }
