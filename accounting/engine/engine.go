@@ -23,6 +23,7 @@ import (
 type Journal interface {
 	Acquire(ctx context.Context, owner, addr string, ttl time.Duration) (journal.Lease, error)
 	Renew(ctx context.Context, epoch int64, ttl time.Duration) (journal.Lease, error)
+	Release(ctx context.Context, epoch int64) error
 	Current(ctx context.Context) (journal.Lease, error)
 	Append(ctx context.Context, epoch int64, recs []journal.Record) error
 	Read(ctx context.Context, after int64, limit int) ([]journal.Record, error)

@@ -59,6 +59,14 @@ func (e *Engine) own(ctx context.Context) error {
 				if inflight {
 					<-flushed
 				}
+				if errors.Is(err, context.Canceled) {
+					// Stopped on purpose: hand the lease over now rather than when it lapses.
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+					if rerr := e.j.Release(rctx, e.epoch); rerr != nil {
+						e.log.Warn("ledger lease not released", zap.Error(rerr))
+					}
+					cancel()
+				}
 				return err
 			}
 		}

@@ -44,6 +44,16 @@ func (m *memJournal) Renew(_ context.Context, epoch int64, ttl time.Duration) (j
 	return m.lease, nil
 }
 
+func (m *memJournal) Release(_ context.Context, epoch int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lease.Epoch != epoch {
+		return journal.ErrFenced
+	}
+	m.lease.Until = time.Now()
+	return nil
+}
+
 // expire ends the current lease now, as if its owner had stopped renewing it.
 func (m *memJournal) expire() {
 	m.mu.Lock()

@@ -84,6 +84,22 @@ func (j *Journal) Renew(ctx context.Context, epoch int64, ttl time.Duration) (Le
 	return l, nil
 }
 
+// Release ends the lease of epoch now, so that a standby takes over at once: what an
+// owner that stops on purpose does. The epoch stays; the next owner's Acquire bumps it.
+// ErrFenced when epoch is no longer current.
+func (j *Journal) Release(ctx context.Context, epoch int64) error {
+	_, err := j.lease(ctx, `UPDATE ledger_owner SET lease_until = clock_timestamp()
+		WHERE shard = $1 AND epoch = $2
+		RETURNING epoch, owner, addr, lease_until`, j.shard, epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrFenced
+	}
+	if err != nil {
+		return fmt.Errorf("journal: release: %w", err)
+	}
+	return nil
+}
+
 // Current returns the shard's lease as it is, live or not; the zero Lease when the
 // shard never had an owner.
 func (j *Journal) Current(ctx context.Context) (Lease, error) {
