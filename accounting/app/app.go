@@ -341,10 +341,14 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor())}, az.ServerOptions()...)
 	if own != nil {
 		// The address a standby tells callers: --advertise, else where it listens.
+		bound := false
 		if _, port, _ := net.SplitHostPort(cfg.Advertise); port == "0" || cfg.Advertise == cfg.Listen {
 			cfg.Advertise = lis.Addr().String()
+			// A specific IP this process listens on: no other live process holds it.
+			ta, ok := lis.Addr().(*net.TCPAddr)
+			bound = ok && !ta.IP.IsUnspecified()
 		}
-		own.start(own.ctx, cfg.Advertise)
+		own.start(own.ctx, cfg.Advertise, bound)
 		// After the credentials check: a standby sends its calls on to the owner.
 		fw := &forwarder{engine: own.engine, self: cfg.Advertise}
 		defer fw.close()

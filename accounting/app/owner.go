@@ -56,11 +56,12 @@ func newOwner(cfg Config, log *zap.Logger, st *store.Store) *owner {
 		journal: j, pool: pool, log: log}
 }
 
-// start runs the engine, advertising addr to the callers of a standby, and the
-// materializer of the derived tables while this process owns the ledger.
-func (o *owner) start(ctx context.Context, addr string) {
+// start runs the engine, advertising addr to the callers of a standby (bound: this
+// process listens on that very IP and port), and the materializer of the derived
+// tables while this process owns the ledger.
+func (o *owner) start(ctx context.Context, addr string, bound bool) {
 	e := o.engine
-	e.SetAddr(addr)
+	e.SetAddr(addr, bound)
 	go func() {
 		defer close(o.done)
 		if err := e.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {

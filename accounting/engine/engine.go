@@ -22,6 +22,7 @@ import (
 // (accounting/engine/journal implements it over PostgreSQL).
 type Journal interface {
 	Acquire(ctx context.Context, owner, addr string, ttl time.Duration) (journal.Lease, error)
+	Claim(ctx context.Context, owner, addr string, ttl time.Duration) (journal.Lease, error)
 	Renew(ctx context.Context, epoch int64, ttl time.Duration) (journal.Lease, error)
 	Release(ctx context.Context, epoch int64) error
 	Current(ctx context.Context) (journal.Lease, error)
@@ -39,6 +40,11 @@ type Options struct {
 	Name string
 	// Addr is where clients reach this process, told to callers of a standby.
 	Addr string
+	// AddrBound says this process listens on Addr itself, a specific IP and port no
+	// other live process can hold: a live lease that names Addr belongs to a process
+	// that is gone (a restart after a crash), and is claimed at once instead of after
+	// it lapses.
+	AddrBound bool
 	// Lease is how long ownership lasts without a renewal (default 5 s): a dead owner
 	// is replaced within about that long.
 	Lease time.Duration
@@ -175,8 +181,8 @@ func (e *Engine) Err() error {
 	}
 }
 
-// SetAddr sets Options.Addr; it must be called before Run.
-func (e *Engine) SetAddr(addr string) { e.opts.Addr = addr }
+// SetAddr sets Options.Addr and AddrBound; it must be called before Run.
+func (e *Engine) SetAddr(addr string, bound bool) { e.opts.Addr, e.opts.AddrBound = addr, bound }
 
 // OwnerAddr is where the shard's owner is, as this process last saw it ("" when not
 // known yet).

@@ -100,7 +100,11 @@ func (e *Engine) follow(ctx context.Context) error {
 			return err
 		}
 		if n == 0 {
-			lease, err := e.j.Acquire(ctx, e.opts.Name, e.opts.Addr, e.opts.Lease)
+			acquire := e.j.Acquire
+			if e.opts.AddrBound {
+				acquire = e.j.Claim
+			}
+			lease, err := acquire(ctx, e.opts.Name, e.opts.Addr, e.opts.Lease)
 			switch {
 			case err == nil:
 				// Acquire waited for the old owner's last append: everything it will

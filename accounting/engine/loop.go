@@ -100,7 +100,15 @@ func (e *Engine) own(ctx context.Context) error {
 			continue
 		}
 		if time.Now().UnixNano() > e.leaseEnd.Load() {
-			return stop(errors.New("the owner's lease ran out before it could be renewed"))
+			// The lease ran out here (a pause, a slow database): renew it before
+			// anything more is answered. Nobody took over if the epoch is still ours.
+			if err := e.renewNow(ctx); errors.Is(err, errFenced) {
+				return stop(err)
+			} else if err != nil {
+				e.log.Warn("ledger lease ran out and is not renewed yet; holding answers", zap.Error(err))
+				time.Sleep(min(100*time.Millisecond, e.opts.Lease/10))
+				continue
+			}
 		}
 		if len(cur.events) == 0 {
 			// Nothing to make durable, and everything decided before is: answer now.
@@ -206,19 +214,33 @@ func (e *Engine) renew(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		sent := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, e.opts.Lease/2)
-		_, err := e.j.Renew(rctx, e.epoch, e.opts.Lease)
-		cancel()
-		switch {
-		case err == nil:
-			e.leaseEnd.Store(sent.Add(e.opts.Lease).UnixNano())
-		case errors.Is(err, journal.ErrFenced):
-			return errFenced
-		case time.Now().UnixNano() > e.leaseEnd.Load():
-			return fmt.Errorf("lease not renewed in time: %w", err)
-		default:
+		switch err := e.renewNow(ctx); {
+		case errors.Is(err, errFenced):
+			return err
+		case err != nil && ctx.Err() == nil:
+			// The loop holds answers once the lease ran out, until a renewal lands.
 			e.log.Warn("ledger lease renewal failed; retrying", zap.Error(err))
+		}
+	}
+}
+
+// renewNow renews the lease once; errFenced when another owner took over.
+func (e *Engine) renewNow(ctx context.Context) error {
+	sent := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, e.opts.Lease/2)
+	defer cancel()
+	if _, err := e.j.Renew(rctx, e.epoch, e.opts.Lease); err != nil {
+		if errors.Is(err, journal.ErrFenced) {
+			return errFenced
+		}
+		return err
+	}
+	// No later than the lease's end as the database counts it: it counts from when it
+	// received the renewal, after it was sent.
+	for {
+		old := e.leaseEnd.Load()
+		if end := sent.Add(e.opts.Lease).UnixNano(); end <= old || e.leaseEnd.CompareAndSwap(old, end) {
+			return nil
 		}
 	}
 }

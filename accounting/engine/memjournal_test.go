@@ -34,6 +34,15 @@ func (m *memJournal) Acquire(_ context.Context, owner, addr string, ttl time.Dur
 	return m.lease, nil
 }
 
+func (m *memJournal) Claim(ctx context.Context, owner, addr string, ttl time.Duration) (journal.Lease, error) {
+	m.mu.Lock()
+	if m.lease.Addr == addr && addr != "" {
+		m.lease.Until = time.Now()
+	}
+	m.mu.Unlock()
+	return m.Acquire(ctx, owner, addr, ttl)
+}
+
 func (m *memJournal) Renew(_ context.Context, epoch int64, ttl time.Duration) (journal.Lease, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -44,7 +44,7 @@ ON CONFLICT (shard) DO UPDATE SET
 	owner = excluded.owner,
 	addr = excluded.addr,
 	lease_until = clock_timestamp() + $4::bigint * interval '1 microsecond'
-WHERE o.owner = excluded.owner OR o.lease_until <= clock_timestamp()
+WHERE o.owner = excluded.owner OR o.lease_until <= clock_timestamp() OR ($5 AND o.addr = excluded.addr)
 RETURNING epoch, owner, addr, lease_until`
 
 // Acquire makes owner, reached at addr, the shard's owner for ttl, when the lease is
@@ -53,7 +53,20 @@ RETURNING epoch, owner, addr, lease_until`
 // It returns once every append of an older epoch has committed or been fenced, so Last
 // then sees every record the previous owners will ever have written.
 func (j *Journal) Acquire(ctx context.Context, owner, addr string, ttl time.Duration) (Lease, error) {
-	l, err := j.lease(ctx, acquireSQL, j.shard, owner, addr, ttl.Microseconds())
+	return j.acquire(ctx, owner, addr, ttl, false)
+}
+
+// Claim is Acquire that also takes a live lease naming addr: for a process that has
+// just bound addr itself, which proves the process that held it — the lease's owner —
+// gone (a restart on the same address after a crash). Fencing keeps it safe whatever
+// the address says; the caller must only claim an address no other live process can
+// hold (a specific IP and port it listens on, never a shared name).
+func (j *Journal) Claim(ctx context.Context, owner, addr string, ttl time.Duration) (Lease, error) {
+	return j.acquire(ctx, owner, addr, ttl, true)
+}
+
+func (j *Journal) acquire(ctx context.Context, owner, addr string, ttl time.Duration, claim bool) (Lease, error) {
+	l, err := j.lease(ctx, acquireSQL, j.shard, owner, addr, ttl.Microseconds(), claim)
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, cerr := j.Current(ctx)
 		if cerr != nil {

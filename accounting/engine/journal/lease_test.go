@@ -348,3 +348,24 @@ func TestAppendHoldsTheOwnerRow(t *testing.T) {
 		t.Errorf("Last after the takeover = %d, want 2", last)
 	}
 }
+
+// TestClaimTakesTheLeaseOfItsOwnAddress: a process restarted on the address a live
+// lease names takes it at once with a new epoch; another address cannot.
+func TestClaimTakesTheLeaseOfItsOwnAddress(t *testing.T) {
+	ctx := context.Background()
+	j := journal.New(newPool(t, 4), 0)
+	old, err := j.Acquire(ctx, "old", "10.0.0.1:50052", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Claim(ctx, "other", "10.0.0.2:50052", time.Minute); !errors.Is(err, journal.ErrHeld) {
+		t.Fatalf("claim from another address: %v, want ErrHeld", err)
+	}
+	l, err := j.Claim(ctx, "new", "10.0.0.1:50052", time.Minute)
+	if err != nil || l.Epoch <= old.Epoch || l.Owner != "new" {
+		t.Fatalf("claim of its own address: %+v, %v; want a new epoch above %d", l, err, old.Epoch)
+	}
+	if err := j.Append(ctx, old.Epoch, []journal.Record{{Seq: 1, Body: []byte("x")}}); !errors.Is(err, journal.ErrFenced) {
+		t.Fatalf("the old owner's append after the claim: %v, want ErrFenced", err)
+	}
+}
