@@ -49,6 +49,9 @@ func TestKillOwnerUnderLoad(t *testing.T) {
 			t.Errorf("a standby answered %v after the kill, before the lease of %v could lapse", time.Since(killed), lease)
 		}
 		owner.start(t) // back, as a standby
+		if !waitFor(5*time.Second, func() bool { return owner.ready() && newOwner.ready() }) {
+			t.Errorf("after kill %d: %v ready %v, the owner %v ready %v", k+1, owner, owner.ready(), newOwner, newOwner.ready())
+		}
 	}
 	time.Sleep(between / 2)
 	pairs := l.finish(t)

@@ -100,9 +100,15 @@ func (p *proc) start(t testing.TB) {
 	}
 }
 
-func (p *proc) healthy() bool {
+func (p *proc) healthy() bool { return p.get("/healthz") }
+
+// ready reports whether p says it is ready (/readyz): owning the ledger or knowing
+// its owner.
+func (p *proc) ready() bool { return p.get("/readyz") }
+
+func (p *proc) get(path string) bool {
 	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + p.metricsAddr + "/healthz")
+	resp, err := c.Get("http://" + p.metricsAddr + path)
 	if err != nil {
 		return false
 	}
