@@ -57,11 +57,14 @@ func (e *Engine) load(ctx context.Context) error {
 	return e.catchUp(ctx)
 }
 
-// catchUp folds every record after e.seq.
+// catchUp folds every record after e.seq, up to the journal's end as a read found it
+// (a read that comes back short). After Acquire that is the journal's end; before, the
+// owner may append more, which follow folds: waiting for a read that finds nothing
+// would never end under a steady load.
 func (e *Engine) catchUp(ctx context.Context) error {
 	for {
 		n, err := e.fold(ctx)
-		if err != nil || n == 0 {
+		if err != nil || n < readChunk {
 			return err
 		}
 	}
@@ -123,6 +126,10 @@ func (e *Engine) follow(ctx context.Context) error {
 			default:
 				e.log.Warn("ledger standby: acquire failed", zap.Error(err))
 			}
+		} else if n < readChunk {
+			// An owner is appending. Under a steady load no read finds the journal
+			// idle, so learn where the owner is without trying to take over.
+			e.learnOwner(ctx)
 		}
 		if n == readChunk {
 			continue
@@ -132,6 +139,19 @@ func (e *Engine) follow(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		}
+	}
+}
+
+// learnOwner notes where the shard's current owner is, as its lease says.
+func (e *Engine) learnOwner(ctx context.Context) {
+	lease, err := e.j.Current(ctx)
+	if err != nil {
+		e.log.Debug("ledger standby: reading the owner failed", zap.Error(err))
+		return
+	}
+	if lease.Addr != "" {
+		addr := lease.Addr
+		e.ownerAddr.Store(&addr)
 	}
 }
 

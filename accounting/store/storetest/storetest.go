@@ -128,10 +128,14 @@ func NewStore(t testing.TB, maxConns int32, opts store.Options) (*store.Store, *
 
 // Main runs a package's tests and then drops the template database: a test package
 // that uses PostgreSQL has func TestMain(m *testing.M) { storetest.Main(m) }.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit: it runs the tests, drops the template database and
+// returns the exit code, for a TestMain with cleanup of its own after the tests.
+func Run(m *testing.M) int {
 	code := m.Run()
 	dropTemplate()
-	os.Exit(code)
+	return code
 }
 
 func dropTemplate() {
