@@ -286,10 +286,11 @@ func TestPausedOwnerIsFenced(t *testing.T) {
 	for answered.Load() < 1000 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	j.expire()
+	resume := j.pause()
 	go func() {
 		waitOwning(t, b, 5*time.Second)
 		owner.Store(b)
+		resume()
 	}()
 	select {
 	case <-a.Failed():

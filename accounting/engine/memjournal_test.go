@@ -20,6 +20,32 @@ type memJournal struct {
 
 	// appendHook, when set, runs before an append is applied; an error fails it.
 	appendHook func(epoch int64, recs []journal.Record) error
+	// paused, when set, holds every append and renewal of that epoch until it is
+	// closed: the owner is paused as by SIGSTOP.
+	pausedEpoch int64
+	paused      chan struct{}
+}
+
+// pause holds the current owner's appends and renewals and ends its lease, until the
+// returned func resumes it.
+func (m *memJournal) pause() (resume func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch := make(chan struct{})
+	m.pausedEpoch, m.paused = m.lease.Epoch, ch
+	m.lease.Until = time.Now().Add(-time.Second)
+	return func() { close(ch) }
+}
+
+// waitIfPaused blocks a call of epoch while that epoch is paused.
+func (m *memJournal) waitIfPaused(epoch int64) {
+	m.mu.Lock()
+	ch := m.paused
+	held := ch != nil && epoch == m.pausedEpoch
+	m.mu.Unlock()
+	if held {
+		<-ch
+	}
 }
 
 func newMemJournal() *memJournal { return &memJournal{snaps: map[int64][]byte{}, latest: -1} }
@@ -44,6 +70,7 @@ func (m *memJournal) Claim(ctx context.Context, owner, addr string, ttl time.Dur
 }
 
 func (m *memJournal) Renew(_ context.Context, epoch int64, ttl time.Duration) (journal.Lease, error) {
+	m.waitIfPaused(epoch)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.lease.Epoch != epoch {
@@ -63,13 +90,6 @@ func (m *memJournal) Release(_ context.Context, epoch int64) error {
 	return nil
 }
 
-// expire ends the current lease now, as if its owner had stopped renewing it.
-func (m *memJournal) expire() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lease.Until = time.Now().Add(-time.Second)
-}
-
 func (m *memJournal) Current(context.Context) (journal.Lease, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -77,6 +97,7 @@ func (m *memJournal) Current(context.Context) (journal.Lease, error) {
 }
 
 func (m *memJournal) Append(_ context.Context, epoch int64, recs []journal.Record) error {
+	m.waitIfPaused(epoch)
 	m.mu.Lock()
 	hook := m.appendHook
 	m.mu.Unlock()
