@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -108,7 +107,7 @@ func (o *Options) defaults() {
 	}
 }
 
-// ErrStopped answers every call after the owner stopped (fail-stop).
+// ErrStopped answers the calls in flight when the owner stopped (fail-stop).
 var ErrStopped = fmt.Errorf("ledger owner stopped: %w", ledger.ErrUnavailable)
 
 // Engine is one process's part in owning a shard: standby until it holds the lease,
@@ -138,9 +137,11 @@ type Engine struct {
 	// appends and appended count the journal appends and their records.
 	appends, appended atomic.Int64
 
-	failed   chan struct{}
-	failOnce sync.Once
-	failErr  error
+	failed  chan struct{} // closed when Run returned
+	lastErr atomic.Pointer[error]
+	stops   atomic.Int64
+	// name is this incarnation's owner name: Options.Name and a counter.
+	name string
 
 	// Owned by the goroutine running Run.
 	state *machine.State
@@ -168,18 +169,22 @@ func New(j Journal, opts Options) *Engine {
 	return e
 }
 
-// Failed is closed once the owner stopped for good; Err says why.
+// Failed is closed once Run returned (its context ended): the engine answers nothing
+// more.
 func (e *Engine) Failed() <-chan struct{} { return e.failed }
 
-// Err is why the engine stopped, nil while it runs.
+// Err is why the owner last stopped (nil when it never did): a failed journal write,
+// a takeover by another process (fenced), or Run's context.
 func (e *Engine) Err() error {
-	select {
-	case <-e.failed:
-		return e.failErr
-	default:
-		return nil
+	if p := e.lastErr.Load(); p != nil {
+		return *p
 	}
+	return nil
 }
+
+// Stops is how many times this process stopped owning the ledger and rebuilt itself
+// as a standby.
+func (e *Engine) Stops() int64 { return e.stops.Load() }
 
 // SetAddr sets Options.Addr and AddrBound; it must be called before Run.
 func (e *Engine) SetAddr(addr string, bound bool) { e.opts.Addr, e.opts.AddrBound = addr, bound }
@@ -201,27 +206,42 @@ func (e *Engine) Stats() (appends, records, ops int64) {
 // Durable is the last journal seq this process's state holds durably.
 func (e *Engine) Durable() int64 { return e.durable.Load() }
 
-func (e *Engine) fail(err error) {
-	e.failOnce.Do(func() {
-		e.failErr = err
-		e.owning.Store(false)
-		close(e.failed)
-		e.log.Error("ledger owner stopped", zap.Error(err))
-	})
+// stopOwning ends this incarnation's ownership: calls are refused from now on.
+func (e *Engine) stopOwning(err error) {
+	e.owning.Store(false)
+	e.lastErr.Store(&err)
 }
 
 // Run loads the state, follows the journal as a standby until the lease is free, then
-// owns the shard until ctx ends or a failure stops it. It returns why it stopped.
+// owns the shard, until ctx ends. When the owner stops (fail-stop: a journal write
+// failed, another process took over), its memory is dropped, never rolled back: the
+// process starts again as a standby, rebuilding the state from the journal, under a
+// new owner name (so a new epoch). Run returns ctx's error.
 func (e *Engine) Run(ctx context.Context) error {
-	err := e.run(ctx)
-	if ctx.Err() != nil && err == nil {
-		err = ctx.Err()
+	defer close(e.failed)
+	for incarnation := 1; ; incarnation++ {
+		err := e.run(ctx, incarnation)
+		if ctx.Err() != nil {
+			e.stopOwning(ctx.Err())
+			return ctx.Err()
+		}
+		e.stopOwning(err)
+		e.stops.Add(1)
+		e.log.Error("ledger owner stopped; rebuilding from the journal as a standby", zap.Error(err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(restartDelay(e.opts.Lease)):
+		}
 	}
-	e.fail(err)
-	return err
 }
 
-func (e *Engine) run(ctx context.Context) error {
+// restartDelay is the pause before a stopped owner rebuilds itself: long enough not
+// to hammer a failing database, short against the lease.
+func restartDelay(lease time.Duration) time.Duration { return min(time.Second, lease/4) }
+
+func (e *Engine) run(ctx context.Context, incarnation int) error {
+	e.name = fmt.Sprintf("%s/%d", e.opts.Name, incarnation)
+	e.state, e.seq, e.epoch, e.snap = nil, 0, 0, 0
 	if err := e.load(ctx); err != nil {
 		return fmt.Errorf("load the ledger: %w", err)
 	}
@@ -264,6 +284,20 @@ func (e *Engine) notOwner() error {
 	default:
 	}
 	return &ledger.NotOwnerError{Addr: *e.ownerAddr.Load()}
+}
+
+// refuseQueued answers every queued call with notOwner: a standby's calls that came in
+// as its ownership ended.
+func (e *Engine) refuseQueued() {
+	for {
+		select {
+		case o := <-e.ops:
+			o.ans = machine.Answer{Err: e.notOwner()}
+			close(o.done)
+		default:
+			return
+		}
+	}
 }
 
 // now is a decision's time, at the journal's precision.

@@ -107,7 +107,7 @@ func (e *Engine) follow(ctx context.Context) error {
 			if e.opts.AddrBound {
 				acquire = e.j.Claim
 			}
-			lease, err := acquire(ctx, e.opts.Name, e.opts.Addr, e.opts.Lease)
+			lease, err := acquire(ctx, e.name, e.opts.Addr, e.opts.Lease)
 			switch {
 			case err == nil:
 				// Acquire waited for the old owner's last append: everything it will
@@ -134,6 +134,7 @@ func (e *Engine) follow(ctx context.Context) error {
 		if n == readChunk {
 			continue
 		}
+		e.refuseQueued()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

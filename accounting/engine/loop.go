@@ -32,7 +32,7 @@ func (e *Engine) own(ctx context.Context) error {
 	if e.onTakeover != nil {
 		e.onTakeover(e.epoch)
 	}
-	e.log.Info("ledger owner", zap.String("owner", e.opts.Name), zap.Int64("epoch", e.epoch), zap.Int64("seq", e.seq))
+	e.log.Info("ledger owner", zap.String("owner", e.name), zap.Int64("epoch", e.epoch), zap.Int64("seq", e.seq))
 
 	flush := make(chan *batch)
 	flushed := make(chan error, 1)
@@ -48,7 +48,7 @@ func (e *Engine) own(ctx context.Context) error {
 	}
 	inflight := false
 	stop := func(err error) error {
-		e.fail(err)
+		e.stopOwning(err)
 		e.answerAll(cur, ErrStopped)
 		for {
 			select {
