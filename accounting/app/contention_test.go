@@ -28,7 +28,7 @@ import (
 // while the lock is still held; its Commit fails as Unavailable (no refusal, so extproc
 // retries it) and lands exactly once after the lock is gone.
 func TestLockedAccountStallsNoOtherAccount(t *testing.T) {
-	if os.Getenv(app.EnvLedgerEngine) == app.EngineJournal {
+	if engine := os.Getenv(app.EnvLedgerEngine); engine == app.EngineJournal || engine == "" && app.DefaultEngine == app.EngineJournal {
 		t.Skip("the journal engine takes no row lock to decide (e2e TestLockedRowDoesNotStallTheLedger)")
 	}
 	t.Parallel()

@@ -20,7 +20,7 @@ const (
 	EngineJournal = "journal"
 	EngineStore   = "store"
 	// DefaultEngine is the engine when neither flag nor environment names one.
-	DefaultEngine = EngineStore
+	DefaultEngine = EngineJournal
 )
 
 // ledgerShard is the one shard built so far: every account belongs to it.
