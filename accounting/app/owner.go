@@ -26,6 +26,14 @@ const (
 // ledgerShard is the one shard built so far: every account belongs to it.
 const ledgerShard = 0
 
+// journalRetention is how long journal records are kept after a snapshot covers them
+// (and the derived tables hold them); journalRetentionEvery how often the owner drops
+// what is older.
+const (
+	journalRetention      = 7 * 24 * time.Hour
+	journalRetentionEvery = time.Hour
+)
+
 // owner is the journal engine running in this process, as owner or standby.
 type owner struct {
 	engine *engine.Engine
@@ -80,10 +88,34 @@ func (o *owner) start(ctx context.Context, addr string, bound bool) {
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
+		go o.retain(ctx)
 		if err := e.Materialize(ctx, o.journal, o.pool, ledgerShard, o.log.Named("materialize")); err != nil && !errors.Is(err, context.Canceled) {
 			o.log.Error("materializing the journal stopped", zap.Error(err))
 		}
 	}()
+}
+
+// retain drops, every journalRetentionEvery while this process owns the ledger, the
+// journal's partitions that a snapshot and the derived tables cover and that are older
+// than journalRetention.
+func (o *owner) retain(ctx context.Context) {
+	t := time.NewTicker(journalRetentionEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !o.engine.Owning() {
+			continue
+		}
+		if n, err := o.journal.DropCovered(ctx, journalRetention); err != nil {
+			o.log.Warn("journal retention failed", zap.Error(err))
+		} else if n > 0 {
+			o.log.Info("journal partitions dropped", zap.Int("partitions", n))
+		}
+	}
 }
 
 // wait returns once the engine stopped and the materializer caught up.
