@@ -18,15 +18,25 @@ type hold struct {
 	res  ledger.Reservation
 	log  func() *zap.Logger // the request's logger, made only when the keeper logs
 	stop chan struct{}
+	done chan struct{} // closed when the keeper returned
 	once sync.Once
 }
 
-// end stops the keeper: the hold is settled, or given up to the sweeper.
+// end stops the keeper: the hold is settled, or given up to the sweeper. A renewal
+// already in flight still finishes.
 func (h *hold) end() { h.once.Do(func() { close(h.stop) }) }
+
+// endAndWait is end, then waits until the keeper returned (a renewal in flight ends
+// within its timeout), so that nothing renews the hold afterwards. Only for a
+// background settlement: it may wait up to a third of the lease.
+func (h *hold) endAndWait() {
+	h.end()
+	<-h.done
+}
 
 // newHold starts keeping res; log makes the request's logger.
 func (s *Service) newHold(res ledger.Reservation, log func() *zap.Logger) *hold {
-	h := &hold{res: res, log: log, stop: make(chan struct{})}
+	h := &hold{res: res, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	go s.keep(h)
 	return h
 }
@@ -35,6 +45,7 @@ func (s *Service) newHold(res ledger.Reservation, log func() *zap.Logger) *hold 
 // sooner (the lease still has two thirds left); a refusal (the hold is no longer held)
 // or an unknown reservation ends the keeping.
 func (s *Service) keep(h *hold) {
+	defer close(h.done)
 	period := s.cfg.LeaseTTL / 3
 	t := time.NewTimer(period)
 	defer t.Stop()
@@ -43,6 +54,11 @@ func (s *Service) keep(h *hold) {
 		case <-h.stop:
 			return
 		case <-t.C:
+		}
+		select {
+		case <-h.stop: // both were ready: ended, renew nothing more
+			return
+		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), period)
 		_, err := s.cfg.Ledger.Renew(ctx, h.res.ID, s.cfg.LeaseTTL)
@@ -83,7 +99,7 @@ func (r *Request) settleInBackground(call func(context.Context) error, traced fu
 	backgroundWork.Go(func() {
 		defer s.pending.done()
 		defer r.endPart()
-		defer h.end()
+		defer h.endAndWait()
 		var giveUp time.Time // set by the first failure that is not accounting being away
 		err := s.retry(func() time.Time {
 			if giveUp.IsZero() {
