@@ -126,11 +126,11 @@ type Engine struct {
 	// durable is the last seq the journal holds (owner) or this state folded (standby).
 	durable atomic.Int64
 
-	// appendedSignal wakes the materializer after an append; materialized is the last
-	// seq it wrote, while materializing says it runs in this process.
-	appendedSignal chan struct{}
-	materialized   atomic.Int64
-	materializing  atomic.Bool
+	// hurry wakes the materializer for a report that waits for it; materialized is the
+	// last seq it wrote, while materializing says it runs in this process.
+	hurry         chan struct{}
+	materialized  atomic.Int64
+	materializing atomic.Bool
 	// opsDecided counts the Reserve, Commit and Release operations decided.
 	opsDecided atomic.Int64
 
@@ -163,7 +163,7 @@ type op struct {
 func New(j Journal, opts Options) *Engine {
 	opts.defaults()
 	e := &Engine{opts: opts, j: j, log: opts.Logger, ops: make(chan *op, 4*opts.MaxBatch), failed: make(chan struct{}),
-		appendedSignal: make(chan struct{}, 1)}
+		hurry: make(chan struct{}, 1)}
 	none := ""
 	e.ownerAddr.Store(&none)
 	return e

@@ -191,10 +191,6 @@ func (e *Engine) flusher(ctx context.Context, in <-chan *batch, flushed chan<- e
 		e.appended.Add(int64(len(recs)))
 		e.durable.Store(b.first + int64(len(b.events)) - 1)
 		e.answerAll(b, nil)
-		select {
-		case e.appendedSignal <- struct{}{}:
-		default:
-		}
 		if b.snapshot != nil {
 			go e.saveSnapshot(ctx, b.first+int64(len(b.events))-1, b.snapshot)
 		}

@@ -23,11 +23,13 @@ type Materializing interface {
 }
 
 // MaterializePoll is how often Materialize looks for new records: the derived tables
-// (statements, usage) trail the owner's decisions by about this much.
-const MaterializePoll = 100 * time.Millisecond
+// trail the owner's decisions by about this much, unless a report asks for them (then
+// at once). Each pass is one transaction of a handful of statements, whatever the
+// number of events, so a longer period costs the database less at low load.
+const MaterializePoll = 200 * time.Millisecond
 
 // Materialize writes the journal's events into the derived tables as they come, until
-// ctx ends: woken by each append of this owner, else every MaterializePoll. Writes are
+// ctx ends: every MaterializePoll, and at once when a report waits for it. Writes are
 // exactly-once whatever runs it (the tables hold their own seq), so a new owner simply
 // starts it again. A failed write is retried. While it runs, reports read through
 // Store wait until the tables hold every decision durable when they were asked.
@@ -66,7 +68,7 @@ func (e *Engine) Materialize(ctx context.Context, j Materializing, pool *pgxpool
 		select {
 		case <-ctx.Done():
 			return e.drain(ctx, j, m, after, log)
-		case <-e.appendedSignal:
+		case <-e.hurry:
 		case <-t.C:
 		}
 	}
@@ -124,6 +126,13 @@ func (e *Engine) waitMaterialized(ctx context.Context) {
 		return
 	}
 	target := e.durable.Load()
+	if e.materialized.Load() >= target {
+		return
+	}
+	select {
+	case e.hurry <- struct{}{}:
+	default:
+	}
 	deadline := time.Now().Add(reportsWait)
 	for e.materialized.Load() < target && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(2 * time.Millisecond)
