@@ -51,6 +51,11 @@ type Options struct {
 	Poll time.Duration
 	// MaxBatch caps the operations one journal append decides (default 4096).
 	MaxBatch int
+	// SettleDelay is how long a batch of settlements only (commits, releases, renewals,
+	// expiries) may wait for another operation to share its journal append (default
+	// 10 ms; negative: never). Their callers are off the clients' path; any other
+	// operation, reads included, flushes the batch at once.
+	SettleDelay time.Duration
 	// SnapshotEvery is how many events pass between snapshots (default 200,000).
 	SnapshotEvery int64
 	// ForgetAfter is how long a settled reservation stays in memory for retried
@@ -86,6 +91,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 4096
+	}
+	if o.SettleDelay == 0 {
+		o.SettleDelay = 10 * time.Millisecond
 	}
 	if o.SnapshotEvery <= 0 {
 		o.SnapshotEvery = 200_000

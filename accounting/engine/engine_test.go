@@ -356,3 +356,51 @@ func foldJournal(t *testing.T, j *memJournal) machine.Snapshot {
 	}
 	return st.Snapshot()
 }
+
+// TestSettlementsRideTheNextFlush: a batch of settlements only waits up to
+// SettleDelay for company; any other operation flushes it at once, in one append.
+func TestSettlementsRideTheNextFlush(t *testing.T) {
+	j := newMemJournal()
+	r := start(t, j, Options{SettleDelay: 300 * time.Millisecond})
+	waitOwning(t, r, 5*time.Second)
+	a, k := fund(t, r, "k", 1_000_000)
+	ctx := context.Background()
+	reserve := func(id string) ledger.Reservation {
+		res, err := r.Reserve(ctx, ledger.ReserveRequest{RequestID: id, KeyID: k.ID, Amount: 100, Pool: ledger.PoolGeneral})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	r1, r2 := reserve("r1"), reserve("r2")
+
+	t0 := time.Now()
+	if _, err := r.Commit(ctx, ledger.CommitRequest{ReservationID: r1.ID, Actual: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(t0); took < 250*time.Millisecond || took > 2*time.Second {
+		t.Errorf("a lone commit was answered after %v, want about the settle delay (300ms)", took)
+	}
+
+	appends, _, _ := r.Stats()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Commit(ctx, ledger.CommitRequest{ReservationID: r2.ID, Actual: 10})
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // the commit is decided and waiting
+	t0 = time.Now()
+	acct, err := r.GetAccount(ctx, a.ID)
+	if err != nil || acct.Reserved != 0 {
+		t.Fatalf("account: %+v, %v; want both commits seen", acct, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(t0); took > 200*time.Millisecond {
+		t.Errorf("a read waited %v behind a waiting commit, want it flushed at once", took)
+	}
+	if now, _, _ := r.Stats(); now != appends+1 {
+		t.Errorf("%d appends for the commit and the read, want 1", now-appends)
+	}
+}

@@ -19,6 +19,10 @@ type batch struct {
 	first  int64
 	events []machine.Event
 	ops    []*op
+	// settling says every operation is a settlement (commit, release, renewal,
+	// expiry): nobody waits for it on a client's path, so it may ride the next flush.
+	settling bool
+	born     time.Time
 	// snapshot, when set, is the state at the batch's last seq, saved once it is durable.
 	snapshot *machine.Snapshot
 }
@@ -47,6 +51,8 @@ func (e *Engine) own(ctx context.Context) error {
 		cur = e.decide(nil, &op{cmd: machine.GraceLapsed{Grace: e.opts.TakeoverGrace, At: e.now()}, done: make(chan struct{})})
 	}
 	inflight := false
+	// wake, when set, fires when a deferred flush is due.
+	var wake <-chan time.Time
 	stop := func(err error) error {
 		e.stopOwning(err)
 		e.answerAll(cur, ErrStopped)
@@ -84,6 +90,8 @@ func (e *Engine) own(ctx context.Context) error {
 			return stop(err)
 		case <-forget.C:
 			cur = e.decide(cur, &op{cmd: machine.Forget{Before: e.now().Add(-e.opts.ForgetAfter), At: e.now()}, done: make(chan struct{})})
+		case <-wake:
+			wake = nil
 		case <-ctx.Done():
 			return stop(ctx.Err())
 		}
@@ -106,7 +114,17 @@ func (e *Engine) own(ctx context.Context) error {
 				return stop(err)
 			} else if err != nil {
 				e.log.Warn("ledger lease ran out and is not renewed yet; holding answers", zap.Error(err))
-				time.Sleep(min(100*time.Millisecond, e.opts.Lease/10))
+				wake = time.After(min(100*time.Millisecond, e.opts.Lease/10))
+				continue
+			}
+		}
+		if cur.settling && len(cur.events) > 0 {
+			// Only settlements: let them ride the next flush (a reserve's, or this
+			// one's when SettleDelay has passed): one append a request at low load.
+			if due := cur.born.Add(e.opts.SettleDelay); time.Now().Before(due) {
+				if wake == nil {
+					wake = time.After(time.Until(due))
+				}
 				continue
 			}
 		}
@@ -128,7 +146,12 @@ func (e *Engine) own(ctx context.Context) error {
 // decide decides o against the state and adds it to cur (a new batch when nil).
 func (e *Engine) decide(cur *batch, o *op) *batch {
 	if cur == nil {
-		cur = &batch{first: e.seq + 1}
+		cur = &batch{first: e.seq + 1, settling: true, born: time.Now()}
+	}
+	switch o.cmd.(type) {
+	case machine.Commit, machine.Release, machine.Renew, machine.ExpireDue, machine.Forget, machine.GraceLapsed:
+	default:
+		cur.settling = false
 	}
 	ans, events := e.state.Decide(o.cmd)
 	switch o.cmd.(type) {
