@@ -8,8 +8,10 @@
 // key spend windows and argument checks, but without a journal, an owner or derived
 // tables: nothing is durable, Changes carries only what Emit sends, and the reports
 // (Usage, LedgerEntries, Reconcile) are unsupported. The state machine and the
-// PostgreSQL store have their own tests; this package must not be imported by
-// non-test code.
+// PostgreSQL store have their own tests.
+//
+// Only tests import this package. It must not import more of the engine than its
+// state machine: no journal, no database, no materializer.
 package servertest
 
 import (
