@@ -4,76 +4,61 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
+	"time"
 
+	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/ledger"
 )
 
 // The console's listings and edits. Usage and LedgerEntries are not kept by the fake
 // (it has no ledger entries): they fail with errors.ErrUnsupported.
 
-// ListAccounts implements ledger.Store.
+// ListAccounts implements ledger.Store: newest first, which for the fake's ids (they
+// grow with creation) is id descending.
 func (m *Memory) ListAccounts(_ context.Context, afterID string, limit int) ([]ledger.Account, error) {
 	defer m.mu.Unlock()
-	if err := m.lock(); err != nil {
+	if _, err := m.begin(); err != nil {
 		return nil, err
 	}
 	var out []ledger.Account
-	// The fake's ids grow with creation: newest first is id descending.
-	for id, a := range m.accounts {
-		if afterID == "" || id < afterID {
-			out = append(out, *a)
+	for _, a := range slices.Backward(m.state.Snapshot().Accounts) {
+		if len(out) >= limit {
+			break
+		}
+		if afterID == "" || a.ID < afterID {
+			ans, _ := m.state.Decide(machine.GetAccount{AccountID: a.ID})
+			out = append(out, ans.Account)
 		}
 	}
-	slices.SortFunc(out, func(a, b ledger.Account) int { return strings.Compare(b.ID, a.ID) })
-	return out[:min(limit, len(out))], nil
+	return out, nil
 }
 
-// ListKeys implements ledger.Store.
+// ListKeys implements ledger.Store: oldest (lowest id) first, with their spend.
 func (m *Memory) ListKeys(_ context.Context, accountID string) ([]ledger.Key, error) {
 	defer m.mu.Unlock()
-	if err := m.lock(); err != nil {
+	now, err := m.begin()
+	if err != nil {
 		return nil, err
 	}
-	if _, ok := m.accounts[accountID]; !ok {
-		return nil, ledger.ErrNotFound
+	if ans, _ := m.state.Decide(machine.GetAccount{AccountID: accountID}); ans.Err != nil {
+		return nil, ans.Err
 	}
 	out := []ledger.Key{}
-	for _, k := range m.keys {
+	for _, k := range m.state.Snapshot().Keys {
 		if k.AccountID == accountID {
-			out = append(out, m.keyWithSpend(k))
+			ans, _ := m.state.Decide(machine.GetKey{KeyID: k.ID, At: now})
+			out = append(out, own(ans.Key))
 		}
 	}
-	slices.SortFunc(out, func(a, b ledger.Key) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
 // UpdateKey implements ledger.Store.
 func (m *Memory) UpdateKey(_ context.Context, u ledger.KeyUpdate) (ledger.Key, error) {
-	defer m.mu.Unlock()
-	if err := m.lock(); err != nil {
-		return ledger.Key{}, err
-	}
-	k, ok := m.keys[u.ID]
-	if !ok {
-		return ledger.Key{}, ledger.ErrNotFound
-	}
-	if u.Name.Set {
-		k.Name = u.Name.Value
-	}
-	if u.AllowedModels.Set {
-		k.AllowedModels = slices.Clone(u.AllowedModels.Value)
-	}
-	if u.DailyLimit.Set {
-		k.DailyLimit = u.DailyLimit.Value
-	}
-	if u.MonthlyLimit.Set {
-		k.MonthlyLimit = u.MonthlyLimit.Value
-	}
-	if u.ExpiresAt.Set {
-		k.ExpiresAt = u.ExpiresAt.Value
-	}
-	return m.keyWithSpend(k), nil
+	a, err := m.decide("", func(_ string, at time.Time) machine.Command {
+		return machine.UpdateKey{Update: u, At: at}
+	})
+	return own(a.Key), err
 }
 
 // Usage implements ledger.Store: unsupported by the fake.
@@ -91,27 +76,17 @@ func (m *Memory) Reconcile(context.Context, ledger.ReconcileQuery) ([]ledger.Rec
 	return nil, errors.ErrUnsupported
 }
 
-// memTiers are the tiers CreateAccount accepts.
-var memTiers = []ledger.Tier{
-	{Name: ledger.DefaultTier, RPMBeforeTopUp: 20, RPMAfterTopUp: 600, InFlightGeneral: 16, InFlightHighCost: 2},
-	{Name: "enterprise", RPMBeforeTopUp: 600, RPMAfterTopUp: 6000, InFlightGeneral: 64, InFlightHighCost: 8},
-	{Name: "tight", RPMBeforeTopUp: 3, RPMAfterTopUp: 3, InFlightGeneral: 2, InFlightHighCost: 1},
-}
-
 // Tiers implements ledger.Store.
 func (m *Memory) Tiers(context.Context) ([]ledger.Tier, error) {
-	defer m.mu.Unlock()
-	if err := m.lock(); err != nil {
-		return nil, err
-	}
-	return slices.Clone(memTiers), nil
+	a, err := m.read(machine.ListTiers{})
+	return a.Tiers, err
 }
 
-// PutTier implements ledger.Store: it validates the tier and changes nothing.
+// PutTier implements ledger.Store: it creates or changes the tier, and the accounts
+// of that tier are held to its new limits at once.
 func (m *Memory) PutTier(_ context.Context, t ledger.Tier) (ledger.Tier, error) {
-	defer m.mu.Unlock()
-	if err := m.lock(); err != nil {
-		return ledger.Tier{}, err
-	}
-	return t, t.Validate()
+	a, err := m.decide("", func(_ string, at time.Time) machine.Command {
+		return machine.PutTier{Tier: t, At: at}
+	})
+	return a.Tier, err
 }
