@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -145,9 +146,13 @@ type Engine struct {
 	// appends and appended count the journal appends and their records.
 	appends, appended atomic.Int64
 
-	failed  chan struct{} // closed when Run returned
-	lastErr atomic.Pointer[error]
-	stops   atomic.Int64
+	failed chan struct{} // closed when Run returned
+	// known is closed once this process first owned the ledger or learned its owner:
+	// until then a call waits for it rather than being refused at start-up.
+	known     chan struct{}
+	knownOnce sync.Once
+	lastErr   atomic.Pointer[error]
+	stops     atomic.Int64
 	// name is this incarnation's owner name: Options.Name and a counter.
 	name string
 
@@ -171,7 +176,7 @@ type op struct {
 func New(j Journal, opts Options) *Engine {
 	opts.defaults()
 	e := &Engine{opts: opts, j: j, log: opts.Logger, ops: make(chan *op, 4*opts.MaxBatch), failed: make(chan struct{}),
-		hurry: make(chan struct{}, 1)}
+		hurry: make(chan struct{}, 1), known: make(chan struct{})}
 	none := ""
 	e.ownerAddr.Store(&none)
 	return e
@@ -259,10 +264,27 @@ func (e *Engine) run(ctx context.Context, incarnation int) error {
 	return e.own(ctx)
 }
 
-// do hands c to the owner and waits for its answer.
+// markKnown records that this process owns the ledger or knows where its owner is.
+func (e *Engine) markKnown() { e.knownOnce.Do(func() { close(e.known) }) }
+
+// do hands c to the owner and waits for its answer. A call made while the process is
+// still starting (neither owning nor knowing that another process owns the ledger)
+// waits until it knows, at most two leases.
 func (e *Engine) do(ctx context.Context, c machine.Command) (machine.Answer, error) {
 	if !e.owning.Load() {
-		return machine.Answer{}, e.notOwner()
+		wait := time.NewTimer(2 * e.opts.Lease)
+		select {
+		case <-e.known:
+		case <-e.failed:
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return machine.Answer{}, ctx.Err()
+		}
+		wait.Stop()
+		if !e.owning.Load() {
+			return machine.Answer{}, e.notOwner()
+		}
 	}
 	o := &op{cmd: c, done: make(chan struct{})}
 	select {

@@ -123,6 +123,7 @@ func (e *Engine) follow(ctx context.Context) error {
 					addr := held.Lease.Addr
 					e.ownerAddr.Store(&addr)
 				}
+				e.markKnown() // another process owns the ledger
 			default:
 				e.log.Warn("ledger standby: acquire failed", zap.Error(err))
 			}
@@ -150,9 +151,10 @@ func (e *Engine) learnOwner(ctx context.Context) {
 		e.log.Debug("ledger standby: reading the owner failed", zap.Error(err))
 		return
 	}
-	if lease.Addr != "" {
+	if lease.Owner != "" {
 		addr := lease.Addr
 		e.ownerAddr.Store(&addr)
+		e.markKnown()
 	}
 }
 

@@ -33,6 +33,7 @@ func (e *Engine) own(ctx context.Context) error {
 	defer cancel()
 	e.durable.Store(e.seq)
 	e.owning.Store(true)
+	e.markKnown()
 	if e.onTakeover != nil {
 		e.onTakeover(e.epoch)
 	}
