@@ -324,7 +324,20 @@ func TestAppendHoldsTheOwnerRow(t *testing.T) {
 	time.Sleep(30 * time.Millisecond) // A's lease expires
 	appended := make(chan error, 1)
 	go func() { appended <- a.Append(ctx, la.Epoch, batch(2, 1)) }()
-	time.Sleep(50 * time.Millisecond) // the append waits for the partition
+	// The append has taken the owner row and waits for the partition.
+	for t0 := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE NOT granted AND relation = 'ledger_journal_1_0_100'::regclass`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Since(t0) > 10*time.Second {
+			t.Fatal("the append never waited for the partition")
+		}
+	}
 	acquired := make(chan error, 1)
 	go func() {
 		_, err := journal.New(pool, 1).Acquire(ctx, "b", "b:1", time.Minute)
