@@ -215,6 +215,9 @@ func (e *Engine) flusher(ctx context.Context, in <-chan *batch, flushed chan<- e
 		e.appended.Add(int64(len(recs)))
 		e.durable.Store(b.first + int64(len(b.events)) - 1)
 		e.answerAll(b, nil)
+		if changesCaches(b.events) {
+			e.hurryMaterializer()
+		}
 		if b.snapshot != nil {
 			go e.saveSnapshot(ctx, b.first+int64(len(b.events))-1, b.snapshot)
 		}
@@ -263,4 +266,17 @@ func (e *Engine) renewNow(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// changesCaches reports whether events change what extproc caches about a key or an
+// account (the change feed comes from the derived tables): a revoked key must stop
+// working now, not at the materializer's next pass.
+func changesCaches(events []machine.Event) bool {
+	for _, ev := range events {
+		switch ev.(type) {
+		case machine.KeyChanged, machine.AccountSuspended, machine.ToppedUp, machine.TierPut:
+			return true
+		}
+	}
+	return false
 }

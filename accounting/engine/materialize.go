@@ -115,6 +115,14 @@ func (e *Engine) drain(ctx context.Context, j Materializing, m *materialize.Mate
 	}
 }
 
+// hurryMaterializer wakes the materializer now rather than at its next pass.
+func (e *Engine) hurryMaterializer() {
+	select {
+	case e.hurry <- struct{}{}:
+	default:
+	}
+}
+
 // reportsWait bounds how long a report waits for the derived tables to catch up.
 const reportsWait = 2 * time.Second
 
@@ -129,10 +137,7 @@ func (e *Engine) waitMaterialized(ctx context.Context) {
 	if e.materialized.Load() >= target {
 		return
 	}
-	select {
-	case e.hurry <- struct{}{}:
-	default:
-	}
+	e.hurryMaterializer()
 	deadline := time.Now().Add(reportsWait)
 	for e.materialized.Load() < target && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(2 * time.Millisecond)
