@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -10,10 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.uber.org/zap"
 
 	"github.com/llmgw/gateway/accounting/engine"
-	"github.com/llmgw/gateway/accounting/engine/journal"
+	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
@@ -46,10 +44,10 @@ func BenchmarkReserveCommit(b *testing.B) {
 				var s ledger.Store = store.New(pool, store.Options{})
 				var e *engine.Engine
 				if eng != "store" {
-					e = runEngine(b, pool, eng == "journal+tables")
-					s = engine.Store{Engine: e, Reports: store.New(pool, store.Options{})}
+					s, e = enginetest.Start(b, pool, eng == "journal+tables")
 				}
-				keys := benchKeys(b, s, load.accounts)
+				limit := ledger.Micros(1 << 50)
+				keys := storetest.BenchKeys(b, s, load.accounts, &limit)
 				var seq atomic.Int64
 				pair := func() bool {
 					i := seq.Add(1)
@@ -90,7 +88,7 @@ func BenchmarkReserveCommit(b *testing.B) {
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 				if eng == "journal+tables" {
 					// The derived tables' writes are part of the cost: wait for them.
-					waitMaterialized(b, pool, e)
+					enginetest.WaitMaterialized(b, pool, e)
 				}
 				cpu.Report(b.ReportMetric, b.N, "pair")
 				b.ReportMetric(float64(walLSN(b, pool)-wal0)/float64(b.N), "wal-B/pair")
@@ -115,84 +113,4 @@ func walLSN(b *testing.B, pool *pgxpool.Pool) (lsn int64) {
 		b.Fatal(err)
 	}
 	return lsn
-}
-
-// waitMaterialized waits until the derived tables hold every journal record.
-func waitMaterialized(b *testing.B, pool *pgxpool.Pool, e *engine.Engine) {
-	b.Helper()
-	for t0 := time.Now(); time.Since(t0) < time.Minute; time.Sleep(5 * time.Millisecond) {
-		var seq int64
-		if err := pool.QueryRow(context.Background(), `SELECT coalesce(max(seq), 0) FROM ledger_materialized`).Scan(&seq); err != nil {
-			b.Fatal(err)
-		}
-		if seq >= e.Durable() {
-			return
-		}
-	}
-	b.Fatal("the derived tables did not catch up within a minute")
-}
-
-// runEngine runs a journal engine on pool until the benchmark ends, with the
-// materializer of the derived tables when tables is set, and waits until it owns the
-// ledger.
-func runEngine(b *testing.B, pool *pgxpool.Pool, tables bool) *engine.Engine {
-	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	j := journal.New(pool, 0)
-	e := engine.New(j, engine.Options{})
-	done := make(chan error, 2)
-	go func() { done <- e.Run(ctx) }()
-	if tables {
-		go func() {
-			for !e.Owning() && ctx.Err() == nil {
-				time.Sleep(time.Millisecond)
-			}
-			done <- e.Materialize(ctx, j, pool, 0, zap.NewNop())
-		}()
-	}
-	b.Cleanup(func() {
-		cancel()
-		<-done
-		if tables {
-			<-done
-		}
-	})
-	for t0 := time.Now(); !e.Owning(); time.Sleep(5 * time.Millisecond) {
-		if time.Since(t0) > 10*time.Second {
-			b.Fatalf("the engine does not own the ledger: %v", e.Err())
-		}
-	}
-	return e
-}
-
-var bulkTier = ledger.Tier{Name: "bulk", RPMBeforeTopUp: 1_000_000, RPMAfterTopUp: 1_000_000,
-	InFlightGeneral: 1_000_000, InFlightHighCost: 1_000_000}
-
-// benchKeys makes n accounts on bulkTier with ample credits and one key each, with
-// daily and monthly limits (so the spend windows are kept and checked), and returns
-// the keys.
-func benchKeys(b *testing.B, s ledger.Store, n int) []string {
-	b.Helper()
-	ctx := context.Background()
-	if _, err := s.PutTier(ctx, bulkTier); err != nil {
-		b.Fatal(err)
-	}
-	limit := ledger.Micros(1 << 50)
-	keys := make([]string, n)
-	for i := range keys {
-		a, err := s.CreateAccount(ctx, bulkTier.Name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.TopUp(ctx, a.ID, 1<<50, ""); err != nil {
-			b.Fatal(err)
-		}
-		h := sha256.Sum256(fmt.Appendf(nil, "bench-%d", i))
-		k, err := s.CreateKey(ctx, ledger.NewKey{AccountID: a.ID, Hash: h[:], DailyLimit: &limit, MonthlyLimit: &limit})
-		if err != nil {
-			b.Fatal(err)
-		}
-		keys[i] = k.ID
-	}
-	return keys
 }

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -43,7 +42,7 @@ func BenchmarkReserveCommit(b *testing.B) {
 			url := storetest.NewDB(b)
 			pool := storetest.NewPool(b, url, int32(bc.callers))
 			s := store.New(pool, store.Options{NoGroupCommit: bc.alone})
-			keys := benchKeys(b, s, bc.accounts, ptr[ledger.Micros](1<<50))
+			keys := storetest.BenchKeys(b, s, bc.accounts, ptr[ledger.Micros](1<<50))
 			var seq atomic.Int64
 			b.SetParallelism(max(1, bc.callers/runtime.GOMAXPROCS(0))) // × GOMAXPROCS goroutines
 			cpu := loadtest.StartCPU()
@@ -82,33 +81,6 @@ func BenchmarkReserveCommit(b *testing.B) {
 	}
 }
 
-// benchKeys makes n accounts on bulkTier (made first) with ample credits and one key
-// each, whose daily and monthly limits are limit (nil: none), and returns the keys.
-func benchKeys(b *testing.B, s *store.Store, n int, limit *ledger.Micros) []string {
-	b.Helper()
-	ctx := context.Background()
-	if _, err := s.PutTier(ctx, bulkTier); err != nil {
-		b.Fatal(err)
-	}
-	keys := make([]string, n)
-	for i := range keys {
-		a, err := s.CreateAccount(ctx, bulkTier.Name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.TopUp(ctx, a.ID, 1<<50, ""); err != nil {
-			b.Fatal(err)
-		}
-		h := sha256.Sum256(fmt.Appendf(nil, "bench-%d", i))
-		k, err := s.CreateKey(ctx, ledger.NewKey{AccountID: a.ID, Hash: h[:], DailyLimit: limit, MonthlyLimit: limit})
-		if err != nil {
-			b.Fatal(err)
-		}
-		keys[i] = k.ID
-	}
-	return keys
-}
-
 // BenchmarkReplicas measures reserve+commit pairs per second on two busy accounts from 12
 // callers, through one Store ("one") or spread over two Stores on the same database
 // ("two"), as accounting replicas behind extproc's round robin are: their writers lock
@@ -127,7 +99,7 @@ func BenchmarkReplicas(b *testing.B) {
 				}
 				stores = append(stores, store.New(pool, store.Options{}))
 			}
-			keys := benchKeys(b, stores[0], 2, nil)
+			keys := storetest.BenchKeys(b, stores[0], 2, nil)
 			var seq atomic.Int64
 			b.SetParallelism(max(1, 12/runtime.GOMAXPROCS(0)))
 			cpu := loadtest.StartCPU()

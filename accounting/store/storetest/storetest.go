@@ -11,6 +11,7 @@ package storetest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/store"
 )
 
@@ -305,4 +307,36 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// BulkTier has limits large enough that no benchmark's load meets them.
+var BulkTier = ledger.Tier{Name: "bulk", RPMBeforeTopUp: 1_000_000, RPMAfterTopUp: 1_000_000,
+	InFlightGeneral: 1_000_000, InFlightHighCost: 1_000_000}
+
+// BenchKeys makes n accounts on BulkTier (put first) with ample credits and one key
+// each, whose daily and monthly limits are limit (nil: none), through s, and returns the
+// keys: what a reserve+commit benchmark of any ledger.Store needs.
+func BenchKeys(tb testing.TB, s ledger.Store, n int, limit *ledger.Micros) []string {
+	tb.Helper()
+	ctx := context.Background()
+	if _, err := s.PutTier(ctx, BulkTier); err != nil {
+		tb.Fatal(err)
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		a, err := s.CreateAccount(ctx, BulkTier.Name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := s.TopUp(ctx, a.ID, 1<<50, ""); err != nil {
+			tb.Fatal(err)
+		}
+		h := sha256.Sum256(fmt.Appendf(nil, "bench-%d", i))
+		k, err := s.CreateKey(ctx, ledger.NewKey{AccountID: a.ID, Hash: h[:], DailyLimit: limit, MonthlyLimit: limit})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		keys[i] = k.ID
+	}
+	return keys
 }
