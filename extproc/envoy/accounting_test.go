@@ -7,8 +7,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
@@ -44,7 +44,8 @@ func startRealWith(t testing.TB, o servertest.Options, dial ...grpc.DialOption) 
 // startRealService is startRealWith with the lifecycle's configuration edited by svc.
 func startRealService(t testing.TB, o servertest.Options, svc func(*lifecycle.Config), dial ...grpc.DialOption) *realStack {
 	t.Helper()
-	st, _ := storetest.NewStore(t, 8, store.Options{})
+	// The ledger accounting runs by default: the journal engine with its derived tables.
+	st, _ := enginetest.Start(t, storetest.NewPool(t, storetest.NewDB(t), 8), true)
 	fx := servertest.Start(t, st, o)
 	conn, err := client.Dial(context.Background(), fx.Addr, servertest.ServiceToken, dial...)
 	if err != nil {

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/e2e/loadtest"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
@@ -31,7 +31,9 @@ func BenchmarkLedgerPairs(b *testing.B) {
 	}{{"own", -1}, {"coalesced", 0}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
-			st, pool := storetest.NewStore(b, 16, store.Options{})
+			// The ledger accounting runs by default: the journal engine and its tables.
+			pool := storetest.NewPool(b, storetest.NewDB(b), 16)
+			st, e := enginetest.Start(b, pool, true)
 			f := servertest.Start(b, st, servertest.Options{})
 			_, keys := accountsWithKeys(b, f.Admin(b, servertest.AdminToken), wideTier, 256, 1<<50)
 			conn, err := client.Dial(ctx, f.Addr, servertest.ServiceToken)
@@ -64,6 +66,7 @@ func BenchmarkLedgerPairs(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 			cpu.Report(b.ReportMetric, b.N, "pair")
+			enginetest.WaitMaterialized(b, pool, e)
 			if err := storetest.CheckInvariants(ctx, pool); err != nil {
 				b.Fatal(err)
 			}
