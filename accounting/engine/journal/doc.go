@@ -22,7 +22,7 @@
 // after it. The lease's time only decides when another process may take over; the epoch
 // alone decides whose records are written.
 //
-// A standby follows the journal by polling Read (Wait): an empty poll is one index
+// A standby follows the journal by polling Read: an empty poll is one index
 // probe, where a NOTIFY from every Append would serialize the commits of all notifying
 // sessions on the server's notification queue.
 //

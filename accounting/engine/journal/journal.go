@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -72,9 +71,6 @@ func NewWith(pool *pgxpool.Pool, shard int32, opts Options) *Journal {
 	}
 	return &Journal{pool: pool, shard: shard, opts: opts}
 }
-
-// Shard returns the shard the journal is of.
-func (j *Journal) Shard() int32 { return j.shard }
 
 // appendSQL inserts the batch ($4, numbered from $3) only while the shard's owner row
 // has epoch $2, which it locks FOR SHARE until the commit, and only if the record
@@ -156,27 +152,6 @@ func (j *Journal) Read(ctx context.Context, after int64, limit int) ([]Record, e
 		return nil, fmt.Errorf("journal: read after %d: %w", after, err)
 	}
 	return recs, nil
-}
-
-// Wait is Read for a standby: it polls every interval (50 ms when interval <= 0) until
-// there is a record after after, and returns them (at most limit), or until ctx ends.
-func (j *Journal) Wait(ctx context.Context, after int64, limit int, interval time.Duration) ([]Record, error) {
-	if interval <= 0 {
-		interval = 50 * time.Millisecond
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		recs, err := j.Read(ctx, after, limit)
-		if err != nil || len(recs) > 0 {
-			return recs, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
 }
 
 // Last returns the highest sequence number in the journal, 0 when it is empty.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -103,35 +102,5 @@ func TestFirstRecordIsOne(t *testing.T) {
 	j, epoch := owned(t, newPool(t, 2), 1, journal.Options{}, "a")
 	if err := j.Append(context.Background(), epoch, batch(2, 1)); !errors.Is(err, journal.ErrSeq) {
 		t.Errorf("first record 2: %v, want ErrSeq", err)
-	}
-}
-
-// Wait returns the records appended after it began, and ends with its context when
-// none come.
-func TestWait(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := newPool(t, 4)
-	j, epoch := owned(t, pool, 1, journal.Options{}, "a")
-	standby := journal.New(pool, 1)
-	done := make(chan []journal.Record)
-	go func() {
-		recs, err := standby.Wait(ctx, 0, 10, 10*time.Millisecond)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- recs
-	}()
-	time.Sleep(30 * time.Millisecond)
-	if err := j.Append(ctx, epoch, batch(1, 2)); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(batch(1, 2), <-done); diff != "" {
-		t.Errorf("Wait (-want +got):\n%s", diff)
-	}
-	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
-	defer cancel()
-	if recs, err := standby.Wait(short, 2, 10, 10*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Wait with nothing new: %v, %v; want the deadline", recs, err)
 	}
 }
