@@ -146,38 +146,18 @@ func (s Store) PutTier(ctx context.Context, t ledger.Tier) (ledger.Tier, error) 
 	return a.Tier, err
 }
 
-// ListAccounts lists from the derived tables with each account's state from the owner,
-// so a charge settled a moment ago shows at once.
+// ListAccounts lists from the derived tables once they hold every decision durable
+// now, so a charge settled a moment ago shows.
 func (s Store) ListAccounts(ctx context.Context, afterID string, limit int) ([]ledger.Account, error) {
 	s.waitMaterialized(ctx)
-	list, err := s.Reports.ListAccounts(ctx, afterID, limit)
-	if err != nil {
-		return nil, err
-	}
-	for i := range list {
-		if list[i], err = s.GetAccount(ctx, list[i].ID); err != nil {
-			return nil, err
-		}
-	}
-	return list, nil
+	return s.Reports.ListAccounts(ctx, afterID, limit)
 }
 
-// ListKeys lists from the derived tables with each key's state and spend from the owner.
+// ListKeys lists an account's keys, with their spend, from the derived tables once
+// they hold every decision durable now.
 func (s Store) ListKeys(ctx context.Context, accountID string) ([]ledger.Key, error) {
-	if _, err := s.GetAccount(ctx, accountID); err != nil {
-		return nil, err
-	}
 	s.waitMaterialized(ctx)
-	list, err := s.Reports.ListKeys(ctx, accountID)
-	if err != nil {
-		return nil, err
-	}
-	for i := range list {
-		if list[i], err = s.GetKey(ctx, list[i].ID); err != nil {
-			return nil, err
-		}
-	}
-	return list, nil
+	return s.Reports.ListKeys(ctx, accountID)
 }
 
 func (s Store) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageReport, error) {
