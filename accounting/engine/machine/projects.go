@@ -418,14 +418,14 @@ func projectLimits(p *project, amount ledger.Micros, now time.Time) (Answer, boo
 // rateLimits checks the rpm and tpm of k and of every project on its path for one more
 // request of tokens at now.
 func rateLimits(k *key, tokens int64, now time.Time) (Answer, bool) {
-	if r := k.rates.refusal(tokens, now, "the key", "key:"); r != nil {
+	if r := k.rates.refusal(tokens, now, nil); r != nil {
 		return refused(r), false
 	}
 	for p := k.project; p != nil; p = p.parent {
 		if p.rpm == nil && p.tpm == nil {
 			continue
 		}
-		if r := p.rates.refusal(tokens, now, p.who(), "project:"+p.id+":"); r != nil {
+		if r := p.rates.refusal(tokens, now, p); r != nil {
 			return refused(r), false
 		}
 	}

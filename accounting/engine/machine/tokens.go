@@ -120,12 +120,13 @@ func (r *rates) set(rpm, tpm *int64, now time.Time) {
 	r.rpm, r.tpm = clonePtr(rpm), clonePtr(tpm)
 }
 
-// refusal is the refusal of one more request of tokens at now by these limits (whose
-// owner is named by who, e.g. "the key", and by limit's prefix), or nil.
-func (r *rates) refusal(tokens int64, now time.Time, who, prefix string) *ledger.Refusal {
+// refusal is the refusal of one more request of tokens at now by these limits, those
+// of p (nil: of the key), or nil.
+func (r *rates) refusal(tokens int64, now time.Time, p *project) *ledger.Refusal {
 	if r.rpm != nil {
 		if n := r.recent(now); n >= int(*r.rpm) {
 			first := r.admitted[len(r.admitted)-int(*r.rpm)]
+			who, prefix := rateNames(p)
 			return &ledger.Refusal{
 				Reason: ledger.ReasonRateLimitExceeded, Limit: prefix + "rpm",
 				RetryAfter: retryAfter(now, first.Add(time.Minute)),
@@ -138,6 +139,7 @@ func (r *rates) refusal(tokens int64, now time.Time, who, prefix string) *ledger
 	}
 	n := *r.tpm
 	if tokens > n {
+		who, prefix := rateNames(p)
 		return &ledger.Refusal{
 			Reason: ledger.ReasonRateLimitExceeded, Limit: prefix + "tpm",
 			Detail: "the request's token bound is larger than " + who + "'s tokens-per-minute limit",
@@ -149,11 +151,21 @@ func (r *rates) refusal(tokens int64, now time.Time, who, prefix string) *ledger
 		return nil
 	}
 	micros := (need - level + n - 1) / n
+	who, prefix := rateNames(p)
 	return &ledger.Refusal{
 		Reason: ledger.ReasonRateLimitExceeded, Limit: prefix + "tpm",
 		RetryAfter: int(max(1, (micros+999_999)/1_000_000)),
 		Detail:     who + "'s tokens per minute are used up",
 	}
+}
+
+// rateNames names the owner of rate limits in a refusal: its detail's subject and its
+// limit's prefix ("key:" or "project:ID:").
+func rateNames(p *project) (who, prefix string) {
+	if p == nil {
+		return "the key", "key:"
+	}
+	return p.who(), "project:" + p.id + ":"
 }
 
 // usedTokens is what a settlement's usage keeps of a token bound: the tokens used, at
