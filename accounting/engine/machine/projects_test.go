@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
@@ -484,5 +485,39 @@ func TestReserveTokensValidated(t *testing.T) {
 	_, k, _ := h.chain(0, nil)
 	if _, err := h.reserveTokens(k, 1, -1); ledger.ReasonOf(err) != ledger.ReasonInvalidArgument {
 		t.Fatal(err)
+	}
+}
+
+// TestProjectsSnapshotJSON: a state with projects, placed keys, holds in flight on a
+// path and used rate limits survives a snapshot's JSON, as the journal stores it.
+func TestProjectsSnapshotJSON(t *testing.T) {
+	h := newHarness(t)
+	_, k, _ := h.chain(3, func(level int, np *ledger.NewProject) {
+		np.RPM, np.TPM, np.Limit, np.Models = ptr[int64](10), ptr[int64](1000), ptr[ledger.Micros](500), []string{"m"}
+	})
+	h.must(PlaceKey{Placement: ledger.KeyPlacement{KeyID: k, RPM: ledger.To(ptr[int64](5)), TPM: ledger.To(ptr[int64](900))}, At: h.now})
+	r, err := h.reserveTokens(k, 100, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(time.Second)
+	if _, err := h.reserveTokens(k, 50, 200); err != nil {
+		t.Fatal(err)
+	}
+	h.must(Commit{Request: ledger.CommitRequest{ReservationID: r.ID, Actual: 80, Usage: ledger.Usage{InputTokens: 10}}, At: h.now})
+	want := h.s.Snapshot()
+	b, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Snapshot
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if d := snapshotDiff(want, Restore(back).Snapshot()); d != "" {
+		t.Fatalf("through JSON: %s", d)
+	}
+	if len(want.Projects) != 3 || want.Keys[0].Rates.TokensHeld != 200 || len(want.Keys[0].Rates.Admitted) != 2 {
+		t.Fatalf("snapshot %+v", want)
 	}
 }
