@@ -127,6 +127,7 @@ func TestRefusalsRoundTrip(t *testing.T) {
 		ledger.ReasonReservationSettled:       codes.FailedPrecondition,
 		ledger.ReasonInvalidArgument:          codes.InvalidArgument,
 		ledger.ReasonAlreadyExists:            codes.AlreadyExists,
+		ledger.ReasonModelNotAllowed:          codes.PermissionDenied,
 	}
 	if len(wantCode) != len(refusals.wire) {
 		t.Fatalf("the test knows %d reasons, the table %d", len(wantCode), len(refusals.wire))

@@ -48,6 +48,8 @@ const (
 	ReasonReservationSettled
 	ReasonInvalidArgument
 	ReasonAlreadyExists
+	// ReasonModelNotAllowed: the key or a project it is in does not allow the model.
+	ReasonModelNotAllowed
 )
 
 var reasonNames = map[Reason]string{
@@ -60,6 +62,7 @@ var reasonNames = map[Reason]string{
 	ReasonReservationSettled:       "reservation_settled",
 	ReasonInvalidArgument:          "invalid_argument",
 	ReasonAlreadyExists:            "already_exists",
+	ReasonModelNotAllowed:          "model_not_allowed",
 }
 
 func (r Reason) String() string {

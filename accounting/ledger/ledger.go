@@ -109,6 +109,9 @@ type ReserveRequest struct {
 	Amount    Micros // 0 for free models
 	Pool      Pool
 	TTL       time.Duration
+	// Tokens is the request's token bound (its input bound + its output limit), taken
+	// from the tokens-per-minute buckets of the key and its projects; 0 takes none.
+	Tokens int64
 }
 
 // Reservation is a hold on an account.

@@ -89,7 +89,8 @@ func message(e machine.Event) (*journalv1.Event, error) {
 		at := en.time(e.At)
 		m.Kind = &journalv1.Event_Reserved{Reserved: &journalv1.Reserved{
 			Id: en.id(e.ID), RequestId: en.id(e.RequestID), AccountId: en.id(e.AccountID), KeyId: en.id(e.KeyID),
-			Model: en.text(e.Model), Amount: e.Amount, Pool: int64(e.Pool), At: at, ExpiresAfter: en.time(e.ExpiresAt) - at}}
+			Model: en.text(e.Model), Amount: e.Amount, Pool: int64(e.Pool), At: at, ExpiresAfter: en.time(e.ExpiresAt) - at,
+			Tokens: e.Tokens}}
 	case machine.Committed:
 		m.Kind = &journalv1.Event_Committed{Committed: committed(&en, e)}
 	case machine.Released:
@@ -105,6 +106,16 @@ func message(e machine.Event) (*journalv1.Event, error) {
 		m.Kind = &journalv1.Event_VideoTaskRecorded{VideoTaskRecorded: videoTask(&en, e.Task)}
 	case machine.Forgotten:
 		m.Kind = &journalv1.Event_Forgotten{Forgotten: &journalv1.Forgotten{Before: en.time(e.Before), At: en.time(e.At)}}
+	case machine.ProjectCreated:
+		m.Kind = &journalv1.Event_ProjectCreated{ProjectCreated: projectCreated(&en, e)}
+	case machine.ProjectChanged:
+		m.Kind = &journalv1.Event_ProjectChanged{ProjectChanged: projectChanged(&en, e)}
+	case machine.ProjectDeleted:
+		en.buf = make([]byte, 0, textSize(e.ProjectID))
+		m.Kind = &journalv1.Event_ProjectDeleted{ProjectDeleted: &journalv1.ProjectDeleted{
+			ProjectId: en.id(e.ProjectID), At: en.time(e.At)}}
+	case machine.KeyPlaced:
+		m.Kind = &journalv1.Event_KeyPlaced{KeyPlaced: keyPlaced(&en, e)}
 	default:
 		return nil, fmt.Errorf("codec: %T is not an event of the machine", e)
 	}
@@ -145,7 +156,7 @@ func event(m *journalv1.Event) (machine.Event, error) {
 		d.known(v)
 		e = machine.Reserved{ID: d.id(v.Id), RequestID: d.id(v.RequestId), AccountID: d.id(v.AccountId),
 			KeyID: d.id(v.KeyId), Model: string(v.Model), Amount: v.Amount, Pool: ledger.Pool(v.Pool),
-			At: decodeTime(v.At), ExpiresAt: decodeTime(v.At + v.ExpiresAfter)}
+			At: decodeTime(v.At), ExpiresAt: decodeTime(v.At + v.ExpiresAfter), Tokens: v.Tokens}
 	case *journalv1.Event_Committed:
 		e = committedEvent(&d, k.Committed)
 	case *journalv1.Event_Released:
@@ -164,6 +175,16 @@ func event(m *journalv1.Event) (machine.Event, error) {
 		v := k.Forgotten
 		d.known(v)
 		e = machine.Forgotten{Before: decodeTime(v.Before), At: decodeTime(v.At)}
+	case *journalv1.Event_ProjectCreated:
+		e = projectCreatedEvent(&d, k.ProjectCreated)
+	case *journalv1.Event_ProjectChanged:
+		e = projectChangedEvent(&d, k.ProjectChanged)
+	case *journalv1.Event_ProjectDeleted:
+		v := k.ProjectDeleted
+		d.known(v)
+		e = machine.ProjectDeleted{ProjectID: d.id(v.ProjectId), At: decodeTime(v.At)}
+	case *journalv1.Event_KeyPlaced:
+		e = keyPlacedEvent(&d, k.KeyPlaced)
 	}
 	switch {
 	case d.err != nil:

@@ -10,19 +10,24 @@ import (
 // Values the tests share: UUIDs as the owner makes them, times as the machine keeps them
 // (UTC, whole microseconds).
 const (
-	acctID  = "0190f8a2-7c4e-7d1a-9b3f-2e4c6a8b0d1f"
-	keyID   = "0190f8a2-8d5f-7e2b-8c40-3f5d7b9c1e2a"
-	resvID  = "0190f8a2-9e60-7f3c-9d51-406e8cad2f3b"
-	reqID   = "req_01HZX3K7Q9V2M4N6P8R0S2T4V6-aabbccdd"
-	modelID = "demo-chat"
+	acctID   = "0190f8a2-7c4e-7d1a-9b3f-2e4c6a8b0d1f"
+	keyID    = "0190f8a2-8d5f-7e2b-8c40-3f5d7b9c1e2a"
+	resvID   = "0190f8a2-9e60-7f3c-9d51-406e8cad2f3b"
+	reqID    = "req_01HZX3K7Q9V2M4N6P8R0S2T4V6-aabbccdd"
+	modelID  = "demo-chat"
+	projID   = "0190f8a2-af71-7a4d-8e62-517f9dbe304c"
+	parentID = "team-ml"
 )
 
 var (
-	at      = time.Date(2026, 5, 17, 10, 4, 5, 123456000, time.UTC)
-	later   = at.Add(5 * time.Minute)
-	limit   = ledger.Micros(25_000_000)
-	zeroLim = ledger.Micros(0)
-	epoch   = time.UnixMicro(0).UTC()
+	at        = time.Date(2026, 5, 17, 10, 4, 5, 123456000, time.UTC)
+	later     = at.Add(5 * time.Minute)
+	limit     = ledger.Micros(25_000_000)
+	zeroLim   = ledger.Micros(0)
+	epoch     = time.UnixMicro(0).UTC()
+	rpm       = int64(600)
+	tpm       = int64(90_000)
+	zeroCount = int64(0)
 )
 
 // full is one value of every event type with every field set; the coverage test holds
@@ -40,7 +45,7 @@ func full() []machine.Event {
 		machine.KeyChanged{KeyID: keyID, Name: "renamed", AllowedModels: []string{"demo-chat"},
 			DailyLimit: &zeroLim, MonthlyLimit: &limit, ExpiresAt: &later, Disabled: true, RevokedAt: &at, At: later},
 		machine.Reserved{ID: resvID, RequestID: reqID, AccountID: acctID, KeyID: keyID, Model: modelID,
-			Amount: 48_000, Pool: ledger.PoolHighCost, At: at, ExpiresAt: later},
+			Amount: 48_000, Pool: ledger.PoolHighCost, At: at, ExpiresAt: later, Tokens: 4096},
 		machine.Committed{ReservationID: resvID, Actual: 52_000, Charged: 48_000,
 			Usage: ledger.Usage{InputTokens: 1200, OutputTokens: 300, Units: map[string]int64{"seconds": 8, "images": 2, "": 1},
 				Components: []ledger.Component{{Name: "input", Units: 1200, PricePerMTok: 10_000_000, Amount: 12_000},
@@ -52,6 +57,12 @@ func full() []machine.Event {
 			AdminCreatedKey: true, Model: "demo-video", CreatedAt: at,
 			Origin: ledger.TaskOrigin{Channel: "mock-video", UpstreamTaskID: "upstream-task-000000000042"}}},
 		machine.Forgotten{Before: at.AddDate(0, -3, 0), At: at},
+		machine.ProjectCreated{ID: projID, AccountID: acctID, ParentID: parentID, Name: "research", DailyLimit: &limit,
+			MonthlyLimit: &zeroLim, Limit: &limit, RPM: &rpm, TPM: &tpm, Models: []string{"demo-chat", "demo-free"}, At: at},
+		machine.ProjectChanged{ProjectID: projID, Name: "research-2", DailyLimit: &zeroLim, MonthlyLimit: &limit,
+			Limit: &zeroLim, RPM: &tpm, TPM: &rpm, Models: []string{"demo-chat"}, At: later},
+		machine.ProjectDeleted{ProjectID: projID, At: later},
+		machine.KeyPlaced{KeyID: keyID, ProjectID: projID, RPM: &rpm, TPM: &tpm, At: later},
 	}
 }
 
@@ -62,6 +73,8 @@ func zero() []machine.Event {
 		machine.AccountCreated{}, machine.ToppedUp{}, machine.AccountSuspended{}, machine.TierPut{},
 		machine.KeyCreated{}, machine.KeyChanged{}, machine.Reserved{}, machine.Committed{}, machine.Released{},
 		machine.Renewed{}, machine.VideoTaskRecorded{}, machine.Forgotten{},
+		machine.ProjectCreated{}, machine.ProjectChanged{}, machine.ProjectDeleted{}, machine.KeyPlaced{},
+		machine.ProjectCreated{Models: []string{}, RPM: &zeroCount}, machine.ProjectChanged{Models: []string{}, TPM: &zeroCount},
 		machine.KeyCreated{Hash: []byte{}, AllowedModels: []string{}},
 		machine.KeyChanged{AllowedModels: []string{}, RevokedAt: &epoch},
 		machine.Committed{Usage: ledger.Usage{Units: map[string]int64{}, Components: []ledger.Component{}}},

@@ -41,6 +41,8 @@ type Answer struct {
 	VideoTask   ledger.VideoTask
 	Tier        ledger.Tier
 	Tiers       []ledger.Tier // ListTiers, by name
+	Project     ledger.Project
+	Projects    []ledger.Project // ListProjects, by id
 	Err         error
 }
 
@@ -159,6 +161,7 @@ type State struct {
 	reservations map[string]*reservation
 	byRequest    map[string]*reservation
 	videoTasks   map[string]*ledger.VideoTask
+	projects     map[string]*project
 	expiry       expiryHeap // held reservations by expiry, with stale entries
 	held         int        // held reservations
 	// complete is true while every window's Committed is the sum of charges of the

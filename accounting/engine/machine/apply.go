@@ -39,6 +39,14 @@ func (s *State) apply(e Event) {
 		s.videoTasks[t.TaskID] = &t
 	case Forgotten:
 		s.applyForgotten(e.Before)
+	case ProjectCreated:
+		s.applyProjectCreated(&e)
+	case ProjectChanged:
+		s.applyProjectChanged(&e)
+	case ProjectDeleted:
+		s.applyProjectDeleted(&e)
+	case KeyPlaced:
+		s.applyKeyPlaced(&e)
 	default:
 		panic(fmt.Sprintf("machine: unknown event %T", e))
 	}
@@ -130,11 +138,12 @@ func (s *State) applyReserved(e *Reserved) {
 		r.day.held += r.amount
 		r.month.held += r.amount
 	}
+	s.holdOnPath(r, e.Tokens, e.At)
 	s.track(r)
 }
 
-// settle ends r's hold, charging charged.
-func (s *State) settle(r *reservation, state ledger.ReservationState, charged ledger.Micros, at time.Time) {
+// settle ends r's hold, charging charged; of its token bound, used tokens stay taken.
+func (s *State) settle(r *reservation, state ledger.ReservationState, charged ledger.Micros, used int64, at time.Time) {
 	a := r.acct
 	r.state, r.charged, r.settledAt = state, charged, at
 	s.held--
@@ -151,19 +160,20 @@ func (s *State) settle(r *reservation, state ledger.ReservationState, charged le
 		r.month.committed += charged
 		r.day, r.month = nil, nil
 	}
+	s.settlePath(r, charged, used, at)
 }
 
 func (s *State) applyCommitted(e *Committed) {
 	r := s.mustHeld(e.ReservationID)
 	actual := e.Actual
 	r.actual = &actual
-	s.settle(r, ledger.StateCommitted, e.Charged, e.At)
+	s.settle(r, ledger.StateCommitted, e.Charged, usedTokens(e.Usage, r.hold.tokens), e.At)
 }
 
 func (s *State) applyReleased(e *Released) {
 	r := s.mustHeld(e.ReservationID)
 	r.reason = e.Reason
-	s.settle(r, e.State, 0, e.At)
+	s.settle(r, e.State, 0, 0, e.At)
 }
 
 // applyForgotten drops reservations settled before before, and windows that ended by
@@ -178,14 +188,10 @@ func (s *State) applyForgotten(before time.Time) {
 		}
 	}
 	for _, k := range s.keys {
-		kept := k.windows[:0]
-		for _, w := range k.windows {
-			if w.held != 0 || w.end.After(before) {
-				kept = append(kept, w)
-			}
-		}
-		clear(k.windows[len(kept):])
-		k.windows = kept
+		k.windows.forget(before)
+	}
+	for _, p := range s.projects {
+		p.windows.forget(before)
 	}
 	s.complete = false
 }
@@ -198,10 +204,13 @@ func (s *State) forgets(before time.Time) bool {
 		}
 	}
 	for _, k := range s.keys {
-		for _, w := range k.windows {
-			if w.held == 0 && !w.end.After(before) {
-				return true
-			}
+		if k.windows.forgets(before) {
+			return true
+		}
+	}
+	for _, p := range s.projects {
+		if p.windows.forgets(before) {
+			return true
 		}
 	}
 	return false

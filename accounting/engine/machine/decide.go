@@ -89,6 +89,22 @@ func (s *State) decide(c Command) (Answer, []Event) {
 		return s.graceLapsed(&c)
 	case ListTiers:
 		return Answer{Tiers: s.tierList()}, nil
+	case CreateProject:
+		return s.createProject(&c)
+	case UpdateProject:
+		return s.updateProject(&c)
+	case DeleteProject:
+		return s.deleteProject(&c)
+	case PlaceKey:
+		return s.placeKey(&c)
+	case GetProject:
+		p := s.projects[c.ProjectID]
+		if p == nil {
+			return refused(ledger.ErrNotFound), nil
+		}
+		return Answer{Project: p.viewAt(norm(c.At))}, nil
+	case ListProjects:
+		return s.listProjects(&c), nil
 	case Forget:
 		before := norm(c.Before)
 		if !s.forgets(before) {

@@ -65,6 +65,7 @@ type (
 		Pool      ledger.Pool
 		At        time.Time // created
 		ExpiresAt time.Time
+		Tokens    int64 // the token bound taken from the tpm buckets on the key's path
 	}
 	Committed struct {
 		ReservationID string

@@ -37,6 +37,8 @@ func (s *State) reserve(c *Reserve) (Answer, []Event) {
 		return invalid(fmt.Sprintf("unknown pool %d", r.Pool)), nil
 	case r.TTL < 0:
 		return invalid("a reservation ttl must not be negative"), nil
+	case r.Tokens < 0:
+		return invalid("a reservation's token bound must not be negative"), nil
 	}
 	k := s.keys[r.KeyID]
 	if k == nil {
@@ -55,11 +57,16 @@ func (s *State) reserve(c *Reserve) (Answer, []Event) {
 		return shared(errInvalidKey), nil
 	case a.suspended:
 		return shared(errSuspended), nil
+	case !k.allows(r.Model):
+		return modelRefused(k, r.Model), nil
 	case a.balance-a.reserved < r.Amount:
 		return shared(errNoCredits), nil
 	}
 	if r.Amount > 0 {
 		if ans, ok := s.spendLimits(k, r.Amount, now); !ok {
+			return ans, nil
+		}
+		if ans, ok := projectLimits(k.project, r.Amount, now); !ok {
 			return ans, nil
 		}
 	}
@@ -84,6 +91,9 @@ func (s *State) reserve(c *Reserve) (Answer, []Event) {
 			Detail: "the tier's requests per minute are used up",
 		}), nil
 	}
+	if ans, ok := rateLimits(k, r.Tokens, now); !ok {
+		return ans, nil
+	}
 	if r.Amount > 0 && windowsOverflow(k, r.Amount, now) {
 		return outOfRange("reserve"), nil
 	}
@@ -93,7 +103,7 @@ func (s *State) reserve(c *Reserve) (Answer, []Event) {
 	}
 	e := Reserved{
 		ID: c.ID, RequestID: r.RequestID, AccountID: a.id, KeyID: k.id, Model: r.Model, Amount: r.Amount,
-		Pool: r.Pool, At: now, ExpiresAt: now.Add(ttl.Truncate(time.Microsecond)),
+		Pool: r.Pool, At: now, ExpiresAt: now.Add(ttl.Truncate(time.Microsecond)), Tokens: r.Tokens,
 	}
 	s.applyReserved(&e)
 	return Answer{Reservation: s.reservations[e.ID].view()}, []Event{e}

@@ -67,6 +67,7 @@ type sim struct {
 	charges  ledger.Micros
 	step     int
 	crashes  int
+	pm       *projModel
 }
 
 func (m *sim) fatalf(format string, args ...any) {
@@ -86,7 +87,8 @@ func TestSimulation(t *testing.T) {
 	}
 	t.Logf("seed %d (rerun with -seed %d)", seed, seed)
 	m := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), s: New(), now: t0,
-		balance: map[string]ledger.Micros{}, reserved: map[string]ledger.Micros{}, res: map[string]*modelRes{}}
+		balance: map[string]ledger.Micros{}, reserved: map[string]ledger.Micros{}, res: map[string]*modelRes{},
+		pm: newProjModel()}
 	m.snap = New().Snapshot()
 	for m.step = 0; m.step < 6000; m.step++ {
 		m.advance()
@@ -100,7 +102,8 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	m.crash()
-	t.Logf("%d events, %d reservations admitted, %d crashes", len(m.events), len(m.resIDs), m.crashes)
+	t.Logf("%d events, %d reservations admitted (%d in projects), %d projects, %d crashes",
+		len(m.events), len(m.resIDs), m.pm.admitted, len(m.pm.ids), m.crashes)
 }
 
 func (m *sim) advance() {
@@ -137,6 +140,9 @@ func (m *sim) command() Command {
 	if m.rng.IntN(2) == 0 && len(m.resIDs) > 0 { // prefer recent reservations
 		resID = m.resIDs[len(m.resIDs)-1-m.rng.IntN(min(len(m.resIDs), 8))]
 	}
+	if c := m.projectCommand(); c != nil {
+		return c
+	}
 	switch r := m.rng.IntN(1000); {
 	case r < 10 || len(m.accounts) == 0:
 		tiers := []string{"", "tight", "enterprise", "sim"}
@@ -167,13 +173,14 @@ func (m *sim) command() Command {
 			}
 			return Reserve{ID: m.newID(3), Request: q, At: m.now}
 		}
-		q := ledger.ReserveRequest{RequestID: m.newID(4), KeyID: keyID, Model: "m",
+		q := ledger.ReserveRequest{RequestID: m.newID(4), KeyID: keyID, Model: [3]string{"m", "m", "n"}[m.rng.IntN(3)],
 			Amount: ledger.Micros(m.rng.IntN(600)), Pool: ledger.Pool(1 + m.rng.IntN(2)),
-			TTL: time.Duration(m.rng.IntN(300)) * time.Second}
+			TTL: time.Duration(m.rng.IntN(300)) * time.Second, Tokens: int64(m.rng.IntN(600))}
 		m.reqs = append(m.reqs, q)
 		return Reserve{ID: m.newID(3), Request: q, At: m.now}
 	case r < 760:
-		return Commit{Request: ledger.CommitRequest{ReservationID: resID, Actual: ledger.Micros(m.rng.IntN(700))}, At: m.now}
+		return Commit{Request: ledger.CommitRequest{ReservationID: resID, Actual: ledger.Micros(m.rng.IntN(700)),
+			Usage: ledger.Usage{InputTokens: int64(m.rng.IntN(1000)), OutputTokens: int64(m.rng.IntN(1000))}}, At: m.now}
 	case r < 880:
 		return Release{ReservationID: resID, Reason: "r", At: m.now}
 	case r < 930:
@@ -204,6 +211,7 @@ func (m *sim) do(c Command) {
 	m.events = append(m.events, evs...)
 	for _, e := range evs {
 		m.fold(e)
+		m.foldProjects(e)
 	}
 	switch c := c.(type) {
 	case CreateAccount:
@@ -350,6 +358,7 @@ func (m *sim) checkInvariants() {
 	if sum != m.toppedUp-m.charges {
 		m.fatalf("balances sum to %d, top-ups %d − charges %d", sum, m.toppedUp, m.charges)
 	}
+	m.checkProjects()
 }
 
 // crash rebuilds the state from its events (from the start, or from the last snapshot),

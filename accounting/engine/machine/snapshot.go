@@ -15,13 +15,15 @@ import (
 // compared by. Every slice is sorted by its id (windows by key, period, start) so
 // equal states give equal snapshots.
 type Snapshot struct {
-	Accounts     []AccountState
-	Tiers        []ledger.Tier
-	Keys         []KeyState
-	Reservations []ReservationState // held ones, and settled ones not yet forgotten
-	Windows      []SpendWindow
-	TopUpKeys    []TopUpKey
-	VideoTasks   []ledger.VideoTask
+	Accounts       []AccountState
+	Tiers          []ledger.Tier
+	Keys           []KeyState
+	Reservations   []ReservationState // held ones, and settled ones not yet forgotten
+	Windows        []SpendWindow
+	TopUpKeys      []TopUpKey
+	VideoTasks     []ledger.VideoTask
+	Projects       []ProjectState  `json:",omitempty"`
+	ProjectWindows []ProjectWindow `json:",omitempty"`
 }
 
 // AccountState is an account with what its limits count.
@@ -54,6 +56,10 @@ type KeyState struct {
 	Disabled      bool
 	RevokedAt     *time.Time
 	CreatedAt     time.Time
+	ProjectID     string    `json:",omitempty"`
+	RPM           *int64    `json:",omitempty"`
+	TPM           *int64    `json:",omitempty"`
+	Rates         RateState `json:",omitzero"`
 }
 
 // ReservationState is a reservation with what its settlement recorded.
@@ -63,6 +69,11 @@ type ReservationState struct {
 	Actual    *ledger.Micros // what the commit reported; nil unless committed
 	SettledAt *time.Time
 	Reason    string
+	// The projects it was admitted on (nearest first), its token bound, and the buckets
+	// it took the bound from while held (bit 0 its key's, bit i+1 Projects[i]'s).
+	Projects    []string `json:",omitempty"`
+	Tokens      int64    `json:",omitempty"`
+	TokensTaken uint8    `json:",omitempty"`
 }
 
 // SpendWindow is one key's spend in one UTC day ("d") or month ("m") starting at Start:
@@ -103,6 +114,7 @@ func (s *State) Snapshot() Snapshot {
 			AllowedModels: slices.Clone(k.allowedModels), DailyLimit: clonePtr(k.daily),
 			MonthlyLimit: clonePtr(k.monthly), ExpiresAt: clonePtr(k.expiresAt), AdminCreated: k.adminCreated,
 			Disabled: k.disabled, RevokedAt: clonePtr(k.revokedAt), CreatedAt: k.createdAt,
+			ProjectID: k.projectID(), RPM: clonePtr(k.rpm), TPM: clonePtr(k.tpm), Rates: k.rates.state(),
 		})
 		for _, w := range k.windows {
 			sn.Windows = append(sn.Windows, SpendWindow{KeyID: k.id, Period: w.period, Start: w.start,
@@ -110,7 +122,8 @@ func (s *State) Snapshot() Snapshot {
 		}
 	}
 	for _, r := range s.reservations {
-		rs := ReservationState{Reservation: r.view(), RequestID: r.requestID, Actual: clonePtr(r.actual), Reason: r.reason}
+		rs := ReservationState{Reservation: r.view(), RequestID: r.requestID, Actual: clonePtr(r.actual), Reason: r.reason,
+			Projects: r.hold.projectIDs(), Tokens: r.hold.tokens, TokensTaken: r.hold.taken}
 		if r.state != stateHeld {
 			rs.SettledAt = clonePtr(&r.settledAt)
 		}
@@ -119,6 +132,7 @@ func (s *State) Snapshot() Snapshot {
 	for _, t := range s.videoTasks {
 		sn.VideoTasks = append(sn.VideoTasks, *t)
 	}
+	s.snapshotProjects(&sn)
 	sn.sort()
 	return sn
 }
@@ -135,6 +149,10 @@ func (sn *Snapshot) sort() {
 		return cmp.Or(strings.Compare(a.AccountID, b.AccountID), strings.Compare(a.Key, b.Key))
 	})
 	slices.SortFunc(sn.VideoTasks, func(a, b ledger.VideoTask) int { return strings.Compare(a.TaskID, b.TaskID) })
+	slices.SortFunc(sn.Projects, func(a, b ProjectState) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(sn.ProjectWindows, func(a, b ProjectWindow) int {
+		return cmp.Or(strings.Compare(a.ProjectID, b.ProjectID), strings.Compare(a.Period, b.Period), a.Start.Compare(b.Start))
+	})
 }
 
 // Restore returns the state sn describes. A snapshot naming an account, tier, key or
@@ -162,6 +180,7 @@ func Restore(sn Snapshot) *State {
 		}
 		a.topUpKeys[tk.Key] = struct{}{}
 	}
+	restoreProjects(s, &sn)
 	for _, ks := range sn.Keys {
 		k := &key{
 			id: ks.ID, acct: s.mustAccount(ks.AccountID), hash: slices.Clone(ks.Hash), prefix: ks.Prefix, name: ks.Name,
@@ -171,6 +190,7 @@ func Restore(sn Snapshot) *State {
 		}
 		s.keys[k.id] = k
 		s.byHash[string(k.hash)] = k
+		s.restoreKeyPlace(k, &ks)
 	}
 	for _, ws := range sn.Windows {
 		w := s.mustKey(ws.KeyID).openWindow(ws.Period, ws.Start)
@@ -188,6 +208,7 @@ func Restore(sn Snapshot) *State {
 		}
 		s.reservations[r.id] = r
 		s.byRequest[r.requestID] = r
+		s.restoreHold(r, &rs)
 		if r.state == stateHeld {
 			s.held++
 			if r.amount > 0 {
@@ -262,6 +283,9 @@ func (s *State) Check() error {
 				id, a.reserved, a.inFlight, a.inFlightHigh, sm.reserved, sm.inFlight, sm.inHigh)
 		}
 	}
+	if err := s.checkProjects(); err != nil {
+		return err
+	}
 	for id, k := range s.keys {
 		for _, w := range k.windows {
 			if w.held != held[w] || w.committed < 0 {
@@ -303,5 +327,5 @@ func (s *State) checkCommitted() error {
 	for w, c := range charged {
 		return fmt.Errorf("key %s: charges of %d in no %s window of %s", w.k.id, c, w.period, w.start.Format(time.DateOnly))
 	}
-	return nil
+	return s.checkProjectsCommitted()
 }

@@ -54,7 +54,9 @@ type key struct {
 	disabled      bool
 	revokedAt     *time.Time
 	createdAt     time.Time
-	windows       []*window // few: the days and months with spend not yet forgotten
+	windows       spendWindows // few: the days and months with spend not yet forgotten
+	project       *project     // nil: in no project
+	rates                      // the key's own rpm and tpm
 }
 
 // window is one key's spend in one UTC day or month.
@@ -83,6 +85,7 @@ type reservation struct {
 	reason    string
 	// The windows of the creation time the amount is held in (nil when amount is 0).
 	day, month *window
+	hold       pathHold // what it holds on its key's projects and token buckets
 }
 
 func empty() *State {
@@ -94,6 +97,7 @@ func empty() *State {
 		reservations: map[string]*reservation{},
 		byRequest:    map[string]*reservation{},
 		videoTasks:   map[string]*ledger.VideoTask{},
+		projects:     map[string]*project{},
 	}
 }
 
@@ -126,9 +130,25 @@ func monthStart(t time.Time) time.Time {
 }
 
 // windowAt returns k's window of period containing t, or nil.
-func (k *key) windowAt(period string, start time.Time) *window {
-	for i := len(k.windows) - 1; i >= 0; i-- {
-		if w := k.windows[i]; w.start.Equal(start) && w.period == period {
+func (k *key) windowAt(period string, start time.Time) *window { return k.windows.at(period, start) }
+
+// used is what the window of period starting at start has spent or holds.
+func (k *key) used(period string, start time.Time) ledger.Micros {
+	return k.windows.used(period, start)
+}
+
+// openWindow returns k's window of period starting at start, creating it.
+func (k *key) openWindow(period string, start time.Time) *window {
+	return k.windows.open(period, start)
+}
+
+// spendWindows are the day and month windows of a key or a project.
+type spendWindows []*window
+
+// at returns the window of period starting at start, or nil.
+func (ws spendWindows) at(period string, start time.Time) *window {
+	for i := len(ws) - 1; i >= 0; i-- {
+		if w := ws[i]; w.start.Equal(start) && w.period == period {
 			return w
 		}
 	}
@@ -136,21 +156,43 @@ func (k *key) windowAt(period string, start time.Time) *window {
 }
 
 // used is what the window of period starting at start has spent or holds.
-func (k *key) used(period string, start time.Time) ledger.Micros {
-	if w := k.windowAt(period, start); w != nil {
+func (ws spendWindows) used(period string, start time.Time) ledger.Micros {
+	if w := ws.at(period, start); w != nil {
 		return w.committed + w.held
 	}
 	return 0
 }
 
-// openWindow returns k's window of period starting at start, creating it.
-func (k *key) openWindow(period string, start time.Time) *window {
-	if w := k.windowAt(period, start); w != nil {
+// open returns the window of period starting at start, creating it.
+func (ws *spendWindows) open(period string, start time.Time) *window {
+	if w := ws.at(period, start); w != nil {
 		return w
 	}
 	w := &window{period: period, start: start, end: windowEnd(period, start)}
-	k.windows = append(k.windows, w)
+	*ws = append(*ws, w)
 	return w
+}
+
+// forget drops the windows that ended by before and hold nothing.
+func (ws *spendWindows) forget(before time.Time) {
+	kept := (*ws)[:0]
+	for _, w := range *ws {
+		if w.held != 0 || w.end.After(before) {
+			kept = append(kept, w)
+		}
+	}
+	clear((*ws)[len(kept):])
+	*ws = kept
+}
+
+// forgets reports whether forget(before) would drop a window.
+func (ws spendWindows) forgets(before time.Time) bool {
+	for _, w := range ws {
+		if w.held == 0 && !w.end.After(before) {
+			return true
+		}
+	}
+	return false
 }
 
 func windowEnd(period string, start time.Time) time.Time {

@@ -46,6 +46,8 @@ const (
 	Reason_REASON_NOT_FOUND           Reason = 8
 	Reason_REASON_INVALID_ARGUMENT    Reason = 9
 	Reason_REASON_ALREADY_EXISTS      Reason = 10
+	// The model is not on the allowlist of the key or of a project the key is in.
+	Reason_REASON_MODEL_NOT_ALLOWED Reason = 11
 )
 
 // Enum value maps for Reason.
@@ -62,6 +64,7 @@ var (
 		8:  "REASON_NOT_FOUND",
 		9:  "REASON_INVALID_ARGUMENT",
 		10: "REASON_ALREADY_EXISTS",
+		11: "REASON_MODEL_NOT_ALLOWED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                0,
@@ -75,6 +78,7 @@ var (
 		"REASON_NOT_FOUND":                  8,
 		"REASON_INVALID_ARGUMENT":           9,
 		"REASON_ALREADY_EXISTS":             10,
+		"REASON_MODEL_NOT_ALLOWED":          11,
 	}
 )
 
@@ -654,7 +658,10 @@ type ReserveRequest struct {
 	Pool         Pool  `protobuf:"varint,5,opt,name=pool,proto3,enum=accounting.v1.Pool" json:"pool,omitempty"`
 	// How long the hold lives unless renewed, committed or released; the service
 	// applies its default when 0.
-	TtlSeconds    int32 `protobuf:"varint,6,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	TtlSeconds int32 `protobuf:"varint,6,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	// The request's token bound (its input bound + its output limit), taken from the
+	// tokens-per-minute buckets of the key and its projects; 0 takes none.
+	TokenBound    int64 `protobuf:"varint,7,opt,name=token_bound,json=tokenBound,proto3" json:"token_bound,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -727,6 +734,13 @@ func (x *ReserveRequest) GetPool() Pool {
 func (x *ReserveRequest) GetTtlSeconds() int32 {
 	if x != nil {
 		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *ReserveRequest) GetTokenBound() int64 {
+	if x != nil {
+		return x.TokenBound
 	}
 	return 0
 }
@@ -4565,7 +4579,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x11account_topped_up\x18\n" +
 	" \x01(\bR\x0faccountToppedUpB\x15\n" +
 	"\x13_daily_limit_microsB\x17\n" +
-	"\x15_monthly_limit_micros\"\xcb\x01\n" +
+	"\x15_monthly_limit_micros\"\xec\x01\n" +
 	"\x0eReserveRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
@@ -4574,7 +4588,9 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\ramount_micros\x18\x04 \x01(\x03R\famountMicros\x12'\n" +
 	"\x04pool\x18\x05 \x01(\x0e2\x13.accounting.v1.PoolR\x04pool\x12\x1f\n" +
 	"\vttl_seconds\x18\x06 \x01(\x05R\n" +
-	"ttlSeconds\"\xb7\x01\n" +
+	"ttlSeconds\x12\x1f\n" +
+	"\vtoken_bound\x18\a \x01(\x03R\n" +
+	"tokenBound\"\xb7\x01\n" +
 	"\x0fReserveResponse\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\tR\rreservationId\x12\x1d\n" +
 	"\n" +
@@ -4859,7 +4875,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x0eSetTierRequest\x12'\n" +
 	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier\":\n" +
 	"\x0fSetTierResponse\x12'\n" +
-	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier*\xce\x02\n" +
+	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier*\xec\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REASON_INVALID_API_KEY\x10\x01\x12\x1c\n" +
@@ -4872,7 +4888,8 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x10REASON_NOT_FOUND\x10\b\x12\x1b\n" +
 	"\x17REASON_INVALID_ARGUMENT\x10\t\x12\x19\n" +
 	"\x15REASON_ALREADY_EXISTS\x10\n" +
-	"*B\n" +
+	"\x12\x1c\n" +
+	"\x18REASON_MODEL_NOT_ALLOWED\x10\v*B\n" +
 	"\x04Pool\x12\x14\n" +
 	"\x10POOL_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPOOL_GENERAL\x10\x01\x12\x12\n" +

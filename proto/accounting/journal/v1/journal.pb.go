@@ -57,6 +57,10 @@ type Event struct {
 	//	*Event_Renewed
 	//	*Event_VideoTaskRecorded
 	//	*Event_Forgotten
+	//	*Event_ProjectCreated
+	//	*Event_ProjectChanged
+	//	*Event_ProjectDeleted
+	//	*Event_KeyPlaced
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -207,6 +211,42 @@ func (x *Event) GetForgotten() *Forgotten {
 	return nil
 }
 
+func (x *Event) GetProjectCreated() *ProjectCreated {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_ProjectCreated); ok {
+			return x.ProjectCreated
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetProjectChanged() *ProjectChanged {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_ProjectChanged); ok {
+			return x.ProjectChanged
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetProjectDeleted() *ProjectDeleted {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_ProjectDeleted); ok {
+			return x.ProjectDeleted
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetKeyPlaced() *KeyPlaced {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_KeyPlaced); ok {
+			return x.KeyPlaced
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -259,6 +299,23 @@ type Event_Forgotten struct {
 	Forgotten *Forgotten `protobuf:"bytes,12,opt,name=forgotten,proto3,oneof"`
 }
 
+type Event_ProjectCreated struct {
+	// 13-19 are left to other events; projects start at 20.
+	ProjectCreated *ProjectCreated `protobuf:"bytes,20,opt,name=project_created,json=projectCreated,proto3,oneof"`
+}
+
+type Event_ProjectChanged struct {
+	ProjectChanged *ProjectChanged `protobuf:"bytes,21,opt,name=project_changed,json=projectChanged,proto3,oneof"`
+}
+
+type Event_ProjectDeleted struct {
+	ProjectDeleted *ProjectDeleted `protobuf:"bytes,22,opt,name=project_deleted,json=projectDeleted,proto3,oneof"`
+}
+
+type Event_KeyPlaced struct {
+	KeyPlaced *KeyPlaced `protobuf:"bytes,23,opt,name=key_placed,json=keyPlaced,proto3,oneof"`
+}
+
 func (*Event_AccountCreated) isEvent_Kind() {}
 
 func (*Event_ToppedUp) isEvent_Kind() {}
@@ -282,6 +339,14 @@ func (*Event_Renewed) isEvent_Kind() {}
 func (*Event_VideoTaskRecorded) isEvent_Kind() {}
 
 func (*Event_Forgotten) isEvent_Kind() {}
+
+func (*Event_ProjectCreated) isEvent_Kind() {}
+
+func (*Event_ProjectChanged) isEvent_Kind() {}
+
+func (*Event_ProjectDeleted) isEvent_Kind() {}
+
+func (*Event_KeyPlaced) isEvent_Kind() {}
 
 type AccountCreated struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -807,16 +872,18 @@ func (x *KeyChanged) GetAt() int64 {
 }
 
 type Reserved struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	RequestId     []byte                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	AccountId     []byte                 `protobuf:"bytes,3,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
-	KeyId         []byte                 `protobuf:"bytes,4,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
-	Model         []byte                 `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
-	Amount        int64                  `protobuf:"varint,6,opt,name=amount,proto3" json:"amount,omitempty"`
-	Pool          int64                  `protobuf:"varint,7,opt,name=pool,proto3" json:"pool,omitempty"`
-	At            int64                  `protobuf:"zigzag64,8,opt,name=at,proto3" json:"at,omitempty"`
-	ExpiresAfter  int64                  `protobuf:"zigzag64,9,opt,name=expires_after,json=expiresAfter,proto3" json:"expires_after,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RequestId    []byte                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AccountId    []byte                 `protobuf:"bytes,3,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	KeyId        []byte                 `protobuf:"bytes,4,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	Model        []byte                 `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	Amount       int64                  `protobuf:"varint,6,opt,name=amount,proto3" json:"amount,omitempty"`
+	Pool         int64                  `protobuf:"varint,7,opt,name=pool,proto3" json:"pool,omitempty"`
+	At           int64                  `protobuf:"zigzag64,8,opt,name=at,proto3" json:"at,omitempty"`
+	ExpiresAfter int64                  `protobuf:"zigzag64,9,opt,name=expires_after,json=expiresAfter,proto3" json:"expires_after,omitempty"`
+	// The token bound taken from the tokens-per-minute buckets on the key's path.
+	Tokens        int64 `protobuf:"varint,10,opt,name=tokens,proto3" json:"tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -910,6 +977,13 @@ func (x *Reserved) GetAt() int64 {
 func (x *Reserved) GetExpiresAfter() int64 {
 	if x != nil {
 		return x.ExpiresAfter
+	}
+	return 0
+}
+
+func (x *Reserved) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
 	}
 	return 0
 }
@@ -1500,11 +1574,390 @@ func (x *Forgotten) GetAt() int64 {
 	return 0
 }
 
+// ProjectCreated is a project of an account; parent_id is empty for a top-level one.
+type ProjectCreated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	AccountId     []byte                 `protobuf:"bytes,2,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	ParentId      []byte                 `protobuf:"bytes,3,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Name          []byte                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	DailyLimit    *int64                 `protobuf:"varint,5,opt,name=daily_limit,json=dailyLimit,proto3,oneof" json:"daily_limit,omitempty"`
+	MonthlyLimit  *int64                 `protobuf:"varint,6,opt,name=monthly_limit,json=monthlyLimit,proto3,oneof" json:"monthly_limit,omitempty"`
+	Limit         *int64                 `protobuf:"varint,7,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	Rpm           *int64                 `protobuf:"varint,8,opt,name=rpm,proto3,oneof" json:"rpm,omitempty"`
+	Tpm           *int64                 `protobuf:"varint,9,opt,name=tpm,proto3,oneof" json:"tpm,omitempty"`
+	Models        [][]byte               `protobuf:"bytes,10,rep,name=models,proto3" json:"models,omitempty"`
+	EmptyModels   bool                   `protobuf:"varint,11,opt,name=empty_models,json=emptyModels,proto3" json:"empty_models,omitempty"`
+	At            int64                  `protobuf:"zigzag64,12,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectCreated) Reset() {
+	*x = ProjectCreated{}
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectCreated) ProtoMessage() {}
+
+func (x *ProjectCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectCreated.ProtoReflect.Descriptor instead.
+func (*ProjectCreated) Descriptor() ([]byte, []int) {
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ProjectCreated) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *ProjectCreated) GetAccountId() []byte {
+	if x != nil {
+		return x.AccountId
+	}
+	return nil
+}
+
+func (x *ProjectCreated) GetParentId() []byte {
+	if x != nil {
+		return x.ParentId
+	}
+	return nil
+}
+
+func (x *ProjectCreated) GetName() []byte {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
+func (x *ProjectCreated) GetDailyLimit() int64 {
+	if x != nil && x.DailyLimit != nil {
+		return *x.DailyLimit
+	}
+	return 0
+}
+
+func (x *ProjectCreated) GetMonthlyLimit() int64 {
+	if x != nil && x.MonthlyLimit != nil {
+		return *x.MonthlyLimit
+	}
+	return 0
+}
+
+func (x *ProjectCreated) GetLimit() int64 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *ProjectCreated) GetRpm() int64 {
+	if x != nil && x.Rpm != nil {
+		return *x.Rpm
+	}
+	return 0
+}
+
+func (x *ProjectCreated) GetTpm() int64 {
+	if x != nil && x.Tpm != nil {
+		return *x.Tpm
+	}
+	return 0
+}
+
+func (x *ProjectCreated) GetModels() [][]byte {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *ProjectCreated) GetEmptyModels() bool {
+	if x != nil {
+		return x.EmptyModels
+	}
+	return false
+}
+
+func (x *ProjectCreated) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
+// ProjectChanged is a project's whole mutable state after a change.
+type ProjectChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProjectId     []byte                 `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	DailyLimit    *int64                 `protobuf:"varint,3,opt,name=daily_limit,json=dailyLimit,proto3,oneof" json:"daily_limit,omitempty"`
+	MonthlyLimit  *int64                 `protobuf:"varint,4,opt,name=monthly_limit,json=monthlyLimit,proto3,oneof" json:"monthly_limit,omitempty"`
+	Limit         *int64                 `protobuf:"varint,5,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	Rpm           *int64                 `protobuf:"varint,6,opt,name=rpm,proto3,oneof" json:"rpm,omitempty"`
+	Tpm           *int64                 `protobuf:"varint,7,opt,name=tpm,proto3,oneof" json:"tpm,omitempty"`
+	Models        [][]byte               `protobuf:"bytes,8,rep,name=models,proto3" json:"models,omitempty"`
+	EmptyModels   bool                   `protobuf:"varint,9,opt,name=empty_models,json=emptyModels,proto3" json:"empty_models,omitempty"`
+	At            int64                  `protobuf:"zigzag64,10,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectChanged) Reset() {
+	*x = ProjectChanged{}
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectChanged) ProtoMessage() {}
+
+func (x *ProjectChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectChanged.ProtoReflect.Descriptor instead.
+func (*ProjectChanged) Descriptor() ([]byte, []int) {
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ProjectChanged) GetProjectId() []byte {
+	if x != nil {
+		return x.ProjectId
+	}
+	return nil
+}
+
+func (x *ProjectChanged) GetName() []byte {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
+func (x *ProjectChanged) GetDailyLimit() int64 {
+	if x != nil && x.DailyLimit != nil {
+		return *x.DailyLimit
+	}
+	return 0
+}
+
+func (x *ProjectChanged) GetMonthlyLimit() int64 {
+	if x != nil && x.MonthlyLimit != nil {
+		return *x.MonthlyLimit
+	}
+	return 0
+}
+
+func (x *ProjectChanged) GetLimit() int64 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *ProjectChanged) GetRpm() int64 {
+	if x != nil && x.Rpm != nil {
+		return *x.Rpm
+	}
+	return 0
+}
+
+func (x *ProjectChanged) GetTpm() int64 {
+	if x != nil && x.Tpm != nil {
+		return *x.Tpm
+	}
+	return 0
+}
+
+func (x *ProjectChanged) GetModels() [][]byte {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *ProjectChanged) GetEmptyModels() bool {
+	if x != nil {
+		return x.EmptyModels
+	}
+	return false
+}
+
+func (x *ProjectChanged) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
+type ProjectDeleted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProjectId     []byte                 `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	At            int64                  `protobuf:"zigzag64,2,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectDeleted) Reset() {
+	*x = ProjectDeleted{}
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectDeleted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectDeleted) ProtoMessage() {}
+
+func (x *ProjectDeleted) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectDeleted.ProtoReflect.Descriptor instead.
+func (*ProjectDeleted) Descriptor() ([]byte, []int) {
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ProjectDeleted) GetProjectId() []byte {
+	if x != nil {
+		return x.ProjectId
+	}
+	return nil
+}
+
+func (x *ProjectDeleted) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
+// KeyPlaced is a key's project (empty: none) and rate limits after a change.
+type KeyPlaced struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	KeyId         []byte                 `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	ProjectId     []byte                 `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	Rpm           *int64                 `protobuf:"varint,3,opt,name=rpm,proto3,oneof" json:"rpm,omitempty"`
+	Tpm           *int64                 `protobuf:"varint,4,opt,name=tpm,proto3,oneof" json:"tpm,omitempty"`
+	At            int64                  `protobuf:"zigzag64,5,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyPlaced) Reset() {
+	*x = KeyPlaced{}
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyPlaced) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyPlaced) ProtoMessage() {}
+
+func (x *KeyPlaced) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyPlaced.ProtoReflect.Descriptor instead.
+func (*KeyPlaced) Descriptor() ([]byte, []int) {
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *KeyPlaced) GetKeyId() []byte {
+	if x != nil {
+		return x.KeyId
+	}
+	return nil
+}
+
+func (x *KeyPlaced) GetProjectId() []byte {
+	if x != nil {
+		return x.ProjectId
+	}
+	return nil
+}
+
+func (x *KeyPlaced) GetRpm() int64 {
+	if x != nil && x.Rpm != nil {
+		return *x.Rpm
+	}
+	return 0
+}
+
+func (x *KeyPlaced) GetTpm() int64 {
+	if x != nil && x.Tpm != nil {
+		return *x.Tpm
+	}
+	return 0
+}
+
+func (x *KeyPlaced) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
 var File_accounting_journal_v1_journal_proto protoreflect.FileDescriptor
 
 const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\n" +
-	"#accounting/journal/v1/journal.proto\x12\x15accounting.journal.v1\"\xdc\x06\n" +
+	"#accounting/journal/v1/journal.proto\x12\x15accounting.journal.v1\"\x95\t\n" +
 	"\x05Event\x12P\n" +
 	"\x0faccount_created\x18\x01 \x01(\v2%.accounting.journal.v1.AccountCreatedH\x00R\x0eaccountCreated\x12>\n" +
 	"\ttopped_up\x18\x02 \x01(\v2\x1f.accounting.journal.v1.ToppedUpH\x00R\btoppedUp\x12V\n" +
@@ -1520,7 +1973,12 @@ const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\arenewed\x18\n" +
 	" \x01(\v2\x1e.accounting.journal.v1.RenewedH\x00R\arenewed\x12Z\n" +
 	"\x13video_task_recorded\x18\v \x01(\v2(.accounting.journal.v1.VideoTaskRecordedH\x00R\x11videoTaskRecorded\x12@\n" +
-	"\tforgotten\x18\f \x01(\v2 .accounting.journal.v1.ForgottenH\x00R\tforgottenB\x06\n" +
+	"\tforgotten\x18\f \x01(\v2 .accounting.journal.v1.ForgottenH\x00R\tforgotten\x12P\n" +
+	"\x0fproject_created\x18\x14 \x01(\v2%.accounting.journal.v1.ProjectCreatedH\x00R\x0eprojectCreated\x12P\n" +
+	"\x0fproject_changed\x18\x15 \x01(\v2%.accounting.journal.v1.ProjectChangedH\x00R\x0eprojectChanged\x12P\n" +
+	"\x0fproject_deleted\x18\x16 \x01(\v2%.accounting.journal.v1.ProjectDeletedH\x00R\x0eprojectDeleted\x12A\n" +
+	"\n" +
+	"key_placed\x18\x17 \x01(\v2 .accounting.journal.v1.KeyPlacedH\x00R\tkeyPlacedB\x06\n" +
 	"\x04kind\"D\n" +
 	"\x0eAccountCreated\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
@@ -1585,7 +2043,7 @@ const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\f_daily_limitB\x10\n" +
 	"\x0e_monthly_limitB\r\n" +
 	"\v_expires_atB\r\n" +
-	"\v_revoked_at\"\xe6\x01\n" +
+	"\v_revoked_at\"\xfe\x01\n" +
 	"\bReserved\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1597,7 +2055,9 @@ const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\x06amount\x18\x06 \x01(\x03R\x06amount\x12\x12\n" +
 	"\x04pool\x18\a \x01(\x03R\x04pool\x12\x0e\n" +
 	"\x02at\x18\b \x01(\x12R\x02at\x12#\n" +
-	"\rexpires_after\x18\t \x01(\x12R\fexpiresAfter\"\xed\x01\n" +
+	"\rexpires_after\x18\t \x01(\x12R\fexpiresAfter\x12\x16\n" +
+	"\x06tokens\x18\n" +
+	" \x01(\x03R\x06tokens\"\xed\x01\n" +
 	"\tCommitted\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\fR\rreservationId\x12\x16\n" +
 	"\x06actual\x18\x02 \x01(\x03R\x06actual\x12\x1c\n" +
@@ -1647,7 +2107,60 @@ const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\x10upstream_task_id\x18\b \x01(\fR\x0eupstreamTaskId\"3\n" +
 	"\tForgotten\x12\x16\n" +
 	"\x06before\x18\x01 \x01(\x12R\x06before\x12\x0e\n" +
-	"\x02at\x18\x02 \x01(\x12R\x02atB@Z>github.com/llmgw/gateway/proto/accounting/journal/v1;journalv1b\x06proto3"
+	"\x02at\x18\x02 \x01(\x12R\x02at\"\x90\x03\n" +
+	"\x0eProjectCreated\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x02 \x01(\fR\taccountId\x12\x1b\n" +
+	"\tparent_id\x18\x03 \x01(\fR\bparentId\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\fR\x04name\x12$\n" +
+	"\vdaily_limit\x18\x05 \x01(\x03H\x00R\n" +
+	"dailyLimit\x88\x01\x01\x12(\n" +
+	"\rmonthly_limit\x18\x06 \x01(\x03H\x01R\fmonthlyLimit\x88\x01\x01\x12\x19\n" +
+	"\x05limit\x18\a \x01(\x03H\x02R\x05limit\x88\x01\x01\x12\x15\n" +
+	"\x03rpm\x18\b \x01(\x03H\x03R\x03rpm\x88\x01\x01\x12\x15\n" +
+	"\x03tpm\x18\t \x01(\x03H\x04R\x03tpm\x88\x01\x01\x12\x16\n" +
+	"\x06models\x18\n" +
+	" \x03(\fR\x06models\x12!\n" +
+	"\fempty_models\x18\v \x01(\bR\vemptyModels\x12\x0e\n" +
+	"\x02at\x18\f \x01(\x12R\x02atB\x0e\n" +
+	"\f_daily_limitB\x10\n" +
+	"\x0e_monthly_limitB\b\n" +
+	"\x06_limitB\x06\n" +
+	"\x04_rpmB\x06\n" +
+	"\x04_tpm\"\xe3\x02\n" +
+	"\x0eProjectChanged\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\fR\tprojectId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\x12$\n" +
+	"\vdaily_limit\x18\x03 \x01(\x03H\x00R\n" +
+	"dailyLimit\x88\x01\x01\x12(\n" +
+	"\rmonthly_limit\x18\x04 \x01(\x03H\x01R\fmonthlyLimit\x88\x01\x01\x12\x19\n" +
+	"\x05limit\x18\x05 \x01(\x03H\x02R\x05limit\x88\x01\x01\x12\x15\n" +
+	"\x03rpm\x18\x06 \x01(\x03H\x03R\x03rpm\x88\x01\x01\x12\x15\n" +
+	"\x03tpm\x18\a \x01(\x03H\x04R\x03tpm\x88\x01\x01\x12\x16\n" +
+	"\x06models\x18\b \x03(\fR\x06models\x12!\n" +
+	"\fempty_models\x18\t \x01(\bR\vemptyModels\x12\x0e\n" +
+	"\x02at\x18\n" +
+	" \x01(\x12R\x02atB\x0e\n" +
+	"\f_daily_limitB\x10\n" +
+	"\x0e_monthly_limitB\b\n" +
+	"\x06_limitB\x06\n" +
+	"\x04_rpmB\x06\n" +
+	"\x04_tpm\"?\n" +
+	"\x0eProjectDeleted\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\fR\tprojectId\x12\x0e\n" +
+	"\x02at\x18\x02 \x01(\x12R\x02at\"\x8f\x01\n" +
+	"\tKeyPlaced\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\fR\x05keyId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\fR\tprojectId\x12\x15\n" +
+	"\x03rpm\x18\x03 \x01(\x03H\x00R\x03rpm\x88\x01\x01\x12\x15\n" +
+	"\x03tpm\x18\x04 \x01(\x03H\x01R\x03tpm\x88\x01\x01\x12\x0e\n" +
+	"\x02at\x18\x05 \x01(\x12R\x02atB\x06\n" +
+	"\x04_rpmB\x06\n" +
+	"\x04_tpmB@Z>github.com/llmgw/gateway/proto/accounting/journal/v1;journalv1b\x06proto3"
 
 var (
 	file_accounting_journal_v1_journal_proto_rawDescOnce sync.Once
@@ -1661,7 +2174,7 @@ func file_accounting_journal_v1_journal_proto_rawDescGZIP() []byte {
 	return file_accounting_journal_v1_journal_proto_rawDescData
 }
 
-var file_accounting_journal_v1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_accounting_journal_v1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_accounting_journal_v1_journal_proto_goTypes = []any{
 	(*Event)(nil),             // 0: accounting.journal.v1.Event
 	(*AccountCreated)(nil),    // 1: accounting.journal.v1.AccountCreated
@@ -1679,6 +2192,10 @@ var file_accounting_journal_v1_journal_proto_goTypes = []any{
 	(*Renewed)(nil),           // 13: accounting.journal.v1.Renewed
 	(*VideoTaskRecorded)(nil), // 14: accounting.journal.v1.VideoTaskRecorded
 	(*Forgotten)(nil),         // 15: accounting.journal.v1.Forgotten
+	(*ProjectCreated)(nil),    // 16: accounting.journal.v1.ProjectCreated
+	(*ProjectChanged)(nil),    // 17: accounting.journal.v1.ProjectChanged
+	(*ProjectDeleted)(nil),    // 18: accounting.journal.v1.ProjectDeleted
+	(*KeyPlaced)(nil),         // 19: accounting.journal.v1.KeyPlaced
 }
 var file_accounting_journal_v1_journal_proto_depIdxs = []int32{
 	1,  // 0: accounting.journal.v1.Event.account_created:type_name -> accounting.journal.v1.AccountCreated
@@ -1693,14 +2210,18 @@ var file_accounting_journal_v1_journal_proto_depIdxs = []int32{
 	13, // 9: accounting.journal.v1.Event.renewed:type_name -> accounting.journal.v1.Renewed
 	14, // 10: accounting.journal.v1.Event.video_task_recorded:type_name -> accounting.journal.v1.VideoTaskRecorded
 	15, // 11: accounting.journal.v1.Event.forgotten:type_name -> accounting.journal.v1.Forgotten
-	9,  // 12: accounting.journal.v1.Committed.usage:type_name -> accounting.journal.v1.Usage
-	10, // 13: accounting.journal.v1.Usage.units:type_name -> accounting.journal.v1.Unit
-	11, // 14: accounting.journal.v1.Usage.components:type_name -> accounting.journal.v1.Component
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	16, // 12: accounting.journal.v1.Event.project_created:type_name -> accounting.journal.v1.ProjectCreated
+	17, // 13: accounting.journal.v1.Event.project_changed:type_name -> accounting.journal.v1.ProjectChanged
+	18, // 14: accounting.journal.v1.Event.project_deleted:type_name -> accounting.journal.v1.ProjectDeleted
+	19, // 15: accounting.journal.v1.Event.key_placed:type_name -> accounting.journal.v1.KeyPlaced
+	9,  // 16: accounting.journal.v1.Committed.usage:type_name -> accounting.journal.v1.Usage
+	10, // 17: accounting.journal.v1.Usage.units:type_name -> accounting.journal.v1.Unit
+	11, // 18: accounting.journal.v1.Usage.components:type_name -> accounting.journal.v1.Component
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_accounting_journal_v1_journal_proto_init() }
@@ -1721,16 +2242,23 @@ func file_accounting_journal_v1_journal_proto_init() {
 		(*Event_Renewed)(nil),
 		(*Event_VideoTaskRecorded)(nil),
 		(*Event_Forgotten)(nil),
+		(*Event_ProjectCreated)(nil),
+		(*Event_ProjectChanged)(nil),
+		(*Event_ProjectDeleted)(nil),
+		(*Event_KeyPlaced)(nil),
 	}
 	file_accounting_journal_v1_journal_proto_msgTypes[5].OneofWrappers = []any{}
 	file_accounting_journal_v1_journal_proto_msgTypes[6].OneofWrappers = []any{}
+	file_accounting_journal_v1_journal_proto_msgTypes[16].OneofWrappers = []any{}
+	file_accounting_journal_v1_journal_proto_msgTypes[17].OneofWrappers = []any{}
+	file_accounting_journal_v1_journal_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_journal_v1_journal_proto_rawDesc), len(file_accounting_journal_v1_journal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
