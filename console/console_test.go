@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/console"
 )
@@ -77,7 +77,7 @@ func match(t *testing.T, re *regexp.Regexp, page string) string {
 // has not signed in.
 func startConsole(t *testing.T, opts console.Options) (*browser, *observer.ObservedLogs) {
 	t.Helper()
-	st, _ := storetest.NewStore(t, 8, store.Options{})
+	st, _ := enginetest.NewLedger(t, 8)
 	fx := servertest.Start(t, st, servertest.Options{})
 	conn, err := grpc.NewClient(fx.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -14,9 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store"
-	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/console"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -25,7 +24,7 @@ import (
 // browser signed in as the operator and the accounting fixture.
 func signedInOnDatabase(t *testing.T) (*browser, *servertest.Fixture) {
 	t.Helper()
-	st, _ := storetest.NewStore(t, 4, store.Options{})
+	st, _ := enginetest.NewLedger(t, 4)
 	fx := servertest.Start(t, st, servertest.Options{})
 	conn, err := grpc.NewClient(fx.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -59,15 +59,13 @@ const (
 	EnvDatabaseURL   = "DATABASE_URL"
 	EnvMetricsListen = "ACCOUNTING_METRICS_ADDR"
 
-	EnvDBMaxConns           = "ACCOUNTING_DB_MAX_CONNS"
-	EnvDBLockTimeout        = "ACCOUNTING_DB_LOCK_TIMEOUT"
-	EnvDBStatementTimeout   = "ACCOUNTING_DB_STATEMENT_TIMEOUT"
-	EnvDBAccountConcurrency = "ACCOUNTING_DB_ACCOUNT_CONCURRENCY"
-	EnvPprof                = "ACCOUNTING_PPROF"
-	EnvArchiveAfter         = "ACCOUNTING_ARCHIVE_AFTER"
-	EnvLedgerEngine         = "ACCOUNTING_LEDGER_ENGINE"
-	EnvAdvertise            = "ACCOUNTING_ADVERTISE_ADDR"
-	EnvLedgerLease          = "ACCOUNTING_LEDGER_LEASE"
+	EnvDBMaxConns         = "ACCOUNTING_DB_MAX_CONNS"
+	EnvDBLockTimeout      = "ACCOUNTING_DB_LOCK_TIMEOUT"
+	EnvDBStatementTimeout = "ACCOUNTING_DB_STATEMENT_TIMEOUT"
+	EnvPprof              = "ACCOUNTING_PPROF"
+	EnvArchiveAfter       = "ACCOUNTING_ARCHIVE_AFTER"
+	EnvAdvertise          = "ACCOUNTING_ADVERTISE_ADDR"
+	EnvLedgerLease        = "ACCOUNTING_LEDGER_LEASE"
 )
 
 // Config is everything the process needs; parseConfig fills it from flags, the
@@ -87,12 +85,8 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful stop before in-flight calls are cut.
 	ShutdownTimeout time.Duration
 	// DB sizes the database pool and bounds waits on it (MaxConns, LockTimeout,
-	// StatementTimeout, AccountConcurrency; zero fields take the store's defaults).
+	// StatementTimeout; zero fields take the store's defaults).
 	DB store.Options
-	// Engine is what decides the ledger: EngineJournal (one owner deciding in memory,
-	// a journal in PostgreSQL, standbys) or EngineStore (every decision a PostgreSQL
-	// transaction). See accounting/engine.
-	Engine string
 	// LedgerLease is how long the journal engine's ownership lasts unrenewed: a standby
 	// takes over about this long after the owner died.
 	LedgerLease time.Duration
@@ -161,16 +155,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&cfg.ArchiveAfter, "archive-after", store.DefaultArchiveAfter, "how long after its settlement a reservation moves to reservations_archive, at least "+store.MinArchiveAfter.String()+"; 0: never (env "+EnvArchiveAfter+")")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "graceful stop deadline")
 	fs.Func("db-max-conns", "database pool size (env "+EnvDBMaxConns+"; default 4 per core, 8 to 32)", intFlag(&cfg.DB.MaxConns))
-	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", store.DefaultLockTimeout, "longest wait for an account's row lock before a call is refused as busy (env "+EnvDBLockTimeout+")")
+	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", store.DefaultLockTimeout, "longest wait of a database statement for a row lock (env "+EnvDBLockTimeout+")")
 	fs.DurationVar(&cfg.DB.StatementTimeout, "db-statement-timeout", store.DefaultStatementTimeout, "longest database statement (env "+EnvDBStatementTimeout+")")
-	fs.IntVar(&cfg.DB.AccountConcurrency, "db-account-concurrency", store.DefaultAccountConcurrency, "statements of one account using database connections at once (env "+EnvDBAccountConcurrency+")")
-	fs.StringVar(&cfg.Engine, "ledger-engine", envOr(EnvLedgerEngine, DefaultEngine), "what decides the ledger: "+EngineJournal+" (one owner in memory, a journal) or "+EngineStore+" (PostgreSQL transactions) (env "+EnvLedgerEngine+")")
 	fs.DurationVar(&cfg.LedgerLease, "ledger-lease", 5*time.Second, "how long the journal engine's owner holds the ledger unrenewed; a standby takes over about this long after the owner died (env "+EnvLedgerLease+")")
 	fs.StringVar(&cfg.Advertise, "advertise", envOr(EnvAdvertise, ""), "address clients reach this process at (default: --listen) (env "+EnvAdvertise+")")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env "+EnvPprof+")")
 	fs.BoolVar(&cfg.MigrateOnly, "migrate-only", false, "create the database if missing, apply pending migrations and exit (needs only "+EnvDatabaseURL+")")
 	for flagName, env := range map[string]string{"ledger-lease": EnvLedgerLease, "db-max-conns": EnvDBMaxConns, "db-lock-timeout": EnvDBLockTimeout,
-		"db-statement-timeout": EnvDBStatementTimeout, "db-account-concurrency": EnvDBAccountConcurrency, "pprof": EnvPprof,
+		"db-statement-timeout": EnvDBStatementTimeout, "pprof": EnvPprof,
 		"archive-after": EnvArchiveAfter} {
 		if v := getenv(env); v != "" {
 			if err := fs.Set(flagName, v); err != nil {
@@ -208,14 +200,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if cfg.ArchiveAfter != 0 && cfg.ArchiveAfter < store.MinArchiveAfter {
 		errs = append(errs, fmt.Errorf("--archive-after must be 0 or at least %v", store.MinArchiveAfter))
 	}
-	if cfg.DB.MaxConns < 0 || cfg.DB.LockTimeout <= 0 || cfg.DB.StatementTimeout <= 0 || cfg.DB.AccountConcurrency <= 0 {
-		errs = append(errs, errors.New("--db-lock-timeout, --db-statement-timeout and --db-account-concurrency must be positive, --db-max-conns not negative"))
+	if cfg.DB.MaxConns < 0 || cfg.DB.LockTimeout <= 0 || cfg.DB.StatementTimeout <= 0 {
+		errs = append(errs, errors.New("--db-lock-timeout and --db-statement-timeout must be positive, --db-max-conns not negative"))
 	}
 	if _, err := url.Parse(cfg.DatabaseURL); err != nil {
 		errs = append(errs, errors.New("--database-url is not a URL"))
-	}
-	if cfg.Engine != EngineJournal && cfg.Engine != EngineStore {
-		errs = append(errs, fmt.Errorf("--ledger-engine must be %s or %s", EngineJournal, EngineStore))
 	}
 	if cfg.LedgerLease < 100*time.Millisecond {
 		errs = append(errs, errors.New("--ledger-lease must be at least 100ms"))
@@ -296,9 +285,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer st.Close()
-	if cfg.Engine == EngineStore {
-		return serve(ctx, cfg, log, az, st, nil)
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	own := newOwner(cfg, log, st)
@@ -307,26 +293,18 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	ownCtx, stopOwner := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() { stopOwner(); own.wait() }()
 	own.ctx = ownCtx
-	return serve(ctx, cfg, log, az, own.store, own)
+	return serve(ctx, cfg, log, az, own)
 }
 
-// serve runs the listeners, the hub and the sweeper over st.
-func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorizer, raw ledger.Store, own *owner) error {
+// serve runs the listeners, the hub and the sweeper over the ledger own decides.
+func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorizer, own *owner) error {
 	m := metrics.New()
-	if g, ok := raw.(interface{ GroupStats() store.GroupStats }); ok {
-		m.CountGroupCommit(func() (int64, int64, int64) {
-			s := g.GroupStats()
-			return s.Transactions, s.Operations, s.Alone
-		})
-	}
-	if own != nil {
-		// The journal engine's batching point: appends carry the operations.
-		m.CountGroupCommit(func() (int64, int64, int64) {
-			appends, _, ops := own.engine.Stats()
-			return appends, ops, 0
-		})
-	}
-	st := m.WrapStore(raw)
+	// The journal engine's batching point: appends carry the operations.
+	m.CountGroupCommit(func() (int64, int64, int64) {
+		appends, _, ops := own.engine.Stats()
+		return appends, ops, 0
+	})
+	st := m.WrapStore(own.store)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -339,21 +317,19 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 
 	// The metrics interceptor runs first, so refused credentials are timed too.
 	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor())}, az.ServerOptions()...)
-	if own != nil {
-		// The address a standby tells callers: --advertise, else where it listens.
-		bound := false
-		if _, port, _ := net.SplitHostPort(cfg.Advertise); port == "0" || cfg.Advertise == cfg.Listen {
-			cfg.Advertise = lis.Addr().String()
-			// A specific IP this process listens on: no other live process holds it.
-			ta, ok := lis.Addr().(*net.TCPAddr)
-			bound = ok && !ta.IP.IsUnspecified()
-		}
-		own.start(own.ctx, cfg.Advertise, bound)
-		// After the credentials check: a standby sends its calls on to the owner.
-		fw := &forwarder{engine: own.engine, self: cfg.Advertise}
-		defer fw.close()
-		opts = append(opts, grpc.ChainUnaryInterceptor(fw.unary))
+	// The address a standby tells callers: --advertise, else where it listens.
+	bound := false
+	if _, port, _ := net.SplitHostPort(cfg.Advertise); port == "0" || cfg.Advertise == cfg.Listen {
+		cfg.Advertise = lis.Addr().String()
+		// A specific IP this process listens on: no other live process holds it.
+		ta, ok := lis.Addr().(*net.TCPAddr)
+		bound = ok && !ta.IP.IsUnspecified()
 	}
+	own.start(own.ctx, cfg.Advertise, bound)
+	// After the credentials check: a standby sends its calls on to the owner.
+	fw := &forwarder{engine: own.engine, self: cfg.Advertise}
+	defer fw.close()
+	opts = append(opts, grpc.ChainUnaryInterceptor(fw.unary))
 	if tracing.Enabled(os.Getenv) {
 		// Each call is a span joined to the caller's trace. While tracing is off no
 		// handler runs (even a no-op one costs each call some work).
@@ -370,21 +346,14 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	hub := server.NewHub(st, log.Named("changes"), 0)
 	server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall}).Register(gs)
 
-	sw := &sweeper{store: st, log: log.Named("sweeper"), interval: cfg.SweepInterval}
-	if a, ok := raw.(interface {
-		ArchiveSettled(context.Context, time.Duration, int) (int, error)
-	}); ok && cfg.ArchiveAfter > 0 {
-		sw.archive, sw.archiveAfter = m.CountArchive(a.ArchiveSettled), cfg.ArchiveAfter
-	}
-	if g, ok := raw.(interface {
-		GraceLapsed(context.Context, time.Duration) (int, error)
-	}); ok {
-		sw.grace = g.GraceLapsed
+	sw := &sweeper{store: st, log: log.Named("sweeper"), interval: cfg.SweepInterval, grace: own.store.GraceLapsed}
+	if cfg.ArchiveAfter > 0 {
+		sw.archive, sw.archiveAfter = m.CountArchive(own.store.ArchiveSettled), cfg.ArchiveAfter
 	}
 	var serving atomic.Bool
 	// A standby is ready once it knows where the owner is: it forwards to it.
 	ready := func() bool {
-		return serving.Load() && (own == nil || own.engine.Owning() || own.engine.OwnerAddr() != cfg.Advertise && own.engine.OwnerAddr() != "")
+		return serving.Load() && (own.engine.Owning() || own.engine.OwnerAddr() != cfg.Advertise && own.engine.OwnerAddr() != "")
 	}
 	hs := &http.Server{Handler: pprof.Wrap(healthMux(ready, sw, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
 
@@ -408,16 +377,12 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		zap.String("metrics_addr", mlis.Addr().String()))
 
 	var result error
-	var failed <-chan struct{}
-	if own != nil {
-		failed = own.engine.Failed()
-	}
 	select {
 	case <-ctx.Done():
 		log.Info("accounting stopping")
 	case err := <-serveErr:
 		result = fmt.Errorf("grpc server: %w", err)
-	case <-failed:
+	case <-own.engine.Failed():
 		// Fail-stop: exit, so that the process restarts as a standby of the new owner.
 		result = fmt.Errorf("ledger owner: %w", own.engine.Err())
 	}

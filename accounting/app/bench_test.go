@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/e2e/loadtest"
@@ -30,7 +31,7 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 	}{{"spread", 256}, {"hot", 1}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
-			url := dbWithTier(b, benchTier)
+			url := storetest.NewDB(b)
 			p := start(b, url+"&pool_max_conns=16")
 
 			adminConn, err := client.Dial(ctx, p.addr, adminToken)
@@ -39,6 +40,9 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 			}
 			defer adminConn.Close()
 			admin := accountingv1.NewAdminServiceClient(adminConn)
+			if _, err := admin.SetTier(ctx, &accountingv1.SetTierRequest{Tier: contract.TierToProto(benchTier)}); err != nil {
+				b.Fatal(err)
+			}
 			keys := make([]string, bc.accounts)
 			limit := int64(1 << 50)
 			for i := range keys {

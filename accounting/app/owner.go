@@ -15,14 +15,6 @@ import (
 	"github.com/llmgw/gateway/accounting/store"
 )
 
-// The ledger engines --ledger-engine chooses between.
-const (
-	EngineJournal = "journal"
-	EngineStore   = "store"
-	// DefaultEngine is the engine when neither flag nor environment names one.
-	DefaultEngine = EngineJournal
-)
-
 // ledgerShard is the one shard built so far: every account belongs to it.
 const ledgerShard = 0
 

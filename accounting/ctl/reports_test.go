@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -42,7 +42,7 @@ func jsonOf(t *testing.T, v any) string {
 // ledger, usage and reconcile show each charge's components and tier, the cache tokens,
 // the split by channel, and what a capped charge forgave, against the real store.
 func TestReportsShowTheBreakdown(t *testing.T) {
-	st, _ := storetest.NewStore(t, 4, store.Options{})
+	st, _ := enginetest.NewLedger(t, 4)
 	f := servertest.Start(t, st, servertest.Options{})
 	env := map[string]string{"GATEWAY_ADMIN_TOKEN": servertest.AdminToken, "GATEWAY_ACCOUNTING_ADDR": f.Addr}
 	ctx := context.Background()

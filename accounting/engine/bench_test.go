@@ -10,21 +10,19 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/llmgw/gateway/accounting/engine"
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/e2e/loadtest"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
 
-// BenchmarkReserveCommit measures reserve+commit pairs through today's PostgreSQL store
-// and through the journal engine, in one run so that their ratios hold on a noisy
-// machine: pairs/s, this process's and PostgreSQL's CPU per pair (pg-µs/pair counts every
-// PostgreSQL process of the machine), WAL bytes per pair, and for the engine records per
-// journal append and WAL syncs per append. "spread" is 32 callers over 256 accounts with
+// BenchmarkReserveCommit measures reserve+commit pairs through the journal engine,
+// without and with the materializer of the derived tables, in one run so that their
+// ratios hold on a noisy machine: pairs/s, this process's and PostgreSQL's CPU per pair (pg-µs/pair counts every
+// PostgreSQL process of the machine), WAL bytes per pair, records per journal append and
+// WAL syncs per append. "spread" is 32 callers over 256 accounts with
 // limited keys, "hot" 32 callers on one account, "paced" one caller at 100 pairs/s.
 func BenchmarkReserveCommit(b *testing.B) {
 	for _, load := range []struct {
@@ -37,15 +35,11 @@ func BenchmarkReserveCommit(b *testing.B) {
 		{"hot", 1, 32, 0},
 		{"paced", 256, 1, 10 * time.Millisecond},
 	} {
-		for _, eng := range []string{"store", "journal", "journal+tables"} {
+		for _, eng := range []string{"journal", "journal+tables"} {
 			b.Run(load.name+"/"+eng, func(b *testing.B) {
 				ctx := context.Background()
 				pool := storetest.NewPool(b, storetest.NewDB(b), int32(load.callers)+4)
-				var s ledger.Store = store.New(pool, store.Options{})
-				var e *engine.Engine
-				if eng != "store" {
-					s, e = enginetest.Start(b, pool, eng == "journal+tables")
-				}
+				s, e := enginetest.Start(b, pool, eng == "journal+tables")
 				limit := ledger.Micros(1 << 50)
 				keys := storetest.BenchKeys(b, s, load.accounts, &limit)
 				var seq atomic.Int64
@@ -65,10 +59,7 @@ func BenchmarkReserveCommit(b *testing.B) {
 					return true
 				}
 				wal0 := walLSN(b, pool)
-				var appends0, records0 int64
-				if e != nil {
-					appends0, records0, _ = e.Stats()
-				}
+				appends0, records0, _ := e.Stats()
 				cpu := loadtest.StartCPU()
 				b.ResetTimer()
 				if load.callers == 1 {
@@ -92,11 +83,9 @@ func BenchmarkReserveCommit(b *testing.B) {
 				}
 				cpu.Report(b.ReportMetric, b.N, "pair")
 				b.ReportMetric(float64(walLSN(b, pool)-wal0)/float64(b.N), "wal-B/pair")
-				if e != nil {
-					appends1, records1, _ := e.Stats()
-					if n := appends1 - appends0; n > 0 {
-						b.ReportMetric(float64(records1-records0)/float64(n), "records/append")
-					}
+				appends1, records1, _ := e.Stats()
+				if n := appends1 - appends0; n > 0 {
+					b.ReportMetric(float64(records1-records0)/float64(n), "records/append")
 				}
 			})
 		}

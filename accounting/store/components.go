@@ -16,21 +16,6 @@ type storedComponent struct {
 	Amount       int64  `json:"amount"`
 }
 
-// componentsArg is a usage's components as the text of a jsonb argument: nil (SQL NULL)
-// when it has none. (Marshalling these plain structs cannot fail.)
-func componentsArg(u ledger.Usage) *string {
-	if len(u.Components) == 0 {
-		return nil
-	}
-	out := make([]storedComponent, len(u.Components))
-	for i, c := range u.Components {
-		out[i] = storedComponent{Name: c.Name, Units: c.Units, PricePerMTok: c.PricePerMTok, Amount: c.Amount}
-	}
-	j, _ := json.Marshal(out)
-	s := string(j)
-	return &s
-}
-
 // componentsOf reads a stored breakdown (nil or empty: none).
 func componentsOf(raw []byte) ([]ledger.Component, error) {
 	if len(raw) == 0 {

@@ -31,116 +31,108 @@ var oneHourWrite = []ledger.Component{
 	{Name: "output", Units: 10, PricePerMTok: 15_000_000, Amount: 150},
 }
 
-// forEachCommitPath runs test for each way a Commit reaches the database: a
-// transaction of its own, and a group-commit batch decided in Go or run as lone
-// functions.
-func forEachCommitPath(t *testing.T, test func(t *testing.T, f *fixture, batch func(calls ...func()))) {
-	t.Run("alone", func(t *testing.T) {
-		t.Parallel()
-		f := newFixtureWith(t, 8, store.Options{NoGroupCommit: true})
-		test(t, f, func(calls ...func()) {
-			for _, c := range calls {
-				c()
-			}
-		})
-	})
-	forEachBatchPath(t, func(t *testing.T, opts store.Options) {
-		f := newFixtureWith(t, 8, opts)
-		test(t, f, func(calls ...func()) { batchOf(t, f.s, calls...) })
-	})
+// together runs calls at once, so that the owner decides them in one batch when they
+// meet, and returns when every one has.
+func together(calls ...func()) {
+	var wg sync.WaitGroup
+	for _, c := range calls {
+		wg.Go(c)
+	}
+	wg.Wait()
 }
 
 // Each charge records its components and tier exactly once: committed in one batch
 // with others, replayed (with a different breakdown, which changes nothing), and capped
 // by its hold (the components stay as priced).
 func TestChargeComponentsStoredOnce(t *testing.T) {
-	forEachCommitPath(t, func(t *testing.T, f *fixture, batch func(calls ...func())) {
-		ctx := context.Background()
-		f.tier(t, bulkTier)
-		a := f.account(t, "bulk", 10_000_000)
-		k, _ := f.key(t, a.ID, nil)
-		full := f.mustReserve(t, k.ID, 200_000, ledger.PoolGeneral)
-		capped := f.mustReserve(t, k.ID, 100_000, ledger.PoolGeneral)
-		hour := f.mustReserve(t, k.ID, 50_000, ledger.PoolGeneral)
-		plain := f.mustReserve(t, k.ID, 50_000, ledger.PoolGeneral)
+	t.Parallel()
+	f, batch := newFixture(t, 8), together
+	ctx := context.Background()
+	f.tier(t, bulkTier)
+	a := f.account(t, "bulk", 10_000_000)
+	k, _ := f.key(t, a.ID, nil)
+	full := f.mustReserve(t, k.ID, 200_000, ledger.PoolGeneral)
+	capped := f.mustReserve(t, k.ID, 100_000, ledger.PoolGeneral)
+	hour := f.mustReserve(t, k.ID, 50_000, ledger.PoolGeneral)
+	plain := f.mustReserve(t, k.ID, 50_000, ledger.PoolGeneral)
 
-		commit := func(id string, actual ledger.Micros, u ledger.Usage, channel string) func() {
-			return func() {
-				_, err := f.s.Commit(ctx, ledger.CommitRequest{ReservationID: id, Actual: actual, Usage: u,
-					UpstreamModel: "up-" + channel, Channel: channel})
-				if err != nil {
-					t.Errorf("Commit %s: %v", id, err)
-				}
+	commit := func(id string, actual ledger.Micros, u ledger.Usage, channel string) func() {
+		return func() {
+			_, err := f.s.Commit(ctx, ledger.CommitRequest{ReservationID: id, Actual: actual, Usage: u,
+				UpstreamModel: "up-" + channel, Channel: channel})
+			if err != nil {
+				t.Errorf("Commit %s: %v", id, err)
 			}
 		}
-		turn := ledger.Usage{InputTokens: 87_000, OutputTokens: 1_000, Components: agentTurn, ServiceTier: "priority"}
-		hourly := ledger.Usage{InputTokens: 3_000, OutputTokens: 10, Components: oneHourWrite, ServiceTier: "default"}
-		batch(commit(full.ID, agentTurnCost, turn, "ch-a"), commit(capped.ID, agentTurnCost, turn, "ch-a"),
-			commit(hour.ID, 18_150, hourly, "ch-b"), commit(plain.ID, 700, ledger.Usage{InputTokens: 5, OutputTokens: 6}, "ch-b"))
-		// Replays, in a batch of their own and with another breakdown: nothing changes.
-		other := ledger.Usage{InputTokens: 1, Components: []ledger.Component{{Name: "input", Units: 1, PricePerMTok: 1_000_000, Amount: 1}}}
-		batch(commit(full.ID, 1, other, "ch-z"), commit(capped.ID, 1, other, "ch-z"), commit(hour.ID, 1, other, "ch-z"))
+	}
+	turn := ledger.Usage{InputTokens: 87_000, OutputTokens: 1_000, Components: agentTurn, ServiceTier: "priority"}
+	hourly := ledger.Usage{InputTokens: 3_000, OutputTokens: 10, Components: oneHourWrite, ServiceTier: "default"}
+	batch(commit(full.ID, agentTurnCost, turn, "ch-a"), commit(capped.ID, agentTurnCost, turn, "ch-a"),
+		commit(hour.ID, 18_150, hourly, "ch-b"), commit(plain.ID, 700, ledger.Usage{InputTokens: 5, OutputTokens: 6}, "ch-b"))
+	// Replays, in a batch of their own and with another breakdown: nothing changes.
+	other := ledger.Usage{InputTokens: 1, Components: []ledger.Component{{Name: "input", Units: 1, PricePerMTok: 1_000_000, Amount: 1}}}
+	batch(commit(full.ID, 1, other, "ch-z"), commit(capped.ID, 1, other, "ch-z"), commit(hour.ID, 1, other, "ch-z"))
 
-		var n int
-		if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM ledger_entries WHERE kind = 'charge'`).Scan(&n); err != nil {
-			t.Fatal(err)
+	f.caughtUp(t)
+	var n int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM ledger_entries WHERE kind = 'charge'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Fatalf("%d charges, want 4", n)
+	}
+	entries, err := f.s.LedgerEntries(ctx, a.ID, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRes := map[string]ledger.Entry{}
+	for _, e := range entries {
+		byRes[e.ReservationID] = e
+	}
+	for _, want := range []struct {
+		id         string
+		amount     ledger.Micros
+		components []ledger.Component
+		tier       string
+		capped     bool
+	}{
+		{full.ID, -agentTurnCost, agentTurn, "priority", false},
+		{capped.ID, -100_000, agentTurn, "priority", true},
+		{hour.ID, -18_150, oneHourWrite, "default", false},
+		{plain.ID, -700, nil, "", false},
+	} {
+		e := byRes[want.id]
+		if e.Amount != want.amount || e.ServiceTier != want.tier || e.Capped() != want.capped {
+			t.Errorf("entry of %s: amount %d, tier %q, capped %v; want %d, %q, %v",
+				want.id, e.Amount, e.ServiceTier, e.Capped(), want.amount, want.tier, want.capped)
 		}
-		if n != 4 {
-			t.Fatalf("%d charges, want 4", n)
+		if diff := cmp.Diff(want.components, e.Components); diff != "" {
+			t.Errorf("components of %s (-want +got):\n%s", want.id, diff)
 		}
-		entries, err := f.s.LedgerEntries(ctx, a.ID, 0, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		byRes := map[string]ledger.Entry{}
-		for _, e := range entries {
-			byRes[e.ReservationID] = e
-		}
-		for _, want := range []struct {
-			id         string
-			amount     ledger.Micros
-			components []ledger.Component
-			tier       string
-			capped     bool
-		}{
-			{full.ID, -agentTurnCost, agentTurn, "priority", false},
-			{capped.ID, -100_000, agentTurn, "priority", true},
-			{hour.ID, -18_150, oneHourWrite, "default", false},
-			{plain.ID, -700, nil, "", false},
-		} {
-			e := byRes[want.id]
-			if e.Amount != want.amount || e.ServiceTier != want.tier || e.Capped() != want.capped {
-				t.Errorf("entry of %s: amount %d, tier %q, capped %v; want %d, %q, %v",
-					want.id, e.Amount, e.ServiceTier, e.Capped(), want.amount, want.tier, want.capped)
-			}
-			if diff := cmp.Diff(want.components, e.Components); diff != "" {
-				t.Errorf("components of %s (-want +got):\n%s", want.id, diff)
-			}
-		}
-		if e := byRes[full.ID]; e.Channel != "ch-a" || e.UpstreamModel != "up-ch-a" {
-			t.Errorf("channel %q, upstream model %q", e.Channel, e.UpstreamModel)
-		}
+	}
+	if e := byRes[full.ID]; e.Channel != "ch-a" || e.UpstreamModel != "up-ch-a" {
+		t.Errorf("channel %q, upstream model %q", e.Channel, e.UpstreamModel)
+	}
 
-		day := t0.Truncate(24 * time.Hour)
-		r, err := f.s.Usage(ctx, ledger.UsageQuery{AccountID: a.ID, From: day, To: day, By: ledger.ByChannel})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := ledger.UsageReport{
-			Rows: []ledger.UsageRow{
-				{Group: "ch-a", UpstreamModel: "up-ch-a", Requests: 2, InputTokens: 174_000, OutputTokens: 2_000,
-					CacheReadTokens: 160_000, CacheWriteTokens: 10_000, Charged: agentTurnCost + 100_000},
-				{Group: "ch-b", UpstreamModel: "up-ch-b", Requests: 2, InputTokens: 3_005, OutputTokens: 16,
-					CacheWriteTokens: 3_000, Charged: 18_850},
-			},
-			Total: ledger.UsageRow{Requests: 4, InputTokens: 177_005, OutputTokens: 2_016, CacheReadTokens: 160_000,
-				CacheWriteTokens: 13_000, Charged: agentTurnCost + 100_000 + 18_850},
-		}
-		if diff := cmp.Diff(want, r); diff != "" {
-			t.Errorf("usage by channel (-want +got):\n%s", diff)
-		}
-		f.checkInvariants(t)
-	})
+	day := t0.Truncate(24 * time.Hour)
+	r, err := f.s.Usage(ctx, ledger.UsageQuery{AccountID: a.ID, From: day, To: day, By: ledger.ByChannel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ledger.UsageReport{
+		Rows: []ledger.UsageRow{
+			{Group: "ch-a", UpstreamModel: "up-ch-a", Requests: 2, InputTokens: 174_000, OutputTokens: 2_000,
+				CacheReadTokens: 160_000, CacheWriteTokens: 10_000, Charged: agentTurnCost + 100_000},
+			{Group: "ch-b", UpstreamModel: "up-ch-b", Requests: 2, InputTokens: 3_005, OutputTokens: 16,
+				CacheWriteTokens: 3_000, Charged: 18_850},
+		},
+		Total: ledger.UsageRow{Requests: 4, InputTokens: 177_005, OutputTokens: 2_016, CacheReadTokens: 160_000,
+			CacheWriteTokens: 13_000, Charged: agentTurnCost + 100_000 + 18_850},
+	}
+	if diff := cmp.Diff(want, r); diff != "" {
+		t.Errorf("usage by channel (-want +got):\n%s", diff)
+	}
+	f.checkInvariants(t)
 }
 
 // Reconciliation sums every account's charges per UTC day, channel and upstream model:
@@ -221,8 +213,8 @@ func TestReconcile(t *testing.T) {
 
 // A database with charges from before 0012 migrates with every row valid: the usage
 // rollup keeps its totals and gains the split by channel, old charges list without
-// components, a process still calling the old ledger_commit keeps charging, and new
-// charges carry their breakdown.
+// components, and a process still calling the old ledger_commit kept charging (until
+// 0017 dropped the store engine's functions).
 func TestChargeComponentsMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -263,7 +255,7 @@ func TestChargeComponentsMigration(t *testing.T) {
 		&before.Group, &before.Requests, &before.InputTokens, &before.OutputTokens, &before.Charged); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Migrate(ctx, pool); err != nil {
+	if err := store.MigrateTo(ctx, pool, 12); err != nil {
 		t.Fatal(err)
 	}
 	after, err := s.Usage(ctx, ledger.UsageQuery{AccountID: acct, From: day, To: day, By: ledger.ByModel})
@@ -287,29 +279,17 @@ func TestChargeComponentsMigration(t *testing.T) {
 	}
 
 	charge(4, "ch-b", t0.Add(3*time.Minute)) // the old signature, after the migration
-	k := ledger.Key{ID: key}
-	r, err := s.Reserve(ctx, ledger.ReserveRequest{RequestID: "new-1", KeyID: k.ID, Model: "demo-chat", Amount: 200_000, Pool: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: agentTurnCost, Channel: "ch-a", UpstreamModel: "up-ch-a",
-		Usage: ledger.Usage{InputTokens: 87_000, OutputTokens: 1_000, Components: agentTurn, ServiceTier: "priority"}}); err != nil {
-		t.Fatal(err)
-	}
 	entries, err := s.LedgerEntries(ctx, acct, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 6 {
-		t.Fatalf("%d entries, want 6 (a top-up and 5 charges)", len(entries))
+	if len(entries) != 5 {
+		t.Fatalf("%d entries, want 5 (a top-up and 4 charges)", len(entries))
 	}
-	for _, e := range entries[1:] {
+	for _, e := range entries {
 		if e.Components != nil || e.ServiceTier != "" {
 			t.Errorf("an old charge has components %v, tier %q", e.Components, e.ServiceTier)
 		}
-	}
-	if diff := cmp.Diff(agentTurn, entries[0].Components); diff != "" || entries[0].ServiceTier != "priority" {
-		t.Errorf("the new charge: tier %q, components (-want +got):\n%s", entries[0].ServiceTier, diff)
 	}
 	if err := storetest.CheckInvariants(ctx, pool); err != nil {
 		t.Fatal(err)

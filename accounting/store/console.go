@@ -9,6 +9,16 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 )
 
+const accountColumns = `id::text, tier, balance, reserved, suspended, topped_up, in_flight, in_flight_high_cost, created_at`
+
+func scanAccount(row pgx.Row) (ledger.Account, error) {
+	var a ledger.Account
+	err := row.Scan(&a.ID, &a.Tier, &a.Balance, &a.Reserved, &a.Suspended, &a.ToppedUp,
+		&a.InFlight, &a.InFlightHighCost, &a.CreatedAt)
+	a.CreatedAt = a.CreatedAt.UTC()
+	return a, err
+}
+
 // MaxPage is the most rows one page of a listing returns.
 const MaxPage = 1000
 
@@ -51,40 +61,6 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]ledger.Key, e
 		return nil, err
 	}
 	return s.queryKeys(ctx, "list keys", "", "api_keys", `WHERE k.account_id = $2 ORDER BY k.created_at, k.id`, accountID)
-}
-
-// UpdateKey changes the settings u sets, in one statement; caches hear of it through
-// Changes (the key's row changed). Limits already committed or held stay as they are:
-// a limit lowered below them refuses new reservations only.
-func (s *Store) UpdateKey(ctx context.Context, u ledger.KeyUpdate) (ledger.Key, error) {
-	for _, lim := range []ledger.Set[*ledger.Micros]{u.DailyLimit, u.MonthlyLimit} {
-		if lim.Set && lim.Value != nil && *lim.Value < 0 {
-			return ledger.Key{}, ledger.Refuse(ledger.ReasonInvalidArgument, "a key limit must not be negative")
-		}
-	}
-	models := u.AllowedModels.Value
-	if models == nil {
-		models = []string{}
-	}
-	for _, m := range models {
-		if m == "" {
-			return ledger.Key{}, ledger.Refuse(ledger.ReasonInvalidArgument, "allowed models must not contain empty names")
-		}
-	}
-	if !validID(u.ID) {
-		return ledger.Key{}, ledger.ErrNotFound
-	}
-	return oneKey(s.queryKeys(ctx, "update key", `, u AS (
-		UPDATE api_keys SET
-			name = CASE WHEN $3 THEN $4 ELSE name END,
-			allowed_models = CASE WHEN $5 THEN $6::text[] ELSE allowed_models END,
-			daily_limit = CASE WHEN $7 THEN $8::bigint ELSE daily_limit END,
-			monthly_limit = CASE WHEN $9 THEN $10::bigint ELSE monthly_limit END,
-			expires_at = CASE WHEN $11 THEN $12::timestamptz ELSE expires_at END
-		WHERE id = $2
-		RETURNING *)`, "u", "",
-		u.ID, u.Name.Set, u.Name.Value, u.AllowedModels.Set, models, u.DailyLimit.Set, u.DailyLimit.Value,
-		u.MonthlyLimit.Set, u.MonthlyLimit.Value, u.ExpiresAt.Set, u.ExpiresAt.Value))
 }
 
 // usageGroups is the SQL of each UsageGroup's column.
@@ -192,46 +168,6 @@ func (s *Store) LedgerEntries(ctx context.Context, accountID string, beforeID in
 		return nil, dbError("ledger entries", err)
 	}
 	return entries, nil
-}
-
-// PutTier creates or changes a tier (validated by Tier.Validate). The reserve
-// function reads the tiers table under the account's lock, so every reservation that
-// starts after this returns uses the new limits; reservations already held keep their
-// slots.
-func (s *Store) PutTier(ctx context.Context, t ledger.Tier) (ledger.Tier, error) {
-	if err := t.Validate(); err != nil {
-		return ledger.Tier{}, err
-	}
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO tiers (name, rpm_before_topup, rpm_after_topup, in_flight_general, in_flight_high_cost)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (name) DO UPDATE SET
-			rpm_before_topup = EXCLUDED.rpm_before_topup, rpm_after_topup = EXCLUDED.rpm_after_topup,
-			in_flight_general = EXCLUDED.in_flight_general, in_flight_high_cost = EXCLUDED.in_flight_high_cost`,
-		t.Name, t.RPMBeforeTopUp, t.RPMAfterTopUp, t.InFlightGeneral, t.InFlightHighCost)
-	if err != nil {
-		return ledger.Tier{}, dbError("put tier", err)
-	}
-	return t, nil
-}
-
-// Tiers returns every tier, by name.
-func (s *Store) Tiers(ctx context.Context) ([]ledger.Tier, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT name, rpm_before_topup, rpm_after_topup, in_flight_general, in_flight_high_cost
-		FROM tiers ORDER BY name`)
-	if err != nil {
-		return nil, dbError("list tiers", err)
-	}
-	tiers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Tier, error) {
-		var t ledger.Tier
-		err := r.Scan(&t.Name, &t.RPMBeforeTopUp, &t.RPMAfterTopUp, &t.InFlightGeneral, &t.InFlightHighCost)
-		return t, err
-	})
-	if err != nil {
-		return nil, dbError("list tiers", err)
-	}
-	return tiers, nil
 }
 
 // accountExists is nil for an existing account, else ErrNotFound (or the failure).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,8 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/llmgw/gateway/accounting/engine"
+	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 )
 
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { storetest.Main(m) }
 // t0 is the tests' usual "now": mid-minute, mid-day, mid-month.
 var t0 = time.Date(2026, 3, 14, 12, 0, 30, 500_000_000, time.UTC)
 
-// clock is a settable clock for store.Options.Now.
+// clock is a settable clock for the engine's and the reports' Now.
 type clock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -41,25 +41,28 @@ func (c *clock) Set(t time.Time) {
 	c.t = t
 }
 
-// fixture is a Store on a fresh database with a settable clock and the pool under it.
+// fixture is the journal engine on a fresh database with a settable clock, its derived
+// tables (the package under test) and the pool under them.
 type fixture struct {
-	s    *store.Store
+	s    engine.Store
 	pool *pgxpool.Pool
 	clk  *clock
 }
 
 func newFixture(t *testing.T, maxConns int32) *fixture {
 	t.Helper()
-	return newFixtureWith(t, maxConns, store.Options{})
+	clk := &clock{t: t0}
+	pool := storetest.NewPool(t, storetest.NewDB(t), maxConns)
+	s, _ := enginetest.StartAt(t, pool, clk.Now)
+	return &fixture{s: s, pool: pool, clk: clk}
 }
 
-// newFixtureWith is newFixture with the store's options (its clock is the fixture's).
-func newFixtureWith(t *testing.T, maxConns int32, opts store.Options) *fixture {
+// caughtUp waits until the tables hold every decision durable now.
+func (f *fixture) caughtUp(t *testing.T) {
 	t.Helper()
-	clk := &clock{t: t0}
-	opts.Now = clk.Now
-	s, pool := storetest.NewStore(t, maxConns, opts)
-	return &fixture{s: s, pool: pool, clk: clk}
+	if _, err := f.s.ListAccounts(context.Background(), "", 1); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // bulkTier has limits large enough that only the limit a test is about can bite.
@@ -136,9 +139,11 @@ func (f *fixture) getAccount(t *testing.T, id string) ledger.Account {
 	return a
 }
 
-// checkInvariants fails t when the ledger's invariants do not hold.
+// checkInvariants fails t when the ledger's invariants do not hold in the tables, once
+// they hold every decision.
 func (f *fixture) checkInvariants(t *testing.T) {
 	t.Helper()
+	f.caughtUp(t)
 	if err := storetest.CheckInvariants(context.Background(), f.pool); err != nil {
 		t.Fatalf("ledger invariants: %v", err)
 	}
@@ -169,16 +174,6 @@ func sweepers(t *testing.T, wg *sync.WaitGroup, workers int, start <-chan struct
 	}
 }
 
-// refusal returns err as a *ledger.Refusal, failing t when it is not one.
-func refusal(t *testing.T, err error) *ledger.Refusal {
-	t.Helper()
-	var r *ledger.Refusal
-	if !errors.As(err, &r) {
-		t.Fatalf("error %v is not a refusal", err)
-	}
-	return r
-}
-
 func wantReason(t *testing.T, err error, want ledger.Reason) {
 	t.Helper()
 	if got := ledger.ReasonOf(err); got != want {
@@ -186,4 +181,12 @@ func wantReason(t *testing.T, err error, want ledger.Reason) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// errOf is the error of a call that returns a value too.
+func errOf[T any](_ T, err error) error { return err }

@@ -2,18 +2,15 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/llmgw/gateway/accounting/ledger"
@@ -68,7 +65,12 @@ func TestEnsureDatabaseAndMigrateConcurrently(t *testing.T) {
 		t.Fatalf("second Migrate: %v", err)
 	}
 
-	tiers, err := store.New(pool, store.Options{}).Tiers(ctx)
+	rows, err := pool.Query(ctx, `SELECT name, rpm_before_topup, rpm_after_topup, in_flight_general, in_flight_high_cost
+		FROM tiers ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiers, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ledger.Tier])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +135,7 @@ func TestLedgerIsAppendOnly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 4)
 	a := f.account(t, "default", 1_000_000)
+	f.caughtUp(t)
 	ctx := context.Background()
 	for _, sql := range []string{
 		"UPDATE ledger_entries SET amount = amount * 2",
@@ -143,7 +146,12 @@ func TestLedgerIsAppendOnly(t *testing.T) {
 			t.Errorf("%s: succeeded, want refused", sql)
 		}
 	}
-	if got := f.getAccount(t, a.ID).Balance; got != 1_000_000 {
+	f.caughtUp(t)
+	var balance int64
+	if err := f.pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = $1`, a.ID).Scan(&balance); err != nil {
+		t.Fatal(err)
+	}
+	if got := balance; got != 1_000_000 {
 		t.Errorf("balance = %d, want 1000000", got)
 	}
 	f.checkInvariants(t)
@@ -304,191 +312,6 @@ func TestMigrationsWaitForLocks(t *testing.T) {
 	if v, err := store.SchemaVersion(ctx, pool); err != nil || v != countMigrations(t) {
 		t.Errorf("schema version %d, %v; want %d", v, err, countMigrations(t))
 	}
-}
-
-// Top-ups' idempotency keys are unique per account through a partial index of the
-// entries that have one (0007–0009): the constraint that indexed every entry, charges
-// included, is gone, a key repeated after the migration adds nothing, and an index an
-// interrupted build left invalid is built again.
-func TestTopUpIdempotencyIndex(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := poolAt(t, 6, 2)
-	s := store.New(pool, store.Options{})
-	a, err := s.CreateAccount(ctx, "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, key := range []string{"first", "second"} {
-		if _, err := s.TopUp(ctx, a.ID, 1_000, key); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// What an interrupted CREATE INDEX CONCURRENTLY leaves: an invalid index of the name
-	// (here one that cannot be built: the account has two top-ups).
-	if _, err := pool.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY ledger_entries_top_up_idempotency
-		ON ledger_entries (account_id) WHERE kind = 'top_up'`); err == nil {
-		t.Fatal("the failing index build succeeded")
-	}
-	if err := store.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-
-	checkTopUpIndex(t, pool)
-	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE conname = 'ledger_entries_idempotency'`).Scan(&n); err != nil || n != 0 {
-		t.Errorf("the old constraint: %d, %v; want gone", n, err)
-	}
-
-	for _, tt := range []struct {
-		key  string
-		want ledger.Micros
-	}{{"first", 2_000}, {"second", 2_000}, {"third", 3_000}, {"third", 3_000}, {"", 4_000}, {"", 5_000}} {
-		got, err := s.TopUp(ctx, a.ID, 1_000, tt.key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Balance != tt.want {
-			t.Errorf("top-up with key %q: balance %d, want %d", tt.key, got.Balance, tt.want)
-		}
-	}
-	if err := storetest.CheckInvariants(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// checkTopUpIndex fails unless the top-ups' partial unique index (0007) is there as
-// written and valid (a concurrent build that failed leaves it invalid).
-func checkTopUpIndex(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	var def string
-	var valid bool
-	if err := pool.QueryRow(context.Background(), `SELECT pg_get_indexdef(i.indexrelid), i.indisvalid FROM pg_index i
-		JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = 'ledger_entries_top_up_idempotency'`).Scan(&def, &valid); err != nil {
-		t.Fatal(err)
-	}
-	if want := "CREATE UNIQUE INDEX ledger_entries_top_up_idempotency ON public.ledger_entries USING btree (account_id, idempotency_key) WHERE (idempotency_key IS NOT NULL)"; def != want || !valid {
-		t.Errorf("index %q (valid %v), want %q, valid", def, valid, want)
-	}
-}
-
-// The top-up index is built and the constraint replaced (0007–0009) while charges and
-// top-ups go on: no call fails, a key repeated during the migration still adds once, the
-// index is valid and every invariant holds after.
-func TestTopUpIdempotencyMigrationUnderTraffic(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := poolAt(t, 6, 8)
-	s := store.New(pool, store.Options{})
-	if _, err := s.PutTier(ctx, bulkTier); err != nil {
-		t.Fatal(err)
-	}
-	const accounts, workers, keysPerAccount = 4, 6, 5
-	type acct struct{ id, key string }
-	accts := make([]acct, accounts)
-	for i := range accts {
-		a, err := s.CreateAccount(ctx, bulkTier.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.TopUp(ctx, a.ID, 1_000_000_000, "initial"); err != nil {
-			t.Fatal(err)
-		}
-		k, err := s.CreateKey(ctx, ledger.NewKey{AccountID: a.ID, Hash: []byte(fmt.Sprintf("%032d", i))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		accts[i] = acct{a.ID, k.ID}
-	}
-
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	var pairs atomic.Int64
-	for w := range workers {
-		wg.Go(func() {
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				a := accts[(w+n)%accounts]
-				// Keys repeat across workers and rounds: each is added once per account.
-				if _, err := s.TopUp(ctx, a.id, 1_000, fmt.Sprint("k", n%keysPerAccount)); err != nil {
-					errs <- fmt.Errorf("top-up: %w", err)
-					return
-				}
-				r, err := s.Reserve(ctx, ledger.ReserveRequest{RequestID: reqID(), KeyID: a.key, Model: "m",
-					Amount: 2_000, Pool: ledger.PoolGeneral})
-				var busy *ledger.Refusal
-				if errors.As(err, &busy) && busy.Reason == ledger.ReasonConcurrencyLimitExceeded {
-					// The bulk tier's pools are never full: the account was busy (its row
-					// held by the commits below for longer than the lock wait), nothing
-					// was held, and a client tries again.
-					continue
-				}
-				if err == nil {
-					// Charged as the accounting of the schema's version does: this version's
-					// Commit needs 0012's ledger_commit, and a process charging while the
-					// migrations run is one of the previous version (a rolling deploy).
-					// Like the store, it tries again when a lock wait timed out (the
-					// statement changed nothing).
-					for {
-						_, err = pool.Exec(ctx, `SELECT ledger_commit($1, 1500, 0, 0, NULL, '', '', NULL)`, r.ID)
-						var pgErr *pgconn.PgError
-						if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
-							break
-						}
-					}
-				}
-				if err != nil {
-					errs <- fmt.Errorf("reserve and commit: %w", err)
-					return
-				}
-				pairs.Add(1)
-			}
-		})
-	}
-	for pairs.Load() < 50 { // traffic under way before the migration starts
-		time.Sleep(time.Millisecond)
-	}
-	// Up to 0010: the migrations that let charges go on while they run. 0012 makes the
-	// usage rollup again from the ledger under its locks (charges wait for it: see the
-	// migration), and runs once the traffic stopped.
-	migErr := store.MigrateTo(ctx, pool, 10)
-	at := pairs.Load()
-	for pairs.Load() < at+50 { // and after it ends
-		time.Sleep(time.Millisecond)
-	}
-	close(stop)
-	wg.Wait()
-	close(errs)
-	if migErr == nil {
-		migErr = store.Migrate(ctx, pool)
-	}
-	if migErr != nil {
-		t.Fatalf("Migrate under traffic: %v", migErr)
-	}
-	for err := range errs {
-		t.Error(err)
-	}
-
-	checkTopUpIndex(t, pool)
-	for _, a := range accts {
-		var n, distinct int
-		if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT idempotency_key) FROM ledger_entries
-			WHERE account_id = $1 AND kind = 'top_up'`, a.id).Scan(&n, &distinct); err != nil {
-			t.Fatal(err)
-		}
-		if n != distinct || n > keysPerAccount+1 {
-			t.Errorf("account %s: %d top-ups of %d distinct keys", a.id, n, distinct)
-		}
-	}
-	if err := storetest.CheckInvariants(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d pairs, %d of them after the migration", pairs.Load(), pairs.Load()-at)
 }
 
 // 0009 waits for the statements running since before it, not for a session idle in an

@@ -11,9 +11,9 @@ import (
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/extproc/envoy"
 	"github.com/llmgw/gateway/extproc/internal/replay"
@@ -57,7 +57,7 @@ func (s slowCommits) Commit(ctx context.Context, c ledger.CommitRequest) (ledger
 func startDrainFixture(t *testing.T, drainTimeout string) *drainFixture {
 	t.Helper()
 	setDemoEnv(t)
-	st, _ := storetest.NewStore(t, 8, store.Options{})
+	st, _ := enginetest.NewLedger(t, 8)
 	fx := servertest.Start(t, slowCommits{st}, servertest.Options{})
 	t.Setenv("GATEWAY_SERVICE_TOKEN", servertest.ServiceToken)
 	f := &drainFixture{admin: fx.Admin(t, servertest.AdminToken), done: make(chan int, 1), logs: &syncBuffer{}}

@@ -8,15 +8,14 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
@@ -26,9 +25,8 @@ import (
 // one client that coalesces them into Applies, against accounting on PostgreSQL: every
 // answer is what the ledger did (the charges the callers were told of are exactly the
 // accounts' spend, refusals changed nothing), and the ledger's invariants hold. Also with
-// two accounting replicas on one database, dialled as a list of their addresses, the
-// client's calls spread over both (round robin, as over a headless Service): each busy
-// account's rows are then taken by both replicas' writers.
+// two accounting servers on one ledger, dialled as a list of their addresses, the
+// client's calls spread over both (round robin, as over a headless Service).
 func TestCoalescedOperationsAgainstTheLedger(t *testing.T) {
 	for _, replicas := range []int{1, 2} {
 		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) {
@@ -39,10 +37,9 @@ func TestCoalescedOperationsAgainstTheLedger(t *testing.T) {
 
 func coalescedAgainstTheLedger(t *testing.T, replicas int) {
 	ctx := context.Background()
-	url := storetest.NewDB(t)
+	st, pool := enginetest.NewLedger(t, 8)
 	var applies atomic.Int64
 	served := make([]atomic.Int64, replicas) // ledger calls (not admin calls) each replica served
-	var pool *pgxpool.Pool
 	addrs := make([]string, replicas)
 	var f *servertest.Fixture
 	for i := range addrs {
@@ -55,9 +52,7 @@ func coalescedAgainstTheLedger(t *testing.T, replicas int) {
 			}
 			return handler(ctx, req)
 		}
-		opts := store.Options{MaxConns: 8}
-		pool = storetest.NewPoolWith(t, url, opts)
-		f = servertest.Start(t, store.New(pool, opts), servertest.Options{ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(count)}})
+		f = servertest.Start(t, st, servertest.Options{ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(count)}})
 		addrs[i] = f.Addr
 	}
 	admin := f.Admin(t, servertest.AdminToken)
@@ -105,6 +100,10 @@ func coalescedAgainstTheLedger(t *testing.T, replicas int) {
 		})
 	}
 	wg.Wait()
+	// A list waits until the derived tables hold every decision made.
+	if _, err := st.ListAccounts(ctx, "", 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := storetest.CheckInvariants(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +136,7 @@ func coalescedAgainstTheLedger(t *testing.T, replicas int) {
 // replay: every hold committed once and charged once, on PostgreSQL.
 func TestLostApplyAnswerReplaysOnce(t *testing.T) {
 	ctx := context.Background()
-	st, pool := storetest.NewStore(t, 8, store.Options{})
+	st, pool := enginetest.NewLedger(t, 8)
 	g := startGatedOn(t, st, 10_000, ledgerclient.Options{MaxInFlight: 1, StaleAfter: never})
 	g.set(false, false)
 	var holds []ledger.Reservation

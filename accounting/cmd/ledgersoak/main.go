@@ -1,14 +1,14 @@
-// Command ledgersoak drives reserve+commit pairs through the ledger store on a fresh
-// PostgreSQL database and reports, every -every pairs, the throughput and what the pairs
-// leave behind in the tables: heap and index sizes, dead tuples, the share of updates
-// that were HOT (heap-only: no new index entries) and how often autovacuum ran. It is the
-// measurement behind the tables' storage settings (migration 0004;
-// docs/performance.md). `make soak` runs it with 1,000,000 pairs; -schema 3 measures the schema
-// before those settings.
+// Command ledgersoak drives reserve+commit pairs through the journal engine (its owner,
+// journal and materializer, in this process) on a fresh PostgreSQL database and
+// reports, every -every pairs, the throughput and what the pairs leave behind in the
+// derived tables: heap and index sizes, dead tuples, the share of updates that were HOT
+// (heap-only: no new index entries) and how often autovacuum ran. It is the measurement
+// behind the tables' storage settings (migration 0004; docs/performance.md). `make soak`
+// runs it with 1,000,000 pairs.
 //
 // The database is created on the server of -server (the tests' server by default) under
-// a fresh name and dropped at the end unless -keep. At the end the ledger's invariants
-// are checked over every row.
+// a fresh name and dropped at the end unless -keep. At the end, once the tables hold
+// every decision, the ledger's invariants are checked over every row.
 package main
 
 import (
@@ -30,7 +30,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
 
+	"github.com/llmgw/gateway/accounting/engine"
+	"github.com/llmgw/gateway/accounting/engine/journal"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/accounting/store/storetest"
@@ -41,13 +44,13 @@ import (
 var tables = []string{"accounts", "key_spend", "usage_daily", "reservations", "ledger_entries", "reservations_archive"}
 
 type config struct {
-	server               string
-	n, every             int
-	accounts, callers    int
-	conns, schema        int
-	alone, keep, noCheck bool
-	amount, actual       int64
-	hold, archiveAfter   time.Duration
+	server             string
+	n, every           int
+	accounts, callers  int
+	conns              int
+	keep, noCheck      bool
+	amount, actual     int64
+	hold, archiveAfter time.Duration
 }
 
 func main() {
@@ -57,9 +60,7 @@ func main() {
 	flag.IntVar(&c.every, "every", 100_000, "report after every this many pairs")
 	flag.IntVar(&c.accounts, "accounts", 256, "accounts (one limited key each) the pairs are spread over")
 	flag.IntVar(&c.callers, "callers", 32, "goroutines calling Reserve then Commit")
-	flag.IntVar(&c.conns, "conns", 32, "the store's pool size")
-	flag.IntVar(&c.schema, "schema", 0, "apply the migrations up to this number only (0: all)")
-	flag.BoolVar(&c.alone, "alone", false, "one transaction per operation (no group commit)")
+	flag.IntVar(&c.conns, "conns", 32, "the database pool's size")
 	flag.BoolVar(&c.keep, "keep", false, "keep the database at the end (its name is printed)")
 	flag.BoolVar(&c.noCheck, "no-check", false, "skip the invariant check at the end")
 	flag.Int64Var(&c.amount, "amount", 2_000, "micro-credits each reserve holds")
@@ -98,7 +99,7 @@ func run(ctx context.Context, c config) (err error) {
 		}()
 	}
 
-	opts := store.Options{MaxConns: int32(c.conns), NoGroupCommit: c.alone}
+	opts := store.Options{MaxConns: int32(c.conns)}
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return err
@@ -113,14 +114,18 @@ func run(ctx context.Context, c config) (err error) {
 			pool.Close()
 		}
 	}()
-	if err := store.MigrateTo(ctx, pool, c.schema); err != nil {
+	if err := store.Migrate(ctx, pool); err != nil {
 		return err
 	}
 	version, err := store.SchemaVersion(ctx, pool)
 	if err != nil {
 		return err
 	}
-	s := store.New(pool, opts)
+	s, stopEngine, err := startEngine(ctx, pool, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopEngine()) }()
 	keys, err := setup(ctx, s, c.accounts)
 	if err != nil {
 		return err
@@ -134,8 +139,8 @@ func run(ctx context.Context, c config) (err error) {
 	if err := printSettings(ctx, statsConn); err != nil {
 		return err
 	}
-	fmt.Printf("schema version %d, %d pairs over %d accounts, %d callers, pool %d, group commit %v\n\n",
-		version, c.n, c.accounts, c.callers, c.conns, !c.alone)
+	fmt.Printf("schema version %d, %d pairs over %d accounts, %d callers, pool %d\n\n",
+		version, c.n, c.accounts, c.callers, c.conns)
 
 	if c.hold > 0 {
 		holdCtx, cancel := context.WithCancel(ctx)
@@ -230,6 +235,13 @@ func run(ctx context.Context, c config) (err error) {
 	if err := stopArchive(); err != nil {
 		return err
 	}
+	// A list waits until the derived tables hold every decision durable now.
+	if _, err := s.ListAccounts(ctx, "", 1); err != nil {
+		return fmt.Errorf("waiting for the derived tables: %w", err)
+	}
+	if err := stopEngine(); err != nil {
+		return err
+	}
 	// Closing the pool ends its backends, which flush their statistics: the final
 	// figures are exact.
 	pool.Close()
@@ -258,7 +270,7 @@ func run(ctx context.Context, c config) (err error) {
 
 // archive moves settled reservations to the archive every second until ctx ends, as
 // accounting's sweeper does, and prints how many it moved in all.
-func archive(ctx context.Context, s *store.Store, after time.Duration) error {
+func archive(ctx context.Context, s engine.Store, after time.Duration) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	total := 0
@@ -287,7 +299,7 @@ func archive(ctx context.Context, s *store.Store, after time.Duration) error {
 
 // setup creates the accounts, each topped up for the whole soak, and one key per
 // account with daily and monthly limits (so the spend windows are kept and checked).
-func setup(ctx context.Context, s *store.Store, accounts int) ([]string, error) {
+func setup(ctx context.Context, s engine.Store, accounts int) ([]string, error) {
 	tier := ledger.Tier{Name: "soak", RPMBeforeTopUp: 1_000_000_000, RPMAfterTopUp: 1_000_000_000,
 		InFlightGeneral: 1_000_000, InFlightHighCost: 1_000_000}
 	if _, err := s.PutTier(ctx, tier); err != nil {
@@ -312,6 +324,40 @@ func setup(ctx context.Context, s *store.Store, accounts int) ([]string, error) 
 		keys[i] = k.ID
 	}
 	return keys, nil
+}
+
+// startEngine runs the journal engine on pool, with the materializer of the derived
+// tables, and returns once it owns the ledger: the ledger.Store accounting would serve,
+// and stop, which ends the engine and reports why it stopped (once; later calls return
+// nil).
+func startEngine(ctx context.Context, pool *pgxpool.Pool, opts store.Options) (engine.Store, func() error, error) {
+	engCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	j := journal.New(pool, 0)
+	e := engine.New(j, engine.Options{})
+	ran, materialized := make(chan error, 1), make(chan error, 1)
+	materializing := false
+	go func() { ran <- e.Run(engCtx) }()
+	stop := sync.OnceValue(func() error {
+		cancel()
+		errs := []error{<-ran}
+		if materializing {
+			errs = append(errs, <-materialized)
+		}
+		for i, err := range errs {
+			if errors.Is(err, context.Canceled) {
+				errs[i] = nil
+			}
+		}
+		return errors.Join(errs...)
+	})
+	for t0 := time.Now(); !e.Owning(); time.Sleep(5 * time.Millisecond) {
+		if time.Since(t0) > 30*time.Second {
+			return engine.Store{}, nil, errors.Join(fmt.Errorf("the engine does not own the ledger: %v", e.Err()), stop())
+		}
+	}
+	materializing = true
+	go func() { materialized <- e.Materialize(engCtx, j, pool, 0, zap.NewNop()) }()
+	return engine.Store{Engine: e, Reports: store.New(pool, opts)}, stop, nil
 }
 
 // holdSnapshots keeps a repeatable-read snapshot open on its own connection, starting a

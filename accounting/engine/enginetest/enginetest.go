@@ -14,6 +14,7 @@ import (
 	"github.com/llmgw/gateway/accounting/engine"
 	"github.com/llmgw/gateway/accounting/engine/journal"
 	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/store/storetest"
 )
 
 // Start runs an engine on pool (a migrated database, storetest.NewPool) until tb ends,
@@ -21,9 +22,32 @@ import (
 // it owns the ledger, with the ledger.Store the gRPC server would serve.
 func Start(tb testing.TB, pool *pgxpool.Pool, tables bool) (engine.Store, *engine.Engine) {
 	tb.Helper()
+	return start(tb, pool, tables, nil)
+}
+
+// StartAt is Start with the derived tables, deciding and reporting at the time now
+// tells (a test's settable clock).
+func StartAt(tb testing.TB, pool *pgxpool.Pool, now func() time.Time) (engine.Store, *engine.Engine) {
+	tb.Helper()
+	return start(tb, pool, true, now)
+}
+
+// NewLedger runs the journal engine with its derived tables on a fresh database of its
+// own (storetest.NewDB), through a pool of at most maxConns connections: the ledger a
+// test of its callers serves. It returns the ledger.Store the gRPC server would serve,
+// and the pool for direct inspection (storetest.CheckInvariants).
+func NewLedger(tb testing.TB, maxConns int32) (engine.Store, *pgxpool.Pool) {
+	tb.Helper()
+	pool := storetest.NewPool(tb, storetest.NewDB(tb), maxConns)
+	s, _ := Start(tb, pool, true)
+	return s, pool
+}
+
+func start(tb testing.TB, pool *pgxpool.Pool, tables bool, now func() time.Time) (engine.Store, *engine.Engine) {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	j := journal.New(pool, 0)
-	e := engine.New(j, engine.Options{})
+	e := engine.New(j, engine.Options{Now: now})
 	done := make(chan error, 2)
 	go func() { done <- e.Run(ctx) }()
 	if tables {
@@ -46,7 +70,7 @@ func Start(tb testing.TB, pool *pgxpool.Pool, tables bool) (engine.Store, *engin
 			tb.Fatalf("the engine does not own the ledger: %v", e.Err())
 		}
 	}
-	return engine.Store{Engine: e, Reports: store.New(pool, store.Options{})}, e
+	return engine.Store{Engine: e, Reports: store.New(pool, store.Options{Now: now})}, e
 }
 
 // WaitMaterialized waits until the derived tables hold every record e made durable.

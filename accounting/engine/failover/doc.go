@@ -1,5 +1,5 @@
 // Package failover holds only tests: process-level proofs of the journal engine's
-// failover (accounting/engine with --ledger-engine journal). Its tests build the
+// failover (accounting/engine). Its tests build the
 // accounting binary once, run two or three real accounting processes on one fresh
 // database with a short lease, and drive them over gRPC as the gateway does, retrying
 // an unavailable ledger with the same request and reservation ids.

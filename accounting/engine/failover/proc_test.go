@@ -65,7 +65,7 @@ func (p *proc) start(t testing.TB) {
 	p.logs = &logtest.Buffer{}
 	p.done = make(chan struct{})
 	p.cmd = exec.Command(binary, "--listen", p.addr, "--advertise", p.addr, "--metrics-listen", p.metricsAddr,
-		"--database-url", p.db, "--ledger-engine", "journal", "--ledger-lease", lease.String(),
+		"--database-url", p.db, "--ledger-lease", lease.String(),
 		"--sweep-interval", "200ms", "--shutdown-timeout", "2s")
 	p.cmd.Env = append(os.Environ(), "GATEWAY_SERVICE_TOKEN="+serviceToken, "GATEWAY_ADMIN_TOKEN="+adminToken)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs

@@ -117,17 +117,6 @@ func NewPoolWith(t testing.TB, url string, opts store.Options, configure ...func
 	return pool
 }
 
-// NewStore returns a Store on a fresh database (see NewDB) through a pool of at most
-// maxConns connections, and that pool for direct inspection.
-// The lone path (Options.NoGroupCommit) is held to the group commit's decisions by the
-// store's equivalence test rather than by a second run of every test.
-func NewStore(t testing.TB, maxConns int32, opts store.Options) (*store.Store, *pgxpool.Pool) {
-	t.Helper()
-	opts.MaxConns = maxConns
-	pool := NewPoolWith(t, NewDB(t), opts)
-	return store.New(pool, opts), pool
-}
-
 // Main runs a package's tests and then drops the template database: a test package
 // that uses PostgreSQL has func TestMain(m *testing.M) { storetest.Main(m) }.
 func Main(m *testing.M) { os.Exit(Run(m)) }

@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/llmgw/gateway/accounting/app"
 	"github.com/llmgw/gateway/accounting/store/storetest"
 	"github.com/llmgw/gateway/e2e/stack"
 )
@@ -199,16 +198,6 @@ func (e *Env) CheckLedger() error {
 		return fmt.Errorf("%d reservations still held after the stack stopped", held)
 	}
 	return nil
-}
-
-// LedgerEngine is the ledger engine the stack's accounting runs (its
-// ACCOUNTING_LEDGER_ENGINE, else accounting's default): app.EngineJournal or
-// app.EngineStore.
-func LedgerEngine() string {
-	if v := os.Getenv(app.EnvLedgerEngine); v != "" {
-		return v
-	}
-	return app.DefaultEngine
 }
 
 // Ctl runs the stack's gatewayctl with its admin credential and returns its stdout; a
