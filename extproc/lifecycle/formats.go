@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/aws/smithy-go/encoding/httpbinding"
+
 	"github.com/llmgw/gateway/extproc/apierr"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/translate"
@@ -33,13 +35,13 @@ var formats = map[catalog.Format]channelFormat{
 	catalog.FormatAnthropic: {api: fixedAPI(translate.Messages), basePath: "/v1", path: apiPath,
 		versionHeader: true},
 	catalog.FormatGemini: {api: fixedAPI(translate.Gemini), basePath: "/v1beta",
-		path: modelPath("/models/", ":generateContent", ":streamGenerateContent?alt=sse")},
+		path: modelPath(url.PathEscape, "/models/", ":generateContent", ":streamGenerateContent?alt=sse")},
 	catalog.FormatVertexGemini: {api: fixedAPI(translate.Gemini), basePath: vertexBasePath,
-		path: modelPath("/publishers/google/models/", ":generateContent", ":streamGenerateContent?alt=sse")},
+		path: modelPath(url.PathEscape, "/publishers/google/models/", ":generateContent", ":streamGenerateContent?alt=sse")},
 	catalog.FormatVertexAnthropic: {api: fixedAPI(translate.VertexMessages), basePath: vertexBasePath,
-		path: modelPath("/publishers/anthropic/models/", ":rawPredict", ":streamRawPredict")},
+		path: modelPath(url.PathEscape, "/publishers/anthropic/models/", ":rawPredict", ":streamRawPredict")},
 	catalog.FormatBedrock: {api: fixedAPI(translate.Bedrock),
-		path: modelPath("/model/", "/converse", "/converse-stream")},
+		path: modelPath(awsPathEscape, "/model/", "/converse", "/converse-stream")},
 }
 
 // vertexBasePath is where Vertex AI serves a project's models in a region. The catalog
@@ -68,17 +70,22 @@ func apiPath(_, clientPath string, api translate.API, _ bool) string {
 	return clientPath
 }
 
-// modelPath is a path naming the model, path-escaped (a Bedrock model id or ARN holds
-// ':' and '/'), then the method for a complete answer or a stream.
-func modelPath(prefix, call, stream string) func(string, string, translate.API, bool) string {
+// modelPath is a path naming the model, escaped by escape, then the method for a
+// complete answer or a stream.
+func modelPath(escape func(string) string, prefix, call, stream string) func(string, string, translate.API, bool) string {
 	return func(model, _ string, _ translate.API, streamed bool) string {
 		m := call
 		if streamed {
 			m = stream
 		}
-		return prefix + url.PathEscape(model) + m
+		return prefix + escape(model) + m
 	}
 }
+
+// awsPathEscape escapes a Bedrock model id (which holds ':', and '/' in an ARN) as the
+// AWS SDKs escape a path label: every byte but A-Z, a-z, 0-9 and -._~. The request is
+// signed over this path as sent (extproc/credential).
+func awsPathEscape(s string) string { return httpbinding.EscapePath(s, true) }
 
 // upstreamPaths are the chat APIs' upstream paths on an OpenAI or Anthropic host.
 var upstreamPaths = map[translate.API]string{

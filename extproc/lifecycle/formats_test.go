@@ -29,8 +29,8 @@ func TestUpstreamPaths(t *testing.T) {
 		{catalog.FormatVertexGemini, vertex, "gemini-2.5-pro", catalog.KindChat, "/v1/messages", true, vertex + "/publishers/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse", translate.Gemini},
 		{catalog.FormatVertexAnthropic, vertex, "claude-sonnet-4@20250514", catalog.KindChat, "/v1/messages", false, vertex + "/publishers/anthropic/models/claude-sonnet-4@20250514:rawPredict", translate.VertexMessages},
 		{catalog.FormatVertexAnthropic, vertex, "claude-sonnet-4@20250514", catalog.KindChat, "/v1/messages", true, vertex + "/publishers/anthropic/models/claude-sonnet-4@20250514:streamRawPredict", translate.VertexMessages},
-		{catalog.FormatBedrock, "", "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude", catalog.KindChat, "/v1/responses", false, "/model/arn:aws:bedrock:us-east-1:1:inference-profile%2Fus.anthropic.claude/converse", translate.Bedrock},
-		{catalog.FormatBedrock, "", "anthropic.claude-3-5-haiku-20241022-v1:0", catalog.KindChat, "/v1/responses", true, "/model/anthropic.claude-3-5-haiku-20241022-v1:0/converse-stream", translate.Bedrock},
+		{catalog.FormatBedrock, "", "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude", catalog.KindChat, "/v1/responses", false, "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.anthropic.claude/converse", translate.Bedrock},
+		{catalog.FormatBedrock, "", "anthropic.claude-3-5-haiku-20241022-v1:0", catalog.KindChat, "/v1/responses", true, "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse-stream", translate.Bedrock},
 	} {
 		ch := &catalog.Channel{Format: c.format, BasePath: c.base, UpstreamModel: c.model}
 		api := upstreamAPI(&catalog.Model{Kind: c.kind}, ch)
