@@ -183,3 +183,37 @@ func TestCloudMulticloudFailsOverOnRefusedCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestCloudBedrockRefusalsAsTheOthers: Bedrock types its errors only in the
+// x-amzn-ErrorType header; the mock's ValidationException (its 400 for a request it
+// refuses) reaches the client as 400 invalid_request, as other providers' invalid
+// requests do, and errors that say nothing of the channel's health (a missing model, a
+// model that timed out or failed) as 502 upstream_error; nothing is charged. The errors
+// that cool the channel (throttling, access, quota, not ready, 5xx) are classified in
+// extproc's tests against the mock's answers (e2e/mock TestBedrockErrors), not here,
+// where they would cool demo-bedrock for the tests running beside this one.
+func TestCloudBedrockRefusalsAsTheOthers(t *testing.T) {
+	t.Parallel()
+	c := newCustomer(t, customerOpts{topup: "10"})
+	balance := c.balance(t)
+	for _, tc := range []struct {
+		typ    string
+		status int
+		code   string
+		errTyp string
+	}{
+		{"ValidationException", 400, "invalid_request", "invalid_request_error"},
+		{"ResourceNotFoundException", 502, "upstream_error", "api_error"},
+		{"ModelTimeoutException", 502, "upstream_error", "api_error"},
+		{"ModelErrorException", 502, "upstream_error", "api_error"},
+	} {
+		t.Run(tc.typ, func(t *testing.T) {
+			body := []byte(`{"model":"demo-bedrock","messages":[{"role":"user","content":"hi [[mock:aws_error=` + tc.typ + `]]"}]}`)
+			status, h, b := rawRequest(t, "POST", "/chat/completions", c.key, body)
+			checkOpenAIError(t, status, h, b, tc.status, tc.code, tc.errTyp, false)
+		})
+	}
+	if got := micros(t, c.waitSettled(t), "balance"); got != balance {
+		t.Errorf("balance %d, want %d: a client that saw an error is never charged", got, balance)
+	}
+}

@@ -18,8 +18,28 @@ var (
 	bedrockInference = set("maxTokens", "stopSequences", "temperature", "topP")
 )
 
+// bedrockErrors are the Converse API's errors, by type: the status Bedrock answers each
+// with and its words. [[mock:aws_error=TYPE]] answers one (an unknown TYPE is ignored).
+var bedrockErrors = map[string]struct {
+	status int
+	msg    string
+}{
+	"ValidationException":           {400, "The model returned the following errors: input is too long for requested model."},
+	"ServiceQuotaExceededException": {400, "Your request exceeds the service quota for your account. Resubmit it later."},
+	"AccessDeniedException":         {403, "You don't have access to the model with the specified model ID."},
+	"ResourceNotFoundException":     {404, "The provided model identifier is invalid."},
+	"ModelTimeoutException":         {408, "Model has timed out in processing the request."},
+	"ModelErrorException":           {424, "The model failed to process the request."},
+	"ThrottlingException":           {429, "Too many requests, please wait before trying again."},
+	"ModelNotReadyException":        {429, "The model is not ready to serve inference requests."},
+	"InternalServerException":       {500, "The server encountered an internal error."},
+	"ServiceUnavailableException":   {503, "Bedrock is unable to process your request."},
+}
+
+// awsError answers Bedrock's error: its type in x-amzn-ErrorType (with the service's
+// namespace, as Bedrock sends it), its words in {"message"}.
 func awsError(w http.ResponseWriter, status int, typ, msg string) {
-	w.Header().Set("X-Amzn-Errortype", typ)
+	w.Header().Set("X-Amzn-Errortype", typ+":http://internal.amazon.com/coral/com.amazon.bedrock/")
 	writeJSON(w, status, map[string]any{"message": msg})
 }
 
@@ -46,6 +66,10 @@ func (s *Server) bedrock(w http.ResponseWriter, r *http.Request) {
 	}
 	all, last, toolResult, images, funcs := bedrockInput(q.body)
 	a := generate(last, all, intField(inf, "maxTokens"))
+	if e, ok := bedrockErrors[a.dir.awsError]; ok {
+		awsError(w, e.status, a.dir.awsError, e.msg)
+		return
+	}
 	matched := a.applyStop(stopsOf(inf["stopSequences"]))
 	a.input += images
 	if tc, ok := q.body["toolConfig"]; ok {

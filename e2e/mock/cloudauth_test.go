@@ -54,8 +54,11 @@ func TestBedrockSigV4(t *testing.T) {
 	_, srv := authServer(t)
 	host := strings.TrimPrefix(srv.URL, "http://")
 	path := "/test/bedrock/model/anthropic.claude-v2%3A1/converse"
+	// An inference-profile ARN as the AWS SDK puts it in the path: every byte but the
+	// unreserved ones escaped, '/' and ':' included.
+	arnPath := "/test/bedrock/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.anthropic.claude-3-5-sonnet-20241022-v2%3A0/converse"
 	body := []byte(`{"messages":[{"role":"user","content":[{"text":"hi"}]}]}`)
-	sign := func(secret, keyID string, b []byte) []credential.Header {
+	sign := func(secret, keyID, path string, b []byte) []credential.Header {
 		c, err := credential.NewAWS(credential.AWSConfig{Region: demoenv.AWSRegion, AccessKeyID: keyID, SecretAccessKey: secret})
 		if err != nil {
 			t.Fatal(err)
@@ -68,18 +71,27 @@ func TestBedrockSigV4(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
+		path    string
 		hs      []credential.Header
 		status  int
 		errType string
 	}{
-		{"demo key", sign(demoenv.AWSSecretAccessKey, demoenv.AWSAccessKeyID, body), 200, ""},
-		{"wrong secret", sign("wrong", demoenv.AWSAccessKeyID, body), 403, cloudauth.InvalidSignature},
-		{"unknown key id", sign(demoenv.AWSSecretAccessKey, "AKIAOTHER", body), 403, cloudauth.UnrecognizedClient},
-		{"signed another body", sign(demoenv.AWSSecretAccessKey, demoenv.AWSAccessKeyID, []byte(`{}`)), 403, cloudauth.InvalidSignature},
-		{"unsigned", nil, 403, cloudauth.MissingAuthenticationToken},
+		{"demo key", path, sign(demoenv.AWSSecretAccessKey, demoenv.AWSAccessKeyID, path, body), 200, ""},
+		{"arn escaped as the SDK does", arnPath, sign(demoenv.AWSSecretAccessKey, demoenv.AWSAccessKeyID, arnPath, body), 200, ""},
+		// Sent and signed with ':' unescaped: the service escapes the path it decoded, and
+		// that is not what was signed.
+		{"colon unescaped, signed as sent", strings.ReplaceAll(path, "%3A", ":"),
+			sign(demoenv.AWSSecretAccessKey, demoenv.AWSAccessKeyID, strings.ReplaceAll(path, "%3A", ":"), body), 403, cloudauth.InvalidSignature},
+		{"arn escaped by url.PathEscape, signed as sent", strings.ReplaceAll(arnPath, "%3A", ":"),
+			sign(demoenv.AWSSecretAccessKey, demoenv.AWSAccessKeyID, strings.ReplaceAll(arnPath, "%3A", ":"), body), 403, cloudauth.InvalidSignature},
+		{"signed the unescaped path", path, sign(demoenv.AWSSecretAccessKey, demoenv.AWSAccessKeyID, strings.ReplaceAll(path, "%3A", ":"), body), 403, cloudauth.InvalidSignature},
+		{"wrong secret", path, sign("wrong", demoenv.AWSAccessKeyID, path, body), 403, cloudauth.InvalidSignature},
+		{"unknown key id", path, sign(demoenv.AWSSecretAccessKey, "AKIAOTHER", path, body), 403, cloudauth.UnrecognizedClient},
+		{"signed another body", path, sign(demoenv.AWSSecretAccessKey, demoenv.AWSAccessKeyID, path, []byte(`{}`)), 403, cloudauth.InvalidSignature},
+		{"unsigned", path, nil, 403, cloudauth.MissingAuthenticationToken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, answer, errType := call(t, srv, path, body, tc.hs)
+			status, answer, errType := call(t, srv, tc.path, body, tc.hs)
 			if status != tc.status || !strings.HasPrefix(errType, tc.errType) || (tc.errType != "") != (errType != "") {
 				t.Fatalf("status %d %q (%s), want %d %s", status, errType, answer, tc.status, tc.errType)
 			}

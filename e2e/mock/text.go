@@ -21,10 +21,11 @@ type directives struct {
 	// bill: the priced parts the answer reports (cache.go)
 	cacheRead, cacheWrite, cacheWrite1h, audioIn, audioOut int
 	tier                                                   string
+	awsError                                               string // Bedrock: answer this error type (bedrockErrors)
 }
 
 var directiveRE = regexp.MustCompile(`\[\[mock:(tokens=(\d+)|slow=(\d+)|cut|gzip|pad=(\d+)|tool=[A-Za-z0-9_-]+|gap=(\d+)|` +
-	`cache_read=(\d+)|cache_write=(\d+)|cache_write_1h=(\d+)|audio_in=(\d+)|audio_out=(\d+)|tier=([A-Za-z0-9_-]+))\]\]`)
+	`cache_read=(\d+)|cache_write=(\d+)|cache_write_1h=(\d+)|audio_in=(\d+)|audio_out=(\d+)|tier=([A-Za-z0-9_-]+)|aws_error=([A-Za-z]+))\]\]`)
 
 // maxGap bounds the gap directive (milliseconds).
 const maxGap = 10_000
@@ -50,6 +51,8 @@ func parseDirectives(text string) directives {
 			d.gap = min(d.gap, maxGap)
 		case m[11] != "":
 			d.tier = m[11]
+		case m[12] != "":
+			d.awsError = m[12]
 		}
 		for i, f := range []*int{&d.cacheRead, &d.cacheWrite, &d.cacheWrite1h, &d.audioIn, &d.audioOut} {
 			if v := m[6+i]; v != "" {

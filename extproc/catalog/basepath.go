@@ -3,6 +3,8 @@ package catalog
 import (
 	"regexp"
 	"strings"
+
+	"github.com/llmgw/gateway/extproc/translate"
 )
 
 // basePathShape is a path prefix: segments of URL path characters, no empty, dot or
@@ -11,11 +13,12 @@ var basePathShape = regexp.MustCompile(`^(/[A-Za-z0-9\-._~!$&'()*+,;=:@%]+)+$`)
 
 // basePathProblem says what is wrong with a channel's base_path, "" when nothing is.
 func basePathProblem(f Format, p string) string {
+	spec, known := f.spec()
 	switch {
-	case p == "":
+	case p == "" || !known:
 		return ""
-	case f == FormatVideo:
-		return "base_path does not apply to format video"
+	case spec.API == 0:
+		return "base_path does not apply to format " + string(f)
 	case !basePathShape.MatchString(p):
 		return `base_path must be a path like "/openai/v1" (no query, no trailing slash)`
 	}
@@ -24,7 +27,7 @@ func basePathProblem(f Format, p string) string {
 			return "base_path must not contain . or .. segments"
 		}
 	}
-	if (f == FormatVertexGemini || f == FormatVertexAnthropic) && !vertexBase.MatchString(p) {
+	if spec.Credential == translate.CredentialGCP && !vertexBase.MatchString(p) {
 		return `base_path of format ` + string(f) + ` must be "/v1/projects/{project}/locations/{location}"`
 	}
 	return ""

@@ -13,19 +13,19 @@ func TestBasePath(t *testing.T) {
 		path   string
 		want   string // "" when valid
 	}{
-		{FormatOpenAI, "", ""},
-		{FormatOpenAI, "/openai/v1", ""},
-		{FormatOpenAI, "/api/v1", ""},
-		{FormatGemini, "/v1beta/openai", ""},
-		{FormatVertexGemini, "/v1/projects/demo-project/locations/us-central1", ""},
-		{FormatVertexAnthropic, "", ""},
-		{FormatVertexGemini, "/v1beta", "must be \"/v1/projects/"},
-		{FormatOpenAI, "/openai/v1/", "no trailing slash"},
-		{FormatOpenAI, "openai/v1", "must be a path"},
-		{FormatOpenAI, "/v1?x=1", "must be a path"},
-		{FormatOpenAI, "/a/../b", ". or .. segments"},
-		{FormatOpenAI, "/a//b", "must be a path"},
-		{FormatVideo, "/v1", "does not apply"},
+		{Format("openai"), "", ""},
+		{Format("openai"), "/openai/v1", ""},
+		{Format("openai"), "/api/v1", ""},
+		{Format("gemini"), "/v1beta/openai", ""},
+		{Format("vertex-gemini"), "/v1/projects/demo-project/locations/us-central1", ""},
+		{Format("vertex-anthropic"), "", ""},
+		{Format("vertex-gemini"), "/v1beta", "must be \"/v1/projects/"},
+		{Format("openai"), "/openai/v1/", "no trailing slash"},
+		{Format("openai"), "openai/v1", "must be a path"},
+		{Format("openai"), "/v1?x=1", "must be a path"},
+		{Format("openai"), "/a/../b", ". or .. segments"},
+		{Format("openai"), "/a//b", "must be a path"},
+		{Format("video"), "/v1", "does not apply"},
 	} {
 		got := basePathProblem(c.format, c.path)
 		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {

@@ -13,7 +13,9 @@
 // pricing_unavailable, since no complete published price exists.
 //
 // It depends on the wire package (model id rule), the credential package (which builds
-// each channel's signer from its resolved secrets) and sigs.k8s.io/yaml only.
+// each channel's signer from its resolved secrets), the translate package's format table
+// (the formats a channel may name, each with its credential style and path shape) and
+// sigs.k8s.io/yaml only.
 package catalog
 
 import (
@@ -26,6 +28,7 @@ import (
 	"strings"
 
 	"github.com/llmgw/gateway/extproc/credential"
+	"github.com/llmgw/gateway/extproc/translate"
 	"github.com/llmgw/gateway/extproc/wire"
 	"sigs.k8s.io/yaml"
 )
@@ -43,35 +46,32 @@ const (
 	KindVideo      Kind = "video"
 )
 
-// Format is an upstream wire format.
+// Format is an upstream wire format: the name of a row of the format table
+// (translate.Formats), which says what it speaks, where and with which credential.
 type Format string
 
-const (
-	FormatOpenAI    Format = "openai"
-	FormatAnthropic Format = "anthropic"
-	FormatVideo     Format = "video"
-	// FormatGemini is the Gemini API (generativelanguage), FormatVertexGemini the same
-	// body on Vertex AI, FormatVertexAnthropic Claude on Vertex AI, FormatBedrock the
-	// Bedrock Converse API.
-	FormatGemini          Format = "gemini"
-	FormatVertexGemini    Format = "vertex-gemini"
-	FormatVertexAnthropic Format = "vertex-anthropic"
-	FormatBedrock         Format = "bedrock"
-)
+// spec is f's row of the format table.
+func (f Format) spec() (*translate.Format, bool) { return translate.FormatNamed(string(f)) }
 
-// kindFormats are the upstream formats a model of each kind may be served in. A chat
-// model (chat, messages, responses) may have OpenAI and Anthropic channels at once: the
-// gateway translates between the chat APIs (extproc/translate); an OpenAI channel of a
-// responses model speaks the Responses API, of any other chat model Chat Completions.
-var kindFormats = map[Kind][]Format{
-	KindChat: chatFormats, KindMessages: chatFormats, KindResponses: chatFormats,
-	KindEmbeddings: {FormatOpenAI}, KindSpeech: {FormatOpenAI}, KindImage: {FormatOpenAI},
-	KindVideo: {FormatVideo},
-}
-
-// chatFormats are the formats a chat model may be served in: every chat API is
-// translated to and from each.
-var chatFormats = []Format{FormatOpenAI, FormatAnthropic, FormatGemini, FormatVertexGemini, FormatVertexAnthropic, FormatBedrock}
+// kindFormats are the upstream formats a model of each kind may be served in: a chat
+// model (chat, messages, responses) by every format that speaks a chat API (the gateway
+// translates between them, extproc/translate), another kind by the formats whose row
+// lists it.
+var kindFormats = func() map[Kind][]Format {
+	m := map[Kind][]Format{}
+	for _, name := range translate.Formats() {
+		f, _ := translate.FormatNamed(name)
+		if f.API != 0 {
+			for _, k := range []Kind{KindChat, KindMessages, KindResponses} {
+				m[k] = append(m[k], Format(name))
+			}
+		}
+		for _, k := range f.Other {
+			m[Kind(k)] = append(m[Kind(k)], Format(name))
+		}
+	}
+	return m
+}()
 
 // Prices are a model's published prices in micro-credits. A nil field is unpublished.
 type Prices struct {
@@ -351,14 +351,11 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), readFile func(str
 		if ch.UpstreamModel == "" {
 			bad("%s: upstream_model is required", where)
 		}
-		switch ch.Format {
-		case FormatOpenAI, FormatAnthropic, FormatVideo, FormatGemini, FormatVertexGemini, FormatVertexAnthropic, FormatBedrock:
-			if ok && len(kindFormats[m.Kind]) > 0 && !slices.Contains(kindFormats[m.Kind], ch.Format) {
-				fs := kindFormats[m.Kind]
-				bad("%s: format %q cannot serve a %s model (needs one of %q)", where, ch.Format, m.Kind, fs)
-			}
-		default:
-			bad("%s: format %q is not one of openai, anthropic, gemini, vertex-gemini, vertex-anthropic, bedrock, video", where, ch.Format)
+		if _, known := ch.Format.spec(); !known {
+			bad("%s: format %q is not one of %s", where, ch.Format, strings.Join(translate.Formats(), ", "))
+		} else if ok && len(kindFormats[m.Kind]) > 0 && !slices.Contains(kindFormats[m.Kind], ch.Format) {
+			fs := kindFormats[m.Kind]
+			bad("%s: format %q cannot serve a %s model (needs one of %q)", where, ch.Format, m.Kind, fs)
 		}
 		if msg := basePathProblem(ch.Format, ch.BasePath); msg != "" {
 			bad("%s: %s", where, msg)

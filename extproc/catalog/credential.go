@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/llmgw/gateway/extproc/credential"
+	"github.com/llmgw/gateway/extproc/translate"
 )
 
 // AWSCredential is a channel's AWS access key (format bedrock): each secret from an
@@ -28,14 +29,6 @@ type GCPCredential struct {
 	Location        string `json:"location"`
 	CredentialsFile string `json:"credentials_file,omitempty"`
 	CredentialsEnv  string `json:"credentials_env,omitempty"`
-}
-
-// defaultKeyHeader is the header a static key goes in when credential_header is unset.
-var defaultKeyHeader = map[Format]string{
-	FormatOpenAI:    credential.HeaderAuthorization,
-	FormatAnthropic: credential.HeaderXAPIKey,
-	FormatGemini:    credential.HeaderGoogAPIKey,
-	FormatVideo:     credential.HeaderAuthorization,
 }
 
 // secretSource reads one secret from exactly one of an environment variable and a file.
@@ -82,14 +75,19 @@ func (ch *Channel) resolveCredential(src secretSource) {
 	where := src.where
 	static := ch.CredentialEnv != "" || ch.CredentialFile != "" || ch.CredentialHeader != ""
 	var cfg credential.Config
-	switch ch.Format {
-	case FormatBedrock:
+	// An unknown format (reported by the catalog's check of formats) is read as a key's.
+	f, known := ch.Format.spec()
+	if !known {
+		f = &translate.Format{Credential: translate.CredentialKey}
+	}
+	switch f.Credential {
+	case translate.CredentialAWS:
 		if ch.AWS == nil {
-			bad("%s: format bedrock needs an aws credential", where)
+			bad("%s: format %s needs an aws credential", where, ch.Format)
 			return
 		}
 		if static || ch.GCP != nil {
-			bad("%s: format bedrock takes only an aws credential (no credential_env/_file/_header, no gcp)", where)
+			bad("%s: format %s takes only an aws credential (no credential_env/_file/_header, no gcp)", where, ch.Format)
 			return
 		}
 		a := ch.AWS
@@ -102,7 +100,7 @@ func (ch *Channel) resolveCredential(src secretSource) {
 			SecretAccessKey: src.read("aws.secret_access_key", a.SecretAccessKeyEnv, a.SecretAccessKeyFile, true),
 			SessionToken:    src.read("aws.session_token", a.SessionTokenEnv, a.SessionTokenFile, false),
 		}
-	case FormatVertexGemini, FormatVertexAnthropic:
+	case translate.CredentialGCP:
 		if ch.GCP == nil {
 			bad("%s: format %s needs a gcp credential", where, ch.Format)
 			return
@@ -125,7 +123,7 @@ func (ch *Channel) resolveCredential(src secretSource) {
 		}
 		cfg.Header = ch.CredentialHeader
 		if cfg.Header == "" {
-			cfg.Header = defaultKeyHeader[ch.Format]
+			cfg.Header = f.KeyHeader
 		} else if !slices.Contains(credential.KeyHeaders, cfg.Header) {
 			bad("%s: credential_header %q is not one of %s", where, cfg.Header, strings.Join(credential.KeyHeaders, ", "))
 			return

@@ -66,7 +66,7 @@ models:
 func TestDemoRateCards(t *testing.T) {
 	c := loadDemo(t)
 	m, ok := c.Model("demo-cached")
-	if !ok || !m.PriceComplete() || m.MaxOutputTokens != 4096 || m.Channels()[0].Format != FormatOpenAI {
+	if !ok || !m.PriceComplete() || m.MaxOutputTokens != 4096 || m.Channels()[0].Format != Format("openai") {
 		t.Fatalf("demo-cached = %+v", m)
 	}
 	p := m.Prices
@@ -84,7 +84,7 @@ func TestDemoRateCards(t *testing.T) {
 		t.Errorf("long_context = %+v", lc)
 	}
 	m, ok = c.Model("demo-claude-cached")
-	if !ok || m.Kind != KindMessages || m.MaxOutputTokens != 8192 || m.Channels()[0].Format != FormatAnthropic {
+	if !ok || m.Kind != KindMessages || m.MaxOutputTokens != 8192 || m.Channels()[0].Format != Format("anthropic") {
 		t.Fatalf("demo-claude-cached = %+v", m)
 	}
 	p = m.Prices

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/llmgw/gateway/internal/cloudauth"
 )
@@ -103,5 +108,31 @@ func TestAWSWrongSecretRefused(t *testing.T) {
 	var se *cloudauth.SigV4Error
 	if !errors.As(err, &se) || se.Type != cloudauth.InvalidSignature {
 		t.Fatalf("a wrong secret verifies: %v", err)
+	}
+}
+
+// TestAWSCanonicalURIOfAnEscapedModelID: a Bedrock path holding an escaped model ARN
+// is signed as sent, and the SDK signer escapes it once more in the canonical request
+// (SigV4 for every service but S3), as AWS recomputes it: read from the SDK signer's
+// own signing log.
+func TestAWSCanonicalURIOfAnEscapedModelID(t *testing.T) {
+	c, err := NewAWS(AWSConfig{Region: "us-east-1", AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	c.signer = v4.NewSigner(func(o *v4.SignerOptions) {
+		o.LogSigning = true
+		o.Logger = logging.LoggerFunc(func(_ logging.Classification, format string, v ...any) {
+			fmt.Fprintf(&logged, format, v...)
+		})
+	})
+	path := "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.anthropic.claude-v2%3A0/converse"
+	if _, err := c.Headers(context.Background(), Request{Method: http.MethodPost, Host: "h", Path: path, Body: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	want := "POST\n/model/arn%253Aaws%253Abedrock%253Aus-east-1%253A1%253Ainference-profile%252Fus.anthropic.claude-v2%253A0/converse\n"
+	if !strings.Contains(logged.String(), want) {
+		t.Fatalf("canonical request:\n%s\nwant it to start with\n%s", logged.String(), want)
 	}
 }

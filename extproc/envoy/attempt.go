@@ -77,7 +77,8 @@ func (s *Server) serveAttempt(stream Stream) (err error) {
 				RequestHeaders: &extprocv3.HeadersResponse{Response: c}}}
 		case *extprocv3.ProcessingRequest_ResponseHeaders:
 			if at != nil {
-				a = at.ResponseHeaders(statusOf(readHeaders(v.ResponseHeaders.GetHeaders())), v.ResponseHeaders.GetEndOfStream())
+				hs := readHeaders(v.ResponseHeaders.GetHeaders())
+				a = at.ResponseHeaders(statusOf(hs), hs, v.ResponseHeaders.GetEndOfStream())
 			}
 			resp = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 				ResponseHeaders: &extprocv3.HeadersResponse{Response: common(a)}}}

@@ -55,8 +55,10 @@ type Attempt struct {
 	r     *Request
 	ch    *catalog.Channel
 	xlate *translate.Translator
-	// got is the answer's status, as the attempt's stream saw it.
-	got int
+	// got is the answer's status, as the attempt's stream saw it; errType its
+	// response.ErrorTypeHeader.
+	got     int
+	errType string
 	// outcome and status are the record, written under the request's failover lock.
 	outcome AttemptOutcome
 	status  int
@@ -123,8 +125,13 @@ func (s *Service) claimAttempt(r *Request, channel string) (*Attempt, rewrite, A
 // ResponseHeaders handles the attempt's response headers: a success goes on (and this
 // attempt's channel and translator become the request's); anything else is classified
 // on its body, which is asked for.
-func (a *Attempt) ResponseHeaders(status int, endOfStream bool) Action {
+func (a *Attempt) ResponseHeaders(status int, headers []Header, endOfStream bool) Action {
 	a.got = status
+	for _, h := range headers {
+		if h.Name == response.ErrorTypeHeader {
+			a.errType = h.Value
+		}
+	}
 	if status >= 200 && status <= 299 {
 		a.settle(AttemptAnswered)
 		return Action{}
@@ -143,7 +150,7 @@ func (a *Attempt) ResponseBody(body []byte) Action { return a.classify(body) }
 func (a *Attempt) classify(body []byte) Action {
 	h := a.r.svc.cfg.Health
 	var outcome AttemptOutcome
-	switch code := response.ClassifyUpstream(a.r.upstreamFormatOf(a.xlate), a.got, "application/json", body); {
+	switch code := response.ClassifyUpstream(a.r.upstreamFormatOf(a.xlate), a.got, "application/json", a.errType, body); {
 	case code == apierr.UpstreamAccountUnavailable || response.AccountRefusal(body):
 		outcome = AttemptAccount
 		h.Failed(a.ch.Name, health.Account)

@@ -27,7 +27,7 @@ clusters:
   - {name: bedrock, address: "bedrock-runtime.us-east-1.amazonaws.com:443", tls: true}
   - {name: azure, address: "127.0.0.1:9"}
 channels:
-  - {name: aws, model: m-aws, cluster: bedrock, format: bedrock, upstream_model: "anthropic.claude-v2:1",
+  - {name: aws, model: m-aws, cluster: bedrock, format: bedrock, upstream_model: "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-v2:1",
      aws: {region: us-east-1, access_key_id_env: AKID, secret_access_key_env: SECRET}}
   - {name: az, model: m-azure, cluster: azure, format: openai, upstream_model: gpt, credential_env: AZ, credential_header: api-key}
 `
@@ -80,6 +80,10 @@ func TestChannelCredentialOverFinalBytes(t *testing.T) {
 		}
 		defer r.End(ctx, "done")
 		h := sent(client, b)
+		// The model id escaped as the AWS SDK escapes its modelId label: ':' and '/' too.
+		if want := "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.anthropic.claude-v2%3A1/converse"; h[":path"] != want {
+			t.Fatalf(":path %s, want %s", h[":path"], want)
+		}
 		if h["x-amz-security-token"] != "" || h["api-key"] != "" || h["x-goog-api-key"] != "" || h["x-api-key"] != "" {
 			t.Fatalf("a client header went upstream: %v", h)
 		}

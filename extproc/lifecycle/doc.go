@@ -69,12 +69,12 @@
 //
 // # Channel formats
 //
-// A channel's format (its upstream's wire format) is one entry of the format table,
-// formats.go: the chat API its codec speaks (extproc/translate), its default base path
-// (a channel's base_path replaces it; {project} and {location} are the channel's
-// gcp.project and gcp.location) and its paths (the model path-escaped).
-// The rest of the lifecycle reads that entry and never asks which format a channel
-// has (TestFormatTableInPackageDoc keeps this copy equal):
+// A channel's format (its upstream's wire format) is one row of the format table, which
+// lives with the codecs (translate.Format): the chat API its codec speaks, its default
+// base path (a channel's base_path replaces it; {project} and {location} are the
+// channel's gcp.project and gcp.location), its paths (the model path-escaped), its
+// credential style. formats.go reads the row and the rest of the lifecycle never asks
+// which format a channel has (TestFormatTableInPackageDoc keeps this copy equal):
 //
 //	format            chat API         base                                        path after the base: answer | stream
 //	anthropic         messages         /v1                                         /messages | /messages
@@ -86,7 +86,7 @@
 //
 // A new upstream format is one codec in extproc/translate (its request, response and
 // stream halves; for an API no client speaks, an entry in its upstream-only table) and
-// one entry here: no other lifecycle file changes. Its answers are normalized into the
+// one row of its format table: no lifecycle file changes. Its answers are normalized into the
 // bytes of a client API (translate.Normalizer) before the response rewriter reads their
 // usage, so settlement, failover and error classification stay as they are.
 //

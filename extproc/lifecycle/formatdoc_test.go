@@ -8,16 +8,14 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/translate"
 )
 
 // formatTable renders the channel format table (formats.go) as the package doc shows
 // it: each chat format's chat API, default base path and the path of a complete answer
 // and of a stream, for upstream model MODEL.
 func formatTable() string {
-	var names []string
-	for f := range formats {
-		names = append(names, string(f))
-	}
+	names := translate.Formats()
 	slices.Sort(names)
 	var b strings.Builder
 	row := func(cols ...string) {
@@ -25,13 +23,19 @@ func formatTable() string {
 	}
 	row("format", "chat API", "base", "path after the base: answer | stream")
 	for _, n := range names {
-		f := formats[catalog.Format(n)]
-		api := f.api(catalog.KindChat)
-		base := f.basePath
+		f, _ := translate.FormatNamed(n)
+		if f.API == 0 {
+			continue
+		}
+		base := f.Path.Base
 		if base == "" {
 			base = "-"
 		}
-		row(n, api.String(), base, f.path("MODEL", "/chat/completions", api, false)+" | "+f.path("MODEL", "/chat/completions", api, true))
+		ch := &catalog.Channel{Format: catalog.Format(n), BasePath: "/BASE", UpstreamModel: "MODEL"}
+		path := func(stream bool) string {
+			return strings.TrimPrefix(upstreamPath(ch, "/v1/chat/completions", f.API, stream), "/BASE")
+		}
+		row(n, f.API.String(), base, path(false)+" | "+path(true))
 	}
 	return b.String()
 }

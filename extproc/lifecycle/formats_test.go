@@ -21,16 +21,16 @@ func TestUpstreamPaths(t *testing.T) {
 		want    string
 		wantAPI translate.API
 	}{
-		{catalog.FormatOpenAI, "", "gpt", catalog.KindChat, "/v1/messages", false, "/v1/chat/completions", translate.Chat},
-		{catalog.FormatOpenAI, "/openai/v1", "gpt", catalog.KindResponses, "/v1/chat/completions", true, "/openai/v1/responses", translate.Responses},
-		{catalog.FormatAnthropic, "", "claude", catalog.KindChat, "/v1/chat/completions", false, "/v1/messages", translate.Messages},
-		{catalog.FormatGemini, "", "gemini-2.5-flash", catalog.KindChat, "/v1/chat/completions", false, "/v1beta/models/gemini-2.5-flash:generateContent", translate.Gemini},
-		{catalog.FormatGemini, "", "gemini-2.5-flash", catalog.KindChat, "/v1/chat/completions", true, "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", translate.Gemini},
-		{catalog.FormatVertexGemini, vertex, "gemini-2.5-pro", catalog.KindChat, "/v1/messages", true, vertex + "/publishers/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse", translate.Gemini},
-		{catalog.FormatVertexAnthropic, vertex, "claude-sonnet-4@20250514", catalog.KindChat, "/v1/messages", false, vertex + "/publishers/anthropic/models/claude-sonnet-4@20250514:rawPredict", translate.VertexMessages},
-		{catalog.FormatVertexAnthropic, vertex, "claude-sonnet-4@20250514", catalog.KindChat, "/v1/messages", true, vertex + "/publishers/anthropic/models/claude-sonnet-4@20250514:streamRawPredict", translate.VertexMessages},
-		{catalog.FormatBedrock, "", "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude", catalog.KindChat, "/v1/responses", false, "/model/arn:aws:bedrock:us-east-1:1:inference-profile%2Fus.anthropic.claude/converse", translate.Bedrock},
-		{catalog.FormatBedrock, "", "anthropic.claude-3-5-haiku-20241022-v1:0", catalog.KindChat, "/v1/responses", true, "/model/anthropic.claude-3-5-haiku-20241022-v1:0/converse-stream", translate.Bedrock},
+		{catalog.Format("openai"), "", "gpt", catalog.KindChat, "/v1/messages", false, "/v1/chat/completions", translate.Chat},
+		{catalog.Format("openai"), "/openai/v1", "gpt", catalog.KindResponses, "/v1/chat/completions", true, "/openai/v1/responses", translate.Responses},
+		{catalog.Format("anthropic"), "", "claude", catalog.KindChat, "/v1/chat/completions", false, "/v1/messages", translate.Messages},
+		{catalog.Format("gemini"), "", "gemini-2.5-flash", catalog.KindChat, "/v1/chat/completions", false, "/v1beta/models/gemini-2.5-flash:generateContent", translate.Gemini},
+		{catalog.Format("gemini"), "", "gemini-2.5-flash", catalog.KindChat, "/v1/chat/completions", true, "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", translate.Gemini},
+		{catalog.Format("vertex-gemini"), vertex, "gemini-2.5-pro", catalog.KindChat, "/v1/messages", true, vertex + "/publishers/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse", translate.Gemini},
+		{catalog.Format("vertex-anthropic"), vertex, "claude-sonnet-4@20250514", catalog.KindChat, "/v1/messages", false, vertex + "/publishers/anthropic/models/claude-sonnet-4@20250514:rawPredict", translate.VertexMessages},
+		{catalog.Format("vertex-anthropic"), vertex, "claude-sonnet-4@20250514", catalog.KindChat, "/v1/messages", true, vertex + "/publishers/anthropic/models/claude-sonnet-4@20250514:streamRawPredict", translate.VertexMessages},
+		{catalog.Format("bedrock"), "", "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude", catalog.KindChat, "/v1/responses", false, "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.anthropic.claude/converse", translate.Bedrock},
+		{catalog.Format("bedrock"), "", "anthropic.claude-3-5-haiku-20241022-v1:0", catalog.KindChat, "/v1/responses", true, "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse-stream", translate.Bedrock},
 	} {
 		ch := &catalog.Channel{Format: c.format, BasePath: c.base, UpstreamModel: c.model}
 		api := upstreamAPI(&catalog.Model{Kind: c.kind}, ch)
@@ -45,9 +45,9 @@ func TestUpstreamPaths(t *testing.T) {
 		format     catalog.Format
 		base, want string
 	}{
-		{catalog.FormatVertexGemini, "", "/v1/projects/demo-project/locations/us-east5/publishers/google/models/m:streamGenerateContent?alt=sse"},
-		{catalog.FormatVertexAnthropic, "", "/v1/projects/demo-project/locations/us-east5/publishers/anthropic/models/m:streamRawPredict"},
-		{catalog.FormatVertexGemini, vertex, vertex + "/publishers/google/models/m:streamGenerateContent?alt=sse"},
+		{catalog.Format("vertex-gemini"), "", "/v1/projects/demo-project/locations/us-east5/publishers/google/models/m:streamGenerateContent?alt=sse"},
+		{catalog.Format("vertex-anthropic"), "", "/v1/projects/demo-project/locations/us-east5/publishers/anthropic/models/m:streamRawPredict"},
+		{catalog.Format("vertex-gemini"), vertex, vertex + "/publishers/google/models/m:streamGenerateContent?alt=sse"},
 	} {
 		ch := &catalog.Channel{Format: c.format, BasePath: c.base, UpstreamModel: "m", GCP: gcp}
 		if got := upstreamPath(ch, "/v1/messages", upstreamAPI(&catalog.Model{Kind: catalog.KindChat}, ch), true); got != c.want {
@@ -55,31 +55,30 @@ func TestUpstreamPaths(t *testing.T) {
 		}
 	}
 	// A video channel speaks no chat API and keeps the client's path.
-	video := &catalog.Channel{Format: catalog.FormatVideo, UpstreamModel: "v"}
+	video := &catalog.Channel{Format: catalog.Format("video"), UpstreamModel: "v"}
 	if api := upstreamAPI(&catalog.Model{Kind: catalog.KindVideo}, video); api != 0 || upstreamPath(video, "/v1/video/generations", api, false) != "/v1/video/generations" {
 		t.Errorf("video: api %v, path %s", api, upstreamPath(video, "/v1/video/generations", api, false))
 	}
 	// A non-chat endpoint keeps its path after the channel's base path.
-	ch := &catalog.Channel{Format: catalog.FormatOpenAI, BasePath: "/openai/v1"}
+	ch := &catalog.Channel{Format: catalog.Format("openai"), BasePath: "/openai/v1"}
 	if got := upstreamPath(ch, "/v1/embeddings", 0, false); got != "/openai/v1/embeddings" {
 		t.Errorf("embeddings: %s", got)
 	}
 }
 
-// TestEveryChatFormatHasAnEntry: every format a chat model may be served in is in the
-// format table with a chat API the translator serves every client API from.
-func TestEveryChatFormatHasAnEntry(t *testing.T) {
-	for _, f := range []catalog.Format{catalog.FormatOpenAI, catalog.FormatAnthropic, catalog.FormatGemini,
-		catalog.FormatVertexGemini, catalog.FormatVertexAnthropic, catalog.FormatBedrock} {
-		e, ok := formats[f]
-		if !ok || e.api == nil || e.path == nil {
-			t.Errorf("%s: incomplete format entry", f)
+// TestEveryChatFormatIsServed: every format of the table that speaks a chat API speaks
+// one the translator serves every client API from.
+func TestEveryChatFormatIsServed(t *testing.T) {
+	for _, name := range translate.Formats() {
+		f, _ := translate.FormatNamed(name)
+		if f.API == 0 {
 			continue
 		}
-		up := e.api(catalog.KindChat)
-		for _, client := range []translate.API{translate.Chat, translate.Messages, translate.Responses} {
-			if _, ok := translate.New(client, up); !ok && client != up {
-				t.Errorf("%s: %v clients are not served", f, client)
+		for _, up := range []translate.API{f.APIFor(false), f.APIFor(true)} {
+			for _, client := range []translate.API{translate.Chat, translate.Messages, translate.Responses} {
+				if _, ok := translate.New(client, up); !ok && client != up {
+					t.Errorf("%s: %v clients are not served by %v", name, client, up)
+				}
 			}
 		}
 	}

@@ -46,6 +46,7 @@ import (
 type responseState struct {
 	status    int
 	ct        string
+	errType   string // the answer's response.ErrorTypeHeader (Bedrock's error type)
 	rw        response.Rewriter
 	chunked   bool // the body comes in STREAMED chunks (SSE or incremental JSON)
 	delivered bool // some bytes of a chunked success went downstream
@@ -83,6 +84,8 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 			st.ct = h.Value
 		case "content-encoding":
 			st.encoding = h.Value
+		case response.ErrorTypeHeader:
+			st.errType = h.Value
 		case "content-length":
 			if n, err := strconv.ParseInt(h.Value, 10, 64); err == nil && n >= 0 {
 				size = n
@@ -103,7 +106,7 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 		}
 		code := apierr.UpstreamError
 		if status < 200 || status > 299 {
-			code = response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, nil)
+			code = response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, st.errType, nil)
 		}
 		r.reportHealth(status, code, nil)
 		return r.fail(upstreamError(r.failoverCode(code)))
@@ -122,7 +125,7 @@ func (r *Request) responseHeaders(ctx context.Context, status int, headers []Hea
 	}
 	if !response.UsableSuccess(r.parsed.Stream, status, r.successType(st.ct)) {
 		r.release(ctx, "upstream_unusable_response")
-		code := response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, nil)
+		code := response.ClassifyUpstream(r.upstreamFormat(), status, st.ct, st.errType, nil)
 		r.reportHealth(status, code, nil)
 		return r.fail(upstreamError(code))
 	}
@@ -236,7 +239,7 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 			}
 			chunk = plain
 		}
-		code := response.ClassifyUpstream(r.upstreamFormat(), st.status, st.ct, chunk)
+		code := response.ClassifyUpstream(r.upstreamFormat(), st.status, st.ct, st.errType, chunk)
 		if r.endpoint.spec().taskRead && st.status == 404 {
 			return r.fail(taskNotFound())
 		}

@@ -4,6 +4,7 @@ import (
 	"mime"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/restjson"
 	"github.com/tidwall/gjson"
 
 	"github.com/llmgw/gateway/extproc/apierr"
@@ -39,8 +40,9 @@ func UsableSuccess(stream bool, status int, contentType string) bool {
 //     providers' account or billing errors, or an Anthropic invalid_request_error whose
 //     message says the credit balance is too low.
 //   - The upstream is down or overloaded → apierr.ServiceUnavailable: 503 (including
-//     Envoy's own "no healthy upstream" and connect failures) and 529 (Anthropic
-//     overloaded_error).
+//     Envoy's own "no healthy upstream" and connect failures), 529 (Anthropic
+//     overloaded_error), and an overloaded error of any status (Bedrock's 429
+//     ModelNotReadyException).
 //   - The provider rejected the request itself as invalid → apierr.InvalidRequest: a 400,
 //     413 or 422 whose body is the provider's error envelope with type
 //     invalid_request_error (for example a prompt over the context window).
@@ -48,14 +50,22 @@ func UsableSuccess(stream bool, status int, contentType string) bool {
 //     provider's error envelope, and every 2xx that reaches this function.
 //
 // f selects the provider family whose shapes are expected; a body in the other family's
-// envelope is recognised too.
-func ClassifyUpstream(f Format, status int, contentType string, body []byte) apierr.Code {
+// envelope is recognised too. errorType is the answer's ErrorTypeHeader ("" without
+// one): Bedrock names its error there only, and its type is read as the others' (the
+// table awsErrors).
+func ClassifyUpstream(f Format, status int, contentType, errorType string, body []byte) apierr.Code {
 	if status >= 200 && status <= 299 {
 		return apierr.UpstreamError
 	}
 	e := parseUpstreamError(body)
+	if t, ok := awsErrors[restjson.SanitizeErrorCode(errorType)]; ok {
+		e.typ = t
+	}
 	if e.accountProblem() {
 		return apierr.UpstreamAccountUnavailable
+	}
+	if e.typ == "overloaded_error" {
+		return apierr.ServiceUnavailable
 	}
 	switch status {
 	case 401, 402, 403, 429:
@@ -67,11 +77,12 @@ func ClassifyUpstream(f Format, status int, contentType string, body []byte) api
 			return apierr.InvalidRequest
 		}
 	}
-	if e.typ == "overloaded_error" {
-		return apierr.ServiceUnavailable
-	}
 	return apierr.UpstreamError
 }
+
+// ErrorTypeHeader is the response header in which AWS services (Bedrock) name an
+// error's type, as "ValidationException:http://internal.amazon.com/coral/…".
+const ErrorTypeHeader = "x-amzn-errortype"
 
 // AccountRefusal reports whether an upstream error body is the provider's own word that
 // the account cannot serve (out of funds, unauthorized, forbidden), whatever its status:
@@ -125,6 +136,27 @@ var googleErrors = map[string]string{
 	"UNAUTHENTICATED":     "authentication_error",
 	"PERMISSION_DENIED":   "permission_error",
 	"FAILED_PRECONDITION": "billing_error",
+}
+
+// awsErrors are Bedrock's error types (Converse API reference; the signature refusals of
+// every AWS service) in the words of the types above.
+var awsErrors = map[string]string{
+	"ValidationException":                 "invalid_request_error",
+	"AccessDeniedException":               "permission_error",
+	"UnrecognizedClientException":         "authentication_error",
+	"InvalidSignatureException":           "authentication_error",
+	"MissingAuthenticationTokenException": "authentication_error",
+	"ExpiredTokenException":               "authentication_error",
+	"IncompleteSignatureException":        "authentication_error",
+	// The account's quota: like OpenAI's insufficient_quota, it clears later.
+	"ServiceQuotaExceededException": "insufficient_quota",
+	"ThrottlingException":           "rate_limit_error",
+	"ModelNotReadyException":        "overloaded_error",
+	"ServiceUnavailableException":   "overloaded_error",
+	"ResourceNotFoundException":     "not_found_error",
+	"ModelTimeoutException":         "timeout_error",
+	"ModelErrorException":           "api_error",
+	"InternalServerException":       "api_error",
 }
 
 // accountErrors are the providers' error types and codes that mean the upstream account

@@ -35,7 +35,7 @@ func TestClassifyUpstream(t *testing.T) {
 		{"gemini billing not enabled", AnthropicMessages, 400, "application/json", `{"error":{"code":400,"message":"Gemini API free tier is not available in your country. Please enable billing on your project in Google AI Studio.","status":"FAILED_PRECONDITION"}}`, apierr.UpstreamAccountUnavailable},
 		{"gemini bad key", AnthropicMessages, 400, "application/json", `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID"}]}}`, apierr.UpstreamAccountUnavailable},
 		{"vertex unauthenticated", AnthropicMessages, 401, "application/json", `{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}`, apierr.UpstreamAccountUnavailable},
-		{"bedrock validation", AnthropicMessages, 400, "application/json", `{"message":"Malformed input request"}`, apierr.UpstreamError},
+		{"bedrock body without its type header", AnthropicMessages, 400, "application/json", `{"message":"Malformed input request"}`, apierr.UpstreamError},
 		// Anthropic error envelopes.
 		{"anthropic invalid key", AnthropicMessages, 401, "application/json", `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"},"request_id":"req_011CSHoEeqs5C35K2UUqR7Fy"}`, apierr.UpstreamAccountUnavailable},
 		{"anthropic permission", AnthropicMessages, 403, "application/json", `{"type":"error","error":{"type":"permission_error","message":"Your API key does not have permission to use the specified resource."}}`, apierr.UpstreamAccountUnavailable},
@@ -59,8 +59,43 @@ func TestClassifyUpstream(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ClassifyUpstream(tt.format, tt.status, tt.contentType, []byte(tt.body)); got != tt.want {
+			if got := ClassifyUpstream(tt.format, tt.status, tt.contentType, "", []byte(tt.body)); got != tt.want {
 				t.Fatalf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestClassifyBedrock: Bedrock types its errors only in the x-amzn-ErrorType header
+// (its body is {"message"}); each type of the Converse API reference, with the status
+// Bedrock answers it with, maps as the other providers' errors of its kind.
+func TestClassifyBedrock(t *testing.T) {
+	const ns = ":http://internal.amazon.com/coral/com.amazon.bedrock/"
+	for _, tt := range []struct {
+		errType string
+		status  int
+		want    apierr.Code
+	}{
+		{"ValidationException" + ns, 400, apierr.InvalidRequest},
+		{"ValidationException", 400, apierr.InvalidRequest},
+		{"com.amazon.coral.validate#ValidationException", 400, apierr.InvalidRequest},
+		{"ServiceQuotaExceededException" + ns, 400, apierr.UpstreamAccountUnavailable},
+		{"AccessDeniedException" + ns, 403, apierr.UpstreamAccountUnavailable},
+		{"UnrecognizedClientException:http://internal.amazon.com/coral/com.amazon.coral.service/", 403, apierr.UpstreamAccountUnavailable},
+		{"InvalidSignatureException:http://internal.amazon.com/coral/com.amazon.coral.service/", 403, apierr.UpstreamAccountUnavailable},
+		{"ThrottlingException" + ns, 429, apierr.UpstreamAccountUnavailable},
+		{"ModelNotReadyException" + ns, 429, apierr.ServiceUnavailable},
+		{"ServiceUnavailableException" + ns, 503, apierr.ServiceUnavailable},
+		{"ResourceNotFoundException" + ns, 404, apierr.UpstreamError},
+		{"ModelTimeoutException" + ns, 408, apierr.UpstreamError},
+		{"ModelErrorException" + ns, 424, apierr.UpstreamError},
+		{"InternalServerException" + ns, 500, apierr.UpstreamError},
+		{"SomethingNewException" + ns, 400, apierr.UpstreamError},
+	} {
+		t.Run(tt.errType, func(t *testing.T) {
+			got := ClassifyUpstream(AnthropicMessages, tt.status, "application/json", tt.errType, []byte(`{"message":"words"}`))
+			if got != tt.want {
+				t.Fatalf("%d %s: got %s, want %s", tt.status, tt.errType, got, tt.want)
 			}
 		})
 	}

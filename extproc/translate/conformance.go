@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -23,18 +25,29 @@ func ConformanceTable() string {
 	return b.String()
 }
 
-// upstreamDocs are the upstream tables in the docs' order, each with its section's
-// title (the channels it serves are in docs/providers.md).
-var upstreamDocs = []struct {
+// upstreamDoc is an upstream table with its section's title (the channels it serves are
+// in docs/providers.md).
+type upstreamDoc struct {
 	title string
 	table *upstreamTable
-}{
-	{"OpenAI Chat Completions", &chatUpstream},
-	{"OpenAI Responses", &responsesUpstream},
-	{"Anthropic Messages (Anthropic, Claude on Vertex AI)", &messagesUpstream},
-	{"Gemini generateContent (Gemini API, Vertex AI)", &geminiUpstream},
-	{"Amazon Bedrock Converse", &bedrockUpstream},
 }
+
+// upstreamDocs are the upstream tables in the docs' order: the client APIs', then the
+// upstream-only APIs' that have a title, in the order of their constants.
+var upstreamDocs = func() []upstreamDoc {
+	docs := []upstreamDoc{
+		{"OpenAI Chat Completions", &chatUpstream},
+		{"OpenAI Responses", &responsesUpstream},
+		{"Anthropic Messages (Anthropic, Claude on Vertex AI)", &messagesUpstream},
+	}
+	apis := slices.Sorted(maps.Keys(upstreamOnly))
+	for _, api := range apis {
+		if u := upstreamOnly[api]; u.title != "" {
+			docs = append(docs, upstreamDoc{u.title, u.fields})
+		}
+	}
+	return docs
+}()
 
 // UpstreamTables renders upstreamFields as docs/translation.md's section of one
 // Markdown table per upstream API: what each feature of a client's request becomes

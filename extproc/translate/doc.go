@@ -18,8 +18,20 @@
 // through untouched.
 //
 // Adding an API is one codec (its request, response and stream halves, each a pure
-// function of bytes), one entry in codecs (or upstreamOnly) and, as an upstream, one
-// table in upstreamFields; every pair with the existing APIs follows.
+// function of bytes) with its table of what it does with each feature
+// (upstream_fields.go), and one entry in codecs (a client API) or upstreamOnly (an API no
+// client speaks: its name, framing, stream media type, fields table and docs title);
+// every pair with the existing APIs follows.
+//
+// # Formats
+//
+// The format table (formats.go) is the one home of the upstream channel formats the
+// catalog names: each row says which chat API a channel of the format speaks, its path
+// shape (default base path, the model in the path and how it is escaped), its credential
+// style (key and its default header, AWS Signature V4, Google service account) and
+// whether it reads anthropic-version. The catalog validates channels against it and the
+// lifecycle routes by it; a new cloud is one codec and one row (TestFormatRowsComplete
+// checks each row is whole).
 //
 // # Rules
 //
@@ -46,7 +58,8 @@
 // # Imports
 //
 // This package is bytes and values only: it must not import protobuf, gRPC, Envoy, the
-// lifecycle, the catalog or accounting. It may import extproc/sse, JSON libraries and
+// lifecycle, the catalog or accounting. It may import extproc/sse, JSON libraries,
 // extproc/wire, whose Object and ForEach read a request body's members without walking
-// the conversation again for each.
+// the conversation again for each, and the AWS SDK's event-stream framing and path
+// escaping.
 package translate

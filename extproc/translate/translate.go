@@ -37,12 +37,9 @@ func (a API) String() string {
 		return "messages"
 	case Responses:
 		return "responses"
-	case Gemini:
-		return "gemini"
-	case Bedrock:
-		return "bedrock"
-	case VertexMessages:
-		return "vertex-messages"
+	}
+	if u, ok := upstreamOnly[a]; ok {
+		return u.name
 	}
 	return fmt.Sprintf("API(%d)", uint8(a))
 }
@@ -132,11 +129,13 @@ var codecs = map[API]codec{
 	Responses: responsesCodec{},
 }
 
-// upstreamOnly is the table of upstream-only APIs. Each answers in its own bytes, read
-// by its decoders into the neutral model and written as the API in reads (the one the
-// lifecycle's response rewriter reads: usage, model id) before the client's codec
-// writes the client's answer.
+// upstreamOnly is the table of upstream-only APIs, one entry each: an API no client
+// speaks is its constant, its codec and this entry (and, to be reached, a row of the
+// format table, formats.go). Each answers in its own bytes, read by its decoders into
+// the neutral model and written as the API in reads (the one the lifecycle's response
+// rewriter reads: usage, model id) before the client's codec writes the client's answer.
 var upstreamOnly = map[API]struct {
+	name  string
 	codec upstreamHalves
 	reads API
 	// native: the answer is in the API's own bytes (not already those of reads).
@@ -145,10 +144,19 @@ var upstreamOnly = map[API]struct {
 	// streamType.
 	framing    func() framing
 	streamType string
+	// fields is what it does with each feature of a request (upstream_fields.go);
+	// title names its section of the docs' conformance tables ("": the table is
+	// another API's, documented there).
+	fields *upstreamTable
+	title  string
 }{
-	Gemini:         {geminiCodec{}, Messages, true, nil, sseType},
-	Bedrock:        {bedrockCodec{}, Messages, true, newEventStreamFraming, eventStreamType},
-	VertexMessages: {vertexMessagesCodec{}, Messages, false, nil, sseType},
+	Gemini: {name: "gemini", codec: geminiCodec{}, reads: Messages, native: true, streamType: sseType,
+		fields: &geminiUpstream, title: "Gemini generateContent (Gemini API, Vertex AI)"},
+	Bedrock: {name: "bedrock", codec: bedrockCodec{}, reads: Messages, native: true,
+		framing: newEventStreamFraming, streamType: eventStreamType,
+		fields: &bedrockUpstream, title: "Amazon Bedrock Converse"},
+	VertexMessages: {name: "vertex-messages", codec: vertexMessagesCodec{}, reads: Messages, streamType: sseType,
+		fields: &messagesUpstream},
 }
 
 // The media types of upstream streams.

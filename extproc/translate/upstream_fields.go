@@ -8,14 +8,18 @@ type upstreamTable [numFeatures]field
 
 // upstreamFields is the one home of what each upstream API maps, drops or refuses: a
 // translated request passes admit before its upstream's encoder, which writes only what
-// is left, so the table is the behaviour and the docs' tables are it, rendered.
-var upstreamFields = map[API]*upstreamTable{
-	Chat:           &chatUpstream,
-	Responses:      &responsesUpstream,
-	Messages:       &messagesUpstream,
-	VertexMessages: &messagesUpstream,
-	Gemini:         &geminiUpstream,
-	Bedrock:        &bedrockUpstream,
+// is left, so the table is the behaviour and the docs' tables are it, rendered. The
+// client APIs' are here, an upstream-only API's in its upstreamOnly entry.
+func upstreamFields(api API) *upstreamTable {
+	switch api {
+	case Chat:
+		return &chatUpstream
+	case Responses:
+		return &responsesUpstream
+	case Messages:
+		return &messagesUpstream
+	}
+	return upstreamOnly[api].fields
 }
 
 var chatUpstream = upstreamTable{
@@ -148,7 +152,7 @@ var bedrockUpstream = upstreamTable{
 // admit applies upstream's table to r, in place: the first feature it refuses is an
 // *Unsupported naming the client's field; the features it drops are taken out of r.
 func admit(upstream API, r *Request) error {
-	t := upstreamFields[upstream]
+	t := upstreamFields(upstream)
 	if t == nil {
 		return nil
 	}

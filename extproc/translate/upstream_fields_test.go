@@ -113,7 +113,7 @@ func TestUpstreamTablesComplete(t *testing.T) {
 		documented[d.table] = true
 	}
 	for _, up := range upstreamAPIs {
-		table := upstreamFields[up]
+		table := upstreamFields(up)
 		if table == nil {
 			t.Errorf("%v has no upstream table", up)
 			continue
@@ -141,7 +141,7 @@ func TestUpstreamTablesComplete(t *testing.T) {
 func TestUpstreamTablesAreTheBehaviour(t *testing.T) {
 	for _, up := range upstreamAPIs {
 		for id := range numFeatures {
-			f, e, s := &features[id], upstreamFields[up][id], featureSamples[id]
+			f, e, s := &features[id], upstreamFields(up)[id], featureSamples[id]
 			with := sampleBase()
 			s.add(with)
 			if _, ok := f.find(with); !ok {

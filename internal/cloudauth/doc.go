@@ -7,5 +7,6 @@
 // (NewServiceAccount).
 //
 // It is test and demo support: no production request path imports it. It depends on
-// the standard library, the AWS SDK signer and golang-jwt only.
+// the standard library, the AWS SDK signer (and smithy-go's path escaping, the
+// SDK's own) and golang-jwt only.
 package cloudauth

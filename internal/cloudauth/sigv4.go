@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/smithy-go/encoding/httpbinding"
 )
 
 // AWSKey is an access key the verifier knows.
@@ -42,7 +43,8 @@ const sigV4MaxSkew = 5 * time.Minute
 // VerifySigV4 checks r's Signature Version 4 for service and region with key, over
 // body (r's body, already read): the scope, the date, the body's hash, the session
 // token, and the signature itself, recomputed by the SDK signer from the headers the
-// request says it signed. The error is a *SigV4Error.
+// request says it signed and from its path escaped as the service escapes it
+// (serviceEscapedPath). The error is a *SigV4Error.
 func VerifySigV4(r *http.Request, body []byte, key AWSKey, service, region string, now time.Time) error {
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
@@ -83,8 +85,13 @@ func VerifySigV4(r *http.Request, body []byte, key AWSKey, service, region strin
 		return &SigV4Error{UnrecognizedClient, "The security token included in the request is invalid."}
 	}
 
-	// The request as the signer saw it: only the headers it signed.
-	u := &url.URL{Scheme: "https", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	// The request as the signer saw it: its path as the service escapes it (not as sent),
+	// only the headers it signed.
+	path, err := serviceEscapedPath(r.URL)
+	if err != nil {
+		return &SigV4Error{InvalidSignature, "The request path is not validly escaped."}
+	}
+	u := &url.URL{Scheme: "https", Host: r.Host, Path: r.URL.Path, RawPath: path, RawQuery: r.URL.RawQuery}
 	again := &http.Request{Method: r.Method, URL: u, Host: r.Host, Header: http.Header{}}
 	for _, h := range signed {
 		switch h {
@@ -103,6 +110,23 @@ func VerifySigV4(r *http.Request, body []byte, key AWSKey, service, region strin
 		return &SigV4Error{InvalidSignature, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method."}
 	}
 	return nil
+}
+
+// serviceEscapedPath is u's path as an AWS service reads it for the signature: each
+// segment of the path received decoded, then escaped the AWS way (every byte but A-Z,
+// a-z, 0-9 and -._~, as the AWS SDKs escape a path label, ':' and '/' included). A
+// client that sent a segment escaped otherwise signed another path, and is refused;
+// the SDK signer then escapes this path once more for the canonical request.
+func serviceEscapedPath(u *url.URL) (string, error) {
+	segs := strings.Split(u.EscapedPath(), "/")
+	for i, seg := range segs {
+		raw, err := url.PathUnescape(seg)
+		if err != nil {
+			return "", err
+		}
+		segs[i] = httpbinding.EscapePath(raw, true)
+	}
+	return strings.Join(segs, "/"), nil
 }
 
 // parseAuthorization splits "AWS4-HMAC-SHA256 Credential=…, SignedHeaders=…,
