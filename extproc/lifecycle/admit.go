@@ -57,13 +57,16 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 }
 
 // modelRefusal is the first of the model rules of the admission order (steps 6 to 9)
-// that the grant fails for model m — allowlist, top-up, a channel open to the tier
-// (hasCandidate), a complete price — or nil when it may call m. Admission and the
-// models list share it, so the list shows exactly what admission would let through.
+// that the grant fails for model m — the key's allowlist and its projects', top-up, a
+// channel open to the tier (hasCandidate), a complete price — or nil when it may call
+// m. Admission and the models list share it, so the list shows exactly what admission
+// would let through.
 func modelRefusal(g *ledger.Grant, m *catalog.Model, hasCandidate bool) *apierr.Error {
 	switch {
 	case len(g.AllowedModels) > 0 && !slices.Contains(g.AllowedModels, m.ID):
 		return apierr.Param(apierr.ModelNotAllowed, "model", "This key is not allowed to call the model '"+m.ID+"'.")
+	case g.EffectiveModels != nil && !slices.Contains(g.EffectiveModels, m.ID):
+		return modelNotAllowed(m.ID, nil)
 	case !m.Free && !g.AccountToppedUp:
 		return apierr.Param(apierr.ModelRequiresTopUp, "model", "The model '"+m.ID+"' requires a top-up; free models remain callable.")
 	case !hasCandidate:

@@ -5,6 +5,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/internal/replay"
+	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/internal/testkit"
 )
 
@@ -93,4 +94,39 @@ func TestTokenBoundInTheRefusal(t *testing.T) {
 		w:        testkit.WantError(429, "rate_limit_exceeded", "rate_limit_error").WithRetry(""),
 		message:  "token bound (173 tokens",
 	}})
+}
+
+// TestProjectAllowlistBeforeTheReserve: a grant whose projects restrict the models
+// (EffectiveModels) refuses any other model with 403 model_not_allowed before anything
+// is reserved, even when the key itself allows every model; an empty one refuses all.
+func TestProjectAllowlistBeforeTheReserve(t *testing.T) {
+	const (
+		inProject = "gw-proj0000000000000000000000000000000000000000"
+		nothing   = "gw-none0000000000000000000000000000000000000000"
+	)
+	withKeys := func(c *lifecycle.Config) {
+		f := c.Ledger.(*replay.FakeLedger)
+		f.AddKey(inProject, ledger.Grant{KeyID: "k-proj", AccountID: "a1", Tier: "default", AccountToppedUp: true,
+			EffectiveModels: []string{"demo-free"}})
+		f.AddKey(nothing, ledger.Grant{KeyID: "k-none", AccountID: "a1", Tier: "default", AccountToppedUp: true,
+			EffectiveModels: []string{}})
+	}
+	denied := testkit.WantError(403, "model_not_allowed", "permission_error").WithParam("model")
+	checkRefusals(t, "/v1/chat/completions", false, []refusal{
+		{name: "chat outside the project's models", body: chatOK, headers: bearer(inProject), w: denied,
+			message: "A project of this key does not allow the model 'demo-chat'"},
+		{name: "chat with no model left", body: `{"model":"demo-free","messages":[{"role":"user","content":"hi"}]}`,
+			headers: bearer(nothing), w: denied},
+	}, withKeys)
+	checkRefusals(t, "/v1/messages", true, []refusal{
+		{name: "messages outside the project's models", headers: []string{"x-api-key", inProject}, w: denied,
+			body: `{"model":"demo-claude","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`},
+	}, withKeys)
+
+	f := replay.DemoLedger()
+	svc := replay.Service(t, f)
+	withKeys(&lifecycle.Config{Ledger: f})
+	r, a := post(t, svc, "/v1/chat/completions", `{"model":"demo-free","messages":[{"role":"user","content":"hi"}]}`, bearer(inProject)...)
+	mustAdmit(t, a)
+	finish(t, svc, r)
 }
