@@ -157,8 +157,10 @@ func TestRecordsRoundTrip(t *testing.T) {
 	expires := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 	for _, g := range []ledger.Grant{
 		{KeyID: "k", AccountID: "a", AllowedModels: []string{"m1", "m2"}, DailyLimit: &daily, MonthlyLimit: &monthly,
-			ExpiresAt: &expires, AdminCreated: true, Tier: "enterprise", AccountSuspended: true, AccountToppedUp: true},
+			ExpiresAt: &expires, AdminCreated: true, Tier: "enterprise", AccountSuspended: true, AccountToppedUp: true,
+			EffectiveModels: []string{"m2"}},
 		{KeyID: "k", AccountID: "a"},
+		{KeyID: "k", AccountID: "a", EffectiveModels: []string{}}, // projects leave no model
 	} {
 		if diff := cmp.Diff(g, GrantFromProto(GrantToProto(g))); diff != "" {
 			t.Errorf("grant (-want +got)\n%s", diff)

@@ -93,7 +93,17 @@ func GrantToProto(g ledger.Grant) *accountingv1.KeyGrant {
 		Tier:               g.Tier,
 		AccountSuspended:   g.AccountSuspended,
 		AccountToppedUp:    g.AccountToppedUp,
+		EffectiveModels:    modelScopeToProto(g.EffectiveModels),
 	}
+}
+
+// modelScopeToProto is a restricting set of models on the wire: nil (no restriction)
+// stays absent, an empty one is present and empty.
+func modelScopeToProto(models []string) *accountingv1.ModelScope {
+	if models == nil {
+		return nil
+	}
+	return &accountingv1.ModelScope{Models: append([]string(nil), models...)}
 }
 
 // GrantFromProto reads a grant off the wire.
@@ -103,6 +113,9 @@ func GrantFromProto(g *accountingv1.KeyGrant) ledger.Grant {
 		AdminCreated: g.GetAdminCreated(), Tier: g.GetTier(),
 		AccountSuspended: g.GetAccountSuspended(), AccountToppedUp: g.GetAccountToppedUp(),
 		ExpiresAt: timeOrNil(g.GetExpiresAt()),
+	}
+	if g.EffectiveModels != nil {
+		out.EffectiveModels = append([]string{}, g.GetEffectiveModels().GetModels()...)
 	}
 	if g.DailyLimitMicros != nil {
 		v := g.GetDailyLimitMicros()

@@ -271,6 +271,7 @@ var reasonText = map[ledger.Reason]string{
 	ledger.ReasonRateLimitExceeded:        "rate limit exceeded",
 	ledger.ReasonReservationSettled:       "reservation already settled",
 	ledger.ReasonAlreadyExists:            "already exists",
+	ledger.ReasonModelNotAllowed:          "model not allowed",
 }
 
 // describe turns a failed call into the one line the operator reads.

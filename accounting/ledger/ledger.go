@@ -85,6 +85,10 @@ type Grant struct {
 	Tier             string
 	AccountSuspended bool
 	AccountToppedUp  bool
+	// EffectiveModels is what the key may call once the allowlists of the projects on
+	// its path apply: AllowedModels intersected with every project's. nil when no
+	// project restricts models (AllowedModels alone decides); empty when none is left.
+	EffectiveModels []string
 }
 
 // NewKey is what CreateKey needs.

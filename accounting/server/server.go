@@ -120,6 +120,8 @@ func (l *LedgerServer) Reserve(ctx context.Context, req *accountingv1.ReserveReq
 		return nil, invalidArgument("key_id is required")
 	case req.GetAmountMicros() < 0:
 		return nil, invalidArgument("amount_micros must not be negative")
+	case req.GetTokenBound() < 0:
+		return nil, invalidArgument("token_bound must not be negative")
 	}
 	pool, ok := contract.PoolFromProto(req.GetPool())
 	if !ok {
@@ -136,6 +138,7 @@ func (l *LedgerServer) Reserve(ctx context.Context, req *accountingv1.ReserveReq
 		Amount:    req.GetAmountMicros(),
 		Pool:      pool,
 		TTL:       ttl,
+		Tokens:    req.GetTokenBound(),
 	})
 	if err != nil {
 		return nil, l.s.fail(ctx, "Reserve", err)

@@ -212,7 +212,7 @@ func (c *Client) Authenticate(ctx context.Context, keyHash []byte) (ledger.Grant
 func (c *Client) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
 	res, err := c.co.do(ctx, &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Reserve{Reserve: &accountingv1.ReserveRequest{
 		RequestId: r.RequestID, KeyId: r.KeyID, Model: r.Model, AmountMicros: r.Amount,
-		Pool: contract.PoolToProto(r.Pool), TtlSeconds: int32(r.TTL / time.Second),
+		Pool: contract.PoolToProto(r.Pool), TtlSeconds: int32(r.TTL / time.Second), TokenBound: r.Tokens,
 	}}})
 	resp := res.GetReserve()
 	if err := resultError(res, err, resp != nil); err != nil {

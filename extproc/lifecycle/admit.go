@@ -57,13 +57,16 @@ func (r *Request) admit(ctx context.Context) *apierr.Error {
 }
 
 // modelRefusal is the first of the model rules of the admission order (steps 6 to 9)
-// that the grant fails for model m — allowlist, top-up, a channel open to the tier
-// (hasCandidate), a complete price — or nil when it may call m. Admission and the
-// models list share it, so the list shows exactly what admission would let through.
+// that the grant fails for model m — the key's allowlist and its projects', top-up, a
+// channel open to the tier (hasCandidate), a complete price — or nil when it may call
+// m. Admission and the models list share it, so the list shows exactly what admission
+// would let through.
 func modelRefusal(g *ledger.Grant, m *catalog.Model, hasCandidate bool) *apierr.Error {
 	switch {
 	case len(g.AllowedModels) > 0 && !slices.Contains(g.AllowedModels, m.ID):
 		return apierr.Param(apierr.ModelNotAllowed, "model", "This key is not allowed to call the model '"+m.ID+"'.")
+	case g.EffectiveModels != nil && !slices.Contains(g.EffectiveModels, m.ID):
+		return modelNotAllowed(m.ID, nil)
 	case !m.Free && !g.AccountToppedUp:
 		return apierr.Param(apierr.ModelRequiresTopUp, "model", "The model '"+m.ID+"' requires a top-up; free models remain callable.")
 	case !hasCandidate:
@@ -98,24 +101,57 @@ func (r *Request) MaxCost() int64 {
 	sp := r.endpoint.spec()
 	switch sp.billing {
 	case BillInputTokens:
-		known := r.parsed.KnownTokens
-		return pricing.Tokens(m.Prices, tokens.WithMargin(r.promptTokens()-known, tokens.Media(r.parsed.Prompt))+known, 0)
+		return pricing.Tokens(m.Prices, r.inputBound(), 0)
 	case BillUnits:
 		return pricing.Units(m.Prices, sp.unit, r.units)
 	case BillNone:
 		return 0
 	}
-	out := r.parsed.MaxOutput
-	if out == 0 {
-		out = m.MaxOutputTokens
-	}
-	out += r.svc.cfg.Counter.Output(r.parsed.Prompt)
 	return pricing.Max(&m.Prices, pricing.Bound{
-		InputTokens:  tokens.WithMargin(r.promptTokens(), tokens.Media(r.parsed.Prompt)),
-		OutputTokens: out,
+		InputTokens:  r.inputBound(),
+		OutputTokens: r.outputBound(),
 		Parts:        holdParts(&r.parsed),
 		Sels:         holdSels(&m.Prices, r.parsed.RateCard),
 	})
+}
+
+// TokenBound is the request's token bound, what its admission takes from the
+// tokens-per-minute buckets of its key and projects: the hold's input bound plus its
+// output bound (the figures MaxCost prices), for free models too. Embeddings: the
+// input's bound. Endpoints billed by units (speech, images, video) or not at all: 0,
+// they take no tokens.
+func (r *Request) TokenBound() int64 {
+	if r.model == nil {
+		return 0
+	}
+	switch r.endpoint.spec().billing {
+	case BillTokens:
+		return r.inputBound() + r.outputBound()
+	case BillInputTokens:
+		return r.inputBound()
+	}
+	return 0
+}
+
+// inputBound is the input tokens a hold bounds: the prompt's count with its margin
+// (media parts at their fixed bound); for embeddings the given token ids count exactly.
+func (r *Request) inputBound() int64 {
+	media := tokens.Media(r.parsed.Prompt)
+	if r.endpoint.spec().billing == BillInputTokens {
+		known := r.parsed.KnownTokens
+		return tokens.WithMargin(r.promptTokens()-known, media) + known
+	}
+	return tokens.WithMargin(r.promptTokens(), media)
+}
+
+// outputBound is the output tokens a hold bounds: the output limit (the request's, else
+// the model's) and what is billed as output beyond it (prediction).
+func (r *Request) outputBound() int64 {
+	out := r.parsed.MaxOutput
+	if out == 0 {
+		out = r.model.MaxOutputTokens
+	}
+	return out + r.svc.cfg.Counter.Output(r.parsed.Prompt)
 }
 
 // promptTokens is the prompt's plain count (no margin), counted once per request.
@@ -170,6 +206,7 @@ func (r *Request) reserve(ctx context.Context) *apierr.Error {
 		Amount:    r.MaxCost(),
 		Pool:      pool,
 		TTL:       r.svc.cfg.LeaseTTL,
+		Tokens:    r.TokenBound(),
 	}
 	deadline, _ := ctx.Deadline()
 	var res ledger.Reservation

@@ -36,7 +36,9 @@
 //     ("no route candidate for the model is available to the key"). The id already
 //     passed the invalid_model shape rule, so 400 invalid_model would be wrong; and the
 //     public catalog is public, so nothing leaks.
-//  6. Model in the key's allowlist (403 model_not_allowed; empty allowlist = all).
+//  6. Model in the key's allowlist (403 model_not_allowed; empty allowlist = all) and in
+//     the allowlist of every project on the key's path (the grant's EffectiveModels,
+//     from accounting; the ledger checks the projects again when it reserves).
 //  7. Paid model on an account without a top-up (403 model_requires_topup).
 //  8. An enabled channel open to the account's tier (403 model_not_available).
 //  9. Complete published price (503 pricing_unavailable): before any upstream call or
@@ -61,9 +63,10 @@
 //     resolves to public addresses (invalid_webhook_url; its syntax was checked in step
 //     2, the resolution waits for a valid key so that anonymous callers cannot make the
 //     gateway resolve names).
-//  11. Reserve the maximum estimated cost (402 insufficient_credits, 429
-//     key_limit_reached / concurrency_limit_exceeded / rate_limit_exceeded with
-//     Retry-After; taken from the Refusal's reason and retry_after).
+//  11. Reserve the maximum estimated cost and the token bound (402 insufficient_credits,
+//     403 model_not_allowed by a project, 429 key_limit_reached / concurrency_limit_exceeded /
+//     rate_limit_exceeded with Retry-After; taken from the Refusal's reason, limit and
+//     retry_after: limits.go).
 //
 // Only then is a channel picked and the request mutated.
 //

@@ -100,9 +100,7 @@ func (r *Request) ledgerError(err error, op string) *apierr.Error {
 	case ledger.ReasonInsufficientCredits:
 		return apierr.New(apierr.InsufficientCredits, "Available credits cannot cover the request's maximum estimated cost (credits held by in-flight requests are not available). Lower the output-token limit, wait for a request to finish, or add credits.")
 	case ledger.ReasonKeyLimitReached:
-		e := apierr.New(apierr.KeyLimitReached, "The request would cross the key's "+limitName(ref.Limit)+"spend limit.")
-		e.RetryAfter = ref.RetryAfter
-		return e
+		return spendRefusal(ref)
 	case ledger.ReasonConcurrencyLimitExceeded:
 		e := apierr.New(apierr.ConcurrencyLimitExceeded, "Too many requests are in flight on the account.")
 		e.RetryAfter = ref.RetryAfter
@@ -111,19 +109,12 @@ func (r *Request) ledgerError(err error, op string) *apierr.Error {
 		}
 		return e
 	case ledger.ReasonRateLimitExceeded:
-		e := apierr.New(apierr.RateLimitExceeded, "The account's requests-per-minute limit is exceeded.")
-		e.RetryAfter = ref.RetryAfter
-		return e
+		return rateRefusal(ref, r.TokenBound())
+	case ledger.ReasonModelNotAllowed:
+		return modelNotAllowed(r.parsed.Model, ref)
 	}
 	r.log().Warn("unexpected refusal", zap.String("op", op), zap.Stringer("reason", ref.Reason))
 	return apierr.New(apierr.InternalError, "The request could not be processed.")
-}
-
-func limitName(l string) string {
-	if l == "daily" || l == "monthly" {
-		return l + " "
-	}
-	return ""
 }
 
 func apiAccountSuspended() *apierr.Error {

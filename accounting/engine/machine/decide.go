@@ -284,6 +284,7 @@ func (s *State) authenticate(c *Authenticate) Answer {
 		KeyID: k.id, AccountID: a.id, AllowedModels: k.allowedModels, DailyLimit: k.daily,
 		MonthlyLimit: k.monthly, ExpiresAt: k.expiresAt, AdminCreated: k.adminCreated,
 		Tier: a.tier.Name, AccountSuspended: a.suspended, AccountToppedUp: a.toppedUp,
+		EffectiveModels: k.effectiveModels(),
 	}}
 }
 

@@ -351,6 +351,36 @@ func (k *key) allows(model string) bool {
 	return true
 }
 
+// effectiveModels is what k may call once the allowlists of the projects on its path
+// apply: its own allowlist (else the nearest restricting project's) less what any
+// project on the path does not allow, in that list's order. nil when no project on the
+// path restricts models; empty, not nil, when none is left.
+func (k *key) effectiveModels() []string {
+	var from []string
+	restricted := false
+	for p := k.project; p != nil; p = p.parent {
+		if p.models != nil {
+			if !restricted && len(k.allowedModels) == 0 {
+				from = p.models
+			}
+			restricted = true
+		}
+	}
+	if !restricted {
+		return nil
+	}
+	if len(k.allowedModels) > 0 {
+		from = k.allowedModels
+	}
+	out := []string{}
+	for _, m := range from {
+		if k.allows(m) && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // modelRefused names the project on k's path that does not allow model.
 func modelRefused(k *key, model string) Answer {
 	p := k.project

@@ -194,7 +194,7 @@ func (m *Memory) Authenticate(_ context.Context, hash []byte) (ledger.Grant, err
 		return machine.Authenticate{Hash: hash, At: at}
 	})
 	g := a.Grant
-	g.AllowedModels = slices.Clone(g.AllowedModels)
+	g.AllowedModels, g.EffectiveModels = slices.Clone(g.AllowedModels), slices.Clone(g.EffectiveModels)
 	g.DailyLimit, g.MonthlyLimit, g.ExpiresAt = clone(g.DailyLimit), clone(g.MonthlyLimit), clone(g.ExpiresAt)
 	return g, err
 }

@@ -541,8 +541,13 @@ type KeyGrant struct {
 	Tier               string                 `protobuf:"bytes,8,opt,name=tier,proto3" json:"tier,omitempty"`
 	AccountSuspended   bool                   `protobuf:"varint,9,opt,name=account_suspended,json=accountSuspended,proto3" json:"account_suspended,omitempty"`
 	AccountToppedUp    bool                   `protobuf:"varint,10,opt,name=account_topped_up,json=accountToppedUp,proto3" json:"account_topped_up,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The models the key may call once the allowlists of the projects on its path apply:
+	// its own allowlist intersected with every project's. Absent when no project on its
+	// path restricts models (allowed_models alone decides); present and empty when
+	// nothing is left.
+	EffectiveModels *ModelScope `protobuf:"bytes,11,opt,name=effective_models,json=effectiveModels,proto3" json:"effective_models,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *KeyGrant) Reset() {
@@ -645,6 +650,58 @@ func (x *KeyGrant) GetAccountToppedUp() bool {
 	return false
 }
 
+func (x *KeyGrant) GetEffectiveModels() *ModelScope {
+	if x != nil {
+		return x.EffectiveModels
+	}
+	return nil
+}
+
+// ModelScope is a set of models that restricts: empty allows none.
+type ModelScope struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Models        []string               `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelScope) Reset() {
+	*x = ModelScope{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelScope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelScope) ProtoMessage() {}
+
+func (x *ModelScope) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelScope.ProtoReflect.Descriptor instead.
+func (*ModelScope) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ModelScope) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
 type ReserveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Idempotency key chosen by the caller, unique per gateway request.
@@ -668,7 +725,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +737,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +750,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{4}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReserveRequest) GetRequestId() string {
@@ -757,7 +814,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +826,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +839,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{5}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReserveResponse) GetReservationId() string {
@@ -831,7 +888,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +900,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +913,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{6}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -907,7 +964,7 @@ type ChargeComponent struct {
 
 func (x *ChargeComponent) Reset() {
 	*x = ChargeComponent{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +976,7 @@ func (x *ChargeComponent) String() string {
 func (*ChargeComponent) ProtoMessage() {}
 
 func (x *ChargeComponent) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +989,7 @@ func (x *ChargeComponent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChargeComponent.ProtoReflect.Descriptor instead.
 func (*ChargeComponent) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{7}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChargeComponent) GetName() string {
@@ -978,7 +1035,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1047,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1060,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{8}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CommitRequest) GetReservationId() string {
@@ -1054,7 +1111,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1123,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1136,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{9}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CommitResponse) GetChargedMicros() int64 {
@@ -1114,7 +1171,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1183,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1196,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{10}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseRequest) GetReservationId() string {
@@ -1168,7 +1225,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1237,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1250,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseResponse) GetState() ReservationState {
@@ -1219,7 +1276,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1288,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1301,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApplyRequest) GetOps() []*LedgerOp {
@@ -1269,7 +1326,7 @@ type LedgerOp struct {
 
 func (x *LedgerOp) Reset() {
 	*x = LedgerOp{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1338,7 @@ func (x *LedgerOp) String() string {
 func (*LedgerOp) ProtoMessage() {}
 
 func (x *LedgerOp) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1351,7 @@ func (x *LedgerOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerOp.ProtoReflect.Descriptor instead.
 func (*LedgerOp) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LedgerOp) GetOp() isLedgerOp_Op {
@@ -1363,7 +1420,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1432,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1445,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ApplyResponse) GetResults() []*LedgerOpResult {
@@ -1414,7 +1471,7 @@ type LedgerOpResult struct {
 
 func (x *LedgerOpResult) Reset() {
 	*x = LedgerOpResult{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1483,7 @@ func (x *LedgerOpResult) String() string {
 func (*LedgerOpResult) ProtoMessage() {}
 
 func (x *LedgerOpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1496,7 @@ func (x *LedgerOpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerOpResult.ProtoReflect.Descriptor instead.
 func (*LedgerOpResult) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LedgerOpResult) GetResult() isLedgerOpResult_Result {
@@ -1527,7 +1584,7 @@ type OpError struct {
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1596,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1609,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OpError) GetCode() int32 {
@@ -1586,7 +1643,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1655,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1668,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RenewRequest) GetReservationId() string {
@@ -1637,7 +1694,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1706,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1719,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RenewResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -1680,7 +1737,7 @@ type WatchChangesRequest struct {
 
 func (x *WatchChangesRequest) Reset() {
 	*x = WatchChangesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1749,7 @@ func (x *WatchChangesRequest) String() string {
 func (*WatchChangesRequest) ProtoMessage() {}
 
 func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1762,7 @@ func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesRequest.ProtoReflect.Descriptor instead.
 func (*WatchChangesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
 }
 
 type WatchChangesResponse struct {
@@ -1719,7 +1776,7 @@ type WatchChangesResponse struct {
 
 func (x *WatchChangesResponse) Reset() {
 	*x = WatchChangesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1788,7 @@ func (x *WatchChangesResponse) String() string {
 func (*WatchChangesResponse) ProtoMessage() {}
 
 func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1801,7 @@ func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesResponse.ProtoReflect.Descriptor instead.
 func (*WatchChangesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchChangesResponse) GetKind() ChangeKind {
@@ -1784,7 +1841,7 @@ type RecordVideoTaskRequest struct {
 
 func (x *RecordVideoTaskRequest) Reset() {
 	*x = RecordVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1853,7 @@ func (x *RecordVideoTaskRequest) String() string {
 func (*RecordVideoTaskRequest) ProtoMessage() {}
 
 func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +1866,7 @@ func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RecordVideoTaskRequest) GetTaskId() string {
@@ -1856,7 +1913,7 @@ type RecordVideoTaskResponse struct {
 
 func (x *RecordVideoTaskResponse) Reset() {
 	*x = RecordVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +1925,7 @@ func (x *RecordVideoTaskResponse) String() string {
 func (*RecordVideoTaskResponse) ProtoMessage() {}
 
 func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +1938,7 @@ func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecordVideoTaskResponse) GetTask() *VideoTask {
@@ -1900,7 +1957,7 @@ type GetVideoTaskRequest struct {
 
 func (x *GetVideoTaskRequest) Reset() {
 	*x = GetVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +1969,7 @@ func (x *GetVideoTaskRequest) String() string {
 func (*GetVideoTaskRequest) ProtoMessage() {}
 
 func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +1982,7 @@ func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetVideoTaskRequest) GetTaskId() string {
@@ -1944,7 +2001,7 @@ type GetVideoTaskResponse struct {
 
 func (x *GetVideoTaskResponse) Reset() {
 	*x = GetVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2013,7 @@ func (x *GetVideoTaskResponse) String() string {
 func (*GetVideoTaskResponse) ProtoMessage() {}
 
 func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2026,7 @@ func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetVideoTaskResponse) GetTask() *VideoTask {
@@ -1999,7 +2056,7 @@ type VideoTask struct {
 
 func (x *VideoTask) Reset() {
 	*x = VideoTask{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2068,7 @@ func (x *VideoTask) String() string {
 func (*VideoTask) ProtoMessage() {}
 
 func (x *VideoTask) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +2081,7 @@ func (x *VideoTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VideoTask.ProtoReflect.Descriptor instead.
 func (*VideoTask) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *VideoTask) GetTaskId() string {
@@ -2108,7 +2165,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2177,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2190,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Account) GetId() string {
@@ -2216,7 +2273,7 @@ type CreateAccountRequest struct {
 
 func (x *CreateAccountRequest) Reset() {
 	*x = CreateAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2285,7 @@ func (x *CreateAccountRequest) String() string {
 func (*CreateAccountRequest) ProtoMessage() {}
 
 func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2298,7 @@ func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountRequest.ProtoReflect.Descriptor instead.
 func (*CreateAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateAccountRequest) GetTier() string {
@@ -2260,7 +2317,7 @@ type GetAccountRequest struct {
 
 func (x *GetAccountRequest) Reset() {
 	*x = GetAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2329,7 @@ func (x *GetAccountRequest) String() string {
 func (*GetAccountRequest) ProtoMessage() {}
 
 func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2342,7 @@ func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountRequest.ProtoReflect.Descriptor instead.
 func (*GetAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetAccountRequest) GetAccountId() string {
@@ -2307,7 +2364,7 @@ type TopUpRequest struct {
 
 func (x *TopUpRequest) Reset() {
 	*x = TopUpRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2376,7 @@ func (x *TopUpRequest) String() string {
 func (*TopUpRequest) ProtoMessage() {}
 
 func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2389,7 @@ func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpRequest.ProtoReflect.Descriptor instead.
 func (*TopUpRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TopUpRequest) GetAccountId() string {
@@ -2366,7 +2423,7 @@ type SetAccountSuspendedRequest struct {
 
 func (x *SetAccountSuspendedRequest) Reset() {
 	*x = SetAccountSuspendedRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2435,7 @@ func (x *SetAccountSuspendedRequest) String() string {
 func (*SetAccountSuspendedRequest) ProtoMessage() {}
 
 func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2448,7 @@ func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetAccountSuspendedRequest) GetAccountId() string {
@@ -2434,7 +2491,7 @@ type Key struct {
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2503,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2516,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Key) GetId() string {
@@ -2589,7 +2646,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2658,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2671,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateKeyRequest) GetAccountId() string {
@@ -2677,7 +2734,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +2746,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +2759,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateKeyResponse) GetKey() *Key {
@@ -2728,7 +2785,7 @@ type GetKeyRequest struct {
 
 func (x *GetKeyRequest) Reset() {
 	*x = GetKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2797,7 @@ func (x *GetKeyRequest) String() string {
 func (*GetKeyRequest) ProtoMessage() {}
 
 func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2810,7 @@ func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetKeyRequest) GetKeyId() string {
@@ -2773,7 +2830,7 @@ type SetKeyDisabledRequest struct {
 
 func (x *SetKeyDisabledRequest) Reset() {
 	*x = SetKeyDisabledRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2785,7 +2842,7 @@ func (x *SetKeyDisabledRequest) String() string {
 func (*SetKeyDisabledRequest) ProtoMessage() {}
 
 func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2798,7 +2855,7 @@ func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledRequest.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetKeyDisabledRequest) GetKeyId() string {
@@ -2824,7 +2881,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +2893,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +2906,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -2868,7 +2925,7 @@ type CreateAccountResponse struct {
 
 func (x *CreateAccountResponse) Reset() {
 	*x = CreateAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2880,7 +2937,7 @@ func (x *CreateAccountResponse) String() string {
 func (*CreateAccountResponse) ProtoMessage() {}
 
 func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2893,7 +2950,7 @@ func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountResponse.ProtoReflect.Descriptor instead.
 func (*CreateAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateAccountResponse) GetAccount() *Account {
@@ -2912,7 +2969,7 @@ type GetAccountResponse struct {
 
 func (x *GetAccountResponse) Reset() {
 	*x = GetAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2924,7 +2981,7 @@ func (x *GetAccountResponse) String() string {
 func (*GetAccountResponse) ProtoMessage() {}
 
 func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2937,7 +2994,7 @@ func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountResponse.ProtoReflect.Descriptor instead.
 func (*GetAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetAccountResponse) GetAccount() *Account {
@@ -2956,7 +3013,7 @@ type TopUpResponse struct {
 
 func (x *TopUpResponse) Reset() {
 	*x = TopUpResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +3025,7 @@ func (x *TopUpResponse) String() string {
 func (*TopUpResponse) ProtoMessage() {}
 
 func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +3038,7 @@ func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpResponse.ProtoReflect.Descriptor instead.
 func (*TopUpResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TopUpResponse) GetAccount() *Account {
@@ -3000,7 +3057,7 @@ type SetAccountSuspendedResponse struct {
 
 func (x *SetAccountSuspendedResponse) Reset() {
 	*x = SetAccountSuspendedResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3069,7 @@ func (x *SetAccountSuspendedResponse) String() string {
 func (*SetAccountSuspendedResponse) ProtoMessage() {}
 
 func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3082,7 @@ func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetAccountSuspendedResponse) GetAccount() *Account {
@@ -3044,7 +3101,7 @@ type GetKeyResponse struct {
 
 func (x *GetKeyResponse) Reset() {
 	*x = GetKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3113,7 @@ func (x *GetKeyResponse) String() string {
 func (*GetKeyResponse) ProtoMessage() {}
 
 func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3126,7 @@ func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetKeyResponse) GetKey() *Key {
@@ -3088,7 +3145,7 @@ type SetKeyDisabledResponse struct {
 
 func (x *SetKeyDisabledResponse) Reset() {
 	*x = SetKeyDisabledResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3100,7 +3157,7 @@ func (x *SetKeyDisabledResponse) String() string {
 func (*SetKeyDisabledResponse) ProtoMessage() {}
 
 func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3113,7 +3170,7 @@ func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledResponse.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SetKeyDisabledResponse) GetKey() *Key {
@@ -3132,7 +3189,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3144,7 +3201,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3157,7 +3214,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RevokeKeyResponse) GetKey() *Key {
@@ -3179,7 +3236,7 @@ type ListAccountsRequest struct {
 
 func (x *ListAccountsRequest) Reset() {
 	*x = ListAccountsRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3248,7 @@ func (x *ListAccountsRequest) String() string {
 func (*ListAccountsRequest) ProtoMessage() {}
 
 func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3261,7 @@ func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsRequest.ProtoReflect.Descriptor instead.
 func (*ListAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListAccountsRequest) GetLimit() int32 {
@@ -3232,7 +3289,7 @@ type ListAccountsResponse struct {
 
 func (x *ListAccountsResponse) Reset() {
 	*x = ListAccountsResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3244,7 +3301,7 @@ func (x *ListAccountsResponse) String() string {
 func (*ListAccountsResponse) ProtoMessage() {}
 
 func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3257,7 +3314,7 @@ func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsResponse.ProtoReflect.Descriptor instead.
 func (*ListAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListAccountsResponse) GetAccounts() []*Account {
@@ -3283,7 +3340,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3295,7 +3352,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +3365,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListKeysRequest) GetAccountId() string {
@@ -3327,7 +3384,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3396,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3409,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -3372,7 +3429,7 @@ type ModelList struct {
 
 func (x *ModelList) Reset() {
 	*x = ModelList{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3441,7 @@ func (x *ModelList) String() string {
 func (*ModelList) ProtoMessage() {}
 
 func (x *ModelList) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3454,7 @@ func (x *ModelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
 func (*ModelList) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ModelList) GetModels() []string {
@@ -3417,7 +3474,7 @@ type LimitUpdate struct {
 
 func (x *LimitUpdate) Reset() {
 	*x = LimitUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3486,7 @@ func (x *LimitUpdate) String() string {
 func (*LimitUpdate) ProtoMessage() {}
 
 func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3499,7 @@ func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitUpdate.ProtoReflect.Descriptor instead.
 func (*LimitUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LimitUpdate) GetMicros() int64 {
@@ -3462,7 +3519,7 @@ type ExpiryUpdate struct {
 
 func (x *ExpiryUpdate) Reset() {
 	*x = ExpiryUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3474,7 +3531,7 @@ func (x *ExpiryUpdate) String() string {
 func (*ExpiryUpdate) ProtoMessage() {}
 
 func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3487,7 +3544,7 @@ func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpiryUpdate.ProtoReflect.Descriptor instead.
 func (*ExpiryUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ExpiryUpdate) GetExpiresAt() *timestamppb.Timestamp {
@@ -3512,7 +3569,7 @@ type UpdateKeyRequest struct {
 
 func (x *UpdateKeyRequest) Reset() {
 	*x = UpdateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3524,7 +3581,7 @@ func (x *UpdateKeyRequest) String() string {
 func (*UpdateKeyRequest) ProtoMessage() {}
 
 func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3537,7 +3594,7 @@ func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpdateKeyRequest) GetKeyId() string {
@@ -3591,7 +3648,7 @@ type UpdateKeyResponse struct {
 
 func (x *UpdateKeyResponse) Reset() {
 	*x = UpdateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3660,7 @@ func (x *UpdateKeyResponse) String() string {
 func (*UpdateKeyResponse) ProtoMessage() {}
 
 func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3673,7 @@ func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UpdateKeyResponse) GetKey() *Key {
@@ -3643,7 +3700,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3655,7 +3712,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3668,7 +3725,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetUsageRequest) GetAccountId() string {
@@ -3726,7 +3783,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3795,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3808,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UsageRow) GetGroup() string {
@@ -3820,7 +3877,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3832,7 +3889,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3845,7 +3902,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -3875,7 +3932,7 @@ type ListLedgerEntriesRequest struct {
 
 func (x *ListLedgerEntriesRequest) Reset() {
 	*x = ListLedgerEntriesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3887,7 +3944,7 @@ func (x *ListLedgerEntriesRequest) String() string {
 func (*ListLedgerEntriesRequest) ProtoMessage() {}
 
 func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3900,7 +3957,7 @@ func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListLedgerEntriesRequest) GetAccountId() string {
@@ -3950,7 +4007,7 @@ type LedgerEntry struct {
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3962,7 +4019,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3975,7 +4032,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LedgerEntry) GetId() int64 {
@@ -4080,7 +4137,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4092,7 +4149,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4105,7 +4162,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ReconcileRequest) GetFromDay() string {
@@ -4138,7 +4195,7 @@ type ReconcileRow struct {
 
 func (x *ReconcileRow) Reset() {
 	*x = ReconcileRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4150,7 +4207,7 @@ func (x *ReconcileRow) String() string {
 func (*ReconcileRow) ProtoMessage() {}
 
 func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4163,7 +4220,7 @@ func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRow.ProtoReflect.Descriptor instead.
 func (*ReconcileRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReconcileRow) GetDay() string {
@@ -4218,7 +4275,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4230,7 +4287,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4243,7 +4300,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReconcileResponse) GetRows() []*ReconcileRow {
@@ -4264,7 +4321,7 @@ type ListLedgerEntriesResponse struct {
 
 func (x *ListLedgerEntriesResponse) Reset() {
 	*x = ListLedgerEntriesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4276,7 +4333,7 @@ func (x *ListLedgerEntriesResponse) String() string {
 func (*ListLedgerEntriesResponse) ProtoMessage() {}
 
 func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4289,7 +4346,7 @@ func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListLedgerEntriesResponse) GetEntries() []*LedgerEntry {
@@ -4320,7 +4377,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4332,7 +4389,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4345,7 +4402,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Tier) GetName() string {
@@ -4391,7 +4448,7 @@ type ListTiersRequest struct {
 
 func (x *ListTiersRequest) Reset() {
 	*x = ListTiersRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4403,7 +4460,7 @@ func (x *ListTiersRequest) String() string {
 func (*ListTiersRequest) ProtoMessage() {}
 
 func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4416,7 +4473,7 @@ func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersRequest.ProtoReflect.Descriptor instead.
 func (*ListTiersRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
 }
 
 type ListTiersResponse struct {
@@ -4428,7 +4485,7 @@ type ListTiersResponse struct {
 
 func (x *ListTiersResponse) Reset() {
 	*x = ListTiersResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4440,7 +4497,7 @@ func (x *ListTiersResponse) String() string {
 func (*ListTiersResponse) ProtoMessage() {}
 
 func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4453,7 +4510,7 @@ func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersResponse.ProtoReflect.Descriptor instead.
 func (*ListTiersResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListTiersResponse) GetTiers() []*Tier {
@@ -4472,7 +4529,7 @@ type SetTierRequest struct {
 
 func (x *SetTierRequest) Reset() {
 	*x = SetTierRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4484,7 +4541,7 @@ func (x *SetTierRequest) String() string {
 func (*SetTierRequest) ProtoMessage() {}
 
 func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4497,7 +4554,7 @@ func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierRequest.ProtoReflect.Descriptor instead.
 func (*SetTierRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SetTierRequest) GetTier() *Tier {
@@ -4516,7 +4573,7 @@ type SetTierResponse struct {
 
 func (x *SetTierResponse) Reset() {
 	*x = SetTierResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4528,7 +4585,7 @@ func (x *SetTierResponse) String() string {
 func (*SetTierResponse) ProtoMessage() {}
 
 func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4541,7 +4598,7 @@ func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierResponse.ProtoReflect.Descriptor instead.
 func (*SetTierResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SetTierResponse) GetTier() *Tier {
@@ -4563,7 +4620,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x13AuthenticateRequest\x12\x19\n" +
 	"\bkey_hash\x18\x01 \x01(\fR\akeyHash\"E\n" +
 	"\x14AuthenticateResponse\x12-\n" +
-	"\x05grant\x18\x01 \x01(\v2\x17.accounting.v1.KeyGrantR\x05grant\"\xce\x03\n" +
+	"\x05grant\x18\x01 \x01(\v2\x17.accounting.v1.KeyGrantR\x05grant\"\x94\x04\n" +
 	"\bKeyGrant\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x1d\n" +
 	"\n" +
@@ -4577,9 +4634,13 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x04tier\x18\b \x01(\tR\x04tier\x12+\n" +
 	"\x11account_suspended\x18\t \x01(\bR\x10accountSuspended\x12*\n" +
 	"\x11account_topped_up\x18\n" +
-	" \x01(\bR\x0faccountToppedUpB\x15\n" +
+	" \x01(\bR\x0faccountToppedUp\x12D\n" +
+	"\x10effective_models\x18\v \x01(\v2\x19.accounting.v1.ModelScopeR\x0feffectiveModelsB\x15\n" +
 	"\x13_daily_limit_microsB\x17\n" +
-	"\x15_monthly_limit_micros\"\xec\x01\n" +
+	"\x15_monthly_limit_micros\"$\n" +
+	"\n" +
+	"ModelScope\x12\x16\n" +
+	"\x06models\x18\x01 \x03(\tR\x06models\"\xec\x01\n" +
 	"\x0eReserveRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
@@ -4960,7 +5021,7 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                         // 0: accounting.v1.Reason
 	(Pool)(0),                           // 1: accounting.v1.Pool
@@ -4972,184 +5033,186 @@ var file_accounting_v1_accounting_proto_goTypes = []any{
 	(*AuthenticateRequest)(nil),         // 7: accounting.v1.AuthenticateRequest
 	(*AuthenticateResponse)(nil),        // 8: accounting.v1.AuthenticateResponse
 	(*KeyGrant)(nil),                    // 9: accounting.v1.KeyGrant
-	(*ReserveRequest)(nil),              // 10: accounting.v1.ReserveRequest
-	(*ReserveResponse)(nil),             // 11: accounting.v1.ReserveResponse
-	(*Usage)(nil),                       // 12: accounting.v1.Usage
-	(*ChargeComponent)(nil),             // 13: accounting.v1.ChargeComponent
-	(*CommitRequest)(nil),               // 14: accounting.v1.CommitRequest
-	(*CommitResponse)(nil),              // 15: accounting.v1.CommitResponse
-	(*ReleaseRequest)(nil),              // 16: accounting.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),             // 17: accounting.v1.ReleaseResponse
-	(*ApplyRequest)(nil),                // 18: accounting.v1.ApplyRequest
-	(*LedgerOp)(nil),                    // 19: accounting.v1.LedgerOp
-	(*ApplyResponse)(nil),               // 20: accounting.v1.ApplyResponse
-	(*LedgerOpResult)(nil),              // 21: accounting.v1.LedgerOpResult
-	(*OpError)(nil),                     // 22: accounting.v1.OpError
-	(*RenewRequest)(nil),                // 23: accounting.v1.RenewRequest
-	(*RenewResponse)(nil),               // 24: accounting.v1.RenewResponse
-	(*WatchChangesRequest)(nil),         // 25: accounting.v1.WatchChangesRequest
-	(*WatchChangesResponse)(nil),        // 26: accounting.v1.WatchChangesResponse
-	(*RecordVideoTaskRequest)(nil),      // 27: accounting.v1.RecordVideoTaskRequest
-	(*RecordVideoTaskResponse)(nil),     // 28: accounting.v1.RecordVideoTaskResponse
-	(*GetVideoTaskRequest)(nil),         // 29: accounting.v1.GetVideoTaskRequest
-	(*GetVideoTaskResponse)(nil),        // 30: accounting.v1.GetVideoTaskResponse
-	(*VideoTask)(nil),                   // 31: accounting.v1.VideoTask
-	(*Account)(nil),                     // 32: accounting.v1.Account
-	(*CreateAccountRequest)(nil),        // 33: accounting.v1.CreateAccountRequest
-	(*GetAccountRequest)(nil),           // 34: accounting.v1.GetAccountRequest
-	(*TopUpRequest)(nil),                // 35: accounting.v1.TopUpRequest
-	(*SetAccountSuspendedRequest)(nil),  // 36: accounting.v1.SetAccountSuspendedRequest
-	(*Key)(nil),                         // 37: accounting.v1.Key
-	(*CreateKeyRequest)(nil),            // 38: accounting.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),           // 39: accounting.v1.CreateKeyResponse
-	(*GetKeyRequest)(nil),               // 40: accounting.v1.GetKeyRequest
-	(*SetKeyDisabledRequest)(nil),       // 41: accounting.v1.SetKeyDisabledRequest
-	(*RevokeKeyRequest)(nil),            // 42: accounting.v1.RevokeKeyRequest
-	(*CreateAccountResponse)(nil),       // 43: accounting.v1.CreateAccountResponse
-	(*GetAccountResponse)(nil),          // 44: accounting.v1.GetAccountResponse
-	(*TopUpResponse)(nil),               // 45: accounting.v1.TopUpResponse
-	(*SetAccountSuspendedResponse)(nil), // 46: accounting.v1.SetAccountSuspendedResponse
-	(*GetKeyResponse)(nil),              // 47: accounting.v1.GetKeyResponse
-	(*SetKeyDisabledResponse)(nil),      // 48: accounting.v1.SetKeyDisabledResponse
-	(*RevokeKeyResponse)(nil),           // 49: accounting.v1.RevokeKeyResponse
-	(*ListAccountsRequest)(nil),         // 50: accounting.v1.ListAccountsRequest
-	(*ListAccountsResponse)(nil),        // 51: accounting.v1.ListAccountsResponse
-	(*ListKeysRequest)(nil),             // 52: accounting.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),            // 53: accounting.v1.ListKeysResponse
-	(*ModelList)(nil),                   // 54: accounting.v1.ModelList
-	(*LimitUpdate)(nil),                 // 55: accounting.v1.LimitUpdate
-	(*ExpiryUpdate)(nil),                // 56: accounting.v1.ExpiryUpdate
-	(*UpdateKeyRequest)(nil),            // 57: accounting.v1.UpdateKeyRequest
-	(*UpdateKeyResponse)(nil),           // 58: accounting.v1.UpdateKeyResponse
-	(*GetUsageRequest)(nil),             // 59: accounting.v1.GetUsageRequest
-	(*UsageRow)(nil),                    // 60: accounting.v1.UsageRow
-	(*GetUsageResponse)(nil),            // 61: accounting.v1.GetUsageResponse
-	(*ListLedgerEntriesRequest)(nil),    // 62: accounting.v1.ListLedgerEntriesRequest
-	(*LedgerEntry)(nil),                 // 63: accounting.v1.LedgerEntry
-	(*ReconcileRequest)(nil),            // 64: accounting.v1.ReconcileRequest
-	(*ReconcileRow)(nil),                // 65: accounting.v1.ReconcileRow
-	(*ReconcileResponse)(nil),           // 66: accounting.v1.ReconcileResponse
-	(*ListLedgerEntriesResponse)(nil),   // 67: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 68: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 69: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 70: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 71: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 72: accounting.v1.SetTierResponse
-	nil,                                 // 73: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 74: google.protobuf.Timestamp
+	(*ModelScope)(nil),                  // 10: accounting.v1.ModelScope
+	(*ReserveRequest)(nil),              // 11: accounting.v1.ReserveRequest
+	(*ReserveResponse)(nil),             // 12: accounting.v1.ReserveResponse
+	(*Usage)(nil),                       // 13: accounting.v1.Usage
+	(*ChargeComponent)(nil),             // 14: accounting.v1.ChargeComponent
+	(*CommitRequest)(nil),               // 15: accounting.v1.CommitRequest
+	(*CommitResponse)(nil),              // 16: accounting.v1.CommitResponse
+	(*ReleaseRequest)(nil),              // 17: accounting.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),             // 18: accounting.v1.ReleaseResponse
+	(*ApplyRequest)(nil),                // 19: accounting.v1.ApplyRequest
+	(*LedgerOp)(nil),                    // 20: accounting.v1.LedgerOp
+	(*ApplyResponse)(nil),               // 21: accounting.v1.ApplyResponse
+	(*LedgerOpResult)(nil),              // 22: accounting.v1.LedgerOpResult
+	(*OpError)(nil),                     // 23: accounting.v1.OpError
+	(*RenewRequest)(nil),                // 24: accounting.v1.RenewRequest
+	(*RenewResponse)(nil),               // 25: accounting.v1.RenewResponse
+	(*WatchChangesRequest)(nil),         // 26: accounting.v1.WatchChangesRequest
+	(*WatchChangesResponse)(nil),        // 27: accounting.v1.WatchChangesResponse
+	(*RecordVideoTaskRequest)(nil),      // 28: accounting.v1.RecordVideoTaskRequest
+	(*RecordVideoTaskResponse)(nil),     // 29: accounting.v1.RecordVideoTaskResponse
+	(*GetVideoTaskRequest)(nil),         // 30: accounting.v1.GetVideoTaskRequest
+	(*GetVideoTaskResponse)(nil),        // 31: accounting.v1.GetVideoTaskResponse
+	(*VideoTask)(nil),                   // 32: accounting.v1.VideoTask
+	(*Account)(nil),                     // 33: accounting.v1.Account
+	(*CreateAccountRequest)(nil),        // 34: accounting.v1.CreateAccountRequest
+	(*GetAccountRequest)(nil),           // 35: accounting.v1.GetAccountRequest
+	(*TopUpRequest)(nil),                // 36: accounting.v1.TopUpRequest
+	(*SetAccountSuspendedRequest)(nil),  // 37: accounting.v1.SetAccountSuspendedRequest
+	(*Key)(nil),                         // 38: accounting.v1.Key
+	(*CreateKeyRequest)(nil),            // 39: accounting.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),           // 40: accounting.v1.CreateKeyResponse
+	(*GetKeyRequest)(nil),               // 41: accounting.v1.GetKeyRequest
+	(*SetKeyDisabledRequest)(nil),       // 42: accounting.v1.SetKeyDisabledRequest
+	(*RevokeKeyRequest)(nil),            // 43: accounting.v1.RevokeKeyRequest
+	(*CreateAccountResponse)(nil),       // 44: accounting.v1.CreateAccountResponse
+	(*GetAccountResponse)(nil),          // 45: accounting.v1.GetAccountResponse
+	(*TopUpResponse)(nil),               // 46: accounting.v1.TopUpResponse
+	(*SetAccountSuspendedResponse)(nil), // 47: accounting.v1.SetAccountSuspendedResponse
+	(*GetKeyResponse)(nil),              // 48: accounting.v1.GetKeyResponse
+	(*SetKeyDisabledResponse)(nil),      // 49: accounting.v1.SetKeyDisabledResponse
+	(*RevokeKeyResponse)(nil),           // 50: accounting.v1.RevokeKeyResponse
+	(*ListAccountsRequest)(nil),         // 51: accounting.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),        // 52: accounting.v1.ListAccountsResponse
+	(*ListKeysRequest)(nil),             // 53: accounting.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),            // 54: accounting.v1.ListKeysResponse
+	(*ModelList)(nil),                   // 55: accounting.v1.ModelList
+	(*LimitUpdate)(nil),                 // 56: accounting.v1.LimitUpdate
+	(*ExpiryUpdate)(nil),                // 57: accounting.v1.ExpiryUpdate
+	(*UpdateKeyRequest)(nil),            // 58: accounting.v1.UpdateKeyRequest
+	(*UpdateKeyResponse)(nil),           // 59: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),             // 60: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                    // 61: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),            // 62: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),    // 63: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                 // 64: accounting.v1.LedgerEntry
+	(*ReconcileRequest)(nil),            // 65: accounting.v1.ReconcileRequest
+	(*ReconcileRow)(nil),                // 66: accounting.v1.ReconcileRow
+	(*ReconcileResponse)(nil),           // 67: accounting.v1.ReconcileResponse
+	(*ListLedgerEntriesResponse)(nil),   // 68: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                        // 69: accounting.v1.Tier
+	(*ListTiersRequest)(nil),            // 70: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),           // 71: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),              // 72: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),             // 73: accounting.v1.SetTierResponse
+	nil,                                 // 74: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),       // 75: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
 	9,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	74, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 3: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	74, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	73, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
-	13, // 6: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
-	12, // 7: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
-	2,  // 8: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
-	19, // 9: accounting.v1.ApplyRequest.ops:type_name -> accounting.v1.LedgerOp
-	10, // 10: accounting.v1.LedgerOp.reserve:type_name -> accounting.v1.ReserveRequest
-	14, // 11: accounting.v1.LedgerOp.commit:type_name -> accounting.v1.CommitRequest
-	16, // 12: accounting.v1.LedgerOp.release:type_name -> accounting.v1.ReleaseRequest
-	21, // 13: accounting.v1.ApplyResponse.results:type_name -> accounting.v1.LedgerOpResult
-	11, // 14: accounting.v1.LedgerOpResult.reserve:type_name -> accounting.v1.ReserveResponse
-	15, // 15: accounting.v1.LedgerOpResult.commit:type_name -> accounting.v1.CommitResponse
-	17, // 16: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
-	22, // 17: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
-	6,  // 18: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
-	74, // 19: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 20: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
-	31, // 21: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	31, // 22: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	74, // 23: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	74, // 24: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	74, // 25: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	74, // 26: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	74, // 27: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	37, // 28: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
-	32, // 29: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
-	32, // 30: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
-	32, // 31: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
-	32, // 32: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
-	37, // 33: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
-	37, // 34: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
-	37, // 35: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
-	32, // 36: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
-	37, // 37: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	74, // 38: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
-	54, // 39: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
-	55, // 40: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	55, // 41: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	56, // 42: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
-	37, // 43: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
-	4,  // 44: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
-	60, // 45: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
-	60, // 46: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
-	5,  // 47: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	74, // 48: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
-	13, // 49: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
-	13, // 50: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
-	65, // 51: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
-	63, // 52: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
-	68, // 53: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
-	68, // 54: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
-	68, // 55: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	7,  // 56: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	10, // 57: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	14, // 58: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	16, // 59: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	18, // 60: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
-	23, // 61: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	25, // 62: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	27, // 63: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	29, // 64: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	33, // 65: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	34, // 66: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	35, // 67: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	36, // 68: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	38, // 69: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	40, // 70: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	41, // 71: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	42, // 72: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	50, // 73: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	52, // 74: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	57, // 75: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	59, // 76: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	62, // 77: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	64, // 78: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
-	69, // 79: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	71, // 80: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	8,  // 81: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	11, // 82: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	15, // 83: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	17, // 84: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	20, // 85: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
-	24, // 86: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	26, // 87: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	28, // 88: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	30, // 89: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	43, // 90: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	44, // 91: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	45, // 92: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	46, // 93: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	39, // 94: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	47, // 95: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	48, // 96: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	49, // 97: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	51, // 98: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	53, // 99: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	58, // 100: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	61, // 101: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	67, // 102: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	66, // 103: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
-	70, // 104: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	72, // 105: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	81, // [81:106] is the sub-list for method output_type
-	56, // [56:81] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	75, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
+	1,  // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
+	75, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	74, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	14, // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
+	13, // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
+	2,  // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
+	20, // 10: accounting.v1.ApplyRequest.ops:type_name -> accounting.v1.LedgerOp
+	11, // 11: accounting.v1.LedgerOp.reserve:type_name -> accounting.v1.ReserveRequest
+	15, // 12: accounting.v1.LedgerOp.commit:type_name -> accounting.v1.CommitRequest
+	17, // 13: accounting.v1.LedgerOp.release:type_name -> accounting.v1.ReleaseRequest
+	22, // 14: accounting.v1.ApplyResponse.results:type_name -> accounting.v1.LedgerOpResult
+	12, // 15: accounting.v1.LedgerOpResult.reserve:type_name -> accounting.v1.ReserveResponse
+	16, // 16: accounting.v1.LedgerOpResult.commit:type_name -> accounting.v1.CommitResponse
+	18, // 17: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
+	23, // 18: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
+	6,  // 19: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
+	75, // 20: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 21: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
+	32, // 22: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	32, // 23: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	75, // 24: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	75, // 25: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	75, // 26: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	75, // 27: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	75, // 28: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	38, // 29: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
+	33, // 30: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
+	33, // 31: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
+	33, // 32: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
+	33, // 33: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
+	38, // 34: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
+	38, // 35: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
+	38, // 36: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
+	33, // 37: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
+	38, // 38: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
+	75, // 39: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	55, // 40: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
+	56, // 41: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	56, // 42: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	57, // 43: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
+	38, // 44: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
+	4,  // 45: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
+	61, // 46: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
+	61, // 47: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
+	5,  // 48: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
+	75, // 49: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	14, // 50: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
+	14, // 51: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
+	66, // 52: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
+	64, // 53: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	69, // 54: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	69, // 55: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	69, // 56: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	7,  // 57: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	11, // 58: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	15, // 59: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	17, // 60: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	19, // 61: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
+	24, // 62: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	26, // 63: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	28, // 64: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	30, // 65: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	34, // 66: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	35, // 67: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	36, // 68: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	37, // 69: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	39, // 70: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	41, // 71: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	42, // 72: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	43, // 73: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	51, // 74: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	53, // 75: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	58, // 76: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	60, // 77: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	63, // 78: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	65, // 79: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
+	70, // 80: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	72, // 81: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	8,  // 82: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	12, // 83: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	16, // 84: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	18, // 85: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	21, // 86: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
+	25, // 87: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	27, // 88: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	29, // 89: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	31, // 90: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	44, // 91: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	45, // 92: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	46, // 93: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	47, // 94: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	40, // 95: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	48, // 96: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	49, // 97: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	50, // 98: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	52, // 99: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	54, // 100: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	59, // 101: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	62, // 102: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	68, // 103: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	67, // 104: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	71, // 105: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	73, // 106: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	82, // [82:107] is the sub-list for method output_type
+	57, // [57:82] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -5158,28 +5221,28 @@ func file_accounting_v1_accounting_proto_init() {
 		return
 	}
 	file_accounting_v1_accounting_proto_msgTypes[3].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[13].OneofWrappers = []any{
+	file_accounting_v1_accounting_proto_msgTypes[14].OneofWrappers = []any{
 		(*LedgerOp_Reserve)(nil),
 		(*LedgerOp_Commit)(nil),
 		(*LedgerOp_Release)(nil),
 	}
-	file_accounting_v1_accounting_proto_msgTypes[15].OneofWrappers = []any{
+	file_accounting_v1_accounting_proto_msgTypes[16].OneofWrappers = []any{
 		(*LedgerOpResult_Reserve)(nil),
 		(*LedgerOpResult_Commit)(nil),
 		(*LedgerOpResult_Release)(nil),
 		(*LedgerOpResult_Error)(nil),
 	}
-	file_accounting_v1_accounting_proto_msgTypes[31].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[32].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[49].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[51].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[33].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[50].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[52].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   68,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
