@@ -3,8 +3,10 @@
 //
 // Every command prints exactly one JSON object on stdout on success and nothing on
 // stdout on failure, where a one-line message goes to stderr and the exit code is 2
-// for usage errors and 1 for everything else. Amounts are decimal credits both ways,
-// printed as exact JSON numbers beside their integer "_micros" twins.
+// for usage errors (with a second line pointing at --help) and 1 for everything else.
+// --help, -h and help print the usage on stdout and exit 0. Amounts are decimal
+// credits both ways, printed as exact JSON numbers beside their integer "_micros"
+// twins.
 //
 // The package talks only to the gRPC API (through accounting/client, with authn's
 // token loading); it never sees the store.
@@ -18,6 +20,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +47,7 @@ const (
 )
 
 const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-token-file PATH] COMMAND
+       gatewayctl help | --help | -h
 
   account create [--tier NAME]
   account show ID
@@ -136,7 +140,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	cmd, p, err := parseCommandLine(args)
 	if errors.Is(err, errHelp) {
-		fmt.Fprint(stderr, usageText)
+		if _, err := fmt.Fprint(stdout, usageText); err != nil {
+			return fail(1, err)
+		}
 		return 0
 	}
 	if err != nil {
@@ -197,7 +203,7 @@ func parseCommandLine(args []string) (command, parsed, error) {
 	if err != nil {
 		return command{}, parsed{}, usageError{err.Error()}
 	}
-	if p.has("help") || p.has("h") {
+	if p.has("help") || p.has("h") || (len(p.args) > 0 && p.args[0] == "help") {
 		return command{}, parsed{}, errHelp
 	}
 	if len(p.args) == 0 {
@@ -208,8 +214,12 @@ func parseCommandLine(args []string) (command, parsed, error) {
 	name := p.args[0]
 	cmd, ok := commands[name]
 	if !ok {
-		if len(p.args) < 2 {
-			return command{}, parsed{}, usagef("missing subcommand for %q", p.args[0])
+		subs := subcommands(p.args[0])
+		switch {
+		case len(subs) == 0:
+			return command{}, parsed{}, usagef("unknown command %q", strings.Join(p.args[:min(2, len(p.args))], " "))
+		case len(p.args) < 2:
+			return command{}, parsed{}, usagef("%s needs a subcommand: %s", p.args[0], orList(subs))
 		}
 		words, name = 2, p.args[0]+" "+p.args[1]
 		if cmd, ok = commands[name]; !ok {
@@ -241,6 +251,27 @@ func parseCommandLine(args []string) (command, parsed, error) {
 		}
 	}
 	return cmd, p, nil
+}
+
+// subcommands lists, sorted, the second words of the commands whose first word is
+// group ("account": create, list, …); none when group is no command's first word.
+func subcommands(group string) []string {
+	var subs []string
+	for name := range commands {
+		if g, sub, ok := strings.Cut(name, " "); ok && g == group {
+			subs = append(subs, sub)
+		}
+	}
+	slices.Sort(subs)
+	return subs
+}
+
+// orList joins words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // adminToken resolves the admin token: the flag's file, else the environment, else
@@ -284,8 +315,11 @@ func describe(err error, entity, addr string) error {
 	case errors.Is(domain, ledger.ErrNotFound):
 		return fmt.Errorf("%s not found", entity)
 	case errors.As(domain, &r) && r.Reason == ledger.ReasonInvalidArgument:
-		return fmt.Errorf("invalid argument: %s", st.Message())
+		return fmt.Errorf("invalid argument: %s", refusalDetail(st.Message(), r))
 	case r != nil && reasonText[r.Reason] != "":
+		if d := refusalDetail(st.Message(), r); d != "" {
+			return fmt.Errorf("%s: %s", reasonText[r.Reason], d)
+		}
 		return errors.New(reasonText[r.Reason])
 	}
 	switch st.Code() {
@@ -297,6 +331,20 @@ func describe(err error, entity, addr string) error {
 		return fmt.Errorf("accounting at %s did not answer in %s", addr, callTimeout)
 	}
 	return fmt.Errorf("accounting error (%s): %s", st.Code(), st.Message())
+}
+
+// refusalDetail is what a refusal's status message says beyond its reason: the
+// message is the refusal's own text ("refused: REASON (LIMIT): DETAIL", see
+// ledger.Refusal), whose reason the operator reads once, in words, from describe.
+func refusalDetail(msg string, r *ledger.Refusal) string {
+	head := (&ledger.Refusal{Reason: r.Reason, Limit: r.Limit}).Error()
+	if msg == head {
+		return ""
+	}
+	if d, ok := strings.CutPrefix(msg, head+": "); ok {
+		return d
+	}
+	return msg
 }
 
 func accountCreate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
