@@ -9,7 +9,8 @@
 // twins.
 //
 // The package talks only to the gRPC API (through accounting/client, with authn's
-// token loading); it never sees the store.
+// token loading); it never sees the store. From the local stack it reads only what
+// internal/runfiles names.
 package ctl
 
 import (
@@ -31,6 +32,7 @@ import (
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/internal/runfiles"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -41,7 +43,7 @@ const (
 	EnvAdminToken         = authn.EnvAdminToken
 	// DefaultAdminTokenFile is where the local stack writes the admin token, relative
 	// to the working directory (the repository root).
-	DefaultAdminTokenFile = ".run/admin-token"
+	DefaultAdminTokenFile = runfiles.Dir + "/" + runfiles.AdminTokenFile
 	// callTimeout bounds each command's call to accounting.
 	callTimeout = 15 * time.Second
 )
@@ -69,7 +71,9 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
   tier set NAME --rpm-before N --rpm-after N --in-flight N --in-flight-high-cost N
 
 The admin token comes from --admin-token-file, else $GATEWAY_ADMIN_TOKEN, else
-.run/admin-token. The address defaults to $GATEWAY_ACCOUNTING_ADDR, else 127.0.0.1:50052.
+.run/admin-token. The address defaults to $GATEWAY_ACCOUNTING_ADDR, else the one make
+run wrote to .run/accounting-addr, else 127.0.0.1:50052 (both files relative to the
+working directory: run from the repository root).
 Every command prints one JSON object on stdout.
 `
 
@@ -148,12 +152,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if err != nil {
 		return fail(2, err)
 	}
-	addr := p.flags["accounting-addr"]
-	if addr == "" {
-		addr = getenv(EnvAccountingAddr)
-	}
-	if addr == "" {
-		addr = DefaultAccountingAddr
+	addr, err := accountingAddr(p.flags["accounting-addr"], getenv)
+	if err != nil {
+		return fail(1, err)
 	}
 	token, err := adminToken(p.flags["admin-token-file"], getenv)
 	if err != nil {
@@ -272,6 +273,26 @@ func orList(words []string) string {
 		return strings.Join(words, "")
 	}
 	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// accountingAddr resolves accounting's address: the flag, else the environment, else
+// the local stack's file (so that gatewayctl follows a stack moved with
+// ACCOUNTING_ADDR), else the default.
+func accountingAddr(flag string, getenv func(string) string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if env := strings.TrimSpace(getenv(EnvAccountingAddr)); env != "" {
+		return env, nil
+	}
+	addr, err := runfiles.Read(runfiles.AccountingAddrFile)
+	if err != nil {
+		return "", fmt.Errorf("accounting address: %w", err)
+	}
+	if addr == "" {
+		addr = DefaultAccountingAddr
+	}
+	return addr, nil
 }
 
 // adminToken resolves the admin token: the flag's file, else the environment, else

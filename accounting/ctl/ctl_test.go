@@ -352,3 +352,41 @@ func TestAmountsAreExact(t *testing.T) {
 		t.Errorf("balance_micros = %s", got)
 	}
 }
+
+// TestAccountingAddrSources: --accounting-addr, else $GATEWAY_ACCOUNTING_ADDR, else the
+// address the local stack left in .run/accounting-addr (so that gatewayctl follows a
+// stack moved with ACCOUNTING_ADDR), else 127.0.0.1:50052.
+func TestAccountingAddrSources(t *testing.T) {
+	mem := servertest.NewMemory()
+	f := servertest.Start(t, mem, servertest.Options{})
+	t.Chdir(t.TempDir())
+	token := map[string]string{"GATEWAY_ADMIN_TOKEN": servertest.AdminToken}
+	withEnv := func(addr string) map[string]string {
+		return map[string]string{"GATEWAY_ADMIN_TOKEN": servertest.AdminToken, "GATEWAY_ACCOUNTING_ADDR": addr}
+	}
+
+	// Neither: the default address.
+	if r := run(t, token, "account", "list"); r.code != 1 || !strings.Contains(r.stderr, "at 127.0.0.1:50052") {
+		t.Errorf("without an address: %+v", r)
+	}
+	// The local stack's file.
+	if err := os.MkdirAll(".run", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(".run", "accounting-addr"), []byte(f.Addr+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	decode(t, run(t, token, "account", "list"))
+	// The environment wins over the file, the flag over both.
+	if r := run(t, withEnv("127.0.0.1:1"), "account", "list"); r.code != 1 || !strings.Contains(r.stderr, "at 127.0.0.1:1") {
+		t.Errorf("the environment did not win over the file: %+v", r)
+	}
+	decode(t, run(t, withEnv("127.0.0.1:1"), "--accounting-addr", f.Addr, "account", "list"))
+	// An empty file is no address.
+	if err := os.WriteFile(filepath.Join(".run", "accounting-addr"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, token, "account", "list"); r.code != 1 || !strings.Contains(r.stderr, "at 127.0.0.1:50052") {
+		t.Errorf("with an empty file: %+v", r)
+	}
+}
