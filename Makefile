@@ -20,13 +20,21 @@ run: build ## Start the whole stack on loopback (Ctrl-C stops it)
 	./bin/localstack
 
 .PHONY: browser
-browser: ## Install Debian's chromium for the web console's browser tests, when missing
-	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+browser: ## Install Debian's chromium for the web console's browser tests, when missing (CHROMIUM names another)
+	@if [ -n "$$CHROMIUM" ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then \
+		echo "==> browser: $${CHROMIUM:-$$(command -v chromium || command -v chromium-browser)} for the console's browser test"; \
+	else \
+		echo "==> browser: installing Debian's chromium for the console's browser test (apt-get: needs root and the network)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
 
+# make test says each step as it starts (a first run compiles for many minutes before a
+# test result shows: docs/performance.md#the-test-suite-make-test).
 .PHONY: test
 test: lint browser ## Lint, then run every test: unit, PostgreSQL-backed, gRPC replay, end-to-end (the web console in headless Chromium), manifests
+	@echo "==> tests: every package once, with -tags vtprotobuf (a line per package as it ends; the e2e package takes the longest)"
 	$(GO) test -tags vtprotobuf -count=1 -timeout 30m ./...
+	@echo "==> manifests: the deploy module (every kustomize overlay, decoded strictly)"
 	cd deploy && $(GO) test -count=1 ./...
 
 .PHONY: chaos
@@ -51,6 +59,7 @@ proto: ## Regenerate the gRPC code from proto/
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck (pinned in tools/go.mod)
+	@echo "==> lint: gofmt, go vet and staticcheck (on a cold build cache go vet first compiles every package and its test dependencies)"
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1)
 	$(GO) vet -tags vtprotobuf ./...
 	cd deploy && $(GO) vet ./...

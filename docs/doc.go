@@ -1,5 +1,6 @@
 // Package docs holds the gateway's documentation: one Markdown page per topic, linked
-// from the repository's README.md. It has no code; its test keeps the README short,
-// every page reachable from it, and every relative link (and its #anchor) pointing at
-// something that exists.
+// from the repository's README.md. It has no code; its tests keep the README short,
+// every page reachable from it, every relative link (and its #anchor) pointing at
+// something that exists, and pricing.md's price list equal to the demo and production
+// catalogs, read with the gateway's own loader (extproc/catalog).
 package docs

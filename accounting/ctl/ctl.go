@@ -3,11 +3,14 @@
 //
 // Every command prints exactly one JSON object on stdout on success and nothing on
 // stdout on failure, where a one-line message goes to stderr and the exit code is 2
-// for usage errors and 1 for everything else. Amounts are decimal credits both ways,
-// printed as exact JSON numbers beside their integer "_micros" twins.
+// for usage errors (with a second line pointing at --help) and 1 for everything else.
+// --help, -h and help print the usage on stdout and exit 0. Amounts are decimal
+// credits both ways, printed as exact JSON numbers beside their integer "_micros"
+// twins.
 //
 // The package talks only to the gRPC API (through accounting/client, with authn's
-// token loading); it never sees the store.
+// token loading); it never sees the store. From the local stack it reads only what
+// internal/runfiles names.
 package ctl
 
 import (
@@ -18,6 +21,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +32,7 @@ import (
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/internal/runfiles"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -38,12 +43,13 @@ const (
 	EnvAdminToken         = authn.EnvAdminToken
 	// DefaultAdminTokenFile is where the local stack writes the admin token, relative
 	// to the working directory (the repository root).
-	DefaultAdminTokenFile = ".run/admin-token"
+	DefaultAdminTokenFile = runfiles.Dir + "/" + runfiles.AdminTokenFile
 	// callTimeout bounds each command's call to accounting.
 	callTimeout = 15 * time.Second
 )
 
 const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-token-file PATH] COMMAND
+       gatewayctl help | --help | -h
 
   account create [--tier NAME]
   account show ID
@@ -65,7 +71,9 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
   tier set NAME --rpm-before N --rpm-after N --in-flight N --in-flight-high-cost N
 
 The admin token comes from --admin-token-file, else $GATEWAY_ADMIN_TOKEN, else
-.run/admin-token. The address defaults to $GATEWAY_ACCOUNTING_ADDR, else 127.0.0.1:50052.
+.run/admin-token. The address defaults to $GATEWAY_ACCOUNTING_ADDR, else the one make
+run wrote to .run/accounting-addr, else 127.0.0.1:50052 (both files relative to the
+working directory: run from the repository root).
 Every command prints one JSON object on stdout.
 `
 
@@ -136,18 +144,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	cmd, p, err := parseCommandLine(args)
 	if errors.Is(err, errHelp) {
-		fmt.Fprint(stderr, usageText)
+		if _, err := fmt.Fprint(stdout, usageText); err != nil {
+			return fail(1, err)
+		}
 		return 0
 	}
 	if err != nil {
 		return fail(2, err)
 	}
-	addr := p.flags["accounting-addr"]
-	if addr == "" {
-		addr = getenv(EnvAccountingAddr)
-	}
-	if addr == "" {
-		addr = DefaultAccountingAddr
+	addr, err := accountingAddr(p.flags["accounting-addr"], getenv)
+	if err != nil {
+		return fail(1, err)
 	}
 	token, err := adminToken(p.flags["admin-token-file"], getenv)
 	if err != nil {
@@ -197,7 +204,7 @@ func parseCommandLine(args []string) (command, parsed, error) {
 	if err != nil {
 		return command{}, parsed{}, usageError{err.Error()}
 	}
-	if p.has("help") || p.has("h") {
+	if p.has("help") || p.has("h") || (len(p.args) > 0 && p.args[0] == "help") {
 		return command{}, parsed{}, errHelp
 	}
 	if len(p.args) == 0 {
@@ -208,8 +215,12 @@ func parseCommandLine(args []string) (command, parsed, error) {
 	name := p.args[0]
 	cmd, ok := commands[name]
 	if !ok {
-		if len(p.args) < 2 {
-			return command{}, parsed{}, usagef("missing subcommand for %q", p.args[0])
+		subs := subcommands(p.args[0])
+		switch {
+		case len(subs) == 0:
+			return command{}, parsed{}, usagef("unknown command %q", strings.Join(p.args[:min(2, len(p.args))], " "))
+		case len(p.args) < 2:
+			return command{}, parsed{}, usagef("%s needs a subcommand: %s", p.args[0], orList(subs))
 		}
 		words, name = 2, p.args[0]+" "+p.args[1]
 		if cmd, ok = commands[name]; !ok {
@@ -241,6 +252,47 @@ func parseCommandLine(args []string) (command, parsed, error) {
 		}
 	}
 	return cmd, p, nil
+}
+
+// subcommands lists, sorted, the second words of the commands whose first word is
+// group ("account": create, list, …); none when group is no command's first word.
+func subcommands(group string) []string {
+	var subs []string
+	for name := range commands {
+		if g, sub, ok := strings.Cut(name, " "); ok && g == group {
+			subs = append(subs, sub)
+		}
+	}
+	slices.Sort(subs)
+	return subs
+}
+
+// orList joins words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// accountingAddr resolves accounting's address: the flag, else the environment, else
+// the local stack's file (so that gatewayctl follows a stack moved with
+// ACCOUNTING_ADDR), else the default.
+func accountingAddr(flag string, getenv func(string) string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if env := strings.TrimSpace(getenv(EnvAccountingAddr)); env != "" {
+		return env, nil
+	}
+	addr, err := runfiles.Read(runfiles.AccountingAddrFile)
+	if err != nil {
+		return "", fmt.Errorf("accounting address: %w", err)
+	}
+	if addr == "" {
+		addr = DefaultAccountingAddr
+	}
+	return addr, nil
 }
 
 // adminToken resolves the admin token: the flag's file, else the environment, else
@@ -285,8 +337,11 @@ func describe(err error, entity, addr string) error {
 	case errors.Is(domain, ledger.ErrNotFound):
 		return fmt.Errorf("%s not found", entity)
 	case errors.As(domain, &r) && r.Reason == ledger.ReasonInvalidArgument:
-		return fmt.Errorf("invalid argument: %s", st.Message())
+		return fmt.Errorf("invalid argument: %s", refusalDetail(st.Message(), r))
 	case r != nil && reasonText[r.Reason] != "":
+		if d := refusalDetail(st.Message(), r); d != "" {
+			return fmt.Errorf("%s: %s", reasonText[r.Reason], d)
+		}
 		return errors.New(reasonText[r.Reason])
 	}
 	switch st.Code() {
@@ -298,6 +353,20 @@ func describe(err error, entity, addr string) error {
 		return fmt.Errorf("accounting at %s did not answer in %s", addr, callTimeout)
 	}
 	return fmt.Errorf("accounting error (%s): %s", st.Code(), st.Message())
+}
+
+// refusalDetail is what a refusal's status message says beyond its reason: the
+// message is the refusal's own text ("refused: REASON (LIMIT): DETAIL", see
+// ledger.Refusal), whose reason the operator reads once, in words, from describe.
+func refusalDetail(msg string, r *ledger.Refusal) string {
+	head := (&ledger.Refusal{Reason: r.Reason, Limit: r.Limit}).Error()
+	if msg == head {
+		return ""
+	}
+	if d, ok := strings.CutPrefix(msg, head+": "); ok {
+		return d
+	}
+	return msg
 }
 
 func accountCreate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {

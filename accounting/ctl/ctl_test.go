@@ -270,10 +270,67 @@ func TestAdminTokenSources(t *testing.T) {
 	decode(t, run(t, nil, append(addr, "account", "create")...))
 }
 
+// TestHelp checks that every way of asking for help prints the usage on stdout and
+// exits 0, with nothing on stderr, and needs no token or accounting.
 func TestHelp(t *testing.T) {
-	r := run(t, nil, "--help")
-	if r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "key create --account ID") {
-		t.Errorf("help: %+v", r)
+	for _, args := range [][]string{
+		{"--help"}, {"-h"}, {"help"}, {"-help"},
+		{"account", "--help"}, {"key", "create", "-h"}, {"--accounting-addr", "127.0.0.1:1", "help"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := run(t, nil, args...)
+			if r.code != 0 {
+				t.Errorf("exit = %d, want 0 (stderr %q)", r.code, r.stderr)
+			}
+			if !strings.HasPrefix(r.stdout, "usage: gatewayctl") || !strings.Contains(r.stdout, "key create --account ID") {
+				t.Errorf("stdout is not the usage: %q", r.stdout)
+			}
+			if r.stderr != "" {
+				t.Errorf("stderr = %q, want nothing", r.stderr)
+			}
+		})
+	}
+}
+
+// TestOneMessagePerFailure checks the exact line an operator reads for each kind of
+// failure: the program's name, one message, no refusal wrapped in its own reason again.
+func TestOneMessagePerFailure(t *testing.T) {
+	mem := servertest.NewMemory()
+	f := servertest.Start(t, mem, servertest.Options{})
+	env := map[string]string{"GATEWAY_ADMIN_TOKEN": servertest.AdminToken, "GATEWAY_ACCOUNTING_ADDR": f.Addr}
+
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     string // the whole of stderr
+	}{
+		{"unknown word", []string{"bogus"}, 2,
+			"gatewayctl: unknown command \"bogus\"\nrun gatewayctl --help for usage\n"},
+		{"unknown words", []string{"bogus", "thing"}, 2,
+			"gatewayctl: unknown command \"bogus thing\"\nrun gatewayctl --help for usage\n"},
+		{"unknown subcommand", []string{"account", "delete", "x"}, 2,
+			"gatewayctl: unknown command \"account delete\"\nrun gatewayctl --help for usage\n"},
+		{"group without subcommand", []string{"tier"}, 2,
+			"gatewayctl: tier needs a subcommand: list or set\nrun gatewayctl --help for usage\n"},
+		{"invalid argument", []string{"tier", "set", "tight", "--in-flight-high-cost", "5"}, 1,
+			"gatewayctl: invalid argument: the high-cost pool must not be larger than the general pool\n"},
+		{"invalid argument from the server", []string{"account", "create", "--tier", "gold"}, 1,
+			"gatewayctl: invalid argument: unknown tier gold\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, env, tc.args...)
+			if r.code != tc.wantCode {
+				t.Errorf("exit = %d, want %d", r.code, tc.wantCode)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout on failure: %q", r.stdout)
+			}
+			if r.stderr != tc.want {
+				t.Errorf("stderr = %q\nwant     %q", r.stderr, tc.want)
+			}
+		})
 	}
 }
 
@@ -293,5 +350,43 @@ func TestAmountsAreExact(t *testing.T) {
 	}
 	if got := m["balance_micros"].(json.Number).String(); got != "9007199254740993" {
 		t.Errorf("balance_micros = %s", got)
+	}
+}
+
+// TestAccountingAddrSources: --accounting-addr, else $GATEWAY_ACCOUNTING_ADDR, else the
+// address the local stack left in .run/accounting-addr (so that gatewayctl follows a
+// stack moved with ACCOUNTING_ADDR), else 127.0.0.1:50052.
+func TestAccountingAddrSources(t *testing.T) {
+	mem := servertest.NewMemory()
+	f := servertest.Start(t, mem, servertest.Options{})
+	t.Chdir(t.TempDir())
+	token := map[string]string{"GATEWAY_ADMIN_TOKEN": servertest.AdminToken}
+	withEnv := func(addr string) map[string]string {
+		return map[string]string{"GATEWAY_ADMIN_TOKEN": servertest.AdminToken, "GATEWAY_ACCOUNTING_ADDR": addr}
+	}
+
+	// Neither: the default address.
+	if r := run(t, token, "account", "list"); r.code != 1 || !strings.Contains(r.stderr, "at 127.0.0.1:50052") {
+		t.Errorf("without an address: %+v", r)
+	}
+	// The local stack's file.
+	if err := os.MkdirAll(".run", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(".run", "accounting-addr"), []byte(f.Addr+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	decode(t, run(t, token, "account", "list"))
+	// The environment wins over the file, the flag over both.
+	if r := run(t, withEnv("127.0.0.1:1"), "account", "list"); r.code != 1 || !strings.Contains(r.stderr, "at 127.0.0.1:1") {
+		t.Errorf("the environment did not win over the file: %+v", r)
+	}
+	decode(t, run(t, withEnv("127.0.0.1:1"), "--accounting-addr", f.Addr, "account", "list"))
+	// An empty file is no address.
+	if err := os.WriteFile(filepath.Join(".run", "accounting-addr"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, token, "account", "list"); r.code != 1 || !strings.Contains(r.stderr, "at 127.0.0.1:50052") {
+		t.Errorf("with an empty file: %+v", r)
 	}
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/llmgw/gateway/internal/demoenv"
 	"github.com/llmgw/gateway/internal/goenv"
+	"github.com/llmgw/gateway/internal/runfiles"
 )
 
 // Config says where the stack's parts listen and where its files are. Zero fields take
@@ -175,11 +176,18 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 }
 
 func (s *Stack) start(ctx context.Context) error {
+	// Before anything is written: a second start beside a running stack must leave its
+	// tokens and client files alone.
+	for _, a := range []string{s.GatewayAddr, s.ExtprocAddr, s.AccountingAddr, s.MockAddr} {
+		if dialOK(a) {
+			return fmt.Errorf("%s is already in use: is another stack running? (override the port with its environment variable)", a)
+		}
+	}
 	if err := os.MkdirAll(s.RunDir, 0o700); err != nil {
 		return err
 	}
 	var err error
-	if s.AdminToken, err = writeToken(filepath.Join(s.RunDir, "admin-token")); err != nil { // AdminTokenFile
+	if s.AdminToken, err = writeToken(filepath.Join(s.RunDir, runfiles.AdminTokenFile)); err != nil { // AdminTokenFile
 		return err
 	}
 	if s.ServiceToken, err = writeToken(filepath.Join(s.RunDir, "service-token")); err != nil {
@@ -187,11 +195,6 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	if err := s.ensurePostgres(ctx); err != nil {
 		return err
-	}
-	for _, a := range []string{s.GatewayAddr, s.ExtprocAddr, s.AccountingAddr, s.MockAddr} {
-		if dialOK(a) {
-			return fmt.Errorf("%s is already in use: is another stack running? (override the port with its environment variable)", a)
-		}
 	}
 
 	gcpKey, err := s.makeCloudSecrets()
@@ -248,7 +251,21 @@ func (s *Stack) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.waitTCP(ctx, s.Front, s.GatewayAddr)
+	if err := s.waitTCP(ctx, s.Front, s.GatewayAddr); err != nil {
+		return err
+	}
+	return s.writeClientFiles()
+}
+
+// writeClientFiles leaves in the run directory what the stack's clients read when no
+// flag or variable tells them (internal/runfiles): the base URL for the SDK examples
+// and what accounting's clients dial for gatewayctl. Written once the stack is ready,
+// so that they name this stack's ports, moved or not.
+func (s *Stack) writeClientFiles() error {
+	if err := runfiles.Write(s.RunDir, runfiles.BaseURLFile, s.BaseURL); err != nil {
+		return err
+	}
+	return runfiles.Write(s.RunDir, runfiles.AccountingAddrFile, s.AccountingTarget())
 }
 
 // DefaultMockAddr is where the demo catalog's mock-providers cluster points.
@@ -532,7 +549,7 @@ func writeToken(path string) (string, error) {
 // AdminTokenFile is the file holding the stack's admin token: relative to the
 // repository root when inside it (.run/admin-token), else absolute.
 func (s *Stack) AdminTokenFile() string {
-	p := filepath.Join(s.RunDir, "admin-token")
+	p := filepath.Join(s.RunDir, runfiles.AdminTokenFile)
 	if rel, err := filepath.Rel(s.Root, p); err == nil && filepath.IsLocal(rel) {
 		return rel
 	}

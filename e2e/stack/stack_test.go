@@ -1,6 +1,9 @@
 package stack
 
 import (
+	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/llmgw/gateway/internal/demoenv"
 	"github.com/llmgw/gateway/internal/goenv"
+	"github.com/llmgw/gateway/internal/runfiles"
 )
 
 // TestWriteTokenPermissions: a token file is readable by its owner only, also when an
@@ -241,5 +245,56 @@ func TestDemoCatalogWorkingCopy(t *testing.T) {
 	}
 	if cfg := (Config{Root: root}).FromEnv(); cfg.Catalog != "" && os.Getenv("GATEWAY_CATALOG") == "" {
 		t.Fatalf("default catalog %q, want the working copy (empty)", cfg.Catalog)
+	}
+}
+
+// TestClientFiles: a started stack leaves its clients what they need in the run
+// directory: the base URL (the SDK examples) and what accounting's clients dial
+// (gatewayctl), so that both follow a stack whose ports were moved.
+func TestClientFiles(t *testing.T) {
+	run := t.TempDir()
+	s := &Stack{Config: Config{RunDir: run, AccountingAddr: "127.0.0.1:60052"}, BaseURL: "http://127.0.0.1:18081/v1",
+		Accounting: []Replica{{"accounting", "127.0.0.1:60052", ""}, {"accounting-2", "127.0.0.1:60053", ""}}}
+	if err := s.writeClientFiles(); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		runfiles.BaseURLFile:        "http://127.0.0.1:18081/v1\n",
+		runfiles.AccountingAddrFile: "127.0.0.1:60052,127.0.0.1:60053\n",
+	} {
+		if b, err := os.ReadFile(filepath.Join(run, name)); err != nil || string(b) != want {
+			t.Errorf("%s = %q (%v), want %q", name, b, err, want)
+		}
+	}
+}
+
+// TestBusyPortLeavesTheRunningStackAlone: a second start while a stack is up (its ports
+// taken) fails before it writes anything, so the running stack's admin token and
+// client files stay valid.
+func TestBusyPortLeavesTheRunningStackAlone(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	run := t.TempDir()
+	files := map[string]string{
+		runfiles.AdminTokenFile: "the-running-stacks-token\n", "service-token": "the-running-stacks-service-token\n",
+		runfiles.AccountingAddrFile: "127.0.0.1:60052\n", runfiles.BaseURLFile: "http://" + l.Addr().String() + "/v1\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(run, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = Start(context.Background(), Config{Root: t.TempDir(), RunDir: run, GatewayAddr: l.Addr().String(),
+		DatabaseURL: "postgres://nobody@127.0.0.1:1/none", Log: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "already in use") {
+		t.Fatalf("start on a busy port: %v", err)
+	}
+	for name, want := range files {
+		if b, _ := os.ReadFile(filepath.Join(run, name)); string(b) != want {
+			t.Errorf("%s = %q after the refused start, want %q", name, b, want)
+		}
 	}
 }

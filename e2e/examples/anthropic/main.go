@@ -1,7 +1,8 @@
 // Command anthropic is the README's quick start with the official Anthropic Go SDK: one
 // message through the gateway. GATEWAY_KEY is a key from `gatewayctl key create`;
-// GATEWAY_BASE_URL defaults to the local stack's http://127.0.0.1:8080/v1 (the SDK adds
-// /v1/messages itself, so it is given the address without /v1).
+// the gateway's base URL is GATEWAY_BASE_URL, else the one `make run` left in
+// .run/base-url (run from the repository root), else http://127.0.0.1:8080/v1 (the SDK
+// adds /v1/messages itself, so it is given the address without /v1).
 package main
 
 import (
@@ -12,12 +13,15 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/llmgw/gateway/internal/runfiles"
 )
 
 func main() {
-	base := os.Getenv("GATEWAY_BASE_URL")
-	if base == "" {
-		base = "http://127.0.0.1:8080/v1"
+	base, err := runfiles.BaseURL()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	client := anthropic.NewClient(option.WithBaseURL(strings.TrimSuffix(base, "/v1")+"/"), option.WithAPIKey(os.Getenv("GATEWAY_KEY")))
 	msg, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{

@@ -1,6 +1,7 @@
 // Command openai is the README's quick start with the official OpenAI Go SDK: one chat
 // completion through the gateway. GATEWAY_KEY is a key from `gatewayctl key create`;
-// GATEWAY_BASE_URL defaults to the local stack's http://127.0.0.1:8080/v1.
+// the gateway's base URL is GATEWAY_BASE_URL, else the one `make run` left in
+// .run/base-url (run from the repository root), else http://127.0.0.1:8080/v1.
 package main
 
 import (
@@ -10,12 +11,15 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/llmgw/gateway/internal/runfiles"
 )
 
 func main() {
-	base := os.Getenv("GATEWAY_BASE_URL")
-	if base == "" {
-		base = "http://127.0.0.1:8080/v1"
+	base, err := runfiles.BaseURL()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	client := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(os.Getenv("GATEWAY_KEY")))
 	resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
