@@ -10,26 +10,27 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 )
 
-const accountColumns = `id::text, tier, balance, reserved, suspended, topped_up, in_flight, in_flight_high_cost, created_at`
+const accountColumns = `id::text, tier, label, balance, reserved, suspended, topped_up, in_flight, in_flight_high_cost, created_at`
 
 func scanAccount(row pgx.Row) (ledger.Account, error) {
 	var a ledger.Account
-	err := row.Scan(&a.ID, &a.Tier, &a.Balance, &a.Reserved, &a.Suspended, &a.ToppedUp,
+	err := row.Scan(&a.ID, &a.Tier, &a.Label, &a.Balance, &a.Reserved, &a.Suspended, &a.ToppedUp,
 		&a.InFlight, &a.InFlightHighCost, &a.CreatedAt)
 	a.CreatedAt = a.CreatedAt.UTC()
 	return a, err
 }
 
-// CreateAccount creates an empty account in tier (ledger.DefaultTier when empty). An unknown
-// tier is refused with ReasonInvalidArgument.
-func (s *Store) CreateAccount(ctx context.Context, tier string) (ledger.Account, error) {
+// CreateAccount creates an empty account in its tier (ledger.DefaultTier when empty). An
+// unknown tier is refused with ReasonInvalidArgument.
+func (s *Store) CreateAccount(ctx context.Context, na ledger.NewAccount) (ledger.Account, error) {
+	tier := na.Tier
 	if tier == "" {
 		tier = ledger.DefaultTier
 	}
 	a, err := scanAccount(s.pool.QueryRow(ctx, `
-		INSERT INTO accounts (tier, created_at)
-		SELECT name, coalesce($2::timestamptz, now()) FROM tiers WHERE name = $1
-		RETURNING `+accountColumns, tier, s.now()))
+		INSERT INTO accounts (tier, label, created_at)
+		SELECT name, $3, coalesce($2::timestamptz, now()) FROM tiers WHERE name = $1
+		RETURNING `+accountColumns, tier, s.now(), na.Label))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ledger.Account{}, ledger.Refuse(ledger.ReasonInvalidArgument, "unknown tier "+tier)
 	}
@@ -81,6 +82,20 @@ func (s *Store) SetAccountSuspended(ctx context.Context, accountID string, suspe
 		`UPDATE accounts SET suspended = $2 WHERE id = $1 RETURNING `+accountColumns, accountID, suspended))
 	if err != nil {
 		return ledger.Account{}, dbError("set account suspended", err)
+	}
+	return a, nil
+}
+
+// UpdateAccount changes the settings u sets (the label: a plain column write).
+func (s *Store) UpdateAccount(ctx context.Context, u ledger.AccountUpdate) (ledger.Account, error) {
+	if !validID(u.ID) {
+		return ledger.Account{}, ledger.ErrNotFound
+	}
+	a, err := scanAccount(s.pool.QueryRow(ctx, `
+		UPDATE accounts SET label = CASE WHEN $2 THEN $3 ELSE label END WHERE id = $1
+		RETURNING `+accountColumns, u.ID, u.Label.Set, u.Label.Value))
+	if err != nil {
+		return ledger.Account{}, dbError("update account", err)
 	}
 	return a, nil
 }

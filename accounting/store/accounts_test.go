@@ -14,7 +14,7 @@ func TestCreateAndGetAccount(t *testing.T) {
 	f := newFixture(t, 4)
 	ctx := context.Background()
 
-	a, err := f.s.CreateAccount(ctx, "")
+	a, err := f.s.CreateAccount(ctx, ledger.NewAccount{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestCreateAndGetAccount(t *testing.T) {
 		call    func() error
 		wantErr error
 	}{
-		{"unknown tier", func() error { _, err := f.s.CreateAccount(ctx, "platinum"); return err },
+		{"unknown tier", func() error { _, err := f.s.CreateAccount(ctx, ledger.NewAccount{Tier: "platinum"}); return err },
 			&ledger.Refusal{Reason: ledger.ReasonInvalidArgument}},
 		{"unknown account", func() error {
 			_, err := f.s.GetAccount(ctx, "00000000-0000-0000-0000-000000000000")

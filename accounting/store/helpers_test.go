@@ -77,7 +77,7 @@ func (f *fixture) tier(t *testing.T, tier ledger.Tier) {
 func (f *fixture) account(t *testing.T, tier string, balance ledger.Micros) ledger.Account {
 	t.Helper()
 	ctx := context.Background()
-	a, err := f.s.CreateAccount(ctx, tier)
+	a, err := f.s.CreateAccount(ctx, ledger.NewAccount{Tier: tier})
 	if err != nil {
 		t.Fatalf("CreateAccount(%q): %v", tier, err)
 	}

@@ -315,7 +315,7 @@ func TestTopUpIdempotencyIndex(t *testing.T) {
 	ctx := context.Background()
 	pool := poolAt(t, 6, 2)
 	s := store.New(pool, store.Options{})
-	a, err := s.CreateAccount(ctx, "default")
+	a, err := s.CreateAccount(ctx, ledger.NewAccount{Tier: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestTopUpIdempotencyMigrationUnderTraffic(t *testing.T) {
 	type acct struct{ id, key string }
 	accts := make([]acct, accounts)
 	for i := range accts {
-		a, err := s.CreateAccount(ctx, bulkTier.Name)
+		a, err := s.CreateAccount(ctx, ledger.NewAccount{Tier: bulkTier.Name})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -296,7 +296,7 @@ func setup(ctx context.Context, s *store.Store, accounts int) ([]string, error) 
 	limit := ledger.Micros(1 << 50)
 	keys := make([]string, accounts)
 	for i := range keys {
-		a, err := s.CreateAccount(ctx, tier.Name)
+		a, err := s.CreateAccount(ctx, ledger.NewAccount{Tier: tier.Name})
 		if err != nil {
 			return nil, err
 		}

@@ -29,7 +29,7 @@ var (
 // it to the event types the machine declares.
 func full() []machine.Event {
 	return []machine.Event{
-		machine.AccountCreated{ID: acctID, Tier: "pro", At: at},
+		machine.AccountCreated{ID: acctID, Tier: "pro", Label: "Acme — research", At: at},
 		machine.ToppedUp{AccountID: acctID, Amount: 10_000_000, IdempotencyKey: "stripe:pi_3Pq8ZkLx", At: at},
 		machine.AccountSuspended{AccountID: acctID, Suspended: true, At: at},
 		machine.TierPut{Tier: ledger.Tier{Name: "pro", RPMBeforeTopUp: 10, RPMAfterTopUp: 600,
@@ -52,6 +52,7 @@ func full() []machine.Event {
 			AdminCreatedKey: true, Model: "demo-video", CreatedAt: at,
 			Origin: ledger.TaskOrigin{Channel: "mock-video", UpstreamTaskID: "upstream-task-000000000042"}}},
 		machine.Forgotten{Before: at.AddDate(0, -3, 0), At: at},
+		machine.AccountLabeled{AccountID: acctID, Label: "Acme, billing", At: later},
 	}
 }
 
@@ -59,7 +60,7 @@ func full() []machine.Event {
 // other way round from full: empty lists and hashes, nil limits.
 func zero() []machine.Event {
 	return []machine.Event{
-		machine.AccountCreated{}, machine.ToppedUp{}, machine.AccountSuspended{}, machine.TierPut{},
+		machine.AccountCreated{}, machine.ToppedUp{}, machine.AccountSuspended{}, machine.AccountLabeled{}, machine.TierPut{},
 		machine.KeyCreated{}, machine.KeyChanged{}, machine.Reserved{}, machine.Committed{}, machine.Released{},
 		machine.Renewed{}, machine.VideoTaskRecorded{}, machine.Forgotten{},
 		machine.KeyCreated{Hash: []byte{}, AllowedModels: []string{}},

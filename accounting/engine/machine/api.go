@@ -47,9 +47,10 @@ type Answer struct {
 // Commands. Those that create something carry the new id (a UUID chosen by the owner).
 type (
 	CreateAccount struct {
-		ID   string
-		Tier string // DefaultTier when empty
-		At   time.Time
+		ID    string
+		Tier  string // DefaultTier when empty
+		Label string
+		At    time.Time
 	}
 	TopUp struct {
 		AccountID      string
@@ -61,6 +62,10 @@ type (
 		AccountID string
 		Suspended bool
 		At        time.Time
+	}
+	UpdateAccount struct {
+		Update ledger.AccountUpdate
+		At     time.Time
 	}
 	PutTier struct {
 		Tier ledger.Tier

@@ -20,7 +20,7 @@ func TestHandOverFromTheStore(t *testing.T) {
 	clk := &clock{t: t2}
 	pool := storetest.NewPool(t, storetest.NewDB(t), 4)
 	s := store.New(pool, store.Options{Now: clk.Now})
-	a := must(s.CreateAccount(ctx, ""))(t).ID
+	a := must(s.CreateAccount(ctx, ledger.NewAccount{}))(t).ID
 	must(s.TopUp(ctx, a, 10_000_000, ""))(t)
 	k := must(s.CreateKey(ctx, ledger.NewKey{AccountID: a, Hash: hash("h"), MonthlyLimit: ptr[ledger.Micros](8_000_000)}))(t).ID
 	r1 := must(s.Reserve(ctx, ledger.ReserveRequest{RequestID: "1", KeyID: k, Model: "m", Amount: 3_000_000, Pool: ledger.PoolHighCost}))(t)

@@ -43,10 +43,10 @@ func TestLoadReadsTheStoresTables(t *testing.T) {
 		settled: map[string]ledger.Reservation{}, topUps: map[[2]string]bool{}}
 
 	must(s.PutTier(ctx, ledger.Tier{Name: "gold", RPMBeforeTopUp: 50, RPMAfterTopUp: 500, InFlightGeneral: 20, InFlightHighCost: 4}))(t)
-	a1 := must(s.CreateAccount(ctx, ""))(t).ID
-	a2 := must(s.CreateAccount(ctx, "gold"))(t).ID
-	a3 := must(s.CreateAccount(ctx, "tight"))(t).ID
-	a4 := must(s.CreateAccount(ctx, "enterprise"))(t).ID // never topped up, never reserved
+	a1 := must(s.CreateAccount(ctx, ledger.NewAccount{}))(t).ID
+	a2 := must(s.CreateAccount(ctx, ledger.NewAccount{Tier: "gold"}))(t).ID
+	a3 := must(s.CreateAccount(ctx, ledger.NewAccount{Tier: "tight"}))(t).ID
+	a4 := must(s.CreateAccount(ctx, ledger.NewAccount{Tier: "enterprise"}))(t).ID // never topped up, never reserved
 	l.accounts = []string{a1, a2, a3, a4}
 	topUp := func(a string, amount ledger.Micros, key string) {
 		must(s.TopUp(ctx, a, amount, key))(t)

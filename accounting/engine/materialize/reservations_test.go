@@ -80,7 +80,7 @@ func TestReservationRowsAsTheStoreWrites(t *testing.T) {
 	pool := storetest.NewPool(t, storetest.NewDB(t), 4)
 	b := &both{t: t, s: store.New(pool, store.Options{Now: clk.Now}), clk: clk, st: machine.New()}
 
-	acct := must(b.s.CreateAccount(ctx, ""))(t).ID
+	acct := must(b.s.CreateAccount(ctx, ledger.NewAccount{}))(t).ID
 	b.decide(machine.CreateAccount{ID: acct, At: t2})
 	must(b.s.TopUp(ctx, acct, 50_000_000, ""))(t)
 	b.decide(machine.TopUp{AccountID: acct, Amount: 50_000_000, At: t2})

@@ -2088,8 +2088,10 @@ type Account struct {
 	CreatedAt        *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	InFlight         int32                  `protobuf:"varint,9,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	InFlightHighCost int32                  `protobuf:"varint,10,opt,name=in_flight_high_cost,json=inFlightHighCost,proto3" json:"in_flight_high_cost,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The operator's name for the account; empty: none.
+	Label         string `protobuf:"bytes,11,opt,name=label,proto3" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Account) Reset() {
@@ -2192,10 +2194,19 @@ func (x *Account) GetInFlightHighCost() int32 {
 	return 0
 }
 
+func (x *Account) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
 type CreateAccountRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tier name; "default" when empty.
-	Tier          string `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	Tier string `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	// At most 200 characters, no control characters; empty: none.
+	Label         string `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2237,6 +2248,111 @@ func (x *CreateAccountRequest) GetTier() string {
 	return ""
 }
 
+func (x *CreateAccountRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+// UpdateAccountRequest changes the fields it sets.
+type UpdateAccountRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AccountId string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	// The new label (as in CreateAccountRequest); empty clears it.
+	Label         *string `protobuf:"bytes,2,opt,name=label,proto3,oneof" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateAccountRequest) Reset() {
+	*x = UpdateAccountRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateAccountRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateAccountRequest) ProtoMessage() {}
+
+func (x *UpdateAccountRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateAccountRequest.ProtoReflect.Descriptor instead.
+func (*UpdateAccountRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *UpdateAccountRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *UpdateAccountRequest) GetLabel() string {
+	if x != nil && x.Label != nil {
+		return *x.Label
+	}
+	return ""
+}
+
+type UpdateAccountResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Account       *Account               `protobuf:"bytes,1,opt,name=account,proto3" json:"account,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateAccountResponse) Reset() {
+	*x = UpdateAccountResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateAccountResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateAccountResponse) ProtoMessage() {}
+
+func (x *UpdateAccountResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateAccountResponse.ProtoReflect.Descriptor instead.
+func (*UpdateAccountResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *UpdateAccountResponse) GetAccount() *Account {
+	if x != nil {
+		return x.Account
+	}
+	return nil
+}
+
 type GetAccountRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
@@ -2246,7 +2362,7 @@ type GetAccountRequest struct {
 
 func (x *GetAccountRequest) Reset() {
 	*x = GetAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +2374,7 @@ func (x *GetAccountRequest) String() string {
 func (*GetAccountRequest) ProtoMessage() {}
 
 func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +2387,7 @@ func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountRequest.ProtoReflect.Descriptor instead.
 func (*GetAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetAccountRequest) GetAccountId() string {
@@ -2293,7 +2409,7 @@ type TopUpRequest struct {
 
 func (x *TopUpRequest) Reset() {
 	*x = TopUpRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2421,7 @@ func (x *TopUpRequest) String() string {
 func (*TopUpRequest) ProtoMessage() {}
 
 func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2434,7 @@ func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpRequest.ProtoReflect.Descriptor instead.
 func (*TopUpRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TopUpRequest) GetAccountId() string {
@@ -2352,7 +2468,7 @@ type SetAccountSuspendedRequest struct {
 
 func (x *SetAccountSuspendedRequest) Reset() {
 	*x = SetAccountSuspendedRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2480,7 @@ func (x *SetAccountSuspendedRequest) String() string {
 func (*SetAccountSuspendedRequest) ProtoMessage() {}
 
 func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2493,7 @@ func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetAccountSuspendedRequest) GetAccountId() string {
@@ -2420,7 +2536,7 @@ type Key struct {
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2548,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2561,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Key) GetId() string {
@@ -2575,7 +2691,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2703,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2716,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateKeyRequest) GetAccountId() string {
@@ -2663,7 +2779,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2791,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2804,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateKeyResponse) GetKey() *Key {
@@ -2714,7 +2830,7 @@ type GetKeyRequest struct {
 
 func (x *GetKeyRequest) Reset() {
 	*x = GetKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2842,7 @@ func (x *GetKeyRequest) String() string {
 func (*GetKeyRequest) ProtoMessage() {}
 
 func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2855,7 @@ func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetKeyRequest) GetKeyId() string {
@@ -2759,7 +2875,7 @@ type SetKeyDisabledRequest struct {
 
 func (x *SetKeyDisabledRequest) Reset() {
 	*x = SetKeyDisabledRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +2887,7 @@ func (x *SetKeyDisabledRequest) String() string {
 func (*SetKeyDisabledRequest) ProtoMessage() {}
 
 func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +2900,7 @@ func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledRequest.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetKeyDisabledRequest) GetKeyId() string {
@@ -2810,7 +2926,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +2938,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +2951,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -2854,7 +2970,7 @@ type CreateAccountResponse struct {
 
 func (x *CreateAccountResponse) Reset() {
 	*x = CreateAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +2982,7 @@ func (x *CreateAccountResponse) String() string {
 func (*CreateAccountResponse) ProtoMessage() {}
 
 func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +2995,7 @@ func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountResponse.ProtoReflect.Descriptor instead.
 func (*CreateAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateAccountResponse) GetAccount() *Account {
@@ -2898,7 +3014,7 @@ type GetAccountResponse struct {
 
 func (x *GetAccountResponse) Reset() {
 	*x = GetAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +3026,7 @@ func (x *GetAccountResponse) String() string {
 func (*GetAccountResponse) ProtoMessage() {}
 
 func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +3039,7 @@ func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountResponse.ProtoReflect.Descriptor instead.
 func (*GetAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetAccountResponse) GetAccount() *Account {
@@ -2942,7 +3058,7 @@ type TopUpResponse struct {
 
 func (x *TopUpResponse) Reset() {
 	*x = TopUpResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3070,7 @@ func (x *TopUpResponse) String() string {
 func (*TopUpResponse) ProtoMessage() {}
 
 func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2967,7 +3083,7 @@ func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpResponse.ProtoReflect.Descriptor instead.
 func (*TopUpResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TopUpResponse) GetAccount() *Account {
@@ -2986,7 +3102,7 @@ type SetAccountSuspendedResponse struct {
 
 func (x *SetAccountSuspendedResponse) Reset() {
 	*x = SetAccountSuspendedResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2998,7 +3114,7 @@ func (x *SetAccountSuspendedResponse) String() string {
 func (*SetAccountSuspendedResponse) ProtoMessage() {}
 
 func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3011,7 +3127,7 @@ func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetAccountSuspendedResponse) GetAccount() *Account {
@@ -3030,7 +3146,7 @@ type GetKeyResponse struct {
 
 func (x *GetKeyResponse) Reset() {
 	*x = GetKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3158,7 @@ func (x *GetKeyResponse) String() string {
 func (*GetKeyResponse) ProtoMessage() {}
 
 func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3171,7 @@ func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetKeyResponse) GetKey() *Key {
@@ -3074,7 +3190,7 @@ type SetKeyDisabledResponse struct {
 
 func (x *SetKeyDisabledResponse) Reset() {
 	*x = SetKeyDisabledResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3202,7 @@ func (x *SetKeyDisabledResponse) String() string {
 func (*SetKeyDisabledResponse) ProtoMessage() {}
 
 func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,7 +3215,7 @@ func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledResponse.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetKeyDisabledResponse) GetKey() *Key {
@@ -3118,7 +3234,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3130,7 +3246,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3143,7 +3259,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RevokeKeyResponse) GetKey() *Key {
@@ -3158,14 +3274,16 @@ type ListAccountsRequest struct {
 	// Page size, 1 to 1000; 100 when 0.
 	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
 	// The last id of the previous page; empty for the first page.
-	AfterId       string `protobuf:"bytes,2,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	AfterId string `protobuf:"bytes,2,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	// When not empty, only the accounts whose label contains it, ignoring case.
+	Label         string `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListAccountsRequest) Reset() {
 	*x = ListAccountsRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3295,7 @@ func (x *ListAccountsRequest) String() string {
 func (*ListAccountsRequest) ProtoMessage() {}
 
 func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3308,7 @@ func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsRequest.ProtoReflect.Descriptor instead.
 func (*ListAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListAccountsRequest) GetLimit() int32 {
@@ -3207,6 +3325,13 @@ func (x *ListAccountsRequest) GetAfterId() string {
 	return ""
 }
 
+func (x *ListAccountsRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
 type ListAccountsResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Accounts []*Account             `protobuf:"bytes,1,rep,name=accounts,proto3" json:"accounts,omitempty"`
@@ -3218,7 +3343,7 @@ type ListAccountsResponse struct {
 
 func (x *ListAccountsResponse) Reset() {
 	*x = ListAccountsResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3355,7 @@ func (x *ListAccountsResponse) String() string {
 func (*ListAccountsResponse) ProtoMessage() {}
 
 func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3368,7 @@ func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsResponse.ProtoReflect.Descriptor instead.
 func (*ListAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListAccountsResponse) GetAccounts() []*Account {
@@ -3269,7 +3394,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3281,7 +3406,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3294,7 +3419,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListKeysRequest) GetAccountId() string {
@@ -3313,7 +3438,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3450,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3463,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -3358,7 +3483,7 @@ type ModelList struct {
 
 func (x *ModelList) Reset() {
 	*x = ModelList{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3495,7 @@ func (x *ModelList) String() string {
 func (*ModelList) ProtoMessage() {}
 
 func (x *ModelList) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3508,7 @@ func (x *ModelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
 func (*ModelList) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ModelList) GetModels() []string {
@@ -3403,7 +3528,7 @@ type LimitUpdate struct {
 
 func (x *LimitUpdate) Reset() {
 	*x = LimitUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3415,7 +3540,7 @@ func (x *LimitUpdate) String() string {
 func (*LimitUpdate) ProtoMessage() {}
 
 func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3428,7 +3553,7 @@ func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitUpdate.ProtoReflect.Descriptor instead.
 func (*LimitUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LimitUpdate) GetMicros() int64 {
@@ -3448,7 +3573,7 @@ type ExpiryUpdate struct {
 
 func (x *ExpiryUpdate) Reset() {
 	*x = ExpiryUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3460,7 +3585,7 @@ func (x *ExpiryUpdate) String() string {
 func (*ExpiryUpdate) ProtoMessage() {}
 
 func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3473,7 +3598,7 @@ func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpiryUpdate.ProtoReflect.Descriptor instead.
 func (*ExpiryUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ExpiryUpdate) GetExpiresAt() *timestamppb.Timestamp {
@@ -3498,7 +3623,7 @@ type UpdateKeyRequest struct {
 
 func (x *UpdateKeyRequest) Reset() {
 	*x = UpdateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3635,7 @@ func (x *UpdateKeyRequest) String() string {
 func (*UpdateKeyRequest) ProtoMessage() {}
 
 func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3648,7 @@ func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UpdateKeyRequest) GetKeyId() string {
@@ -3577,7 +3702,7 @@ type UpdateKeyResponse struct {
 
 func (x *UpdateKeyResponse) Reset() {
 	*x = UpdateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3589,7 +3714,7 @@ func (x *UpdateKeyResponse) String() string {
 func (*UpdateKeyResponse) ProtoMessage() {}
 
 func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3602,7 +3727,7 @@ func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UpdateKeyResponse) GetKey() *Key {
@@ -3629,7 +3754,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +3766,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +3779,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetUsageRequest) GetAccountId() string {
@@ -3712,7 +3837,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3724,7 +3849,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3737,7 +3862,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UsageRow) GetGroup() string {
@@ -3806,7 +3931,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +3943,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +3956,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -3861,7 +3986,7 @@ type ListLedgerEntriesRequest struct {
 
 func (x *ListLedgerEntriesRequest) Reset() {
 	*x = ListLedgerEntriesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3873,7 +3998,7 @@ func (x *ListLedgerEntriesRequest) String() string {
 func (*ListLedgerEntriesRequest) ProtoMessage() {}
 
 func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3886,7 +4011,7 @@ func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListLedgerEntriesRequest) GetAccountId() string {
@@ -3936,7 +4061,7 @@ type LedgerEntry struct {
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3948,7 +4073,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3961,7 +4086,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LedgerEntry) GetId() int64 {
@@ -4066,7 +4191,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4078,7 +4203,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4091,7 +4216,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReconcileRequest) GetFromDay() string {
@@ -4124,7 +4249,7 @@ type ReconcileRow struct {
 
 func (x *ReconcileRow) Reset() {
 	*x = ReconcileRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4136,7 +4261,7 @@ func (x *ReconcileRow) String() string {
 func (*ReconcileRow) ProtoMessage() {}
 
 func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4149,7 +4274,7 @@ func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRow.ProtoReflect.Descriptor instead.
 func (*ReconcileRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReconcileRow) GetDay() string {
@@ -4204,7 +4329,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4216,7 +4341,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4229,7 +4354,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ReconcileResponse) GetRows() []*ReconcileRow {
@@ -4250,7 +4375,7 @@ type ListLedgerEntriesResponse struct {
 
 func (x *ListLedgerEntriesResponse) Reset() {
 	*x = ListLedgerEntriesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4387,7 @@ func (x *ListLedgerEntriesResponse) String() string {
 func (*ListLedgerEntriesResponse) ProtoMessage() {}
 
 func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4400,7 @@ func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListLedgerEntriesResponse) GetEntries() []*LedgerEntry {
@@ -4306,7 +4431,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4318,7 +4443,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4331,7 +4456,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Tier) GetName() string {
@@ -4377,7 +4502,7 @@ type ListTiersRequest struct {
 
 func (x *ListTiersRequest) Reset() {
 	*x = ListTiersRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4389,7 +4514,7 @@ func (x *ListTiersRequest) String() string {
 func (*ListTiersRequest) ProtoMessage() {}
 
 func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4402,7 +4527,7 @@ func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersRequest.ProtoReflect.Descriptor instead.
 func (*ListTiersRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
 }
 
 type ListTiersResponse struct {
@@ -4414,7 +4539,7 @@ type ListTiersResponse struct {
 
 func (x *ListTiersResponse) Reset() {
 	*x = ListTiersResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4426,7 +4551,7 @@ func (x *ListTiersResponse) String() string {
 func (*ListTiersResponse) ProtoMessage() {}
 
 func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4439,7 +4564,7 @@ func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersResponse.ProtoReflect.Descriptor instead.
 func (*ListTiersResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListTiersResponse) GetTiers() []*Tier {
@@ -4458,7 +4583,7 @@ type SetTierRequest struct {
 
 func (x *SetTierRequest) Reset() {
 	*x = SetTierRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4470,7 +4595,7 @@ func (x *SetTierRequest) String() string {
 func (*SetTierRequest) ProtoMessage() {}
 
 func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4483,7 +4608,7 @@ func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierRequest.ProtoReflect.Descriptor instead.
 func (*SetTierRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SetTierRequest) GetTier() *Tier {
@@ -4502,7 +4627,7 @@ type SetTierResponse struct {
 
 func (x *SetTierResponse) Reset() {
 	*x = SetTierResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4514,7 +4639,7 @@ func (x *SetTierResponse) String() string {
 func (*SetTierResponse) ProtoMessage() {}
 
 func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4527,7 +4652,7 @@ func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierResponse.ProtoReflect.Descriptor instead.
 func (*SetTierResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SetTierResponse) GetTier() *Tier {
@@ -4671,7 +4796,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\vage_seconds\x18\a \x01(\x03R\n" +
 	"ageSeconds\x12\x18\n" +
 	"\achannel\x18\b \x01(\tR\achannel\x12(\n" +
-	"\x10upstream_task_id\x18\t \x01(\tR\x0eupstreamTaskId\"\xea\x02\n" +
+	"\x10upstream_task_id\x18\t \x01(\tR\x0eupstreamTaskId\"\x80\x03\n" +
 	"\aAccount\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x12%\n" +
@@ -4684,9 +4809,18 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1b\n" +
 	"\tin_flight\x18\t \x01(\x05R\binFlight\x12-\n" +
 	"\x13in_flight_high_cost\x18\n" +
-	" \x01(\x05R\x10inFlightHighCost\"*\n" +
+	" \x01(\x05R\x10inFlightHighCost\x12\x14\n" +
+	"\x05label\x18\v \x01(\tR\x05label\"@\n" +
 	"\x14CreateAccountRequest\x12\x12\n" +
-	"\x04tier\x18\x01 \x01(\tR\x04tier\"2\n" +
+	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x14\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\"Z\n" +
+	"\x14UpdateAccountRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\x12\x19\n" +
+	"\x05label\x18\x02 \x01(\tH\x00R\x05label\x88\x01\x01B\b\n" +
+	"\x06_label\"I\n" +
+	"\x15UpdateAccountResponse\x120\n" +
+	"\aaccount\x18\x01 \x01(\v2\x16.accounting.v1.AccountR\aaccount\"2\n" +
 	"\x11GetAccountRequest\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\"{\n" +
@@ -4757,10 +4891,11 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x16SetKeyDisabledResponse\x12$\n" +
 	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"9\n" +
 	"\x11RevokeKeyResponse\x12$\n" +
-	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"F\n" +
+	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"\\\n" +
 	"\x13ListAccountsRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x19\n" +
-	"\bafter_id\x18\x02 \x01(\tR\aafterId\"n\n" +
+	"\bafter_id\x18\x02 \x01(\tR\aafterId\x12\x14\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\"n\n" +
 	"\x14ListAccountsResponse\x122\n" +
 	"\baccounts\x18\x01 \x03(\v2\x16.accounting.v1.AccountR\baccounts\x12\"\n" +
 	"\rnext_after_id\x18\x02 \x01(\tR\vnextAfterId\"0\n" +
@@ -4909,14 +5044,14 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
-	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xca\n" +
-	"\n" +
+	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xa6\v\n" +
 	"\fAdminService\x12Z\n" +
 	"\rCreateAccount\x12#.accounting.v1.CreateAccountRequest\x1a$.accounting.v1.CreateAccountResponse\x12Q\n" +
 	"\n" +
 	"GetAccount\x12 .accounting.v1.GetAccountRequest\x1a!.accounting.v1.GetAccountResponse\x12B\n" +
 	"\x05TopUp\x12\x1b.accounting.v1.TopUpRequest\x1a\x1c.accounting.v1.TopUpResponse\x12l\n" +
-	"\x13SetAccountSuspended\x12).accounting.v1.SetAccountSuspendedRequest\x1a*.accounting.v1.SetAccountSuspendedResponse\x12N\n" +
+	"\x13SetAccountSuspended\x12).accounting.v1.SetAccountSuspendedRequest\x1a*.accounting.v1.SetAccountSuspendedResponse\x12Z\n" +
+	"\rUpdateAccount\x12#.accounting.v1.UpdateAccountRequest\x1a$.accounting.v1.UpdateAccountResponse\x12N\n" +
 	"\tCreateKey\x12\x1f.accounting.v1.CreateKeyRequest\x1a .accounting.v1.CreateKeyResponse\x12E\n" +
 	"\x06GetKey\x12\x1c.accounting.v1.GetKeyRequest\x1a\x1d.accounting.v1.GetKeyResponse\x12]\n" +
 	"\x0eSetKeyDisabled\x12$.accounting.v1.SetKeyDisabledRequest\x1a%.accounting.v1.SetKeyDisabledResponse\x12N\n" +
@@ -4943,7 +5078,7 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                         // 0: accounting.v1.Reason
 	(Pool)(0),                           // 1: accounting.v1.Pool
@@ -4979,55 +5114,57 @@ var file_accounting_v1_accounting_proto_goTypes = []any{
 	(*VideoTask)(nil),                   // 31: accounting.v1.VideoTask
 	(*Account)(nil),                     // 32: accounting.v1.Account
 	(*CreateAccountRequest)(nil),        // 33: accounting.v1.CreateAccountRequest
-	(*GetAccountRequest)(nil),           // 34: accounting.v1.GetAccountRequest
-	(*TopUpRequest)(nil),                // 35: accounting.v1.TopUpRequest
-	(*SetAccountSuspendedRequest)(nil),  // 36: accounting.v1.SetAccountSuspendedRequest
-	(*Key)(nil),                         // 37: accounting.v1.Key
-	(*CreateKeyRequest)(nil),            // 38: accounting.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),           // 39: accounting.v1.CreateKeyResponse
-	(*GetKeyRequest)(nil),               // 40: accounting.v1.GetKeyRequest
-	(*SetKeyDisabledRequest)(nil),       // 41: accounting.v1.SetKeyDisabledRequest
-	(*RevokeKeyRequest)(nil),            // 42: accounting.v1.RevokeKeyRequest
-	(*CreateAccountResponse)(nil),       // 43: accounting.v1.CreateAccountResponse
-	(*GetAccountResponse)(nil),          // 44: accounting.v1.GetAccountResponse
-	(*TopUpResponse)(nil),               // 45: accounting.v1.TopUpResponse
-	(*SetAccountSuspendedResponse)(nil), // 46: accounting.v1.SetAccountSuspendedResponse
-	(*GetKeyResponse)(nil),              // 47: accounting.v1.GetKeyResponse
-	(*SetKeyDisabledResponse)(nil),      // 48: accounting.v1.SetKeyDisabledResponse
-	(*RevokeKeyResponse)(nil),           // 49: accounting.v1.RevokeKeyResponse
-	(*ListAccountsRequest)(nil),         // 50: accounting.v1.ListAccountsRequest
-	(*ListAccountsResponse)(nil),        // 51: accounting.v1.ListAccountsResponse
-	(*ListKeysRequest)(nil),             // 52: accounting.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),            // 53: accounting.v1.ListKeysResponse
-	(*ModelList)(nil),                   // 54: accounting.v1.ModelList
-	(*LimitUpdate)(nil),                 // 55: accounting.v1.LimitUpdate
-	(*ExpiryUpdate)(nil),                // 56: accounting.v1.ExpiryUpdate
-	(*UpdateKeyRequest)(nil),            // 57: accounting.v1.UpdateKeyRequest
-	(*UpdateKeyResponse)(nil),           // 58: accounting.v1.UpdateKeyResponse
-	(*GetUsageRequest)(nil),             // 59: accounting.v1.GetUsageRequest
-	(*UsageRow)(nil),                    // 60: accounting.v1.UsageRow
-	(*GetUsageResponse)(nil),            // 61: accounting.v1.GetUsageResponse
-	(*ListLedgerEntriesRequest)(nil),    // 62: accounting.v1.ListLedgerEntriesRequest
-	(*LedgerEntry)(nil),                 // 63: accounting.v1.LedgerEntry
-	(*ReconcileRequest)(nil),            // 64: accounting.v1.ReconcileRequest
-	(*ReconcileRow)(nil),                // 65: accounting.v1.ReconcileRow
-	(*ReconcileResponse)(nil),           // 66: accounting.v1.ReconcileResponse
-	(*ListLedgerEntriesResponse)(nil),   // 67: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 68: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 69: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 70: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 71: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 72: accounting.v1.SetTierResponse
-	nil,                                 // 73: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 74: google.protobuf.Timestamp
+	(*UpdateAccountRequest)(nil),        // 34: accounting.v1.UpdateAccountRequest
+	(*UpdateAccountResponse)(nil),       // 35: accounting.v1.UpdateAccountResponse
+	(*GetAccountRequest)(nil),           // 36: accounting.v1.GetAccountRequest
+	(*TopUpRequest)(nil),                // 37: accounting.v1.TopUpRequest
+	(*SetAccountSuspendedRequest)(nil),  // 38: accounting.v1.SetAccountSuspendedRequest
+	(*Key)(nil),                         // 39: accounting.v1.Key
+	(*CreateKeyRequest)(nil),            // 40: accounting.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),           // 41: accounting.v1.CreateKeyResponse
+	(*GetKeyRequest)(nil),               // 42: accounting.v1.GetKeyRequest
+	(*SetKeyDisabledRequest)(nil),       // 43: accounting.v1.SetKeyDisabledRequest
+	(*RevokeKeyRequest)(nil),            // 44: accounting.v1.RevokeKeyRequest
+	(*CreateAccountResponse)(nil),       // 45: accounting.v1.CreateAccountResponse
+	(*GetAccountResponse)(nil),          // 46: accounting.v1.GetAccountResponse
+	(*TopUpResponse)(nil),               // 47: accounting.v1.TopUpResponse
+	(*SetAccountSuspendedResponse)(nil), // 48: accounting.v1.SetAccountSuspendedResponse
+	(*GetKeyResponse)(nil),              // 49: accounting.v1.GetKeyResponse
+	(*SetKeyDisabledResponse)(nil),      // 50: accounting.v1.SetKeyDisabledResponse
+	(*RevokeKeyResponse)(nil),           // 51: accounting.v1.RevokeKeyResponse
+	(*ListAccountsRequest)(nil),         // 52: accounting.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),        // 53: accounting.v1.ListAccountsResponse
+	(*ListKeysRequest)(nil),             // 54: accounting.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),            // 55: accounting.v1.ListKeysResponse
+	(*ModelList)(nil),                   // 56: accounting.v1.ModelList
+	(*LimitUpdate)(nil),                 // 57: accounting.v1.LimitUpdate
+	(*ExpiryUpdate)(nil),                // 58: accounting.v1.ExpiryUpdate
+	(*UpdateKeyRequest)(nil),            // 59: accounting.v1.UpdateKeyRequest
+	(*UpdateKeyResponse)(nil),           // 60: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),             // 61: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                    // 62: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),            // 63: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),    // 64: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                 // 65: accounting.v1.LedgerEntry
+	(*ReconcileRequest)(nil),            // 66: accounting.v1.ReconcileRequest
+	(*ReconcileRow)(nil),                // 67: accounting.v1.ReconcileRow
+	(*ReconcileResponse)(nil),           // 68: accounting.v1.ReconcileResponse
+	(*ListLedgerEntriesResponse)(nil),   // 69: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                        // 70: accounting.v1.Tier
+	(*ListTiersRequest)(nil),            // 71: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),           // 72: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),              // 73: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),             // 74: accounting.v1.SetTierResponse
+	nil,                                 // 75: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),       // 76: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
 	9,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	74, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	76, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 3: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	74, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	73, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	76, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	75, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
 	13, // 6: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
 	12, // 7: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
 	2,  // 8: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
@@ -5041,98 +5178,101 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	17, // 16: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
 	22, // 17: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
 	6,  // 18: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
-	74, // 19: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	76, // 19: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 20: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
 	31, // 21: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
 	31, // 22: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	74, // 23: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	74, // 24: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	74, // 25: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	74, // 26: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	74, // 27: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	37, // 28: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
-	32, // 29: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
-	32, // 30: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
-	32, // 31: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
-	32, // 32: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
-	37, // 33: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
-	37, // 34: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
-	37, // 35: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
-	32, // 36: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
-	37, // 37: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	74, // 38: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
-	54, // 39: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
-	55, // 40: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	55, // 41: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	56, // 42: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
-	37, // 43: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
-	4,  // 44: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
-	60, // 45: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
-	60, // 46: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
-	5,  // 47: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	74, // 48: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
-	13, // 49: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
-	13, // 50: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
-	65, // 51: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
-	63, // 52: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
-	68, // 53: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
-	68, // 54: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
-	68, // 55: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	7,  // 56: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	10, // 57: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	14, // 58: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	16, // 59: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	18, // 60: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
-	23, // 61: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	25, // 62: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	27, // 63: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	29, // 64: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	33, // 65: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	34, // 66: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	35, // 67: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	36, // 68: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	38, // 69: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	40, // 70: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	41, // 71: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	42, // 72: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	50, // 73: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	52, // 74: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	57, // 75: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	59, // 76: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	62, // 77: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	64, // 78: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
-	69, // 79: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	71, // 80: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	8,  // 81: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	11, // 82: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	15, // 83: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	17, // 84: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	20, // 85: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
-	24, // 86: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	26, // 87: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	28, // 88: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	30, // 89: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	43, // 90: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	44, // 91: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	45, // 92: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	46, // 93: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	39, // 94: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	47, // 95: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	48, // 96: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	49, // 97: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	51, // 98: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	53, // 99: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	58, // 100: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	61, // 101: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	67, // 102: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	66, // 103: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
-	70, // 104: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	72, // 105: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	81, // [81:106] is the sub-list for method output_type
-	56, // [56:81] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	76, // 23: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	76, // 24: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	32, // 25: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
+	76, // 26: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	76, // 27: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	76, // 28: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	39, // 29: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
+	32, // 30: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
+	32, // 31: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
+	32, // 32: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
+	32, // 33: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
+	39, // 34: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
+	39, // 35: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
+	39, // 36: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
+	32, // 37: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
+	39, // 38: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
+	76, // 39: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	56, // 40: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
+	57, // 41: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	57, // 42: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	58, // 43: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
+	39, // 44: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
+	4,  // 45: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
+	62, // 46: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
+	62, // 47: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
+	5,  // 48: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
+	76, // 49: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	13, // 50: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
+	13, // 51: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
+	67, // 52: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
+	65, // 53: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	70, // 54: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	70, // 55: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	70, // 56: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	7,  // 57: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	10, // 58: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	14, // 59: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	16, // 60: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	18, // 61: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
+	23, // 62: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	25, // 63: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	27, // 64: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	29, // 65: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	33, // 66: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	36, // 67: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	37, // 68: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	38, // 69: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	34, // 70: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
+	40, // 71: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	42, // 72: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	43, // 73: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	44, // 74: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	52, // 75: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	54, // 76: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	59, // 77: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	61, // 78: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	64, // 79: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	66, // 80: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
+	71, // 81: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	73, // 82: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	8,  // 83: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	11, // 84: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	15, // 85: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	17, // 86: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	20, // 87: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
+	24, // 88: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	26, // 89: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	28, // 90: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	30, // 91: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	45, // 92: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	46, // 93: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	47, // 94: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	48, // 95: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	35, // 96: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
+	41, // 97: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	49, // 98: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	50, // 99: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	51, // 100: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	53, // 101: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	55, // 102: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	60, // 103: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	63, // 104: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	69, // 105: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	68, // 106: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	72, // 107: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	74, // 108: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	83, // [83:109] is the sub-list for method output_type
+	57, // [57:83] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -5152,17 +5292,18 @@ func file_accounting_v1_accounting_proto_init() {
 		(*LedgerOpResult_Release)(nil),
 		(*LedgerOpResult_Error)(nil),
 	}
-	file_accounting_v1_accounting_proto_msgTypes[31].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[32].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[49].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[28].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[33].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[34].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[51].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[53].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   68,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -57,6 +57,7 @@ type Event struct {
 	//	*Event_Renewed
 	//	*Event_VideoTaskRecorded
 	//	*Event_Forgotten
+	//	*Event_AccountLabeled
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -207,6 +208,15 @@ func (x *Event) GetForgotten() *Forgotten {
 	return nil
 }
 
+func (x *Event) GetAccountLabeled() *AccountLabeled {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_AccountLabeled); ok {
+			return x.AccountLabeled
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -259,6 +269,10 @@ type Event_Forgotten struct {
 	Forgotten *Forgotten `protobuf:"bytes,12,opt,name=forgotten,proto3,oneof"`
 }
 
+type Event_AccountLabeled struct {
+	AccountLabeled *AccountLabeled `protobuf:"bytes,13,opt,name=account_labeled,json=accountLabeled,proto3,oneof"`
+}
+
 func (*Event_AccountCreated) isEvent_Kind() {}
 
 func (*Event_ToppedUp) isEvent_Kind() {}
@@ -283,11 +297,15 @@ func (*Event_VideoTaskRecorded) isEvent_Kind() {}
 
 func (*Event_Forgotten) isEvent_Kind() {}
 
+func (*Event_AccountLabeled) isEvent_Kind() {}
+
 type AccountCreated struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Tier          []byte                 `protobuf:"bytes,2,opt,name=tier,proto3" json:"tier,omitempty"`
-	At            int64                  `protobuf:"zigzag64,3,opt,name=at,proto3" json:"at,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Tier  []byte                 `protobuf:"bytes,2,opt,name=tier,proto3" json:"tier,omitempty"`
+	At    int64                  `protobuf:"zigzag64,3,opt,name=at,proto3" json:"at,omitempty"`
+	// The operator's name for the account; empty: none.
+	Label         []byte `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -343,6 +361,74 @@ func (x *AccountCreated) GetAt() int64 {
 	return 0
 }
 
+func (x *AccountCreated) GetLabel() []byte {
+	if x != nil {
+		return x.Label
+	}
+	return nil
+}
+
+// AccountLabeled is an account's new label (empty: none).
+type AccountLabeled struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     []byte                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	Label         []byte                 `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
+	At            int64                  `protobuf:"zigzag64,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AccountLabeled) Reset() {
+	*x = AccountLabeled{}
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccountLabeled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccountLabeled) ProtoMessage() {}
+
+func (x *AccountLabeled) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccountLabeled.ProtoReflect.Descriptor instead.
+func (*AccountLabeled) Descriptor() ([]byte, []int) {
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AccountLabeled) GetAccountId() []byte {
+	if x != nil {
+		return x.AccountId
+	}
+	return nil
+}
+
+func (x *AccountLabeled) GetLabel() []byte {
+	if x != nil {
+		return x.Label
+	}
+	return nil
+}
+
+func (x *AccountLabeled) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
 type ToppedUp struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	AccountId []byte                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
@@ -356,7 +442,7 @@ type ToppedUp struct {
 
 func (x *ToppedUp) Reset() {
 	*x = ToppedUp{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[2]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +454,7 @@ func (x *ToppedUp) String() string {
 func (*ToppedUp) ProtoMessage() {}
 
 func (x *ToppedUp) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[2]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +467,7 @@ func (x *ToppedUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToppedUp.ProtoReflect.Descriptor instead.
 func (*ToppedUp) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{2}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ToppedUp) GetAccountId() []byte {
@@ -423,7 +509,7 @@ type AccountSuspended struct {
 
 func (x *AccountSuspended) Reset() {
 	*x = AccountSuspended{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[3]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -435,7 +521,7 @@ func (x *AccountSuspended) String() string {
 func (*AccountSuspended) ProtoMessage() {}
 
 func (x *AccountSuspended) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[3]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -448,7 +534,7 @@ func (x *AccountSuspended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccountSuspended.ProtoReflect.Descriptor instead.
 func (*AccountSuspended) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{3}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AccountSuspended) GetAccountId() []byte {
@@ -486,7 +572,7 @@ type TierPut struct {
 
 func (x *TierPut) Reset() {
 	*x = TierPut{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[4]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +584,7 @@ func (x *TierPut) String() string {
 func (*TierPut) ProtoMessage() {}
 
 func (x *TierPut) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[4]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +597,7 @@ func (x *TierPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPut.ProtoReflect.Descriptor instead.
 func (*TierPut) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{4}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TierPut) GetName() []byte {
@@ -577,7 +663,7 @@ type KeyCreated struct {
 
 func (x *KeyCreated) Reset() {
 	*x = KeyCreated{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[5]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +675,7 @@ func (x *KeyCreated) String() string {
 func (*KeyCreated) ProtoMessage() {}
 
 func (x *KeyCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[5]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,7 +688,7 @@ func (x *KeyCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyCreated.ProtoReflect.Descriptor instead.
 func (*KeyCreated) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{5}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KeyCreated) GetId() []byte {
@@ -708,7 +794,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[6]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +806,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[6]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +819,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{6}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KeyChanged) GetKeyId() []byte {
@@ -823,7 +909,7 @@ type Reserved struct {
 
 func (x *Reserved) Reset() {
 	*x = Reserved{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[7]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +921,7 @@ func (x *Reserved) String() string {
 func (*Reserved) ProtoMessage() {}
 
 func (x *Reserved) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[7]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +934,7 @@ func (x *Reserved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reserved.ProtoReflect.Descriptor instead.
 func (*Reserved) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{7}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Reserved) GetId() []byte {
@@ -930,7 +1016,7 @@ type Committed struct {
 
 func (x *Committed) Reset() {
 	*x = Committed{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[8]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1028,7 @@ func (x *Committed) String() string {
 func (*Committed) ProtoMessage() {}
 
 func (x *Committed) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[8]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1041,7 @@ func (x *Committed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Committed.ProtoReflect.Descriptor instead.
 func (*Committed) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{8}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Committed) GetReservationId() []byte {
@@ -1023,7 +1109,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[9]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1121,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[9]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1134,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{9}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -1110,7 +1196,7 @@ type Unit struct {
 
 func (x *Unit) Reset() {
 	*x = Unit{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[10]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1208,7 @@ func (x *Unit) String() string {
 func (*Unit) ProtoMessage() {}
 
 func (x *Unit) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[10]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1221,7 @@ func (x *Unit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unit.ProtoReflect.Descriptor instead.
 func (*Unit) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{10}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Unit) GetName() []byte {
@@ -1164,7 +1250,7 @@ type Component struct {
 
 func (x *Component) Reset() {
 	*x = Component{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[11]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1262,7 @@ func (x *Component) String() string {
 func (*Component) ProtoMessage() {}
 
 func (x *Component) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[11]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1275,7 @@ func (x *Component) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Component.ProtoReflect.Descriptor instead.
 func (*Component) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{11}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Component) GetName() []byte {
@@ -1232,7 +1318,7 @@ type Released struct {
 
 func (x *Released) Reset() {
 	*x = Released{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[12]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1330,7 @@ func (x *Released) String() string {
 func (*Released) ProtoMessage() {}
 
 func (x *Released) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[12]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1343,7 @@ func (x *Released) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Released.ProtoReflect.Descriptor instead.
 func (*Released) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{12}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Released) GetReservationId() []byte {
@@ -1299,7 +1385,7 @@ type Renewed struct {
 
 func (x *Renewed) Reset() {
 	*x = Renewed{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[13]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1397,7 @@ func (x *Renewed) String() string {
 func (*Renewed) ProtoMessage() {}
 
 func (x *Renewed) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[13]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1410,7 @@ func (x *Renewed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Renewed.ProtoReflect.Descriptor instead.
 func (*Renewed) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{13}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Renewed) GetReservationId() []byte {
@@ -1364,7 +1450,7 @@ type VideoTaskRecorded struct {
 
 func (x *VideoTaskRecorded) Reset() {
 	*x = VideoTaskRecorded{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[14]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1462,7 @@ func (x *VideoTaskRecorded) String() string {
 func (*VideoTaskRecorded) ProtoMessage() {}
 
 func (x *VideoTaskRecorded) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[14]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1475,7 @@ func (x *VideoTaskRecorded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VideoTaskRecorded.ProtoReflect.Descriptor instead.
 func (*VideoTaskRecorded) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{14}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VideoTaskRecorded) GetTaskId() []byte {
@@ -1458,7 +1544,7 @@ type Forgotten struct {
 
 func (x *Forgotten) Reset() {
 	*x = Forgotten{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[15]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1556,7 @@ func (x *Forgotten) String() string {
 func (*Forgotten) ProtoMessage() {}
 
 func (x *Forgotten) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[15]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1569,7 @@ func (x *Forgotten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forgotten.ProtoReflect.Descriptor instead.
 func (*Forgotten) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{15}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Forgotten) GetBefore() int64 {
@@ -1504,7 +1590,7 @@ var File_accounting_journal_v1_journal_proto protoreflect.FileDescriptor
 
 const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\n" +
-	"#accounting/journal/v1/journal.proto\x12\x15accounting.journal.v1\"\xdc\x06\n" +
+	"#accounting/journal/v1/journal.proto\x12\x15accounting.journal.v1\"\xae\a\n" +
 	"\x05Event\x12P\n" +
 	"\x0faccount_created\x18\x01 \x01(\v2%.accounting.journal.v1.AccountCreatedH\x00R\x0eaccountCreated\x12>\n" +
 	"\ttopped_up\x18\x02 \x01(\v2\x1f.accounting.journal.v1.ToppedUpH\x00R\btoppedUp\x12V\n" +
@@ -1520,11 +1606,18 @@ const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\arenewed\x18\n" +
 	" \x01(\v2\x1e.accounting.journal.v1.RenewedH\x00R\arenewed\x12Z\n" +
 	"\x13video_task_recorded\x18\v \x01(\v2(.accounting.journal.v1.VideoTaskRecordedH\x00R\x11videoTaskRecorded\x12@\n" +
-	"\tforgotten\x18\f \x01(\v2 .accounting.journal.v1.ForgottenH\x00R\tforgottenB\x06\n" +
-	"\x04kind\"D\n" +
+	"\tforgotten\x18\f \x01(\v2 .accounting.journal.v1.ForgottenH\x00R\tforgotten\x12P\n" +
+	"\x0faccount_labeled\x18\r \x01(\v2%.accounting.journal.v1.AccountLabeledH\x00R\x0eaccountLabeledB\x06\n" +
+	"\x04kind\"Z\n" +
 	"\x0eAccountCreated\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\fR\x04tier\x12\x0e\n" +
+	"\x02at\x18\x03 \x01(\x12R\x02at\x12\x14\n" +
+	"\x05label\x18\x04 \x01(\fR\x05label\"U\n" +
+	"\x0eAccountLabeled\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\fR\taccountId\x12\x14\n" +
+	"\x05label\x18\x02 \x01(\fR\x05label\x12\x0e\n" +
 	"\x02at\x18\x03 \x01(\x12R\x02at\"z\n" +
 	"\bToppedUp\x12\x1d\n" +
 	"\n" +
@@ -1661,46 +1754,48 @@ func file_accounting_journal_v1_journal_proto_rawDescGZIP() []byte {
 	return file_accounting_journal_v1_journal_proto_rawDescData
 }
 
-var file_accounting_journal_v1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_accounting_journal_v1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_accounting_journal_v1_journal_proto_goTypes = []any{
 	(*Event)(nil),             // 0: accounting.journal.v1.Event
 	(*AccountCreated)(nil),    // 1: accounting.journal.v1.AccountCreated
-	(*ToppedUp)(nil),          // 2: accounting.journal.v1.ToppedUp
-	(*AccountSuspended)(nil),  // 3: accounting.journal.v1.AccountSuspended
-	(*TierPut)(nil),           // 4: accounting.journal.v1.TierPut
-	(*KeyCreated)(nil),        // 5: accounting.journal.v1.KeyCreated
-	(*KeyChanged)(nil),        // 6: accounting.journal.v1.KeyChanged
-	(*Reserved)(nil),          // 7: accounting.journal.v1.Reserved
-	(*Committed)(nil),         // 8: accounting.journal.v1.Committed
-	(*Usage)(nil),             // 9: accounting.journal.v1.Usage
-	(*Unit)(nil),              // 10: accounting.journal.v1.Unit
-	(*Component)(nil),         // 11: accounting.journal.v1.Component
-	(*Released)(nil),          // 12: accounting.journal.v1.Released
-	(*Renewed)(nil),           // 13: accounting.journal.v1.Renewed
-	(*VideoTaskRecorded)(nil), // 14: accounting.journal.v1.VideoTaskRecorded
-	(*Forgotten)(nil),         // 15: accounting.journal.v1.Forgotten
+	(*AccountLabeled)(nil),    // 2: accounting.journal.v1.AccountLabeled
+	(*ToppedUp)(nil),          // 3: accounting.journal.v1.ToppedUp
+	(*AccountSuspended)(nil),  // 4: accounting.journal.v1.AccountSuspended
+	(*TierPut)(nil),           // 5: accounting.journal.v1.TierPut
+	(*KeyCreated)(nil),        // 6: accounting.journal.v1.KeyCreated
+	(*KeyChanged)(nil),        // 7: accounting.journal.v1.KeyChanged
+	(*Reserved)(nil),          // 8: accounting.journal.v1.Reserved
+	(*Committed)(nil),         // 9: accounting.journal.v1.Committed
+	(*Usage)(nil),             // 10: accounting.journal.v1.Usage
+	(*Unit)(nil),              // 11: accounting.journal.v1.Unit
+	(*Component)(nil),         // 12: accounting.journal.v1.Component
+	(*Released)(nil),          // 13: accounting.journal.v1.Released
+	(*Renewed)(nil),           // 14: accounting.journal.v1.Renewed
+	(*VideoTaskRecorded)(nil), // 15: accounting.journal.v1.VideoTaskRecorded
+	(*Forgotten)(nil),         // 16: accounting.journal.v1.Forgotten
 }
 var file_accounting_journal_v1_journal_proto_depIdxs = []int32{
 	1,  // 0: accounting.journal.v1.Event.account_created:type_name -> accounting.journal.v1.AccountCreated
-	2,  // 1: accounting.journal.v1.Event.topped_up:type_name -> accounting.journal.v1.ToppedUp
-	3,  // 2: accounting.journal.v1.Event.account_suspended:type_name -> accounting.journal.v1.AccountSuspended
-	4,  // 3: accounting.journal.v1.Event.tier_put:type_name -> accounting.journal.v1.TierPut
-	5,  // 4: accounting.journal.v1.Event.key_created:type_name -> accounting.journal.v1.KeyCreated
-	6,  // 5: accounting.journal.v1.Event.key_changed:type_name -> accounting.journal.v1.KeyChanged
-	7,  // 6: accounting.journal.v1.Event.reserved:type_name -> accounting.journal.v1.Reserved
-	8,  // 7: accounting.journal.v1.Event.committed:type_name -> accounting.journal.v1.Committed
-	12, // 8: accounting.journal.v1.Event.released:type_name -> accounting.journal.v1.Released
-	13, // 9: accounting.journal.v1.Event.renewed:type_name -> accounting.journal.v1.Renewed
-	14, // 10: accounting.journal.v1.Event.video_task_recorded:type_name -> accounting.journal.v1.VideoTaskRecorded
-	15, // 11: accounting.journal.v1.Event.forgotten:type_name -> accounting.journal.v1.Forgotten
-	9,  // 12: accounting.journal.v1.Committed.usage:type_name -> accounting.journal.v1.Usage
-	10, // 13: accounting.journal.v1.Usage.units:type_name -> accounting.journal.v1.Unit
-	11, // 14: accounting.journal.v1.Usage.components:type_name -> accounting.journal.v1.Component
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	3,  // 1: accounting.journal.v1.Event.topped_up:type_name -> accounting.journal.v1.ToppedUp
+	4,  // 2: accounting.journal.v1.Event.account_suspended:type_name -> accounting.journal.v1.AccountSuspended
+	5,  // 3: accounting.journal.v1.Event.tier_put:type_name -> accounting.journal.v1.TierPut
+	6,  // 4: accounting.journal.v1.Event.key_created:type_name -> accounting.journal.v1.KeyCreated
+	7,  // 5: accounting.journal.v1.Event.key_changed:type_name -> accounting.journal.v1.KeyChanged
+	8,  // 6: accounting.journal.v1.Event.reserved:type_name -> accounting.journal.v1.Reserved
+	9,  // 7: accounting.journal.v1.Event.committed:type_name -> accounting.journal.v1.Committed
+	13, // 8: accounting.journal.v1.Event.released:type_name -> accounting.journal.v1.Released
+	14, // 9: accounting.journal.v1.Event.renewed:type_name -> accounting.journal.v1.Renewed
+	15, // 10: accounting.journal.v1.Event.video_task_recorded:type_name -> accounting.journal.v1.VideoTaskRecorded
+	16, // 11: accounting.journal.v1.Event.forgotten:type_name -> accounting.journal.v1.Forgotten
+	2,  // 12: accounting.journal.v1.Event.account_labeled:type_name -> accounting.journal.v1.AccountLabeled
+	10, // 13: accounting.journal.v1.Committed.usage:type_name -> accounting.journal.v1.Usage
+	11, // 14: accounting.journal.v1.Usage.units:type_name -> accounting.journal.v1.Unit
+	12, // 15: accounting.journal.v1.Usage.components:type_name -> accounting.journal.v1.Component
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_accounting_journal_v1_journal_proto_init() }
@@ -1721,16 +1816,17 @@ func file_accounting_journal_v1_journal_proto_init() {
 		(*Event_Renewed)(nil),
 		(*Event_VideoTaskRecorded)(nil),
 		(*Event_Forgotten)(nil),
+		(*Event_AccountLabeled)(nil),
 	}
-	file_accounting_journal_v1_journal_proto_msgTypes[5].OneofWrappers = []any{}
 	file_accounting_journal_v1_journal_proto_msgTypes[6].OneofWrappers = []any{}
+	file_accounting_journal_v1_journal_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_journal_v1_journal_proto_rawDesc), len(file_accounting_journal_v1_journal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
