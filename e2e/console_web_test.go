@@ -183,7 +183,7 @@ func TestWebConsoleInABrowser(t *testing.T) {
 		shot("console-accounts.png"),
 		chromedp.SendKeys("#label-search", strings.ToLower(label), chromedp.ByID),
 		chromedp.Click("#search-label", chromedp.ByID),
-		waitText("#accounts", account),
+		waitText("#list-scope", "labels containing"),
 		chromedp.OuterHTML("#accounts", &found, chromedp.ByID),
 	)
 	if !strings.Contains(settings, "demo-chat, demo-claude") || !strings.Contains(settings, "daily none, monthly none") {
