@@ -42,8 +42,11 @@ import (
 var webFS embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"credits": func(m int64) string { return ledger.FormatCredits6(m) },
-	"day":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"credits":   func(m int64) string { return ledger.FormatCredits6(m) },
+	"day":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"allowlist": allowlistText,
+	"limits":    limitsText,
+	"expiry":    expiryText,
 }).ParseFS(webFS, "web/*.html"))
 
 // callTimeout bounds each call to accounting.

@@ -88,6 +88,14 @@ func (s *Server) statement(w http.ResponseWriter, r *http.Request, se *session) 
 			return s.admin.ListLedgerEntries(ctx, &accountingv1.ListLedgerEntriesRequest{AccountId: id, Limit: limit, BeforeId: before}, o)
 		})
 	}
+	keys, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListKeysResponse, error) {
+		return s.admin.ListKeys(ctx, &accountingv1.ListKeysRequest{AccountId: id}, o)
+	})
+	if err != nil {
+		render(w, http.StatusBadRequest, "error", page{Title: "Statement", Error: plainWords(err)})
+		return
+	}
+	names := keyNames(keys.GetKeys())
 	if r.URL.Query().Get("format") == "csv" {
 		// The whole statement, newest first, page by page.
 		var all []*accountingv1.LedgerEntry
@@ -108,7 +116,7 @@ func (s *Server) statement(w http.ResponseWriter, r *http.Request, se *session) 
 		}
 		writeCSV(w, "statement-"+id+".csv", statementHeader(), func(add func(...string)) {
 			for _, e := range entries {
-				add(statementRow(e)...)
+				add(statementRow(e, names[e.KeyID])...)
 			}
 		})
 		return
@@ -119,8 +127,9 @@ func (s *Server) statement(w http.ResponseWriter, r *http.Request, se *session) 
 		return
 	}
 	d := statementPage{Account: id, NextBefore: res.GetNextBeforeId()}
-	for _, e := range res.GetEntries() {
-		d.Entries = append(d.Entries, contract.EntryFromProto(e))
+	for _, pe := range res.GetEntries() {
+		e := contract.EntryFromProto(pe)
+		d.Entries = append(d.Entries, statementEntry{Entry: e, KeyName: names[e.KeyID]})
 	}
 	render(w, 200, "statement", page{Title: "Statement", CSRF: se.csrf, Data: d})
 }
@@ -128,14 +137,20 @@ func (s *Server) statement(w http.ResponseWriter, r *http.Request, se *session) 
 // statementPage is the statement page's data.
 type statementPage struct {
 	Account    string
-	Entries    []ledger.Entry
+	Entries    []statementEntry
 	NextBefore int64
+}
+
+// statementEntry is an entry with the name of its key (keyNames; empty for a top-up).
+type statementEntry struct {
+	ledger.Entry
+	KeyName string
 }
 
 // statementHeader is the statement CSV's header: an entry's fields, then for each
 // component its units, price per million and amount (empty when the charge has none).
 func statementHeader() []string {
-	h := []string{"id", "created_at", "kind", "amount", "key_id", "model", "input_tokens", "output_tokens", "reservation_id",
+	h := []string{"id", "created_at", "kind", "amount", "key_id", "key_name", "model", "input_tokens", "output_tokens", "reservation_id",
 		"channel", "upstream_model", "service_tier", "capped"}
 	for _, n := range ledger.ComponentNames {
 		h = append(h, n+"_units", n+"_price_per_mtok", n+"_amount")
@@ -143,10 +158,11 @@ func statementHeader() []string {
 	return h
 }
 
-// statementRow is one entry as a CSV row, in statementHeader's columns.
-func statementRow(e ledger.Entry) []string {
+// statementRow is one entry, its key named keyName, as a CSV row, in statementHeader's
+// columns.
+func statementRow(e ledger.Entry, keyName string) []string {
 	f := []string{strconv.FormatInt(e.ID, 10), e.CreatedAt.UTC().Format(time.RFC3339), string(e.Kind),
-		ledger.FormatCredits6(e.Amount), e.KeyID, e.Model, itoa(e.InputTokens), itoa(e.OutputTokens), e.ReservationID,
+		ledger.FormatCredits6(e.Amount), e.KeyID, keyName, e.Model, itoa(e.InputTokens), itoa(e.OutputTokens), e.ReservationID,
 		e.Channel, e.UpstreamModel, e.ServiceTier, strconv.FormatBool(e.Capped())}
 	for _, n := range ledger.ComponentNames {
 		i := slices.IndexFunc(e.Components, func(c ledger.Component) bool { return c.Name == n })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -39,6 +40,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /accounts/{id}", s.authed(s.account))
 	s.mux.HandleFunc("POST /accounts/{id}/topup", s.authed(s.topUp))
 	s.mux.HandleFunc("POST /accounts/{id}/suspend", s.authed(s.suspend))
+	s.mux.HandleFunc("POST /accounts/{id}/update", s.authed(s.updateAccount))
 	s.mux.HandleFunc("POST /accounts/{id}/keys", s.authed(s.createKey))
 	s.mux.HandleFunc("POST /keys/{id}/update", s.authed(s.updateKey))
 	s.mux.HandleFunc("POST /keys/{id}/{action}", s.authed(s.keyAction))
@@ -75,31 +77,80 @@ func back(w http.ResponseWriter, r *http.Request, path string, err error, note s
 	http.Redirect(w, r, path+"?"+q.Encode(), http.StatusSeeOther)
 }
 
+// accountsPage is the account list's data: a page of accounts (those whose label
+// contains Label, when set) and the tiers a new account may be in.
+type accountsPage struct {
+	Accounts  []*accountingv1.Account
+	NextAfter string
+	Label     string
+	Tiers     []string
+}
+
 func (s *Server) accounts(w http.ResponseWriter, r *http.Request, se *session) {
-	if id := strings.TrimSpace(r.URL.Query().Get("id")); id != "" {
+	q := r.URL.Query()
+	if id := strings.TrimSpace(q.Get("id")); id != "" {
 		http.Redirect(w, r, "/accounts/"+url.PathEscape(id), http.StatusSeeOther)
 		return
 	}
+	d := accountsPage{Label: strings.TrimSpace(q.Get("label"))}
 	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListAccountsResponse, error) {
-		return s.admin.ListAccounts(ctx, &accountingv1.ListAccountsRequest{Limit: 20, AfterId: r.URL.Query().Get("after")}, o)
+		return s.admin.ListAccounts(ctx, &accountingv1.ListAccountsRequest{Limit: 20, AfterId: q.Get("after"), Label: d.Label}, o)
 	})
-	p := page{Title: "Accounts", CSRF: se.csrf, Error: r.URL.Query().Get("error"), Data: res}
-	if err != nil {
+	d.Accounts, d.NextAfter = res.GetAccounts(), res.GetNextAfterId()
+	tiers, errT := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListTiersResponse, error) {
+		return s.admin.ListTiers(ctx, &accountingv1.ListTiersRequest{}, o)
+	})
+	for _, t := range tiers.GetTiers() {
+		d.Tiers = append(d.Tiers, t.GetName())
+	}
+	p := page{Title: "Accounts", CSRF: se.csrf, Error: q.Get("error"), Note: q.Get("note"), Data: d}
+	if err = errors.Join(err, errT); err != nil {
 		p.Error = plainWords(err)
 	}
 	render(w, 200, "accounts", p)
 }
 
+// formLabel reads an account form's label, or says in an operator's words what is
+// wrong with it.
+func formLabel(r *http.Request) (string, string) {
+	label := strings.TrimSpace(r.PostFormValue("label"))
+	if ledger.CheckAccountLabel(label) != nil {
+		return "", fmt.Sprintf("Check the label: at most %d characters, on one line.", ledger.MaxAccountLabelChars)
+	}
+	return label, ""
+}
+
 func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, se *session) {
+	label, why := formLabel(r)
+	if why != "" {
+		http.Redirect(w, r, "/accounts?"+url.Values{"error": {why}}.Encode(), http.StatusSeeOther)
+		return
+	}
+	tier := r.PostFormValue("tier")
 	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.CreateAccountResponse, error) {
-		return s.admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: r.PostFormValue("tier")}, o)
+		return s.admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: tier, Label: label}, o)
 	})
-	s.audit(r, se, "create account", res.GetAccount().GetId(), err, zap.String("tier", r.PostFormValue("tier")))
+	s.audit(r, se, "create account", res.GetAccount().GetId(), err, zap.String("tier", tier), zap.String("label", label))
 	if err != nil {
 		back(w, r, "/accounts", err, "")
 		return
 	}
 	back(w, r, "/accounts/"+url.PathEscape(res.GetAccount().GetId()), nil, "Account created.")
+}
+
+// updateAccount saves the account form's settings (its label).
+func (s *Server) updateAccount(w http.ResponseWriter, r *http.Request, se *session) {
+	id := r.PathValue("id")
+	label, why := formLabel(r)
+	if why != "" {
+		http.Redirect(w, r, "/accounts/"+url.PathEscape(id)+"?"+url.Values{"error": {why}}.Encode(), http.StatusSeeOther)
+		return
+	}
+	_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.UpdateAccountResponse, error) {
+		return s.admin.UpdateAccount(ctx, &accountingv1.UpdateAccountRequest{AccountId: id, Label: &label}, o)
+	})
+	s.audit(r, se, "update account", id, err, zap.String("label", label))
+	back(w, r, "/accounts/"+url.PathEscape(id), err, "Label saved.")
 }
 
 // accountPage is the account detail page's data.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,4 +259,30 @@ func listsAccount(t *testing.T, id string) bool {
 		}
 	}
 	return false
+}
+
+// An account's label, set at creation and later, is shown with the creation date and
+// found by a part of it, through the ledger's journal and its derived tables.
+func TestConsoleAccountLabel(t *testing.T) {
+	t.Parallel()
+	unique := fmt.Sprintf("e2e-label-%d", time.Now().UnixNano())
+	acc := ctl(t, "account", "create", "--label", unique+" Research", "--tier", "tight")
+	id, _ := acc["id"].(string)
+	if acc["label"] != unique+" Research" || acc["tier"] != "tight" {
+		t.Fatalf("account create printed %v", acc)
+	}
+	if created, err := time.Parse(time.RFC3339, fmt.Sprint(acc["created_at"])); err != nil || time.Since(created) > time.Minute {
+		t.Errorf("created_at %v: %v", acc["created_at"], err)
+	}
+	if got := ctl(t, "account", "update", id, "--label", unique+" billing"); got["label"] != unique+" billing" || got["id"] != id {
+		t.Fatalf("account update printed %v", got)
+	}
+	if got := ctl(t, "account", "show", id); got["label"] != unique+" billing" || got["created_at"] != acc["created_at"] {
+		t.Errorf("account show printed %v", got)
+	}
+	list := ctl(t, "account", "list", "--label", strings.ToUpper(unique))
+	accounts, _ := list["accounts"].([]any)
+	if len(accounts) != 1 || accounts[0].(map[string]any)["id"] != id || accounts[0].(map[string]any)["label"] != unique+" billing" {
+		t.Errorf("account list --label printed %v", list)
+	}
 }

@@ -80,16 +80,20 @@ func TestWebConsoleInABrowser(t *testing.T) {
 		}
 	}
 
-	var account, secret, afterReload, balance, hint string
+	var account, secret, afterReload, balance, hint, shownLabel, label string
+	label = fmt.Sprintf("Browser test %d", time.Now().UnixNano())
 	run("sign in and create an account",
 		chromedp.Navigate(base+"/signin"),
 		chromedp.Text("#token-hint", &hint, chromedp.ByID),
 		chromedp.SendKeys("#token", gw.AdminToken, chromedp.ByID),
 		chromedp.Click("#signin", chromedp.ByID),
 		chromedp.WaitVisible("#create-account", chromedp.ByID),
+		chromedp.SendKeys("#new-label", label, chromedp.ByID),
+		chromedp.SetValue("#new-tier", "enterprise", chromedp.ByID),
 		chromedp.Click("#create-account", chromedp.ByID),
 		waitText("#note", "Account created"),
 		chromedp.Text("#account-id", &account, chromedp.ByID),
+		chromedp.Text("#account-label", &shownLabel, chromedp.ByID),
 		chromedp.SendKeys("#amount", "10", chromedp.ByID),
 		chromedp.Click("#topup", chromedp.ByID),
 		waitText("#note", "Topped up"),
@@ -97,6 +101,12 @@ func TestWebConsoleInABrowser(t *testing.T) {
 	)
 	if balance != "10.000000" {
 		t.Fatalf("balance after a top-up of 10: %q", balance)
+	}
+	if shownLabel != label {
+		t.Errorf("account label %q, want %q", shownLabel, label)
+	}
+	if a := ctl(t, "account", "show", account); a["tier"] != "enterprise" || a["label"] != label {
+		t.Errorf("the account made in the browser: %v", a)
 	}
 	// The sign-in page says where the local stack keeps the admin token, never the token.
 	if !strings.Contains(hint, "admin-token") || strings.Contains(hint, gw.AdminToken) {
@@ -153,14 +163,17 @@ func TestWebConsoleInABrowser(t *testing.T) {
 	c := customer{account: account}
 	c.waitSettled(t)
 
-	var total, newBalance string
+	var total, newBalance, settings, statement, found string
 	run("usage and statement",
+		chromedp.Navigate(base+"/accounts/"+account),
+		chromedp.Text("#keys td.settings", &settings, chromedp.ByQuery),
 		chromedp.Navigate(base+"/accounts/"+account+"/usage?by=model"),
 		chromedp.WaitVisible("#usage", chromedp.ByID),
 		chromedp.Text("#usage-total", &total, chromedp.ByID),
 		shot("console-usage.png"),
 		chromedp.Navigate(base+"/accounts/"+account+"/statement"),
 		chromedp.WaitVisible("#statement", chromedp.ByID),
+		chromedp.Text("#statement", &statement, chromedp.ByID),
 		shot("console-statement.png"),
 		chromedp.Navigate(base+"/accounts/"+account),
 		chromedp.WaitVisible("#balance", chromedp.ByID),
@@ -168,7 +181,20 @@ func TestWebConsoleInABrowser(t *testing.T) {
 		chromedp.Navigate(base+"/accounts"),
 		chromedp.WaitVisible("#accounts", chromedp.ByID),
 		shot("console-accounts.png"),
+		chromedp.SendKeys("#label-search", strings.ToLower(label), chromedp.ByID),
+		chromedp.Click("#search-label", chromedp.ByID),
+		waitText("#list-scope", "labels containing"),
+		chromedp.OuterHTML("#accounts", &found, chromedp.ByID),
 	)
+	if !strings.Contains(settings, "demo-chat, demo-claude") || !strings.Contains(settings, "daily none, monthly none") {
+		t.Errorf("the key's settings read %q", settings)
+	}
+	if !strings.Contains(statement, "browser") {
+		t.Errorf("the statement does not name the key browser: %q", statement)
+	}
+	if !strings.Contains(found, label) || strings.Count(found, `<a href="/accounts/`) != 1 {
+		t.Errorf("the search by label found %q", found)
+	}
 	if total != formatMicros(want) {
 		t.Errorf("usage total %s, want %s", total, formatMicros(want))
 	}

@@ -47,6 +47,7 @@ func AccountToProto(a ledger.Account) *accountingv1.Account {
 	return &accountingv1.Account{
 		Id:               a.ID,
 		Tier:             a.Tier,
+		Label:            a.Label,
 		BalanceMicros:    a.Balance,
 		ReservedMicros:   a.Reserved,
 		AvailableMicros:  a.Available(),

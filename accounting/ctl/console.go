@@ -74,7 +74,7 @@ func required(p parsed, cmd, flag, what string) (string, error) {
 }
 
 func accountList(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
-	req := &accountingv1.ListAccountsRequest{AfterId: strings.TrimSpace(p.flags["after"])}
+	req := &accountingv1.ListAccountsRequest{AfterId: strings.TrimSpace(p.flags["after"]), Label: p.flags["label"]}
 	if p.has("limit") {
 		n, err := parseCount(p, "limit")
 		if err != nil {
@@ -158,6 +158,23 @@ func keyUpdate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed)
 		return nil, err
 	}
 	return keyJSON(resp.GetKey()), nil
+}
+
+// accountUpdate changes the settings its flags name and leaves the others.
+func accountUpdate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+	req := &accountingv1.UpdateAccountRequest{AccountId: p.args[0]}
+	if p.has("label") {
+		label := p.flags["label"]
+		req.Label = &label
+	}
+	if req.Label == nil {
+		return nil, usagef("account update needs a setting to change: --label L")
+	}
+	resp, err := c.UpdateAccount(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return accountJSON(resp.GetAccount()), nil
 }
 
 // groupFields is the JSON name of a usage row's group, per grouping.

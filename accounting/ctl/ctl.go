@@ -51,14 +51,17 @@ const (
 const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-token-file PATH] COMMAND
        gatewayctl help | --help | -h
 
-  account create [--tier NAME]
+  account create [--tier NAME] [--label L]
   account show ID
+  account update ID [--label L]            (--label "": no label)
   account topup ID --amount CREDITS
   account suspend ID | unsuspend ID
   key create --account ID [--name N] [--models m1,m2] [--daily-limit CREDITS]
              [--monthly-limit CREDITS] [--expires RFC3339] [--admin]
   key show KEYID | disable KEYID | enable KEYID | revoke KEYID
-  account list [--limit N] [--after ID]   (newest first; --after: the next_after printed)
+  account list [--label TEXT] [--limit N] [--after ID]
+                                          (newest first; --label: those whose label contains
+                                           TEXT, ignoring case; --after: the next_after printed)
   key list --account ID
   key update KEYID [--name N] [--models m1,m2 | --all-models]
              [--daily-limit CREDITS | --no-daily-limit]
@@ -102,7 +105,8 @@ type command struct {
 var globalFlags = map[string]flagKind{"accounting-addr": stringFlag, "admin-token-file": stringFlag, "help": boolFlag, "h": boolFlag}
 
 var commands = map[string]command{
-	"account create":    {flags: map[string]flagKind{"tier": stringFlag}, entity: "account", run: accountCreate},
+	"account create":    {flags: map[string]flagKind{"tier": stringFlag, "label": stringFlag}, entity: "account", run: accountCreate},
+	"account update":    {flags: map[string]flagKind{"label": stringFlag}, nargs: 1, entity: "account", run: accountUpdate},
 	"account show":      {nargs: 1, entity: "account", run: accountShow},
 	"account topup":     {flags: map[string]flagKind{"amount": stringFlag}, nargs: 1, entity: "account", run: accountTopUp},
 	"account suspend":   {nargs: 1, entity: "account", run: accountSuspend(true)},
@@ -115,7 +119,7 @@ var commands = map[string]command{
 	"key disable":  {nargs: 1, entity: "key", run: keyDisable(true)},
 	"key enable":   {nargs: 1, entity: "key", run: keyDisable(false)},
 	"key revoke":   {nargs: 1, entity: "key", run: keyRevoke},
-	"account list": {flags: map[string]flagKind{"limit": stringFlag, "after": stringFlag}, entity: "account", run: accountList},
+	"account list": {flags: map[string]flagKind{"limit": stringFlag, "after": stringFlag, "label": stringFlag}, entity: "account", run: accountList},
 	"key list":     {flags: map[string]flagKind{"account": stringFlag}, entity: "account", run: keyList},
 	"key update": {flags: map[string]flagKind{
 		"name": stringFlag, "models": stringFlag, "all-models": boolFlag,
@@ -370,7 +374,7 @@ func refusalDetail(msg string, r *ledger.Refusal) string {
 }
 
 func accountCreate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
-	resp, err := c.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: p.flags["tier"]})
+	resp, err := c.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Tier: p.flags["tier"], Label: p.flags["label"]})
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ func keysOf(m map[string]any) []string {
 }
 
 var accountFields = []string{"available", "available_micros", "balance", "balance_micros", "created_at", "id",
-	"in_flight", "in_flight_high_cost", "reserved", "reserved_micros", "suspended", "tier", "topped_up"}
+	"in_flight", "in_flight_high_cost", "label", "reserved", "reserved_micros", "suspended", "tier", "topped_up"}
 
 var keyFields = []string{"account_id", "admin", "created_at", "daily_limit", "daily_limit_micros", "disabled",
 	"expires_at", "held_month", "held_month_micros", "held_today", "held_today_micros", "id", "models",
@@ -79,7 +79,12 @@ func TestCommands(t *testing.T) {
 		fields []string       // the exact set of fields, when set
 	}{
 		{"account create tier", []string{"account", "create", "--tier", "tight"},
-			map[string]any{"tier": "tight", "balance": "0", "suspended": false, "topped_up": false}, accountFields},
+			map[string]any{"tier": "tight", "label": "", "balance": "0", "suspended": false, "topped_up": false}, accountFields},
+		{"account create label", []string{"account", "create", "--label", "Acme research", "--tier", "tight"},
+			map[string]any{"tier": "tight", "label": "Acme research"}, accountFields},
+		{"account update label", []string{"account", "update", id, "--label", "Beta lab"},
+			map[string]any{"id": id, "label": "Beta lab", "tier": "default"}, accountFields},
+		{"account show label", []string{"account", "show", id}, map[string]any{"id": id, "label": "Beta lab"}, accountFields},
 		{"topup flag after id", []string{"account", "topup", id, "--amount", "10"},
 			map[string]any{"id": id, "balance": "10", "balance_micros": "10000000", "topped_up": true}, accountFields},
 		{"topup flag before id, = form", []string{"account", "topup", "--amount=0.000001", id},
@@ -138,6 +143,36 @@ func TestCommands(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAccountListByLabel: account list --label finds the accounts whose label contains
+// the text, ignoring case; account update --label "" clears a label.
+func TestAccountListByLabel(t *testing.T) {
+	f := servertest.Start(t, servertest.NewMemory(), servertest.Options{})
+	env := map[string]string{"GATEWAY_ADMIN_TOKEN": servertest.AdminToken, "GATEWAY_ACCOUNTING_ADDR": f.Addr}
+	acme := decode(t, run(t, env, "account", "create", "--label", "Acme research"))["id"].(string)
+	decode(t, run(t, env, "account", "create", "--label", "Beta lab"))
+	decode(t, run(t, env, "account", "create"))
+	ids := func(args ...string) []string {
+		t.Helper()
+		out := []string{}
+		for _, a := range decode(t, run(t, env, append([]string{"account", "list"}, args...)...))["accounts"].([]any) {
+			out = append(out, a.(map[string]any)["id"].(string))
+		}
+		return out
+	}
+	if got := ids("--label", "ACME"); !reflect.DeepEqual(got, []string{acme}) {
+		t.Errorf("account list --label ACME = %v, want [%s]", got, acme)
+	}
+	if got := ids(); len(got) != 3 {
+		t.Errorf("account list = %v, want all 3", got)
+	}
+	if got := decode(t, run(t, env, "account", "update", acme, "--label", ""))["label"]; got != "" {
+		t.Errorf("label after --label \"\" = %q", got)
+	}
+	if got := ids("--label", "acme"); len(got) != 0 {
+		t.Errorf("account list --label acme after clearing = %v, want none", got)
 	}
 }
 
@@ -202,6 +237,10 @@ func TestFailures(t *testing.T) {
 		{"usage bad day", env, []string{"usage", "--account", id, "--from", "2026-13-01"}, 2, "--from wants a UTC day"},
 		{"ledger without account", env, []string{"ledger"}, 2, "needs --account"},
 		{"ledger bad cursor", env, []string{"ledger", "--account", id, "--before", "x"}, 2, "--before wants an entry id"},
+		{"account update without a setting", env, []string{"account", "update", id}, 2, "needs a setting to change: --label"},
+		{"account update not found", env, []string{"account", "update", "acct_nope", "--label", "x"}, 1, "gatewayctl: account not found\n"},
+		{"account label too long", env, []string{"account", "create", "--label", strings.Repeat("x", 201)}, 1, "invalid argument: label has 201 characters"},
+		{"account label line break", env, []string{"account", "update", id, "--label", "a\nb"}, 1, "invalid argument: label must not contain control"},
 		{"account list bad limit", env, []string{"account", "list", "--limit", "-1"}, 2, "non-negative whole number"},
 		{"tier set new without limits", env, []string{"tier", "set", "platinum", "--rpm-before", "1"}, 2, "a new tier needs --rpm-after"},
 		{"tier set high-cost above general", env, []string{"tier", "set", "tight", "--in-flight-high-cost", "5"}, 1, "invalid argument"},

@@ -34,6 +34,7 @@ func timeOrNil(ts *timestamppb.Timestamp) *string {
 type Account struct {
 	ID               string      `json:"id"`
 	Tier             string      `json:"tier"`
+	Label            string      `json:"label"`
 	Balance          json.Number `json:"balance"`
 	BalanceMicros    int64       `json:"balance_micros"`
 	Reserved         json.Number `json:"reserved"`
@@ -51,6 +52,7 @@ func accountJSON(a *accountingv1.Account) Account {
 	return Account{
 		ID:               a.GetId(),
 		Tier:             a.GetTier(),
+		Label:            a.GetLabel(),
 		Balance:          credits(a.GetBalanceMicros()),
 		BalanceMicros:    a.GetBalanceMicros(),
 		Reserved:         credits(a.GetReservedMicros()),

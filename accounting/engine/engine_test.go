@@ -67,7 +67,7 @@ func fund(t *testing.T, s ledger.Store, name string, balance ledger.Micros) (led
 	if _, err := s.PutTier(ctx, bulk); err != nil {
 		t.Fatal(err)
 	}
-	a, err := s.CreateAccount(ctx, bulk.Name)
+	a, err := s.CreateAccount(ctx, ledger.NewAccount{Tier: bulk.Name})
 	if err != nil {
 		t.Fatal(err)
 	}

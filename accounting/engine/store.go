@@ -13,7 +13,7 @@ import (
 // Reports are the reads of derived data: the tables the materializer keeps, read as
 // the PostgreSQL store reads them.
 type Reports interface {
-	ListAccounts(ctx context.Context, afterID string, limit int) ([]ledger.Account, error)
+	ListAccounts(ctx context.Context, q ledger.AccountQuery) ([]ledger.Account, error)
 	ListKeys(ctx context.Context, accountID string) ([]ledger.Key, error)
 	Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageReport, error)
 	LedgerEntries(ctx context.Context, accountID string, beforeID int64, limit int) ([]ledger.Entry, error)
@@ -30,8 +30,8 @@ type Store struct {
 
 var _ ledger.Store = Store{}
 
-func (s Store) CreateAccount(ctx context.Context, tier string) (ledger.Account, error) {
-	a, err := s.do(ctx, machine.CreateAccount{ID: uuid.NewString(), Tier: tier, At: s.now()})
+func (s Store) CreateAccount(ctx context.Context, na ledger.NewAccount) (ledger.Account, error) {
+	a, err := s.do(ctx, machine.CreateAccount{ID: uuid.NewString(), Tier: na.Tier, Label: na.Label, At: s.now()})
 	return a.Account, err
 }
 
@@ -50,6 +50,11 @@ func (s Store) TopUp(ctx context.Context, id string, amount ledger.Micros, idem 
 
 func (s Store) SetAccountSuspended(ctx context.Context, id string, suspended bool) (ledger.Account, error) {
 	a, err := s.do(ctx, machine.SetAccountSuspended{AccountID: id, Suspended: suspended, At: s.now()})
+	return a.Account, err
+}
+
+func (s Store) UpdateAccount(ctx context.Context, u ledger.AccountUpdate) (ledger.Account, error) {
+	a, err := s.do(ctx, machine.UpdateAccount{Update: u, At: s.now()})
 	return a.Account, err
 }
 
@@ -148,9 +153,9 @@ func (s Store) PutTier(ctx context.Context, t ledger.Tier) (ledger.Tier, error) 
 
 // ListAccounts lists from the derived tables once they hold every decision durable
 // now, so a charge settled a moment ago shows.
-func (s Store) ListAccounts(ctx context.Context, afterID string, limit int) ([]ledger.Account, error) {
+func (s Store) ListAccounts(ctx context.Context, q ledger.AccountQuery) ([]ledger.Account, error) {
 	s.waitMaterialized(ctx)
-	return s.Reports.ListAccounts(ctx, afterID, limit)
+	return s.Reports.ListAccounts(ctx, q)
 }
 
 // ListKeys lists an account's keys, with their spend, from the derived tables once

@@ -3,7 +3,9 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -26,6 +28,20 @@ type KeyUpdate struct {
 	DailyLimit    Set[*Micros]
 	MonthlyLimit  Set[*Micros]
 	ExpiresAt     Set[*time.Time]
+}
+
+// AccountUpdate changes some of an account's settings; fields not Set keep their value.
+type AccountUpdate struct {
+	ID    string
+	Label Set[string]
+}
+
+// AccountQuery selects a page of the account list (Store.ListAccounts).
+type AccountQuery struct {
+	AfterID string
+	Limit   int
+	// Label, when not empty, keeps the accounts whose label contains it, ignoring case.
+	Label string
 }
 
 // UsageGroup is what a usage report's rows are per.
@@ -147,6 +163,22 @@ const (
 	MaxAllowedModels = 200
 	MaxModelIDChars  = 200
 )
+
+// MaxAccountLabelChars bounds an account's label, an operator's name for it.
+const MaxAccountLabelChars = 200
+
+// CheckAccountLabel reports a label longer than MaxAccountLabelChars or holding a
+// control character (a line break included), naming the field. Empty is allowed (no
+// label).
+func CheckAccountLabel(label string) error {
+	if err := checkLabel("label", label, MaxAccountLabelChars); err != nil {
+		return err
+	}
+	if strings.ContainsFunc(label, unicode.IsControl) {
+		return errors.New("label must not contain control characters")
+	}
+	return nil
+}
 
 // CheckKeyName reports a key name longer than MaxKeyNameChars, naming the field. Empty
 // is allowed (an unnamed key). Names arrive over gRPC, whose strings are UTF-8.

@@ -41,6 +41,7 @@ type Tier struct {
 type Account struct {
 	ID               string
 	Tier             string
+	Label            string // the operator's name for the account; may be empty
 	Balance          Micros // committed balance: top-ups minus charges
 	Reserved         Micros // held by in-flight reservations
 	Suspended        bool
@@ -48,6 +49,12 @@ type Account struct {
 	InFlight         int // general pool slots in use (every in-flight request)
 	InFlightHighCost int
 	CreatedAt        time.Time
+}
+
+// NewAccount is what CreateAccount needs.
+type NewAccount struct {
+	Tier  string // DefaultTier when empty
+	Label string
 }
 
 // Available is what a new reservation may still hold.
@@ -228,12 +235,14 @@ type Change struct {
 // database. Refusals are *Refusal errors (read with errors.As); missing rows are
 // ErrNotFound.
 type Store interface {
-	// CreateAccount opens an empty account in tier (DefaultTier when empty).
-	CreateAccount(ctx context.Context, tier string) (Account, error)
+	// CreateAccount opens an empty account.
+	CreateAccount(ctx context.Context, a NewAccount) (Account, error)
 	GetAccount(ctx context.Context, id string) (Account, error)
 	// TopUp adds credits; a repeated idempotencyKey (when not empty) adds nothing.
 	TopUp(ctx context.Context, accountID string, amount Micros, idempotencyKey string) (Account, error)
 	SetAccountSuspended(ctx context.Context, accountID string, suspended bool) (Account, error)
+	// UpdateAccount changes the settings u sets and returns the account.
+	UpdateAccount(ctx context.Context, u AccountUpdate) (Account, error)
 
 	CreateKey(ctx context.Context, k NewKey) (Key, error)
 	GetKey(ctx context.Context, id string) (Key, error)
@@ -254,10 +263,11 @@ type Store interface {
 	RecordVideoTask(ctx context.Context, taskID, keyID, model string, origin TaskOrigin) (VideoTask, error)
 	GetVideoTask(ctx context.Context, taskID string) (VideoTask, error)
 
-	// ListAccounts returns up to limit accounts, newest first (creation time, then id,
-	// both descending), that come after the account afterID in that order (from the
-	// newest when empty): a new account is on the first page.
-	ListAccounts(ctx context.Context, afterID string, limit int) ([]Account, error)
+	// ListAccounts returns up to q.Limit accounts, newest first (creation time, then id,
+	// both descending), that come after the account q.AfterID in that order (from the
+	// newest when empty): a new account is on the first page. With q.Label, only the
+	// accounts whose label contains it, ignoring case.
+	ListAccounts(ctx context.Context, q AccountQuery) ([]Account, error)
 	// ListKeys returns an account's keys, oldest first, with their current spend.
 	ListKeys(ctx context.Context, accountID string) ([]Key, error)
 	// UpdateKey changes the fields u sets and returns the key as GetKey does.

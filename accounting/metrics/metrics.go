@@ -164,8 +164,8 @@ type countingStore struct {
 
 var _ ledger.Store = (*countingStore)(nil)
 
-func (s *countingStore) CreateAccount(ctx context.Context, tier string) (ledger.Account, error) {
-	v, err := s.st.CreateAccount(ctx, tier)
+func (s *countingStore) CreateAccount(ctx context.Context, a ledger.NewAccount) (ledger.Account, error) {
+	v, err := s.st.CreateAccount(ctx, a)
 	s.m.failed(ctx, "CreateAccount", err)
 	return v, err
 }
@@ -185,6 +185,12 @@ func (s *countingStore) TopUp(ctx context.Context, accountID string, amount ledg
 func (s *countingStore) SetAccountSuspended(ctx context.Context, accountID string, suspended bool) (ledger.Account, error) {
 	v, err := s.st.SetAccountSuspended(ctx, accountID, suspended)
 	s.m.failed(ctx, "SetAccountSuspended", err)
+	return v, err
+}
+
+func (s *countingStore) UpdateAccount(ctx context.Context, u ledger.AccountUpdate) (ledger.Account, error) {
+	v, err := s.st.UpdateAccount(ctx, u)
+	s.m.failed(ctx, "UpdateAccount", err)
 	return v, err
 }
 
@@ -269,8 +275,8 @@ func (s *countingStore) Changes(ctx context.Context) (<-chan ledger.Change, erro
 	return ch, err
 }
 
-func (s *countingStore) ListAccounts(ctx context.Context, afterID string, limit int) ([]ledger.Account, error) {
-	v, err := s.st.ListAccounts(ctx, afterID, limit)
+func (s *countingStore) ListAccounts(ctx context.Context, q ledger.AccountQuery) ([]ledger.Account, error) {
+	v, err := s.st.ListAccounts(ctx, q)
 	s.m.failed(ctx, "ListAccounts", err)
 	return v, err
 }

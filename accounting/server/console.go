@@ -38,14 +38,15 @@ func pageOf[T, P any](rows []T, limit int, conv func(T) P, more func(last T)) []
 	return out
 }
 
-// ListAccounts pages through every account, newest first.
+// ListAccounts pages through every account, or those whose label contains a text,
+// newest first.
 func (a *AdminServer) ListAccounts(ctx context.Context, req *accountingv1.ListAccountsRequest) (*accountingv1.ListAccountsResponse, error) {
 	limit, err := pageSize(req.GetLimit())
 	if err != nil {
 		return nil, err
 	}
 	// One more than asked tells whether a next page exists.
-	accs, err := a.s.store.ListAccounts(ctx, req.GetAfterId(), limit+1)
+	accs, err := a.s.store.ListAccounts(ctx, ledger.AccountQuery{AfterID: req.GetAfterId(), Limit: limit + 1, Label: req.GetLabel()})
 	if err != nil {
 		return nil, a.s.fail(ctx, "ListAccounts", err)
 	}

@@ -281,7 +281,10 @@ var _ accountingv1.AdminServiceServer = (*AdminServer)(nil)
 
 // CreateAccount opens an account in a tier ("default" when none is given).
 func (a *AdminServer) CreateAccount(ctx context.Context, req *accountingv1.CreateAccountRequest) (*accountingv1.CreateAccountResponse, error) {
-	acc, err := a.s.store.CreateAccount(ctx, req.GetTier())
+	if err := ledger.CheckAccountLabel(req.GetLabel()); err != nil {
+		return nil, invalidArgument(err.Error())
+	}
+	acc, err := a.s.store.CreateAccount(ctx, ledger.NewAccount{Tier: req.GetTier(), Label: req.GetLabel()})
 	if err != nil {
 		return nil, a.s.fail(ctx, "CreateAccount", err)
 	}
@@ -325,6 +328,25 @@ func (a *AdminServer) SetAccountSuspended(ctx context.Context, req *accountingv1
 		return nil, a.s.fail(ctx, "SetAccountSuspended", err)
 	}
 	return &accountingv1.SetAccountSuspendedResponse{Account: contract.AccountToProto(acc)}, nil
+}
+
+// UpdateAccount changes the settings the request carries.
+func (a *AdminServer) UpdateAccount(ctx context.Context, req *accountingv1.UpdateAccountRequest) (*accountingv1.UpdateAccountResponse, error) {
+	if req.GetAccountId() == "" {
+		return nil, invalidArgument("account_id is required")
+	}
+	u := ledger.AccountUpdate{ID: req.GetAccountId()}
+	if req.Label != nil {
+		if err := ledger.CheckAccountLabel(req.GetLabel()); err != nil {
+			return nil, invalidArgument(err.Error())
+		}
+		u.Label = ledger.To(req.GetLabel())
+	}
+	acc, err := a.s.store.UpdateAccount(ctx, u)
+	if err != nil {
+		return nil, a.s.fail(ctx, "UpdateAccount", err)
+	}
+	return &accountingv1.UpdateAccountResponse{Account: contract.AccountToProto(acc)}, nil
 }
 
 // CreateKey generates a key secret, stores only its hash and prefix, and returns the

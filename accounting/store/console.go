@@ -29,20 +29,23 @@ func checkPage(limit int) error {
 	return nil
 }
 
-// ListAccounts returns up to limit accounts, newest first, after the account afterID in
-// that order. The cursor stays an account id: its creation time is looked up, so a
-// cursor of an earlier page keeps working while accounts are created (they sort before
-// it). Read through accounts_newest_first (migration 0011).
-func (s *Store) ListAccounts(ctx context.Context, afterID string, limit int) ([]ledger.Account, error) {
-	if err := checkPage(limit); err != nil {
+// ListAccounts returns up to q.Limit accounts, newest first, after the account q.AfterID
+// in that order, whose label contains q.Label ignoring case (any label when empty). The
+// cursor stays an account id: its creation time is looked up, so a cursor of an earlier
+// page keeps working while accounts are created (they sort before it). Read through
+// accounts_newest_first (migration 0011); a search filters that order, which is enough
+// for an operator's console.
+func (s *Store) ListAccounts(ctx context.Context, q ledger.AccountQuery) ([]ledger.Account, error) {
+	if err := checkPage(q.Limit); err != nil {
 		return nil, err
 	}
-	if afterID != "" && !validID(afterID) {
+	if q.AfterID != "" && !validID(q.AfterID) {
 		return nil, ledger.Refuse(ledger.ReasonInvalidArgument, "the page cursor is not an account id")
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+accountColumns+` FROM accounts
-		WHERE $1::uuid IS NULL OR (created_at, id) < (SELECT created_at, id FROM accounts WHERE id = $1::uuid)
-		ORDER BY created_at DESC, id DESC LIMIT $2`, nullIfEmpty(afterID), limit)
+		WHERE ($1::uuid IS NULL OR (created_at, id) < (SELECT created_at, id FROM accounts WHERE id = $1::uuid))
+			AND ($3 = '' OR strpos(lower(label), lower($3)) > 0)
+		ORDER BY created_at DESC, id DESC LIMIT $2`, nullIfEmpty(q.AfterID), q.Limit, q.Label)
 	if err != nil {
 		return nil, dbError("list accounts", err)
 	}

@@ -17,7 +17,7 @@ func TestListAccountsPages(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 4)
 	ctx := context.Background()
-	if got, err := f.s.ListAccounts(ctx, "", 10); err != nil || len(got) != 0 {
+	if got, err := f.s.ListAccounts(ctx, ledger.AccountQuery{Limit: 10}); err != nil || len(got) != 0 {
 		t.Fatalf("ListAccounts on an empty ledger = %v, %v; want none", got, err)
 	}
 	// Newest first: the account just created is on the first page. Accounts created in
@@ -33,7 +33,7 @@ func TestListAccountsPages(t *testing.T) {
 	var got []string
 	after := ""
 	for page := 0; ; page++ {
-		accs, err := f.s.ListAccounts(ctx, after, 2)
+		accs, err := f.s.ListAccounts(ctx, ledger.AccountQuery{AfterID: after, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestListAccountsPages(t *testing.T) {
 		after string
 		limit int
 	}{{"", 0}, {"", 1001}, {"not-an-id", 1}} {
-		if _, err := f.s.ListAccounts(ctx, bad.after, bad.limit); ledger.ReasonOf(err) != ledger.ReasonInvalidArgument {
+		if _, err := f.s.ListAccounts(ctx, ledger.AccountQuery{AfterID: bad.after, Limit: bad.limit}); ledger.ReasonOf(err) != ledger.ReasonInvalidArgument {
 			t.Errorf("ListAccounts(%q, %d) = %v, want invalid argument", bad.after, bad.limit, err)
 		}
 	}
@@ -258,5 +258,60 @@ func TestLedgerEntriesPages(t *testing.T) {
 	}
 	if oldest := all[6]; oldest.Kind != ledger.EntryTopUp || oldest.Amount != 1_000_000 || oldest.KeyID != "" {
 		t.Errorf("oldest entry = %+v", oldest)
+	}
+}
+
+// TestListAccountsByLabel: the account list searched by a part of the label, ignoring
+// case, and paged within the search (the journal engine reads the list here too).
+func TestListAccountsByLabel(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	var ids []string
+	for i, label := range []string{"Acme research", "beta lab", "ACME billing", "", "100%_acme"} {
+		f.clk.Set(t0.Add(time.Duration(i) * time.Second))
+		a, err := f.s.CreateAccount(ctx, ledger.NewAccount{Label: label})
+		if err != nil || a.Label != label {
+			t.Fatalf("CreateAccount(label %q) = %+v, %v", label, a, err)
+		}
+		ids = append(ids, a.ID)
+	}
+	a, err := f.s.UpdateAccount(ctx, ledger.AccountUpdate{ID: ids[1], Label: ledger.To("Acme, beta lab")})
+	if err != nil || a.Label != "Acme, beta lab" || a.Tier != ledger.DefaultTier {
+		t.Fatalf("UpdateAccount = %+v, %v", a, err)
+	}
+	if a, err := f.s.UpdateAccount(ctx, ledger.AccountUpdate{ID: ids[0]}); err != nil || a.Label != "Acme research" {
+		t.Errorf("UpdateAccount without a label = %+v, %v; want the label kept", a, err)
+	}
+	labels := func(q ledger.AccountQuery) []string {
+		t.Helper()
+		q.Limit = max(q.Limit, 10)
+		accs, err := f.s.ListAccounts(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, a := range accs {
+			out = append(out, a.Label)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		q    ledger.AccountQuery
+		want []string
+	}{
+		{ledger.AccountQuery{Label: "acme"}, []string{"100%_acme", "ACME billing", "Acme, beta lab", "Acme research"}},
+		{ledger.AccountQuery{Label: "%_"}, []string{"100%_acme"}},
+		{ledger.AccountQuery{Label: "BETA"}, []string{"Acme, beta lab"}},
+		{ledger.AccountQuery{Label: "nobody"}, []string{}},
+		{ledger.AccountQuery{Label: "acme", AfterID: ids[2]}, []string{"Acme, beta lab", "Acme research"}},
+		{ledger.AccountQuery{}, []string{"100%_acme", "", "ACME billing", "Acme, beta lab", "Acme research"}},
+	} {
+		if diff := cmp.Diff(tt.want, labels(tt.q)); diff != "" {
+			t.Errorf("ListAccounts(%+v) (-want +got):\n%s", tt.q, diff)
+		}
+	}
+	if _, err := f.s.UpdateAccount(ctx, ledger.AccountUpdate{ID: "00000000-0000-0000-0000-000000000000", Label: ledger.To("x")}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("UpdateAccount of an unknown account: %v, want not found", err)
 	}
 }

@@ -60,7 +60,7 @@ func newFixture(t *testing.T, maxConns int32) *fixture {
 // caughtUp waits until the tables hold every decision durable now.
 func (f *fixture) caughtUp(t *testing.T) {
 	t.Helper()
-	if _, err := f.s.ListAccounts(context.Background(), "", 1); err != nil {
+	if _, err := f.s.ListAccounts(context.Background(), ledger.AccountQuery{Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -80,7 +80,7 @@ func (f *fixture) tier(t *testing.T, tier ledger.Tier) {
 func (f *fixture) account(t *testing.T, tier string, balance ledger.Micros) ledger.Account {
 	t.Helper()
 	ctx := context.Background()
-	a, err := f.s.CreateAccount(ctx, tier)
+	a, err := f.s.CreateAccount(ctx, ledger.NewAccount{Tier: tier})
 	if err != nil {
 		t.Fatalf("CreateAccount(%q): %v", tier, err)
 	}

@@ -101,7 +101,7 @@ func coalescedAgainstTheLedger(t *testing.T, replicas int) {
 	}
 	wg.Wait()
 	// A list waits until the derived tables hold every decision made.
-	if _, err := st.ListAccounts(ctx, "", 1); err != nil {
+	if _, err := st.ListAccounts(ctx, ledger.AccountQuery{Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := storetest.CheckInvariants(ctx, pool); err != nil {

@@ -236,7 +236,7 @@ func run(ctx context.Context, c config) (err error) {
 		return err
 	}
 	// A list waits until the derived tables hold every decision durable now.
-	if _, err := s.ListAccounts(ctx, "", 1); err != nil {
+	if _, err := s.ListAccounts(ctx, ledger.AccountQuery{Limit: 1}); err != nil {
 		return fmt.Errorf("waiting for the derived tables: %w", err)
 	}
 	if err := stopEngine(); err != nil {
@@ -308,7 +308,7 @@ func setup(ctx context.Context, s engine.Store, accounts int) ([]string, error) 
 	limit := ledger.Micros(1 << 50)
 	keys := make([]string, accounts)
 	for i := range keys {
-		a, err := s.CreateAccount(ctx, tier.Name)
+		a, err := s.CreateAccount(ctx, ledger.NewAccount{Tier: tier.Name})
 		if err != nil {
 			return nil, err
 		}

@@ -63,9 +63,13 @@ func message(e machine.Event) (*journalv1.Event, error) {
 	var m journalv1.Event
 	switch e := e.(type) {
 	case machine.AccountCreated:
-		en.buf = make([]byte, 0, textSize(e.ID, e.Tier))
+		en.buf = make([]byte, 0, textSize(e.ID, e.Tier, e.Label))
 		m.Kind = &journalv1.Event_AccountCreated{AccountCreated: &journalv1.AccountCreated{
-			Id: en.id(e.ID), Tier: en.text(e.Tier), At: en.time(e.At)}}
+			Id: en.id(e.ID), Tier: en.text(e.Tier), At: en.time(e.At), Label: en.text(e.Label)}}
+	case machine.AccountLabeled:
+		en.buf = make([]byte, 0, textSize(e.AccountID, e.Label))
+		m.Kind = &journalv1.Event_AccountLabeled{AccountLabeled: &journalv1.AccountLabeled{
+			AccountId: en.id(e.AccountID), Label: en.text(e.Label), At: en.time(e.At)}}
 	case machine.ToppedUp:
 		en.buf = make([]byte, 0, textSize(e.AccountID, e.IdempotencyKey))
 		m.Kind = &journalv1.Event_ToppedUp{ToppedUp: &journalv1.ToppedUp{
@@ -131,7 +135,11 @@ func event(m *journalv1.Event) (machine.Event, error) {
 	case *journalv1.Event_AccountCreated:
 		v := k.AccountCreated
 		d.known(v)
-		e = machine.AccountCreated{ID: d.id(v.Id), Tier: string(v.Tier), At: decodeTime(v.At)}
+		e = machine.AccountCreated{ID: d.id(v.Id), Tier: string(v.Tier), Label: string(v.Label), At: decodeTime(v.At)}
+	case *journalv1.Event_AccountLabeled:
+		v := k.AccountLabeled
+		d.known(v)
+		e = machine.AccountLabeled{AccountID: d.id(v.AccountId), Label: string(v.Label), At: decodeTime(v.At)}
 	case *journalv1.Event_ToppedUp:
 		v := k.ToppedUp
 		d.known(v)

@@ -34,7 +34,7 @@ var (
 // it to the event types the machine declares.
 func full() []machine.Event {
 	return []machine.Event{
-		machine.AccountCreated{ID: acctID, Tier: "pro", At: at},
+		machine.AccountCreated{ID: acctID, Tier: "pro", Label: "Acme — research", At: at},
 		machine.ToppedUp{AccountID: acctID, Amount: 10_000_000, IdempotencyKey: "stripe:pi_3Pq8ZkLx", At: at},
 		machine.AccountSuspended{AccountID: acctID, Suspended: true, At: at},
 		machine.TierPut{Tier: ledger.Tier{Name: "pro", RPMBeforeTopUp: 10, RPMAfterTopUp: 600,
@@ -63,6 +63,7 @@ func full() []machine.Event {
 			Limit: &zeroLim, RPM: &tpm, TPM: &rpm, Models: []string{"demo-chat"}, At: later},
 		machine.ProjectDeleted{ProjectID: projID, At: later},
 		machine.KeyPlaced{KeyID: keyID, ProjectID: projID, RPM: &rpm, TPM: &tpm, At: later},
+		machine.AccountLabeled{AccountID: acctID, Label: "Acme, billing", At: later},
 	}
 }
 
@@ -70,7 +71,7 @@ func full() []machine.Event {
 // other way round from full: empty lists and hashes, nil limits.
 func zero() []machine.Event {
 	return []machine.Event{
-		machine.AccountCreated{}, machine.ToppedUp{}, machine.AccountSuspended{}, machine.TierPut{},
+		machine.AccountCreated{}, machine.ToppedUp{}, machine.AccountSuspended{}, machine.AccountLabeled{}, machine.TierPut{},
 		machine.KeyCreated{}, machine.KeyChanged{}, machine.Reserved{}, machine.Committed{}, machine.Released{},
 		machine.Renewed{}, machine.VideoTaskRecorded{}, machine.Forgotten{},
 		machine.ProjectCreated{}, machine.ProjectChanged{}, machine.ProjectDeleted{}, machine.KeyPlaced{},

@@ -277,3 +277,43 @@ func TestForget(t *testing.T) {
 		t.Errorf("account %+v", got)
 	}
 }
+
+func TestAccountLabel(t *testing.T) {
+	h := newHarness(t)
+	a := uuidOf(1, 1)
+	if got := h.must(CreateAccount{ID: a, Label: "Acme research", At: t0}).Account.Label; got != "Acme research" {
+		t.Fatalf("created with label %q", got)
+	}
+	tests := []struct {
+		name    string
+		update  ledger.AccountUpdate
+		wantErr error
+		label   string // of the account afterwards
+		events  int
+	}{
+		{"nothing set", ledger.AccountUpdate{ID: a}, nil, "Acme research", 0},
+		{"same label", ledger.AccountUpdate{ID: a, Label: ledger.To("Acme research")}, nil, "Acme research", 0},
+		{"new label", ledger.AccountUpdate{ID: a, Label: ledger.To("Acme, billing")}, nil, "Acme, billing", 1},
+		{"unknown account", ledger.AccountUpdate{ID: uuidOf(1, 9), Label: ledger.To("x")}, ledger.ErrNotFound, "Acme, billing", 0},
+		{"cleared", ledger.AccountUpdate{ID: a, Label: ledger.To("")}, nil, "", 1},
+	}
+	for _, tt := range tests {
+		ans, evs := h.do(UpdateAccount{Update: tt.update, At: t0})
+		if !errors.Is(ans.Err, tt.wantErr) || (tt.wantErr == nil && ans.Err != nil) {
+			t.Errorf("%s: error %v, want %v", tt.name, ans.Err, tt.wantErr)
+		}
+		if len(evs) != tt.events {
+			t.Errorf("%s: %d events, want %d", tt.name, len(evs), tt.events)
+		}
+		if got := h.getAccount(a).Label; got != tt.label {
+			t.Errorf("%s: label %q, want %q", tt.name, got, tt.label)
+		}
+		if tt.wantErr == nil && ans.Account.Label != tt.label {
+			t.Errorf("%s: answered label %q, want %q", tt.name, ans.Account.Label, tt.label)
+		}
+	}
+	h.must(UpdateAccount{Update: ledger.AccountUpdate{ID: a, Label: ledger.To("kept")}, At: t0})
+	if got := Restore(h.s.Snapshot()).Snapshot().Accounts[0].Label; got != "kept" {
+		t.Errorf("restored label %q, want kept", got)
+	}
+}

@@ -49,9 +49,10 @@ type Answer struct {
 // Commands. Those that create something carry the new id (a UUID chosen by the owner).
 type (
 	CreateAccount struct {
-		ID   string
-		Tier string // DefaultTier when empty
-		At   time.Time
+		ID    string
+		Tier  string // DefaultTier when empty
+		Label string
+		At    time.Time
 	}
 	TopUp struct {
 		AccountID      string
@@ -63,6 +64,10 @@ type (
 		AccountID string
 		Suspended bool
 		At        time.Time
+	}
+	UpdateAccount struct {
+		Update ledger.AccountUpdate
+		At     time.Time
 	}
 	PutTier struct {
 		Tier ledger.Tier

@@ -18,6 +18,8 @@ func (s *State) apply(e Event) {
 		s.applyToppedUp(&e)
 	case AccountSuspended:
 		s.mustAccount(e.AccountID).suspended = e.Suspended
+	case AccountLabeled:
+		s.mustAccount(e.AccountID).label = e.Label
 	case TierPut:
 		s.putTier(e.Tier)
 	case KeyCreated:
@@ -81,7 +83,7 @@ func (s *State) applyAccountCreated(e *AccountCreated) {
 	if t == nil {
 		panic("machine: account of unknown tier " + e.Tier)
 	}
-	s.accounts[e.ID] = &account{id: e.ID, tier: t, createdAt: e.At}
+	s.accounts[e.ID] = &account{id: e.ID, tier: t, label: e.Label, createdAt: e.At}
 }
 
 func (s *State) applyToppedUp(e *ToppedUp) {

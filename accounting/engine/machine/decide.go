@@ -62,6 +62,8 @@ func (s *State) decide(c Command) (Answer, []Event) {
 		}
 		evs := s.record(AccountSuspended{AccountID: a.id, Suspended: c.Suspended, At: norm(c.At)})
 		return Answer{Account: a.view()}, evs
+	case UpdateAccount:
+		return s.updateAccount(&c)
 	case PutTier:
 		if err := c.Tier.Validate(); err != nil {
 			return refused(err), nil
@@ -144,8 +146,22 @@ func (s *State) createAccount(c *CreateAccount) (Answer, []Event) {
 	if s.accounts[c.ID] != nil {
 		return refused(ledger.Refuse(ledger.ReasonAlreadyExists, "create account: already exists")), nil
 	}
-	evs := s.record(AccountCreated{ID: c.ID, Tier: tier, At: norm(c.At)})
+	evs := s.record(AccountCreated{ID: c.ID, Tier: tier, Label: c.Label, At: norm(c.At)})
 	return Answer{Account: s.accounts[c.ID].view()}, evs
+}
+
+// updateAccount records the settings c sets that change; none: no event.
+func (s *State) updateAccount(c *UpdateAccount) (Answer, []Event) {
+	u := c.Update
+	a := s.accounts[u.ID]
+	if a == nil {
+		return refused(ledger.ErrNotFound), nil
+	}
+	if !u.Label.Set || u.Label.Value == a.label {
+		return Answer{Account: a.view()}, nil
+	}
+	evs := s.record(AccountLabeled{AccountID: a.id, Label: u.Label.Value, At: norm(c.At)})
+	return Answer{Account: a.view()}, evs
 }
 
 func (s *State) topUp(c *TopUp) (Answer, []Event) {

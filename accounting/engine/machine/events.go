@@ -11,9 +11,16 @@ import (
 // settled) is not repeated.
 type (
 	AccountCreated struct {
-		ID   string
-		Tier string
-		At   time.Time
+		ID    string
+		Tier  string
+		Label string
+		At    time.Time
+	}
+	// AccountLabeled is an account's new label ("": none).
+	AccountLabeled struct {
+		AccountID string
+		Label     string
+		At        time.Time
 	}
 	ToppedUp struct {
 		AccountID      string
@@ -100,6 +107,7 @@ type (
 func (AccountCreated) event()    {}
 func (ToppedUp) event()          {}
 func (AccountSuspended) event()  {}
+func (AccountLabeled) event()    {}
 func (TierPut) event()           {}
 func (KeyCreated) event()        {}
 func (KeyChanged) event()        {}
@@ -113,6 +121,7 @@ func (Forgotten) event()         {}
 func (CreateAccount) command()       {}
 func (TopUp) command()               {}
 func (SetAccountSuspended) command() {}
+func (UpdateAccount) command()       {}
 func (PutTier) command()             {}
 func (CreateKey) command()           {}
 func (SetKeyDisabled) command()      {}

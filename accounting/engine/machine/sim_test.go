@@ -154,8 +154,10 @@ func (m *sim) command() Command {
 	case r < 60:
 		return TopUp{AccountID: acct, Amount: ledger.Micros(1 + m.rng.IntN(5000)),
 			IdempotencyKey: fmt.Sprint(m.rng.IntN(20)), At: m.now}
-	case r < 65:
+	case r < 64:
 		return SetAccountSuspended{AccountID: acct, Suspended: m.rng.IntN(3) == 0, At: m.now}
+	case r < 65:
+		return UpdateAccount{Update: ledger.AccountUpdate{ID: acct, Label: ledger.To(fmt.Sprint("team ", m.rng.IntN(3)))}, At: m.now}
 	case r < 68:
 		g := 1 + m.rng.IntN(6)
 		return PutTier{Tier: ledger.Tier{Name: "sim", RPMBeforeTopUp: m.rng.IntN(10), RPMAfterTopUp: 5 + m.rng.IntN(50),

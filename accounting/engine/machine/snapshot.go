@@ -30,6 +30,7 @@ type Snapshot struct {
 type AccountState struct {
 	ID               string
 	Tier             string
+	Label            string
 	Balance          ledger.Micros
 	Reserved         ledger.Micros
 	Suspended        bool
@@ -97,7 +98,7 @@ func (s *State) Snapshot() Snapshot {
 	var sn Snapshot
 	for _, a := range s.accounts {
 		sn.Accounts = append(sn.Accounts, AccountState{
-			ID: a.id, Tier: a.tier.Name, Balance: a.balance, Reserved: a.reserved, Suspended: a.suspended,
+			ID: a.id, Tier: a.tier.Name, Label: a.label, Balance: a.balance, Reserved: a.reserved, Suspended: a.suspended,
 			ToppedUp: a.toppedUp, InFlight: a.inFlight, InFlightHighCost: a.inFlightHigh,
 			RPMMinute: a.rpmMinute, RPMCount: a.rpmCount, CreatedAt: a.createdAt,
 		})
@@ -164,7 +165,7 @@ func Restore(sn Snapshot) *State {
 	}
 	for _, as := range sn.Accounts {
 		a := &account{
-			id: as.ID, tier: s.tiers[as.Tier], balance: as.Balance, reserved: as.Reserved, suspended: as.Suspended,
+			id: as.ID, tier: s.tiers[as.Tier], label: as.Label, balance: as.Balance, reserved: as.Reserved, suspended: as.Suspended,
 			toppedUp: as.ToppedUp, inFlight: as.InFlight, inFlightHigh: as.InFlightHighCost,
 			rpmMinute: as.RPMMinute, rpmCount: as.RPMCount, createdAt: as.CreatedAt,
 		}

@@ -28,6 +28,7 @@ const (
 type account struct {
 	id           string
 	tier         *ledger.Tier // the tiers map's value: PutTier changes it in place
+	label        string
 	balance      ledger.Micros
 	reserved     ledger.Micros
 	suspended    bool
@@ -204,7 +205,7 @@ func windowEnd(period string, start time.Time) time.Time {
 
 func (a *account) view() ledger.Account {
 	return ledger.Account{
-		ID: a.id, Tier: a.tier.Name, Balance: a.balance, Reserved: a.reserved,
+		ID: a.id, Tier: a.tier.Name, Label: a.label, Balance: a.balance, Reserved: a.reserved,
 		Suspended: a.suspended, ToppedUp: a.toppedUp, InFlight: a.inFlight,
 		InFlightHighCost: a.inFlightHigh, CreatedAt: a.createdAt,
 	}

@@ -53,8 +53,8 @@ func events() []machine.Event {
 	at := func(m int) time.Time { return t2.Add(time.Duration(m) * time.Minute) }
 	return []machine.Event{
 		machine.TierPut{Tier: gold, At: at(0)},
-		machine.AccountCreated{ID: accA, Tier: "gold", At: at(0)},
-		machine.AccountCreated{ID: accB, Tier: ledger.DefaultTier, At: at(0)},
+		machine.AccountCreated{ID: accA, Tier: "gold", Label: "Acme", At: at(0)},
+		machine.AccountCreated{ID: accB, Tier: ledger.DefaultTier, Label: "Beta lab", At: at(0)},
 		machine.ToppedUp{AccountID: accA, Amount: 10_000_000, IdempotencyKey: "i-1", At: at(1)},
 		machine.ToppedUp{AccountID: accB, Amount: 4_000_000, At: at(1)},
 		machine.KeyCreated{ID: keyA, AccountID: accA, Name: "a", Prefix: "pa", Hash: hash("a"),
@@ -75,6 +75,7 @@ func events() []machine.Event {
 		machine.KeyChanged{KeyID: keyA, Name: "renamed", AllowedModels: []string{"m"}, DailyLimit: ptr[ledger.Micros](5_000_000),
 			RevokedAt: ptr(at(21)), At: at(21)},
 		machine.AccountSuspended{AccountID: accB, Suspended: true, At: at(22)},
+		machine.AccountLabeled{AccountID: accA, Label: "Acme research", At: at(22)},
 		machine.VideoTaskRecorded{Task: ledger.VideoTask{TaskID: "vt-1", AccountID: accB, KeyID: keyB, AdminCreatedKey: true,
 			Model: "video", CreatedAt: at(23), Origin: ledger.TaskOrigin{Channel: "vc", UpstreamTaskID: "up-1"}}},
 		reserved(res5, accB, keyB, 500_000, ledger.PoolGeneral, at(24)),
@@ -114,7 +115,7 @@ func newDB(t *testing.T) (*pgxpool.Pool, *store.Store) {
 // account is the account id as the tables' reports list it.
 func account(t *testing.T, s *store.Store, id string) ledger.Account {
 	t.Helper()
-	for _, a := range must(s.ListAccounts(context.Background(), "", store.MaxPage))(t) {
+	for _, a := range must(s.ListAccounts(context.Background(), ledger.AccountQuery{Limit: store.MaxPage}))(t) {
 		if a.ID == id {
 			return a
 		}
@@ -146,12 +147,12 @@ func TestApplyWritesWhatTheStoreReads(t *testing.T) {
 	applyIn(t, m, events(), 3, 1, 5)
 
 	a := account(t, s, accA)
-	wantA := ledger.Account{ID: accA, Tier: "gold", Balance: 9_500_000, Reserved: 1_000_000, ToppedUp: true, InFlight: 1, CreatedAt: t2}
+	wantA := ledger.Account{ID: accA, Tier: "gold", Label: "Acme research", Balance: 9_500_000, Reserved: 1_000_000, ToppedUp: true, InFlight: 1, CreatedAt: t2}
 	if a != wantA {
 		t.Errorf("account A %+v, want %+v", a, wantA)
 	}
 	b := account(t, s, accB)
-	wantB := ledger.Account{ID: accB, Tier: "default", Balance: 3_500_000, Suspended: true, ToppedUp: true, CreatedAt: t2}
+	wantB := ledger.Account{ID: accB, Tier: "default", Label: "Beta lab", Balance: 3_500_000, Suspended: true, ToppedUp: true, CreatedAt: t2}
 	if b != wantB {
 		t.Errorf("account B %+v, want %+v", b, wantB)
 	}

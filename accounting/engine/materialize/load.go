@@ -87,12 +87,12 @@ func loadTiers(ctx context.Context, tx pgx.Tx, _ time.Time, sn *machine.Snapshot
 func loadAccounts(ctx context.Context, tx pgx.Tx, _ time.Time, sn *machine.Snapshot) (err error) {
 	// rpm_minute is '-infinity' for an account that never reserved: the zero time.
 	sn.Accounts, err = collect(ctx, tx, "accounts", `
-		SELECT id::text, tier, balance, reserved, suspended, topped_up, in_flight, in_flight_high_cost,
+		SELECT id::text, tier, label, balance, reserved, suspended, topped_up, in_flight, in_flight_high_cost,
 			CASE WHEN isfinite(rpm_minute) THEN rpm_minute END, rpm_count, created_at
 		FROM accounts`,
 		func(r pgx.CollectableRow) (a machine.AccountState, err error) {
 			var minute *time.Time
-			err = r.Scan(&a.ID, &a.Tier, &a.Balance, &a.Reserved, &a.Suspended, &a.ToppedUp, &a.InFlight,
+			err = r.Scan(&a.ID, &a.Tier, &a.Label, &a.Balance, &a.Reserved, &a.Suspended, &a.ToppedUp, &a.InFlight,
 				&a.InFlightHighCost, &minute, &a.RPMCount, &a.CreatedAt)
 			if minute != nil {
 				a.RPMMinute = minute.UTC()

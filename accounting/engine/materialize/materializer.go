@@ -19,9 +19,9 @@ import (
 //
 // What it writes, and what it does not:
 //   - accounts: created; balance (top-ups, charges), reserved and the in-flight pools
-//     (holds and their settlements), topped_up, suspended. Not the requests-per-minute
-//     window (rpm_minute, rpm_count): only the owner's decisions read it, so it keeps
-//     the value it had when the store stopped deciding.
+//     (holds and their settlements), topped_up, suspended, label. Not the
+//     requests-per-minute window (rpm_minute, rpm_count): only the owner's decisions
+//     read it, so it keeps the value it had when the store stopped deciding.
 //   - tiers, api_keys: as put, created and changed (the NOTIFY triggers fire as they did
 //     for the store's own updates: an account's only when its flags are written).
 //   - ledger_entries: a top-up entry per ToppedUp, a charge entry per Committed, with

@@ -25,6 +25,7 @@ func (w *writes) batch(inserted *int64) (*pgx.Batch, resInserts, error) {
 	w.queueEntries(b)
 	w.queueMoney(b)
 	w.queueFlags(b)
+	w.queueLabels(b)
 	w.queueSpend(b)
 	w.queueVideos(b)
 	return b, ins, nil
@@ -55,15 +56,16 @@ func (w *writes) queueAccounts(b *pgx.Batch) {
 	if len(w.accounts) == 0 {
 		return
 	}
-	var ids, tiers []string
+	var ids, tiers, labels []string
 	var ats []time.Time
 	for _, a := range w.accounts {
-		ids, tiers, ats = append(ids, a.ID), append(tiers, a.Tier), append(ats, a.At)
+		ids, tiers, labels, ats = append(ids, a.ID), append(tiers, a.Tier), append(labels, a.Label), append(ats, a.At)
 	}
 	b.Queue(`
-		INSERT INTO accounts (id, tier, created_at)
-		SELECT id::uuid, tier, at FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(id, tier, at)`,
-		ids, tiers, ats)
+		INSERT INTO accounts (id, tier, label, created_at)
+		SELECT id::uuid, tier, label, at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS u(id, tier, label, at)`,
+		ids, tiers, labels, ats)
 }
 
 func (w *writes) queueKeys(b *pgx.Batch) {
@@ -178,6 +180,23 @@ func (w *writes) queueMoney(b *pgx.Batch) {
 		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::int[], $5::int[]) AS d(id, balance, reserved, general, high)
 		WHERE a.id = d.id::uuid`,
 		ids, balance, reserved, general, high)
+}
+
+// queueLabels sets the accounts' labels, after their inserts: an account created and
+// labeled in one batch gets the later label.
+func (w *writes) queueLabels(b *pgx.Batch) {
+	if len(w.labels) == 0 {
+		return
+	}
+	var ids, labels []string
+	for _, id := range sortedKeys(w.labels) {
+		ids, labels = append(ids, id), append(labels, w.labels[id])
+	}
+	b.Queue(`
+		UPDATE accounts a SET label = d.label
+		FROM unnest($1::text[], $2::text[]) AS d(id, label)
+		WHERE a.id = d.id::uuid`,
+		ids, labels)
 }
 
 func (w *writes) queueFlags(b *pgx.Batch) {

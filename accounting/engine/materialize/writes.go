@@ -19,6 +19,7 @@ type writes struct {
 	accounts   []machine.AccountCreated
 	money      map[string]*money
 	flags      map[string]*flags
+	labels     map[string]string // the last label of each account
 	keys       []machine.KeyCreated
 	keyChanges map[string]machine.KeyChanged // the last change of each
 	entries    []entry
@@ -129,6 +130,8 @@ func (w *writes) addRecord(e machine.Event) error {
 			idempotencyKey: nonEmpty(e.IdempotencyKey), at: e.At})
 	case machine.AccountSuspended:
 		w.flagsOf(e.AccountID).suspended = &e.Suspended
+	case machine.AccountLabeled:
+		w.labels = put(w.labels, e.AccountID, e.Label)
 	case machine.KeyCreated:
 		w.keys = append(w.keys, e)
 	case machine.KeyChanged:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/llmgw/gateway/accounting/engine/machine"
@@ -15,17 +16,17 @@ import (
 
 // ListAccounts implements ledger.Store: newest first, which for the fake's ids (they
 // grow with creation) is id descending.
-func (m *Memory) ListAccounts(_ context.Context, afterID string, limit int) ([]ledger.Account, error) {
+func (m *Memory) ListAccounts(_ context.Context, q ledger.AccountQuery) ([]ledger.Account, error) {
 	defer m.mu.Unlock()
 	if _, err := m.begin(); err != nil {
 		return nil, err
 	}
 	var out []ledger.Account
 	for _, a := range slices.Backward(m.state.Snapshot().Accounts) {
-		if len(out) >= limit {
+		if len(out) >= q.Limit {
 			break
 		}
-		if afterID == "" || a.ID < afterID {
+		if (q.AfterID == "" || a.ID < q.AfterID) && strings.Contains(strings.ToLower(a.Label), strings.ToLower(q.Label)) {
 			ans, _ := m.state.Decide(machine.GetAccount{AccountID: a.ID})
 			out = append(out, ans.Account)
 		}

@@ -115,9 +115,9 @@ func clone[T any](p *T) *T {
 }
 
 // CreateAccount implements ledger.Store. Its ids are acct_ and a sequence number.
-func (m *Memory) CreateAccount(_ context.Context, tier string) (ledger.Account, error) {
+func (m *Memory) CreateAccount(_ context.Context, na ledger.NewAccount) (ledger.Account, error) {
 	a, err := m.decide("acct", func(id string, at time.Time) machine.Command {
-		return machine.CreateAccount{ID: id, Tier: tier, At: at}
+		return machine.CreateAccount{ID: id, Tier: na.Tier, Label: na.Label, At: at}
 	})
 	return a.Account, err
 }
@@ -140,6 +140,14 @@ func (m *Memory) TopUp(_ context.Context, id string, amount ledger.Micros, idem 
 func (m *Memory) SetAccountSuspended(_ context.Context, id string, suspended bool) (ledger.Account, error) {
 	a, err := m.decide("", func(_ string, at time.Time) machine.Command {
 		return machine.SetAccountSuspended{AccountID: id, Suspended: suspended, At: at}
+	})
+	return a.Account, err
+}
+
+// UpdateAccount implements ledger.Store.
+func (m *Memory) UpdateAccount(_ context.Context, u ledger.AccountUpdate) (ledger.Account, error) {
+	a, err := m.decide("", func(_ string, at time.Time) machine.Command {
+		return machine.UpdateAccount{Update: u, At: at}
 	})
 	return a.Account, err
 }

@@ -15,7 +15,7 @@ var ctx = context.Background()
 // account returns a new account of tier with balance and one key.
 func account(t *testing.T, m *Memory, tier string, balance ledger.Micros, name string) (ledger.Account, ledger.Key) {
 	t.Helper()
-	a, err := m.CreateAccount(ctx, tier)
+	a, err := m.CreateAccount(ctx, ledger.NewAccount{Tier: tier})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func reason(err error) ledger.Reason {
 // Ids share one sequence and a refused or replayed creation uses none.
 func TestMemoryIDs(t *testing.T) {
 	m := NewMemory()
-	if _, err := m.CreateAccount(ctx, "no-such-tier"); reason(err) != ledger.ReasonInvalidArgument {
+	if _, err := m.CreateAccount(ctx, ledger.NewAccount{Tier: "no-such-tier"}); reason(err) != ledger.ReasonInvalidArgument {
 		t.Fatalf("unknown tier: %v", err)
 	}
 	a, k := account(t, m, "", 1_000, "k1")
@@ -60,7 +60,7 @@ func TestMemoryIDs(t *testing.T) {
 	if _, err := m.Reserve(ctx, ledger.ReserveRequest{RequestID: "r2", KeyID: k.ID, Amount: 5_000, Pool: ledger.PoolGeneral}); reason(err) != ledger.ReasonInsufficientCredits {
 		t.Fatalf("reserve beyond credits: %v", err)
 	}
-	a2, err := m.CreateAccount(ctx, "tight")
+	a2, err := m.CreateAccount(ctx, ledger.NewAccount{Tier: "tight"})
 	if err != nil || a2.ID != "acct_000004" {
 		t.Fatalf("next account %+v %v", a2, err)
 	}

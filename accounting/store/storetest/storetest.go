@@ -313,7 +313,7 @@ func BenchKeys(tb testing.TB, s ledger.Store, n int, limit *ledger.Micros) []str
 	}
 	keys := make([]string, n)
 	for i := range keys {
-		a, err := s.CreateAccount(ctx, BulkTier.Name)
+		a, err := s.CreateAccount(ctx, ledger.NewAccount{Tier: BulkTier.Name})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -2159,8 +2159,10 @@ type Account struct {
 	CreatedAt        *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	InFlight         int32                  `protobuf:"varint,9,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	InFlightHighCost int32                  `protobuf:"varint,10,opt,name=in_flight_high_cost,json=inFlightHighCost,proto3" json:"in_flight_high_cost,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The operator's name for the account; empty: none.
+	Label         string `protobuf:"bytes,11,opt,name=label,proto3" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Account) Reset() {
@@ -2263,10 +2265,19 @@ func (x *Account) GetInFlightHighCost() int32 {
 	return 0
 }
 
+func (x *Account) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
 type CreateAccountRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tier name; "default" when empty.
-	Tier          string `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	Tier string `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	// At most 200 characters, no control characters; empty: none.
+	Label         string `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2308,6 +2319,111 @@ func (x *CreateAccountRequest) GetTier() string {
 	return ""
 }
 
+func (x *CreateAccountRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+// UpdateAccountRequest changes the fields it sets.
+type UpdateAccountRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AccountId string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	// The new label (as in CreateAccountRequest); empty clears it.
+	Label         *string `protobuf:"bytes,2,opt,name=label,proto3,oneof" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateAccountRequest) Reset() {
+	*x = UpdateAccountRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateAccountRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateAccountRequest) ProtoMessage() {}
+
+func (x *UpdateAccountRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateAccountRequest.ProtoReflect.Descriptor instead.
+func (*UpdateAccountRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *UpdateAccountRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *UpdateAccountRequest) GetLabel() string {
+	if x != nil && x.Label != nil {
+		return *x.Label
+	}
+	return ""
+}
+
+type UpdateAccountResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Account       *Account               `protobuf:"bytes,1,opt,name=account,proto3" json:"account,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateAccountResponse) Reset() {
+	*x = UpdateAccountResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateAccountResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateAccountResponse) ProtoMessage() {}
+
+func (x *UpdateAccountResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateAccountResponse.ProtoReflect.Descriptor instead.
+func (*UpdateAccountResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *UpdateAccountResponse) GetAccount() *Account {
+	if x != nil {
+		return x.Account
+	}
+	return nil
+}
+
 type GetAccountRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
@@ -2317,7 +2433,7 @@ type GetAccountRequest struct {
 
 func (x *GetAccountRequest) Reset() {
 	*x = GetAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2445,7 @@ func (x *GetAccountRequest) String() string {
 func (*GetAccountRequest) ProtoMessage() {}
 
 func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2458,7 @@ func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountRequest.ProtoReflect.Descriptor instead.
 func (*GetAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetAccountRequest) GetAccountId() string {
@@ -2364,7 +2480,7 @@ type TopUpRequest struct {
 
 func (x *TopUpRequest) Reset() {
 	*x = TopUpRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2492,7 @@ func (x *TopUpRequest) String() string {
 func (*TopUpRequest) ProtoMessage() {}
 
 func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2505,7 @@ func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpRequest.ProtoReflect.Descriptor instead.
 func (*TopUpRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TopUpRequest) GetAccountId() string {
@@ -2423,7 +2539,7 @@ type SetAccountSuspendedRequest struct {
 
 func (x *SetAccountSuspendedRequest) Reset() {
 	*x = SetAccountSuspendedRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2551,7 @@ func (x *SetAccountSuspendedRequest) String() string {
 func (*SetAccountSuspendedRequest) ProtoMessage() {}
 
 func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2564,7 @@ func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetAccountSuspendedRequest) GetAccountId() string {
@@ -2491,7 +2607,7 @@ type Key struct {
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2619,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2632,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Key) GetId() string {
@@ -2646,7 +2762,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2658,7 +2774,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2671,7 +2787,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateKeyRequest) GetAccountId() string {
@@ -2734,7 +2850,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +2862,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +2875,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateKeyResponse) GetKey() *Key {
@@ -2785,7 +2901,7 @@ type GetKeyRequest struct {
 
 func (x *GetKeyRequest) Reset() {
 	*x = GetKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2913,7 @@ func (x *GetKeyRequest) String() string {
 func (*GetKeyRequest) ProtoMessage() {}
 
 func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2926,7 @@ func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetKeyRequest) GetKeyId() string {
@@ -2830,7 +2946,7 @@ type SetKeyDisabledRequest struct {
 
 func (x *SetKeyDisabledRequest) Reset() {
 	*x = SetKeyDisabledRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2842,7 +2958,7 @@ func (x *SetKeyDisabledRequest) String() string {
 func (*SetKeyDisabledRequest) ProtoMessage() {}
 
 func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2855,7 +2971,7 @@ func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledRequest.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetKeyDisabledRequest) GetKeyId() string {
@@ -2881,7 +2997,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +3009,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +3022,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -2925,7 +3041,7 @@ type CreateAccountResponse struct {
 
 func (x *CreateAccountResponse) Reset() {
 	*x = CreateAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +3053,7 @@ func (x *CreateAccountResponse) String() string {
 func (*CreateAccountResponse) ProtoMessage() {}
 
 func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3066,7 @@ func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountResponse.ProtoReflect.Descriptor instead.
 func (*CreateAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateAccountResponse) GetAccount() *Account {
@@ -2969,7 +3085,7 @@ type GetAccountResponse struct {
 
 func (x *GetAccountResponse) Reset() {
 	*x = GetAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3097,7 @@ func (x *GetAccountResponse) String() string {
 func (*GetAccountResponse) ProtoMessage() {}
 
 func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3110,7 @@ func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountResponse.ProtoReflect.Descriptor instead.
 func (*GetAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetAccountResponse) GetAccount() *Account {
@@ -3013,7 +3129,7 @@ type TopUpResponse struct {
 
 func (x *TopUpResponse) Reset() {
 	*x = TopUpResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3141,7 @@ func (x *TopUpResponse) String() string {
 func (*TopUpResponse) ProtoMessage() {}
 
 func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3154,7 @@ func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpResponse.ProtoReflect.Descriptor instead.
 func (*TopUpResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TopUpResponse) GetAccount() *Account {
@@ -3057,7 +3173,7 @@ type SetAccountSuspendedResponse struct {
 
 func (x *SetAccountSuspendedResponse) Reset() {
 	*x = SetAccountSuspendedResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3185,7 @@ func (x *SetAccountSuspendedResponse) String() string {
 func (*SetAccountSuspendedResponse) ProtoMessage() {}
 
 func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3198,7 @@ func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SetAccountSuspendedResponse) GetAccount() *Account {
@@ -3101,7 +3217,7 @@ type GetKeyResponse struct {
 
 func (x *GetKeyResponse) Reset() {
 	*x = GetKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3113,7 +3229,7 @@ func (x *GetKeyResponse) String() string {
 func (*GetKeyResponse) ProtoMessage() {}
 
 func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3126,7 +3242,7 @@ func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetKeyResponse) GetKey() *Key {
@@ -3145,7 +3261,7 @@ type SetKeyDisabledResponse struct {
 
 func (x *SetKeyDisabledResponse) Reset() {
 	*x = SetKeyDisabledResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3273,7 @@ func (x *SetKeyDisabledResponse) String() string {
 func (*SetKeyDisabledResponse) ProtoMessage() {}
 
 func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3286,7 @@ func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledResponse.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetKeyDisabledResponse) GetKey() *Key {
@@ -3189,7 +3305,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3201,7 +3317,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3214,7 +3330,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RevokeKeyResponse) GetKey() *Key {
@@ -3229,14 +3345,16 @@ type ListAccountsRequest struct {
 	// Page size, 1 to 1000; 100 when 0.
 	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
 	// The last id of the previous page; empty for the first page.
-	AfterId       string `protobuf:"bytes,2,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	AfterId string `protobuf:"bytes,2,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	// When not empty, only the accounts whose label contains it, ignoring case.
+	Label         string `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListAccountsRequest) Reset() {
 	*x = ListAccountsRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3366,7 @@ func (x *ListAccountsRequest) String() string {
 func (*ListAccountsRequest) ProtoMessage() {}
 
 func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3379,7 @@ func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsRequest.ProtoReflect.Descriptor instead.
 func (*ListAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListAccountsRequest) GetLimit() int32 {
@@ -3278,6 +3396,13 @@ func (x *ListAccountsRequest) GetAfterId() string {
 	return ""
 }
 
+func (x *ListAccountsRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
 type ListAccountsResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Accounts []*Account             `protobuf:"bytes,1,rep,name=accounts,proto3" json:"accounts,omitempty"`
@@ -3289,7 +3414,7 @@ type ListAccountsResponse struct {
 
 func (x *ListAccountsResponse) Reset() {
 	*x = ListAccountsResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3301,7 +3426,7 @@ func (x *ListAccountsResponse) String() string {
 func (*ListAccountsResponse) ProtoMessage() {}
 
 func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3314,7 +3439,7 @@ func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsResponse.ProtoReflect.Descriptor instead.
 func (*ListAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListAccountsResponse) GetAccounts() []*Account {
@@ -3340,7 +3465,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3352,7 +3477,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3365,7 +3490,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListKeysRequest) GetAccountId() string {
@@ -3384,7 +3509,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3521,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3534,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -3429,7 +3554,7 @@ type ModelList struct {
 
 func (x *ModelList) Reset() {
 	*x = ModelList{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3441,7 +3566,7 @@ func (x *ModelList) String() string {
 func (*ModelList) ProtoMessage() {}
 
 func (x *ModelList) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3454,7 +3579,7 @@ func (x *ModelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
 func (*ModelList) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ModelList) GetModels() []string {
@@ -3474,7 +3599,7 @@ type LimitUpdate struct {
 
 func (x *LimitUpdate) Reset() {
 	*x = LimitUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +3611,7 @@ func (x *LimitUpdate) String() string {
 func (*LimitUpdate) ProtoMessage() {}
 
 func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +3624,7 @@ func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitUpdate.ProtoReflect.Descriptor instead.
 func (*LimitUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LimitUpdate) GetMicros() int64 {
@@ -3519,7 +3644,7 @@ type ExpiryUpdate struct {
 
 func (x *ExpiryUpdate) Reset() {
 	*x = ExpiryUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3531,7 +3656,7 @@ func (x *ExpiryUpdate) String() string {
 func (*ExpiryUpdate) ProtoMessage() {}
 
 func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3544,7 +3669,7 @@ func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpiryUpdate.ProtoReflect.Descriptor instead.
 func (*ExpiryUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ExpiryUpdate) GetExpiresAt() *timestamppb.Timestamp {
@@ -3569,7 +3694,7 @@ type UpdateKeyRequest struct {
 
 func (x *UpdateKeyRequest) Reset() {
 	*x = UpdateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3706,7 @@ func (x *UpdateKeyRequest) String() string {
 func (*UpdateKeyRequest) ProtoMessage() {}
 
 func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3719,7 @@ func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UpdateKeyRequest) GetKeyId() string {
@@ -3648,7 +3773,7 @@ type UpdateKeyResponse struct {
 
 func (x *UpdateKeyResponse) Reset() {
 	*x = UpdateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3660,7 +3785,7 @@ func (x *UpdateKeyResponse) String() string {
 func (*UpdateKeyResponse) ProtoMessage() {}
 
 func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3673,7 +3798,7 @@ func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UpdateKeyResponse) GetKey() *Key {
@@ -3700,7 +3825,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3712,7 +3837,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3725,7 +3850,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetUsageRequest) GetAccountId() string {
@@ -3783,7 +3908,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3795,7 +3920,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3808,7 +3933,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *UsageRow) GetGroup() string {
@@ -3877,7 +4002,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3889,7 +4014,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3902,7 +4027,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -3932,7 +4057,7 @@ type ListLedgerEntriesRequest struct {
 
 func (x *ListLedgerEntriesRequest) Reset() {
 	*x = ListLedgerEntriesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3944,7 +4069,7 @@ func (x *ListLedgerEntriesRequest) String() string {
 func (*ListLedgerEntriesRequest) ProtoMessage() {}
 
 func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3957,7 +4082,7 @@ func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListLedgerEntriesRequest) GetAccountId() string {
@@ -4007,7 +4132,7 @@ type LedgerEntry struct {
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4019,7 +4144,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4032,7 +4157,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LedgerEntry) GetId() int64 {
@@ -4137,7 +4262,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4149,7 +4274,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4162,7 +4287,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReconcileRequest) GetFromDay() string {
@@ -4195,7 +4320,7 @@ type ReconcileRow struct {
 
 func (x *ReconcileRow) Reset() {
 	*x = ReconcileRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4207,7 +4332,7 @@ func (x *ReconcileRow) String() string {
 func (*ReconcileRow) ProtoMessage() {}
 
 func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4220,7 +4345,7 @@ func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRow.ProtoReflect.Descriptor instead.
 func (*ReconcileRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ReconcileRow) GetDay() string {
@@ -4275,7 +4400,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4287,7 +4412,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4300,7 +4425,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReconcileResponse) GetRows() []*ReconcileRow {
@@ -4321,7 +4446,7 @@ type ListLedgerEntriesResponse struct {
 
 func (x *ListLedgerEntriesResponse) Reset() {
 	*x = ListLedgerEntriesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4333,7 +4458,7 @@ func (x *ListLedgerEntriesResponse) String() string {
 func (*ListLedgerEntriesResponse) ProtoMessage() {}
 
 func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4346,7 +4471,7 @@ func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListLedgerEntriesResponse) GetEntries() []*LedgerEntry {
@@ -4377,7 +4502,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4389,7 +4514,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4402,7 +4527,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Tier) GetName() string {
@@ -4448,7 +4573,7 @@ type ListTiersRequest struct {
 
 func (x *ListTiersRequest) Reset() {
 	*x = ListTiersRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4460,7 +4585,7 @@ func (x *ListTiersRequest) String() string {
 func (*ListTiersRequest) ProtoMessage() {}
 
 func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4473,7 +4598,7 @@ func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersRequest.ProtoReflect.Descriptor instead.
 func (*ListTiersRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
 }
 
 type ListTiersResponse struct {
@@ -4485,7 +4610,7 @@ type ListTiersResponse struct {
 
 func (x *ListTiersResponse) Reset() {
 	*x = ListTiersResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4497,7 +4622,7 @@ func (x *ListTiersResponse) String() string {
 func (*ListTiersResponse) ProtoMessage() {}
 
 func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4510,7 +4635,7 @@ func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersResponse.ProtoReflect.Descriptor instead.
 func (*ListTiersResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListTiersResponse) GetTiers() []*Tier {
@@ -4529,7 +4654,7 @@ type SetTierRequest struct {
 
 func (x *SetTierRequest) Reset() {
 	*x = SetTierRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4541,7 +4666,7 @@ func (x *SetTierRequest) String() string {
 func (*SetTierRequest) ProtoMessage() {}
 
 func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4554,7 +4679,7 @@ func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierRequest.ProtoReflect.Descriptor instead.
 func (*SetTierRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SetTierRequest) GetTier() *Tier {
@@ -4573,7 +4698,7 @@ type SetTierResponse struct {
 
 func (x *SetTierResponse) Reset() {
 	*x = SetTierResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4585,7 +4710,7 @@ func (x *SetTierResponse) String() string {
 func (*SetTierResponse) ProtoMessage() {}
 
 func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4598,7 +4723,7 @@ func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierResponse.ProtoReflect.Descriptor instead.
 func (*SetTierResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{67}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SetTierResponse) GetTier() *Tier {
@@ -4748,7 +4873,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\vage_seconds\x18\a \x01(\x03R\n" +
 	"ageSeconds\x12\x18\n" +
 	"\achannel\x18\b \x01(\tR\achannel\x12(\n" +
-	"\x10upstream_task_id\x18\t \x01(\tR\x0eupstreamTaskId\"\xea\x02\n" +
+	"\x10upstream_task_id\x18\t \x01(\tR\x0eupstreamTaskId\"\x80\x03\n" +
 	"\aAccount\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x12%\n" +
@@ -4761,9 +4886,18 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1b\n" +
 	"\tin_flight\x18\t \x01(\x05R\binFlight\x12-\n" +
 	"\x13in_flight_high_cost\x18\n" +
-	" \x01(\x05R\x10inFlightHighCost\"*\n" +
+	" \x01(\x05R\x10inFlightHighCost\x12\x14\n" +
+	"\x05label\x18\v \x01(\tR\x05label\"@\n" +
 	"\x14CreateAccountRequest\x12\x12\n" +
-	"\x04tier\x18\x01 \x01(\tR\x04tier\"2\n" +
+	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x14\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\"Z\n" +
+	"\x14UpdateAccountRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\x12\x19\n" +
+	"\x05label\x18\x02 \x01(\tH\x00R\x05label\x88\x01\x01B\b\n" +
+	"\x06_label\"I\n" +
+	"\x15UpdateAccountResponse\x120\n" +
+	"\aaccount\x18\x01 \x01(\v2\x16.accounting.v1.AccountR\aaccount\"2\n" +
 	"\x11GetAccountRequest\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\"{\n" +
@@ -4834,10 +4968,11 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x16SetKeyDisabledResponse\x12$\n" +
 	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"9\n" +
 	"\x11RevokeKeyResponse\x12$\n" +
-	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"F\n" +
+	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"\\\n" +
 	"\x13ListAccountsRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x19\n" +
-	"\bafter_id\x18\x02 \x01(\tR\aafterId\"n\n" +
+	"\bafter_id\x18\x02 \x01(\tR\aafterId\x12\x14\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\"n\n" +
 	"\x14ListAccountsResponse\x122\n" +
 	"\baccounts\x18\x01 \x03(\v2\x16.accounting.v1.AccountR\baccounts\x12\"\n" +
 	"\rnext_after_id\x18\x02 \x01(\tR\vnextAfterId\"0\n" +
@@ -4987,14 +5122,14 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
-	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xca\n" +
-	"\n" +
+	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xa6\v\n" +
 	"\fAdminService\x12Z\n" +
 	"\rCreateAccount\x12#.accounting.v1.CreateAccountRequest\x1a$.accounting.v1.CreateAccountResponse\x12Q\n" +
 	"\n" +
 	"GetAccount\x12 .accounting.v1.GetAccountRequest\x1a!.accounting.v1.GetAccountResponse\x12B\n" +
 	"\x05TopUp\x12\x1b.accounting.v1.TopUpRequest\x1a\x1c.accounting.v1.TopUpResponse\x12l\n" +
-	"\x13SetAccountSuspended\x12).accounting.v1.SetAccountSuspendedRequest\x1a*.accounting.v1.SetAccountSuspendedResponse\x12N\n" +
+	"\x13SetAccountSuspended\x12).accounting.v1.SetAccountSuspendedRequest\x1a*.accounting.v1.SetAccountSuspendedResponse\x12Z\n" +
+	"\rUpdateAccount\x12#.accounting.v1.UpdateAccountRequest\x1a$.accounting.v1.UpdateAccountResponse\x12N\n" +
 	"\tCreateKey\x12\x1f.accounting.v1.CreateKeyRequest\x1a .accounting.v1.CreateKeyResponse\x12E\n" +
 	"\x06GetKey\x12\x1c.accounting.v1.GetKeyRequest\x1a\x1d.accounting.v1.GetKeyResponse\x12]\n" +
 	"\x0eSetKeyDisabled\x12$.accounting.v1.SetKeyDisabledRequest\x1a%.accounting.v1.SetKeyDisabledResponse\x12N\n" +
@@ -5021,7 +5156,7 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                         // 0: accounting.v1.Reason
 	(Pool)(0),                           // 1: accounting.v1.Pool
@@ -5058,56 +5193,58 @@ var file_accounting_v1_accounting_proto_goTypes = []any{
 	(*VideoTask)(nil),                   // 32: accounting.v1.VideoTask
 	(*Account)(nil),                     // 33: accounting.v1.Account
 	(*CreateAccountRequest)(nil),        // 34: accounting.v1.CreateAccountRequest
-	(*GetAccountRequest)(nil),           // 35: accounting.v1.GetAccountRequest
-	(*TopUpRequest)(nil),                // 36: accounting.v1.TopUpRequest
-	(*SetAccountSuspendedRequest)(nil),  // 37: accounting.v1.SetAccountSuspendedRequest
-	(*Key)(nil),                         // 38: accounting.v1.Key
-	(*CreateKeyRequest)(nil),            // 39: accounting.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),           // 40: accounting.v1.CreateKeyResponse
-	(*GetKeyRequest)(nil),               // 41: accounting.v1.GetKeyRequest
-	(*SetKeyDisabledRequest)(nil),       // 42: accounting.v1.SetKeyDisabledRequest
-	(*RevokeKeyRequest)(nil),            // 43: accounting.v1.RevokeKeyRequest
-	(*CreateAccountResponse)(nil),       // 44: accounting.v1.CreateAccountResponse
-	(*GetAccountResponse)(nil),          // 45: accounting.v1.GetAccountResponse
-	(*TopUpResponse)(nil),               // 46: accounting.v1.TopUpResponse
-	(*SetAccountSuspendedResponse)(nil), // 47: accounting.v1.SetAccountSuspendedResponse
-	(*GetKeyResponse)(nil),              // 48: accounting.v1.GetKeyResponse
-	(*SetKeyDisabledResponse)(nil),      // 49: accounting.v1.SetKeyDisabledResponse
-	(*RevokeKeyResponse)(nil),           // 50: accounting.v1.RevokeKeyResponse
-	(*ListAccountsRequest)(nil),         // 51: accounting.v1.ListAccountsRequest
-	(*ListAccountsResponse)(nil),        // 52: accounting.v1.ListAccountsResponse
-	(*ListKeysRequest)(nil),             // 53: accounting.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),            // 54: accounting.v1.ListKeysResponse
-	(*ModelList)(nil),                   // 55: accounting.v1.ModelList
-	(*LimitUpdate)(nil),                 // 56: accounting.v1.LimitUpdate
-	(*ExpiryUpdate)(nil),                // 57: accounting.v1.ExpiryUpdate
-	(*UpdateKeyRequest)(nil),            // 58: accounting.v1.UpdateKeyRequest
-	(*UpdateKeyResponse)(nil),           // 59: accounting.v1.UpdateKeyResponse
-	(*GetUsageRequest)(nil),             // 60: accounting.v1.GetUsageRequest
-	(*UsageRow)(nil),                    // 61: accounting.v1.UsageRow
-	(*GetUsageResponse)(nil),            // 62: accounting.v1.GetUsageResponse
-	(*ListLedgerEntriesRequest)(nil),    // 63: accounting.v1.ListLedgerEntriesRequest
-	(*LedgerEntry)(nil),                 // 64: accounting.v1.LedgerEntry
-	(*ReconcileRequest)(nil),            // 65: accounting.v1.ReconcileRequest
-	(*ReconcileRow)(nil),                // 66: accounting.v1.ReconcileRow
-	(*ReconcileResponse)(nil),           // 67: accounting.v1.ReconcileResponse
-	(*ListLedgerEntriesResponse)(nil),   // 68: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 69: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 70: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 71: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 72: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 73: accounting.v1.SetTierResponse
-	nil,                                 // 74: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 75: google.protobuf.Timestamp
+	(*UpdateAccountRequest)(nil),        // 35: accounting.v1.UpdateAccountRequest
+	(*UpdateAccountResponse)(nil),       // 36: accounting.v1.UpdateAccountResponse
+	(*GetAccountRequest)(nil),           // 37: accounting.v1.GetAccountRequest
+	(*TopUpRequest)(nil),                // 38: accounting.v1.TopUpRequest
+	(*SetAccountSuspendedRequest)(nil),  // 39: accounting.v1.SetAccountSuspendedRequest
+	(*Key)(nil),                         // 40: accounting.v1.Key
+	(*CreateKeyRequest)(nil),            // 41: accounting.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),           // 42: accounting.v1.CreateKeyResponse
+	(*GetKeyRequest)(nil),               // 43: accounting.v1.GetKeyRequest
+	(*SetKeyDisabledRequest)(nil),       // 44: accounting.v1.SetKeyDisabledRequest
+	(*RevokeKeyRequest)(nil),            // 45: accounting.v1.RevokeKeyRequest
+	(*CreateAccountResponse)(nil),       // 46: accounting.v1.CreateAccountResponse
+	(*GetAccountResponse)(nil),          // 47: accounting.v1.GetAccountResponse
+	(*TopUpResponse)(nil),               // 48: accounting.v1.TopUpResponse
+	(*SetAccountSuspendedResponse)(nil), // 49: accounting.v1.SetAccountSuspendedResponse
+	(*GetKeyResponse)(nil),              // 50: accounting.v1.GetKeyResponse
+	(*SetKeyDisabledResponse)(nil),      // 51: accounting.v1.SetKeyDisabledResponse
+	(*RevokeKeyResponse)(nil),           // 52: accounting.v1.RevokeKeyResponse
+	(*ListAccountsRequest)(nil),         // 53: accounting.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),        // 54: accounting.v1.ListAccountsResponse
+	(*ListKeysRequest)(nil),             // 55: accounting.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),            // 56: accounting.v1.ListKeysResponse
+	(*ModelList)(nil),                   // 57: accounting.v1.ModelList
+	(*LimitUpdate)(nil),                 // 58: accounting.v1.LimitUpdate
+	(*ExpiryUpdate)(nil),                // 59: accounting.v1.ExpiryUpdate
+	(*UpdateKeyRequest)(nil),            // 60: accounting.v1.UpdateKeyRequest
+	(*UpdateKeyResponse)(nil),           // 61: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),             // 62: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                    // 63: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),            // 64: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),    // 65: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                 // 66: accounting.v1.LedgerEntry
+	(*ReconcileRequest)(nil),            // 67: accounting.v1.ReconcileRequest
+	(*ReconcileRow)(nil),                // 68: accounting.v1.ReconcileRow
+	(*ReconcileResponse)(nil),           // 69: accounting.v1.ReconcileResponse
+	(*ListLedgerEntriesResponse)(nil),   // 70: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                        // 71: accounting.v1.Tier
+	(*ListTiersRequest)(nil),            // 72: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),           // 73: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),              // 74: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),             // 75: accounting.v1.SetTierResponse
+	nil,                                 // 76: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),       // 77: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
 	9,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	75, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	77, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
 	10, // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
 	1,  // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	75, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	74, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	77, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	76, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
 	14, // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
 	13, // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
 	2,  // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
@@ -5121,98 +5258,101 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	18, // 17: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
 	23, // 18: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
 	6,  // 19: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
-	75, // 20: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	77, // 20: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 21: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
 	32, // 22: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
 	32, // 23: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	75, // 24: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	75, // 25: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	75, // 26: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	75, // 27: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	75, // 28: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	38, // 29: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
-	33, // 30: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
-	33, // 31: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
-	33, // 32: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
-	33, // 33: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
-	38, // 34: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
-	38, // 35: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
-	38, // 36: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
-	33, // 37: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
-	38, // 38: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	75, // 39: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
-	55, // 40: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
-	56, // 41: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	56, // 42: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	57, // 43: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
-	38, // 44: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
-	4,  // 45: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
-	61, // 46: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
-	61, // 47: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
-	5,  // 48: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	75, // 49: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
-	14, // 50: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
-	14, // 51: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
-	66, // 52: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
-	64, // 53: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
-	69, // 54: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
-	69, // 55: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
-	69, // 56: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	7,  // 57: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	11, // 58: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	15, // 59: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	17, // 60: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	19, // 61: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
-	24, // 62: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	26, // 63: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	28, // 64: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	30, // 65: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	34, // 66: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	35, // 67: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	36, // 68: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	37, // 69: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	39, // 70: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	41, // 71: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	42, // 72: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	43, // 73: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	51, // 74: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	53, // 75: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	58, // 76: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	60, // 77: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	63, // 78: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	65, // 79: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
-	70, // 80: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	72, // 81: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	8,  // 82: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	12, // 83: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	16, // 84: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	18, // 85: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	21, // 86: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
-	25, // 87: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	27, // 88: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	29, // 89: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	31, // 90: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	44, // 91: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	45, // 92: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	46, // 93: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	47, // 94: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	40, // 95: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	48, // 96: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	49, // 97: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	50, // 98: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	52, // 99: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	54, // 100: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	59, // 101: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	62, // 102: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	68, // 103: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	67, // 104: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
-	71, // 105: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	73, // 106: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	82, // [82:107] is the sub-list for method output_type
-	57, // [57:82] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	77, // 24: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	77, // 25: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	33, // 26: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
+	77, // 27: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	77, // 28: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	77, // 29: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	40, // 30: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
+	33, // 31: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
+	33, // 32: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
+	33, // 33: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
+	33, // 34: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
+	40, // 35: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
+	40, // 36: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
+	40, // 37: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
+	33, // 38: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
+	40, // 39: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
+	77, // 40: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	57, // 41: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
+	58, // 42: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	58, // 43: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	59, // 44: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
+	40, // 45: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
+	4,  // 46: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
+	63, // 47: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
+	63, // 48: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
+	5,  // 49: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
+	77, // 50: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	14, // 51: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
+	14, // 52: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
+	68, // 53: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
+	66, // 54: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	71, // 55: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	71, // 56: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	71, // 57: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	7,  // 58: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	11, // 59: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	15, // 60: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	17, // 61: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	19, // 62: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
+	24, // 63: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	26, // 64: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	28, // 65: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	30, // 66: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	34, // 67: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	37, // 68: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	38, // 69: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	39, // 70: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	35, // 71: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
+	41, // 72: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	43, // 73: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	44, // 74: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	45, // 75: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	53, // 76: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	55, // 77: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	60, // 78: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	62, // 79: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	65, // 80: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	67, // 81: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
+	72, // 82: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	74, // 83: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	8,  // 84: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	12, // 85: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	16, // 86: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	18, // 87: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	21, // 88: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
+	25, // 89: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	27, // 90: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	29, // 91: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	31, // 92: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	46, // 93: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	47, // 94: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	48, // 95: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	49, // 96: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	36, // 97: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
+	42, // 98: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	50, // 99: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	51, // 100: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	52, // 101: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	54, // 102: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	56, // 103: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	61, // 104: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	64, // 105: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	70, // 106: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	69, // 107: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	73, // 108: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	75, // 109: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	84, // [84:110] is the sub-list for method output_type
+	58, // [58:84] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -5232,17 +5372,18 @@ func file_accounting_v1_accounting_proto_init() {
 		(*LedgerOpResult_Release)(nil),
 		(*LedgerOpResult_Error)(nil),
 	}
-	file_accounting_v1_accounting_proto_msgTypes[32].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[33].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[50].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[29].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[34].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[35].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[52].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[54].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   69,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

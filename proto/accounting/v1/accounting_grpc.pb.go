@@ -499,6 +499,7 @@ const (
 	AdminService_GetAccount_FullMethodName          = "/accounting.v1.AdminService/GetAccount"
 	AdminService_TopUp_FullMethodName               = "/accounting.v1.AdminService/TopUp"
 	AdminService_SetAccountSuspended_FullMethodName = "/accounting.v1.AdminService/SetAccountSuspended"
+	AdminService_UpdateAccount_FullMethodName       = "/accounting.v1.AdminService/UpdateAccount"
 	AdminService_CreateKey_FullMethodName           = "/accounting.v1.AdminService/CreateKey"
 	AdminService_GetKey_FullMethodName              = "/accounting.v1.AdminService/GetKey"
 	AdminService_SetKeyDisabled_FullMethodName      = "/accounting.v1.AdminService/SetKeyDisabled"
@@ -526,12 +527,15 @@ type AdminServiceClient interface {
 	// idempotency_key adds nothing more.
 	TopUp(ctx context.Context, in *TopUpRequest, opts ...grpc.CallOption) (*TopUpResponse, error)
 	SetAccountSuspended(ctx context.Context, in *SetAccountSuspendedRequest, opts ...grpc.CallOption) (*SetAccountSuspendedResponse, error)
+	// UpdateAccount changes the settings the request carries and leaves the others.
+	UpdateAccount(ctx context.Context, in *UpdateAccountRequest, opts ...grpc.CallOption) (*UpdateAccountResponse, error)
 	CreateKey(ctx context.Context, in *CreateKeyRequest, opts ...grpc.CallOption) (*CreateKeyResponse, error)
 	GetKey(ctx context.Context, in *GetKeyRequest, opts ...grpc.CallOption) (*GetKeyResponse, error)
 	SetKeyDisabled(ctx context.Context, in *SetKeyDisabledRequest, opts ...grpc.CallOption) (*SetKeyDisabledResponse, error)
 	RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error)
 	// ListAccounts pages through every account, newest first (a new account is on the
-	// first page); next_after_id continues after the last account of a page.
+	// first page), or those whose label contains a text; next_after_id continues after
+	// the last account of a page.
 	ListAccounts(ctx context.Context, in *ListAccountsRequest, opts ...grpc.CallOption) (*ListAccountsResponse, error)
 	// ListKeys returns an account's keys, oldest first, never their secrets.
 	ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
@@ -597,6 +601,16 @@ func (c *adminServiceClient) SetAccountSuspended(ctx context.Context, in *SetAcc
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetAccountSuspendedResponse)
 	err := c.cc.Invoke(ctx, AdminService_SetAccountSuspended_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) UpdateAccount(ctx context.Context, in *UpdateAccountRequest, opts ...grpc.CallOption) (*UpdateAccountResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateAccountResponse)
+	err := c.cc.Invoke(ctx, AdminService_UpdateAccount_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -736,12 +750,15 @@ type AdminServiceServer interface {
 	// idempotency_key adds nothing more.
 	TopUp(context.Context, *TopUpRequest) (*TopUpResponse, error)
 	SetAccountSuspended(context.Context, *SetAccountSuspendedRequest) (*SetAccountSuspendedResponse, error)
+	// UpdateAccount changes the settings the request carries and leaves the others.
+	UpdateAccount(context.Context, *UpdateAccountRequest) (*UpdateAccountResponse, error)
 	CreateKey(context.Context, *CreateKeyRequest) (*CreateKeyResponse, error)
 	GetKey(context.Context, *GetKeyRequest) (*GetKeyResponse, error)
 	SetKeyDisabled(context.Context, *SetKeyDisabledRequest) (*SetKeyDisabledResponse, error)
 	RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error)
 	// ListAccounts pages through every account, newest first (a new account is on the
-	// first page); next_after_id continues after the last account of a page.
+	// first page), or those whose label contains a text; next_after_id continues after
+	// the last account of a page.
 	ListAccounts(context.Context, *ListAccountsRequest) (*ListAccountsResponse, error)
 	// ListKeys returns an account's keys, oldest first, never their secrets.
 	ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error)
@@ -784,6 +801,9 @@ func (UnimplementedAdminServiceServer) TopUp(context.Context, *TopUpRequest) (*T
 }
 func (UnimplementedAdminServiceServer) SetAccountSuspended(context.Context, *SetAccountSuspendedRequest) (*SetAccountSuspendedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetAccountSuspended not implemented")
+}
+func (UnimplementedAdminServiceServer) UpdateAccount(context.Context, *UpdateAccountRequest) (*UpdateAccountResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateAccount not implemented")
 }
 func (UnimplementedAdminServiceServer) CreateKey(context.Context, *CreateKeyRequest) (*CreateKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateKey not implemented")
@@ -910,6 +930,24 @@ func _AdminService_SetAccountSuspended_Handler(srv interface{}, ctx context.Cont
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServiceServer).SetAccountSuspended(ctx, req.(*SetAccountSuspendedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_UpdateAccount_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateAccountRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).UpdateAccount(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_UpdateAccount_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).UpdateAccount(ctx, req.(*UpdateAccountRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1152,6 +1190,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetAccountSuspended",
 			Handler:    _AdminService_SetAccountSuspended_Handler,
+		},
+		{
+			MethodName: "UpdateAccount",
+			Handler:    _AdminService_UpdateAccount_Handler,
 		},
 		{
 			MethodName: "CreateKey",

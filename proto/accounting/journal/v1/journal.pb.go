@@ -61,6 +61,7 @@ type Event struct {
 	//	*Event_ProjectChanged
 	//	*Event_ProjectDeleted
 	//	*Event_KeyPlaced
+	//	*Event_AccountLabeled
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -247,6 +248,15 @@ func (x *Event) GetKeyPlaced() *KeyPlaced {
 	return nil
 }
 
+func (x *Event) GetAccountLabeled() *AccountLabeled {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_AccountLabeled); ok {
+			return x.AccountLabeled
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -316,6 +326,10 @@ type Event_KeyPlaced struct {
 	KeyPlaced *KeyPlaced `protobuf:"bytes,23,opt,name=key_placed,json=keyPlaced,proto3,oneof"`
 }
 
+type Event_AccountLabeled struct {
+	AccountLabeled *AccountLabeled `protobuf:"bytes,13,opt,name=account_labeled,json=accountLabeled,proto3,oneof"`
+}
+
 func (*Event_AccountCreated) isEvent_Kind() {}
 
 func (*Event_ToppedUp) isEvent_Kind() {}
@@ -348,11 +362,15 @@ func (*Event_ProjectDeleted) isEvent_Kind() {}
 
 func (*Event_KeyPlaced) isEvent_Kind() {}
 
+func (*Event_AccountLabeled) isEvent_Kind() {}
+
 type AccountCreated struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Tier          []byte                 `protobuf:"bytes,2,opt,name=tier,proto3" json:"tier,omitempty"`
-	At            int64                  `protobuf:"zigzag64,3,opt,name=at,proto3" json:"at,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Tier  []byte                 `protobuf:"bytes,2,opt,name=tier,proto3" json:"tier,omitempty"`
+	At    int64                  `protobuf:"zigzag64,3,opt,name=at,proto3" json:"at,omitempty"`
+	// The operator's name for the account; empty: none.
+	Label         []byte `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -408,6 +426,74 @@ func (x *AccountCreated) GetAt() int64 {
 	return 0
 }
 
+func (x *AccountCreated) GetLabel() []byte {
+	if x != nil {
+		return x.Label
+	}
+	return nil
+}
+
+// AccountLabeled is an account's new label (empty: none).
+type AccountLabeled struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     []byte                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	Label         []byte                 `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
+	At            int64                  `protobuf:"zigzag64,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AccountLabeled) Reset() {
+	*x = AccountLabeled{}
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccountLabeled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccountLabeled) ProtoMessage() {}
+
+func (x *AccountLabeled) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccountLabeled.ProtoReflect.Descriptor instead.
+func (*AccountLabeled) Descriptor() ([]byte, []int) {
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AccountLabeled) GetAccountId() []byte {
+	if x != nil {
+		return x.AccountId
+	}
+	return nil
+}
+
+func (x *AccountLabeled) GetLabel() []byte {
+	if x != nil {
+		return x.Label
+	}
+	return nil
+}
+
+func (x *AccountLabeled) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
 type ToppedUp struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	AccountId []byte                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
@@ -421,7 +507,7 @@ type ToppedUp struct {
 
 func (x *ToppedUp) Reset() {
 	*x = ToppedUp{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[2]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +519,7 @@ func (x *ToppedUp) String() string {
 func (*ToppedUp) ProtoMessage() {}
 
 func (x *ToppedUp) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[2]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +532,7 @@ func (x *ToppedUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToppedUp.ProtoReflect.Descriptor instead.
 func (*ToppedUp) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{2}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ToppedUp) GetAccountId() []byte {
@@ -488,7 +574,7 @@ type AccountSuspended struct {
 
 func (x *AccountSuspended) Reset() {
 	*x = AccountSuspended{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[3]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +586,7 @@ func (x *AccountSuspended) String() string {
 func (*AccountSuspended) ProtoMessage() {}
 
 func (x *AccountSuspended) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[3]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +599,7 @@ func (x *AccountSuspended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccountSuspended.ProtoReflect.Descriptor instead.
 func (*AccountSuspended) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{3}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AccountSuspended) GetAccountId() []byte {
@@ -551,7 +637,7 @@ type TierPut struct {
 
 func (x *TierPut) Reset() {
 	*x = TierPut{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[4]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +649,7 @@ func (x *TierPut) String() string {
 func (*TierPut) ProtoMessage() {}
 
 func (x *TierPut) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[4]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +662,7 @@ func (x *TierPut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPut.ProtoReflect.Descriptor instead.
 func (*TierPut) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{4}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TierPut) GetName() []byte {
@@ -642,7 +728,7 @@ type KeyCreated struct {
 
 func (x *KeyCreated) Reset() {
 	*x = KeyCreated{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[5]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +740,7 @@ func (x *KeyCreated) String() string {
 func (*KeyCreated) ProtoMessage() {}
 
 func (x *KeyCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[5]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +753,7 @@ func (x *KeyCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyCreated.ProtoReflect.Descriptor instead.
 func (*KeyCreated) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{5}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KeyCreated) GetId() []byte {
@@ -773,7 +859,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[6]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +871,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[6]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +884,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{6}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KeyChanged) GetKeyId() []byte {
@@ -890,7 +976,7 @@ type Reserved struct {
 
 func (x *Reserved) Reset() {
 	*x = Reserved{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[7]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +988,7 @@ func (x *Reserved) String() string {
 func (*Reserved) ProtoMessage() {}
 
 func (x *Reserved) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[7]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1001,7 @@ func (x *Reserved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reserved.ProtoReflect.Descriptor instead.
 func (*Reserved) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{7}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Reserved) GetId() []byte {
@@ -1004,7 +1090,7 @@ type Committed struct {
 
 func (x *Committed) Reset() {
 	*x = Committed{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[8]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1102,7 @@ func (x *Committed) String() string {
 func (*Committed) ProtoMessage() {}
 
 func (x *Committed) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[8]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1115,7 @@ func (x *Committed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Committed.ProtoReflect.Descriptor instead.
 func (*Committed) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{8}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Committed) GetReservationId() []byte {
@@ -1097,7 +1183,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[9]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1195,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[9]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1208,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{9}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -1184,7 +1270,7 @@ type Unit struct {
 
 func (x *Unit) Reset() {
 	*x = Unit{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[10]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1282,7 @@ func (x *Unit) String() string {
 func (*Unit) ProtoMessage() {}
 
 func (x *Unit) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[10]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1295,7 @@ func (x *Unit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unit.ProtoReflect.Descriptor instead.
 func (*Unit) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{10}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Unit) GetName() []byte {
@@ -1238,7 +1324,7 @@ type Component struct {
 
 func (x *Component) Reset() {
 	*x = Component{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[11]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1336,7 @@ func (x *Component) String() string {
 func (*Component) ProtoMessage() {}
 
 func (x *Component) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[11]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1349,7 @@ func (x *Component) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Component.ProtoReflect.Descriptor instead.
 func (*Component) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{11}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Component) GetName() []byte {
@@ -1306,7 +1392,7 @@ type Released struct {
 
 func (x *Released) Reset() {
 	*x = Released{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[12]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1404,7 @@ func (x *Released) String() string {
 func (*Released) ProtoMessage() {}
 
 func (x *Released) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[12]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1417,7 @@ func (x *Released) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Released.ProtoReflect.Descriptor instead.
 func (*Released) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{12}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Released) GetReservationId() []byte {
@@ -1373,7 +1459,7 @@ type Renewed struct {
 
 func (x *Renewed) Reset() {
 	*x = Renewed{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[13]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1471,7 @@ func (x *Renewed) String() string {
 func (*Renewed) ProtoMessage() {}
 
 func (x *Renewed) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[13]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1484,7 @@ func (x *Renewed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Renewed.ProtoReflect.Descriptor instead.
 func (*Renewed) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{13}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Renewed) GetReservationId() []byte {
@@ -1438,7 +1524,7 @@ type VideoTaskRecorded struct {
 
 func (x *VideoTaskRecorded) Reset() {
 	*x = VideoTaskRecorded{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[14]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1536,7 @@ func (x *VideoTaskRecorded) String() string {
 func (*VideoTaskRecorded) ProtoMessage() {}
 
 func (x *VideoTaskRecorded) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[14]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1549,7 @@ func (x *VideoTaskRecorded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VideoTaskRecorded.ProtoReflect.Descriptor instead.
 func (*VideoTaskRecorded) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{14}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VideoTaskRecorded) GetTaskId() []byte {
@@ -1532,7 +1618,7 @@ type Forgotten struct {
 
 func (x *Forgotten) Reset() {
 	*x = Forgotten{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[15]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1630,7 @@ func (x *Forgotten) String() string {
 func (*Forgotten) ProtoMessage() {}
 
 func (x *Forgotten) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[15]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1643,7 @@ func (x *Forgotten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forgotten.ProtoReflect.Descriptor instead.
 func (*Forgotten) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{15}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Forgotten) GetBefore() int64 {
@@ -1595,7 +1681,7 @@ type ProjectCreated struct {
 
 func (x *ProjectCreated) Reset() {
 	*x = ProjectCreated{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[16]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1693,7 @@ func (x *ProjectCreated) String() string {
 func (*ProjectCreated) ProtoMessage() {}
 
 func (x *ProjectCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[16]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1706,7 @@ func (x *ProjectCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectCreated.ProtoReflect.Descriptor instead.
 func (*ProjectCreated) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{16}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProjectCreated) GetId() []byte {
@@ -1726,7 +1812,7 @@ type ProjectChanged struct {
 
 func (x *ProjectChanged) Reset() {
 	*x = ProjectChanged{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[17]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1824,7 @@ func (x *ProjectChanged) String() string {
 func (*ProjectChanged) ProtoMessage() {}
 
 func (x *ProjectChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[17]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1837,7 @@ func (x *ProjectChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectChanged.ProtoReflect.Descriptor instead.
 func (*ProjectChanged) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{17}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProjectChanged) GetProjectId() []byte {
@@ -1834,7 +1920,7 @@ type ProjectDeleted struct {
 
 func (x *ProjectDeleted) Reset() {
 	*x = ProjectDeleted{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[18]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1932,7 @@ func (x *ProjectDeleted) String() string {
 func (*ProjectDeleted) ProtoMessage() {}
 
 func (x *ProjectDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[18]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1945,7 @@ func (x *ProjectDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectDeleted.ProtoReflect.Descriptor instead.
 func (*ProjectDeleted) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{18}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ProjectDeleted) GetProjectId() []byte {
@@ -1890,7 +1976,7 @@ type KeyPlaced struct {
 
 func (x *KeyPlaced) Reset() {
 	*x = KeyPlaced{}
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[19]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +1988,7 @@ func (x *KeyPlaced) String() string {
 func (*KeyPlaced) ProtoMessage() {}
 
 func (x *KeyPlaced) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_journal_v1_journal_proto_msgTypes[19]
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2001,7 @@ func (x *KeyPlaced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyPlaced.ProtoReflect.Descriptor instead.
 func (*KeyPlaced) Descriptor() ([]byte, []int) {
-	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{19}
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KeyPlaced) GetKeyId() []byte {
@@ -1957,7 +2043,7 @@ var File_accounting_journal_v1_journal_proto protoreflect.FileDescriptor
 
 const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\n" +
-	"#accounting/journal/v1/journal.proto\x12\x15accounting.journal.v1\"\x95\t\n" +
+	"#accounting/journal/v1/journal.proto\x12\x15accounting.journal.v1\"\xe7\t\n" +
 	"\x05Event\x12P\n" +
 	"\x0faccount_created\x18\x01 \x01(\v2%.accounting.journal.v1.AccountCreatedH\x00R\x0eaccountCreated\x12>\n" +
 	"\ttopped_up\x18\x02 \x01(\v2\x1f.accounting.journal.v1.ToppedUpH\x00R\btoppedUp\x12V\n" +
@@ -1978,11 +2064,18 @@ const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\x0fproject_changed\x18\x15 \x01(\v2%.accounting.journal.v1.ProjectChangedH\x00R\x0eprojectChanged\x12P\n" +
 	"\x0fproject_deleted\x18\x16 \x01(\v2%.accounting.journal.v1.ProjectDeletedH\x00R\x0eprojectDeleted\x12A\n" +
 	"\n" +
-	"key_placed\x18\x17 \x01(\v2 .accounting.journal.v1.KeyPlacedH\x00R\tkeyPlacedB\x06\n" +
-	"\x04kind\"D\n" +
+	"key_placed\x18\x17 \x01(\v2 .accounting.journal.v1.KeyPlacedH\x00R\tkeyPlaced\x12P\n" +
+	"\x0faccount_labeled\x18\r \x01(\v2%.accounting.journal.v1.AccountLabeledH\x00R\x0eaccountLabeledB\x06\n" +
+	"\x04kind\"Z\n" +
 	"\x0eAccountCreated\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\fR\x04tier\x12\x0e\n" +
+	"\x02at\x18\x03 \x01(\x12R\x02at\x12\x14\n" +
+	"\x05label\x18\x04 \x01(\fR\x05label\"U\n" +
+	"\x0eAccountLabeled\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\fR\taccountId\x12\x14\n" +
+	"\x05label\x18\x02 \x01(\fR\x05label\x12\x0e\n" +
 	"\x02at\x18\x03 \x01(\x12R\x02at\"z\n" +
 	"\bToppedUp\x12\x1d\n" +
 	"\n" +
@@ -2174,54 +2267,56 @@ func file_accounting_journal_v1_journal_proto_rawDescGZIP() []byte {
 	return file_accounting_journal_v1_journal_proto_rawDescData
 }
 
-var file_accounting_journal_v1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_accounting_journal_v1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_accounting_journal_v1_journal_proto_goTypes = []any{
 	(*Event)(nil),             // 0: accounting.journal.v1.Event
 	(*AccountCreated)(nil),    // 1: accounting.journal.v1.AccountCreated
-	(*ToppedUp)(nil),          // 2: accounting.journal.v1.ToppedUp
-	(*AccountSuspended)(nil),  // 3: accounting.journal.v1.AccountSuspended
-	(*TierPut)(nil),           // 4: accounting.journal.v1.TierPut
-	(*KeyCreated)(nil),        // 5: accounting.journal.v1.KeyCreated
-	(*KeyChanged)(nil),        // 6: accounting.journal.v1.KeyChanged
-	(*Reserved)(nil),          // 7: accounting.journal.v1.Reserved
-	(*Committed)(nil),         // 8: accounting.journal.v1.Committed
-	(*Usage)(nil),             // 9: accounting.journal.v1.Usage
-	(*Unit)(nil),              // 10: accounting.journal.v1.Unit
-	(*Component)(nil),         // 11: accounting.journal.v1.Component
-	(*Released)(nil),          // 12: accounting.journal.v1.Released
-	(*Renewed)(nil),           // 13: accounting.journal.v1.Renewed
-	(*VideoTaskRecorded)(nil), // 14: accounting.journal.v1.VideoTaskRecorded
-	(*Forgotten)(nil),         // 15: accounting.journal.v1.Forgotten
-	(*ProjectCreated)(nil),    // 16: accounting.journal.v1.ProjectCreated
-	(*ProjectChanged)(nil),    // 17: accounting.journal.v1.ProjectChanged
-	(*ProjectDeleted)(nil),    // 18: accounting.journal.v1.ProjectDeleted
-	(*KeyPlaced)(nil),         // 19: accounting.journal.v1.KeyPlaced
+	(*AccountLabeled)(nil),    // 2: accounting.journal.v1.AccountLabeled
+	(*ToppedUp)(nil),          // 3: accounting.journal.v1.ToppedUp
+	(*AccountSuspended)(nil),  // 4: accounting.journal.v1.AccountSuspended
+	(*TierPut)(nil),           // 5: accounting.journal.v1.TierPut
+	(*KeyCreated)(nil),        // 6: accounting.journal.v1.KeyCreated
+	(*KeyChanged)(nil),        // 7: accounting.journal.v1.KeyChanged
+	(*Reserved)(nil),          // 8: accounting.journal.v1.Reserved
+	(*Committed)(nil),         // 9: accounting.journal.v1.Committed
+	(*Usage)(nil),             // 10: accounting.journal.v1.Usage
+	(*Unit)(nil),              // 11: accounting.journal.v1.Unit
+	(*Component)(nil),         // 12: accounting.journal.v1.Component
+	(*Released)(nil),          // 13: accounting.journal.v1.Released
+	(*Renewed)(nil),           // 14: accounting.journal.v1.Renewed
+	(*VideoTaskRecorded)(nil), // 15: accounting.journal.v1.VideoTaskRecorded
+	(*Forgotten)(nil),         // 16: accounting.journal.v1.Forgotten
+	(*ProjectCreated)(nil),    // 17: accounting.journal.v1.ProjectCreated
+	(*ProjectChanged)(nil),    // 18: accounting.journal.v1.ProjectChanged
+	(*ProjectDeleted)(nil),    // 19: accounting.journal.v1.ProjectDeleted
+	(*KeyPlaced)(nil),         // 20: accounting.journal.v1.KeyPlaced
 }
 var file_accounting_journal_v1_journal_proto_depIdxs = []int32{
 	1,  // 0: accounting.journal.v1.Event.account_created:type_name -> accounting.journal.v1.AccountCreated
-	2,  // 1: accounting.journal.v1.Event.topped_up:type_name -> accounting.journal.v1.ToppedUp
-	3,  // 2: accounting.journal.v1.Event.account_suspended:type_name -> accounting.journal.v1.AccountSuspended
-	4,  // 3: accounting.journal.v1.Event.tier_put:type_name -> accounting.journal.v1.TierPut
-	5,  // 4: accounting.journal.v1.Event.key_created:type_name -> accounting.journal.v1.KeyCreated
-	6,  // 5: accounting.journal.v1.Event.key_changed:type_name -> accounting.journal.v1.KeyChanged
-	7,  // 6: accounting.journal.v1.Event.reserved:type_name -> accounting.journal.v1.Reserved
-	8,  // 7: accounting.journal.v1.Event.committed:type_name -> accounting.journal.v1.Committed
-	12, // 8: accounting.journal.v1.Event.released:type_name -> accounting.journal.v1.Released
-	13, // 9: accounting.journal.v1.Event.renewed:type_name -> accounting.journal.v1.Renewed
-	14, // 10: accounting.journal.v1.Event.video_task_recorded:type_name -> accounting.journal.v1.VideoTaskRecorded
-	15, // 11: accounting.journal.v1.Event.forgotten:type_name -> accounting.journal.v1.Forgotten
-	16, // 12: accounting.journal.v1.Event.project_created:type_name -> accounting.journal.v1.ProjectCreated
-	17, // 13: accounting.journal.v1.Event.project_changed:type_name -> accounting.journal.v1.ProjectChanged
-	18, // 14: accounting.journal.v1.Event.project_deleted:type_name -> accounting.journal.v1.ProjectDeleted
-	19, // 15: accounting.journal.v1.Event.key_placed:type_name -> accounting.journal.v1.KeyPlaced
-	9,  // 16: accounting.journal.v1.Committed.usage:type_name -> accounting.journal.v1.Usage
-	10, // 17: accounting.journal.v1.Usage.units:type_name -> accounting.journal.v1.Unit
-	11, // 18: accounting.journal.v1.Usage.components:type_name -> accounting.journal.v1.Component
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	3,  // 1: accounting.journal.v1.Event.topped_up:type_name -> accounting.journal.v1.ToppedUp
+	4,  // 2: accounting.journal.v1.Event.account_suspended:type_name -> accounting.journal.v1.AccountSuspended
+	5,  // 3: accounting.journal.v1.Event.tier_put:type_name -> accounting.journal.v1.TierPut
+	6,  // 4: accounting.journal.v1.Event.key_created:type_name -> accounting.journal.v1.KeyCreated
+	7,  // 5: accounting.journal.v1.Event.key_changed:type_name -> accounting.journal.v1.KeyChanged
+	8,  // 6: accounting.journal.v1.Event.reserved:type_name -> accounting.journal.v1.Reserved
+	9,  // 7: accounting.journal.v1.Event.committed:type_name -> accounting.journal.v1.Committed
+	13, // 8: accounting.journal.v1.Event.released:type_name -> accounting.journal.v1.Released
+	14, // 9: accounting.journal.v1.Event.renewed:type_name -> accounting.journal.v1.Renewed
+	15, // 10: accounting.journal.v1.Event.video_task_recorded:type_name -> accounting.journal.v1.VideoTaskRecorded
+	16, // 11: accounting.journal.v1.Event.forgotten:type_name -> accounting.journal.v1.Forgotten
+	17, // 12: accounting.journal.v1.Event.project_created:type_name -> accounting.journal.v1.ProjectCreated
+	18, // 13: accounting.journal.v1.Event.project_changed:type_name -> accounting.journal.v1.ProjectChanged
+	19, // 14: accounting.journal.v1.Event.project_deleted:type_name -> accounting.journal.v1.ProjectDeleted
+	20, // 15: accounting.journal.v1.Event.key_placed:type_name -> accounting.journal.v1.KeyPlaced
+	2,  // 16: accounting.journal.v1.Event.account_labeled:type_name -> accounting.journal.v1.AccountLabeled
+	10, // 17: accounting.journal.v1.Committed.usage:type_name -> accounting.journal.v1.Usage
+	11, // 18: accounting.journal.v1.Usage.units:type_name -> accounting.journal.v1.Unit
+	12, // 19: accounting.journal.v1.Usage.components:type_name -> accounting.journal.v1.Component
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_accounting_journal_v1_journal_proto_init() }
@@ -2246,19 +2341,20 @@ func file_accounting_journal_v1_journal_proto_init() {
 		(*Event_ProjectChanged)(nil),
 		(*Event_ProjectDeleted)(nil),
 		(*Event_KeyPlaced)(nil),
+		(*Event_AccountLabeled)(nil),
 	}
-	file_accounting_journal_v1_journal_proto_msgTypes[5].OneofWrappers = []any{}
 	file_accounting_journal_v1_journal_proto_msgTypes[6].OneofWrappers = []any{}
-	file_accounting_journal_v1_journal_proto_msgTypes[16].OneofWrappers = []any{}
+	file_accounting_journal_v1_journal_proto_msgTypes[7].OneofWrappers = []any{}
 	file_accounting_journal_v1_journal_proto_msgTypes[17].OneofWrappers = []any{}
-	file_accounting_journal_v1_journal_proto_msgTypes[19].OneofWrappers = []any{}
+	file_accounting_journal_v1_journal_proto_msgTypes[18].OneofWrappers = []any{}
+	file_accounting_journal_v1_journal_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_journal_v1_journal_proto_rawDesc), len(file_accounting_journal_v1_journal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
