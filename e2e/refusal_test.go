@@ -50,3 +50,25 @@ func TestUnknownFieldRefusalNamesIt(t *testing.T) {
 		t.Errorf("refused requests charged %d micros", 10_000_000-got)
 	}
 }
+
+// TestInsufficientCreditsSaysHoldAndAvailable: an account with 0.001 credits cannot say
+// "hi" to demo-chat with its maximum output held; the 402 says the hold and the 0.001
+// available, and how to lower the hold, which then lets the request through.
+func TestInsufficientCreditsSaysHoldAndAvailable(t *testing.T) {
+	t.Parallel()
+	c := newCustomer(t, customerOpts{topup: "0.001"})
+	status, h, body := rawRequest(t, http.MethodPost, "/chat/completions", c.key, chatBody("demo-chat", ""))
+	checkOpenAIError(t, status, h, body, 402, "insufficient_credits", "invalid_request_error", false)
+	var env testkit.ErrorEnvelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"This request holds 0.00", "the account has 0.001 credits available", "'max_tokens'"} {
+		if !strings.Contains(env.Error.Message, w) {
+			t.Errorf("message %q lacks %q", env.Error.Message, w)
+		}
+	}
+	if status, _, body := rawRequest(t, http.MethodPost, "/chat/completions", c.key, chatBody("demo-chat", `"max_tokens":16`)); status != 200 {
+		t.Errorf("with a lower max_tokens: %d %s", status, body)
+	}
+}

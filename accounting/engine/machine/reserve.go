@@ -56,7 +56,10 @@ func (s *State) reserve(c *Reserve) (Answer, []Event) {
 	case a.suspended:
 		return shared(errSuspended), nil
 	case a.balance-a.reserved < r.Amount:
-		return shared(errNoCredits), nil
+		ref := *errNoCredits
+		available := a.balance - a.reserved
+		ref.Available = &available
+		return refused(&ref), nil
 	}
 	if r.Amount > 0 {
 		if ans, ok := s.spendLimits(k, r.Amount, now); !ok {
