@@ -43,6 +43,21 @@ func TestAccessLogLine(t *testing.T) {
 	}
 }
 
+// TestAccessLogLineOfUnknownModel: the line of a refusal for a model the catalog does not
+// know says the model that was asked for.
+func TestAccessLogLineOfUnknownModel(t *testing.T) {
+	t.Parallel()
+	c := newCustomer(t, customerOpts{topup: "10"})
+	status, h, b := rawRequest(t, http.MethodPost, "/chat/completions", c.key, chatBody("demo-chta", ""))
+	if status != 403 {
+		t.Fatalf("status %d: %s", status, b)
+	}
+	line, _ := accessLogLine(t, h.Get("x-request-id"))
+	if line["model"] != "demo-chta" || line["error"] != "model_not_available" {
+		t.Errorf("model %v, error %v; want the model asked for, model_not_available", line["model"], line["error"])
+	}
+}
+
 // accessLogLine waits for the front's access log line of request id in the stack log
 // and returns it decoded and raw.
 func accessLogLine(t *testing.T, id string) (map[string]any, string) {

@@ -161,6 +161,9 @@ func TestBadKeyFloodSparesValidKeys(t *testing.T) {
 	if err := freshChat(0); !errors.As(err, &apiErr) || apiErr.StatusCode != 429 || apiErr.Code != "rate_limit_exceeded" {
 		t.Fatalf("fresh key without retries: %v, want 429 rate_limit_exceeded", err)
 	}
+	if strings.Contains(strings.ToLower(apiErr.Message), "invalid") {
+		t.Errorf("a valid key was called invalid: %q", apiErr.Message)
+	}
 	if err := freshChat(2); err != nil {
 		t.Fatalf("fresh key with the SDK's retries: %v", err)
 	}

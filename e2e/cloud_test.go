@@ -133,21 +133,18 @@ func TestCloudCacheReadsPricedByCard(t *testing.T) {
 }
 
 // TestCloudMulticloudFailsOverOnRefusedCredentials: demo-multicloud's Bedrock channel
-// signs with a wrong secret (the mock Bedrock refuses the signature) and its Vertex
-// channel's token endpoint refuses the grant (the request goes without a token and the
-// mock Vertex refuses it): both are account refusals, so the request is answered by the
-// Azure channel and charged once, and the next request finds both cooling and reaches
-// Azure alone. Not parallel: it runs before any other test used demo-multicloud, so
-// the first request finds no channel cooling.
+// signs with a wrong secret (the mock Bedrock refuses the signature: an account refusal)
+// and its Vertex channel's token endpoint refuses the grant (the gateway has no
+// credential for it, so that channel is skipped and sent nothing): the request is
+// answered by the Azure channel and charged once, and the next request finds both
+// cooling and reaches Azure alone. Not parallel: it runs before any other test used
+// demo-multicloud, so the first request finds no channel cooling.
 func TestCloudMulticloudFailsOverOnRefusedCredentials(t *testing.T) {
-	attempts := func(m map[string]float64, channel string) float64 {
-		return m[series("gateway_channel_attempts_total", "channel", channel, "outcome", "account")]
+	attempts := func(m map[string]float64, channel, outcome string) float64 {
+		return m[series("gateway_channel_attempts_total", "channel", channel, "outcome", outcome)]
 	}
-	refused := []string{"multicloud-1-bedrock-refused", "multicloud-2-vertex-refused"}
-	wantRefusals := []string{
-		"/model/mock-claude/converse: InvalidSignatureException",
-		"/v1/projects/demo-project/locations/us-east5/publishers/google/models/mock-gemini:generateContent: no bearer token",
-	}
+	refused := map[string]string{"multicloud-1-bedrock-refused": "account", "multicloud-2-vertex-refused": "credential"}
+	wantRefusals := []string{"/model/mock-claude/converse: InvalidSignatureException"}
 	for i, api := range []chatAPI{chatAPIs[0], chatAPIs[1]} {
 		c := newCustomer(t, customerOpts{topup: "10"}) // one request per key: chargedExactly
 		before := scrape(t, gw.ExtprocMetricsAddr)
@@ -160,14 +157,18 @@ func TestCloudMulticloudFailsOverOnRefusedCredentials(t *testing.T) {
 		chargedExactly(t, c, balance, tokenCost(a.in, a.out, 1_000_000, 2_000_000))
 		p, _ := findMockProbe(t, probe)
 		after := scrape(t, gw.ExtprocMetricsAddr)
+		if p.Uncredentialed != 0 {
+			t.Errorf("%s: %d requests reached the mock without a credential, want none", api.name, p.Uncredentialed)
+		}
 		if i == 0 {
-			// The first request tries all three channels; the mock refused two.
-			if p.Attempts != 3 || !slices.Equal(p.Refusals, wantRefusals) {
-				t.Errorf("first request at the mock: %d attempts, refusals %q; want 3, %q", p.Attempts, p.Refusals, wantRefusals)
+			// The first request reaches Bedrock, refused, then Azure; Vertex, without its
+			// token, gets nothing.
+			if p.Attempts != 2 || !slices.Equal(p.Refusals, wantRefusals) {
+				t.Errorf("first request at the mock: %d attempts, refusals %q; want 2, %q", p.Attempts, p.Refusals, wantRefusals)
 			}
-			for _, ch := range refused {
-				if got := attempts(after, ch) - attempts(before, ch); got != 1 {
-					t.Errorf("%s: %v account refusals counted, want 1", ch, got)
+			for ch, outcome := range refused {
+				if got := attempts(after, ch, outcome) - attempts(before, ch, outcome); got != 1 {
+					t.Errorf("%s: %v %s failures counted, want 1", ch, got, outcome)
 				}
 			}
 			continue
@@ -176,9 +177,9 @@ func TestCloudMulticloudFailsOverOnRefusedCredentials(t *testing.T) {
 		if p.Attempts != 1 || len(p.Refusals) != 0 {
 			t.Errorf("second request at the mock: %d attempts, refusals %q; want Azure's alone", p.Attempts, p.Refusals)
 		}
-		for _, ch := range refused {
-			if got := attempts(after, ch) - attempts(before, ch); got != 0 {
-				t.Errorf("%s: attempted while cooling (%v more account refusals)", ch, got)
+		for ch, outcome := range refused {
+			if got := attempts(after, ch, outcome) - attempts(before, ch, outcome); got != 0 {
+				t.Errorf("%s: tried while cooling (%v more %s failures)", ch, got, outcome)
 			}
 		}
 	}

@@ -14,6 +14,8 @@ type mockProbe struct {
 	Attempts     int                 `json:"attempts"`
 	EnvoyHeaders map[string][]string `json:"envoy_headers"`
 	Refusals     []string            `json:"refusals"` // path: why, for each credential refused
+	// Uncredentialed counts the attempts that carried no credential at all.
+	Uncredentialed int `json:"uncredentialed"`
 }
 
 // findMockProbe reads the mock's record of a probe; ok is false when no attempt carried it.

@@ -135,6 +135,12 @@ func TestRefusalsRoundTrip(t *testing.T) {
 	for reason, code := range wantCode {
 		t.Run(reason.String(), func(t *testing.T) {
 			in := &ledger.Refusal{Reason: reason, RetryAfter: 7, Limit: "rpm"}
+			var available *ledger.Micros
+			if reason == ledger.ReasonInsufficientCredits {
+				// 0 is an amount like any other: only nil means the refusing side did not say.
+				available = new(ledger.Micros)
+				in.Available = available
+			}
 			st, ok := RefusalStatus(in)
 			if !ok {
 				t.Fatal("not a refusal status")
@@ -142,7 +148,7 @@ func TestRefusalsRoundTrip(t *testing.T) {
 			if got := status.Code(st); got != code {
 				t.Errorf("code %v, want %v", got, code)
 			}
-			want := &ledger.Refusal{Reason: reason, RetryAfter: 7, Limit: "rpm"}
+			want := &ledger.Refusal{Reason: reason, RetryAfter: 7, Limit: "rpm", Available: available}
 			for name, err := range map[string]error{"call": st, "apply": OpStatus(OpErrorOf(st))} {
 				if diff := cmp.Diff(want, FromStatus(err)); diff != "" {
 					t.Errorf("%s: (-want +got)\n%s", name, diff)

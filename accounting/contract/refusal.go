@@ -80,6 +80,7 @@ func RefusalStatus(err error) (st error, ok bool) {
 			Reason:            m.reason,
 			RetryAfterSeconds: int32(min(retry, 1<<30)),
 			Limit:             r.Limit,
+			AvailableMicros:   r.Available,
 		}), true
 	case errors.Is(err, ledger.ErrNotFound):
 		return RefusedStatus(codes.NotFound, "not found",
@@ -116,7 +117,7 @@ func FromStatus(err error) error {
 			return ledger.ErrNotFound
 		}
 		if reason, known := ReasonFromProto(r.GetReason()); known {
-			return &ledger.Refusal{Reason: reason, RetryAfter: int(r.GetRetryAfterSeconds()), Limit: r.GetLimit()}
+			return &ledger.Refusal{Reason: reason, RetryAfter: int(r.GetRetryAfterSeconds()), Limit: r.GetLimit(), Available: r.AvailableMicros}
 		}
 	}
 	return err

@@ -82,8 +82,11 @@ type Refusal struct {
 	// the end of the minute or UTC day/month, or ConcurrencyRetryAfter.
 	RetryAfter int
 	// Limit names which limit was hit: "daily", "monthly", "general", "high_cost", "rpm".
-	Limit  string
-	Detail string
+	Limit string
+	// Available is the account's available micro-credits (balance less holds) of an
+	// insufficient-credits refusal, when the refusing side said; nil otherwise.
+	Available *Micros
+	Detail    string
 }
 
 func (r *Refusal) Error() string {

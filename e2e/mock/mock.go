@@ -11,8 +11,8 @@
 // each provider is as strict as its real counterpart (strict.go: unknown top-level
 // fields, roles, orphan tool results, image sources are 400s in its own shape). A body carrying
 // [[mock:probe=ID]] is counted: GET /mock/probes/{ID} tells how many provider requests
-// carried it and their x-envoy-* headers (the e2e suite checks the front sent one
-// attempt and no client instructions). Credentials follow
+// carried it, how many of them carried no credential, and their x-envoy-* headers (the
+// e2e suite checks the front sent one attempt and no client instructions). Credentials follow
 // the team conventions: any sk-mock-* key works except sk-mock-exhausted (the provider's
 // own out-of-funds error); anything else gets the provider's 401; a request carrying a
 // gateway key (a gw- header value) is refused. Upstream model mock-broken answers an
@@ -73,6 +73,25 @@ type Probe struct {
 	// Refusals are the attempts a cloud refused for their credential, in order: the
 	// path, then why (refuseCredential).
 	Refusals []string `json:"refusals,omitempty"`
+	// Uncredentialed counts the attempts that carried no credential header at all
+	// (credentialHeaders): a gateway that could not get a channel's credential must send
+	// that channel nothing, so a test asserts this stays 0.
+	Uncredentialed int `json:"uncredentialed"`
+}
+
+// credentialHeaders are the headers a provider credential arrives in: a bearer token or
+// a Signature V4 (authorization), Anthropic's x-api-key, Azure's api-key, the Gemini
+// API's x-goog-api-key.
+var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
+
+// uncredentialed reports whether h carries no credential header.
+func uncredentialed(h http.Header) bool {
+	for _, name := range credentialHeaders {
+		if h.Get(name) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // maxProbes bounds the probes kept (the oldest are not evicted: past it, new probes
@@ -105,6 +124,9 @@ func (s *Server) recordProbe(r *http.Request, raw []byte, refusal string) {
 		s.probes[id] = p
 	}
 	p.Attempts++
+	if uncredentialed(r.Header) {
+		p.Uncredentialed++
+	}
 	if refusal != "" {
 		p.Refusals = append(p.Refusals, r.URL.Path+": "+refusal)
 	}
@@ -121,7 +143,7 @@ func (s *Server) probe(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.probes[r.PathValue("id")]
 	var out Probe
 	if ok {
-		out = Probe{Attempts: p.Attempts, EnvoyHeaders: map[string][]string{}, Refusals: slices.Clone(p.Refusals)}
+		out = Probe{Attempts: p.Attempts, EnvoyHeaders: map[string][]string{}, Refusals: slices.Clone(p.Refusals), Uncredentialed: p.Uncredentialed}
 		for k, v := range p.EnvoyHeaders {
 			out.EnvoyHeaders[k] = slices.Clone(v)
 		}

@@ -39,6 +39,7 @@ func TestProbeCountsAttempts(t *testing.T) {
 		{name: "answered", headers: map[string]string{"Authorization": "Bearer sk-mock-openai", "X-Envoy-Retry-On": "5xx"}, model: "mock-gpt", status: 200},
 		{name: "out of funds", headers: map[string]string{"Authorization": "Bearer sk-mock-exhausted"}, model: "mock-gpt", status: 429},
 		{name: "broken model", headers: map[string]string{"Authorization": "Bearer sk-mock-openai"}, model: "mock-broken", status: 200},
+		{name: "no credential", headers: map[string]string{}, model: "mock-gpt", status: 401},
 	}
 	for _, tt := range tests {
 		if status, _, b := post(t, srv.URL+"/v1/chat/completions", tt.headers, body(tt.model)); status != tt.status {
@@ -46,7 +47,7 @@ func TestProbeCountsAttempts(t *testing.T) {
 		}
 	}
 	status, p := getProbe(t, srv.URL, "p1")
-	want := mock.Probe{Attempts: 3, EnvoyHeaders: map[string][]string{"x-envoy-retry-on": {"5xx"}}}
+	want := mock.Probe{Attempts: 4, Uncredentialed: 1, EnvoyHeaders: map[string][]string{"x-envoy-retry-on": {"5xx"}}}
 	if status != 200 || !reflect.DeepEqual(p, want) {
 		t.Errorf("probe = %d %+v, want %+v", status, p, want)
 	}

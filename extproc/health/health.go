@@ -8,8 +8,9 @@
 // released because of it.
 //
 // Cooldowns grow with consecutive failures: a failure of the provider account (out of
-// funds, unauthorized) cools a channel for AccountCooldown, doubling up to
-// MaxAccountCooldown, since such an account rarely recovers within seconds; a transport
+// funds, unauthorized), or a credential the gateway could not obtain, cools a channel for
+// AccountCooldown, doubling up to MaxAccountCooldown, since such an account rarely
+// recovers within seconds; a transport
 // failure (connection refused or reset, timeout), a 5xx or a 429 backs off exponentially
 // from BaseBackoff up to MaxBackoff. When the cooldown is over, the next request that asks
 // becomes the channel's only probe: other requests keep skipping the channel until the
@@ -44,6 +45,10 @@ const (
 	// Account: the provider account cannot serve (out of funds, unauthorized,
 	// forbidden).
 	Account
+	// Credential: the gateway could not obtain the channel's credential (a token
+	// endpoint that refused or did not answer); nothing was sent upstream. It cools like
+	// Account, since a refused grant rarely recovers within seconds.
+	Credential
 )
 
 func (f Failure) String() string {
@@ -58,6 +63,8 @@ func (f Failure) String() string {
 		return "rate_limited"
 	case Account:
 		return "account"
+	case Credential:
+		return "credential"
 	}
 	return "unknown"
 }
@@ -222,12 +229,12 @@ func (t *Tracker) State(name string) (State, Failure) {
 }
 
 // Cooldown is the rule: how long a channel cools for its n-th consecutive cooldown
-// (n ≥ 1), started by a failure of kind f. Account failures start at AccountCooldown and double up to
-// MaxAccountCooldown; the others start at BaseBackoff and double up to MaxBackoff.
+// (n ≥ 1), started by a failure of kind f. Account and credential failures start at
+// AccountCooldown and double up to MaxAccountCooldown; the others start at BaseBackoff and double up to MaxBackoff.
 func Cooldown(cfg Config, f Failure, n int) time.Duration {
 	cfg.defaults()
 	base, limit := cfg.BaseBackoff, cfg.MaxBackoff
-	if f == Account {
+	if f == Account || f == Credential {
 		base, limit = cfg.AccountCooldown, cfg.MaxAccountCooldown
 	}
 	d := base

@@ -23,6 +23,8 @@ func TestCooldown(t *testing.T) {
 		{Account, 4, 8 * time.Minute},
 		{Account, 5, 15 * time.Minute}, // 16 min capped
 		{Account, 50, 15 * time.Minute},
+		{Credential, 1, time.Minute},
+		{Credential, 5, 15 * time.Minute},
 	} {
 		if got := Cooldown(cfg, tc.f, tc.n); got != tc.want {
 			t.Errorf("Cooldown(%v, %d) = %v, want %v", tc.f, tc.n, got, tc.want)

@@ -29,15 +29,19 @@ const (
 	AttemptUnreachable
 	// AttemptFailed: a 5xx, a 429 or another unusable error answer.
 	AttemptFailed
+	// AttemptNoCredential: the channel's credential could not be had; nothing was sent
+	// and the attempt was refused (StartAttempt).
+	AttemptNoCredential
 )
 
 func (o AttemptOutcome) String() string {
-	return [...]string{"pending", "answered", "passed", "account", "unreachable", "failed"}[o]
+	return [...]string{"pending", "answered", "passed", "account", "unreachable", "failed", "no_credential"}[o]
 }
 
-// failed reports whether the outcome made the router try the next channel.
+// failed reports whether the outcome made the router try the next channel, or ended
+// the attempt as failed.
 func (o AttemptOutcome) failed() bool {
-	return o == AttemptAccount || o == AttemptUnreachable || o == AttemptFailed
+	return o == AttemptAccount || o == AttemptUnreachable || o == AttemptFailed || o == AttemptNoCredential
 }
 
 // AttemptFailureHeader marks a failed attempt's answer, turned into RetryStatus for the
@@ -86,10 +90,23 @@ func (s *Service) StartAttempt(requestID, channel string) (*Attempt, Action) {
 	if a == nil {
 		return nil, refused
 	}
-	// The credential outside the request's lock: it may wait on a token endpoint. A
-	// failover cluster's endpoints carry no hostname: each attempt reaches its upstream
-	// with the client's host (credential.go, upstreamHost).
-	return a, rw.signed(r, a.ch, r.authority)
+	if rw.signed {
+		return a, rw.act
+	}
+	// A channel that was cooling when the request was routed, which Envoy picked from an
+	// older view: its credential now, outside the request's lock (it may wait on a token
+	// endpoint). Without one nothing is sent: Envoy answers the refusal downstream (its
+	// upstream filters' local replies are never retried), where the request's own stream
+	// replaces it with its envelope and releases the hold.
+	if !rw.noCredential {
+		act, err := rw.sign(r, a.ch, r.authority)
+		if err == nil {
+			return a, act
+		}
+	}
+	a.settle(AttemptNoCredential)
+	r.log().Warn("attempt refused: its channel has no credential, nothing was sent", zap.String("channel", a.ch.Name))
+	return nil, attemptRefused("no_credential")
 }
 
 // claimAttempt records the attempt of r on channel and returns it with the channel's

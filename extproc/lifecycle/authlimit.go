@@ -192,9 +192,11 @@ func waitFor(lim *rate.Limiter, now time.Time) time.Duration {
 	return d
 }
 
-// tooManyFailures is the answer to a request refused by AuthFailures.
+// tooManyFailures is the answer to a request refused by AuthFailures. A valid key not
+// yet checked on this replica gets it too (its check waits for its retry), so it speaks
+// of the address's failed keys, never of this request's key as invalid.
 func tooManyFailures(wait time.Duration) *apierr.Error {
-	e := apierr.New(apierr.RateLimitExceeded, "Too many requests with an invalid API key came from this address; retry later.")
+	e := apierr.New(apierr.RateLimitExceeded, "This address sent too many failed API keys; retry after the Retry-After delay (a valid key is then checked).")
 	e.RetryAfter = retryAfterSeconds(wait)
 	return e
 }

@@ -104,6 +104,10 @@ func wantLimited(t *testing.T, a *lifecycle.Immediate, anthropic bool) {
 	if a == nil || a.Status != 429 {
 		t.Fatalf("answer %+v, want 429", a)
 	}
+	// A valid key not checked yet gets this answer too: it must not be called invalid.
+	if msg := gjson.GetBytes(a.Body, "error.message").String(); strings.Contains(strings.ToLower(msg), "invalid") || !strings.Contains(msg, "failed API keys") {
+		t.Errorf("message %q: want the address's failed keys named, no key called invalid", msg)
+	}
 	if v := header(a, "retry-after"); v != "1" {
 		t.Errorf("retry-after %q, want 1 (one token a second)", v)
 	}

@@ -2,15 +2,18 @@ package lifecycle_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/credential"
+	"github.com/llmgw/gateway/extproc/health"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/internal/cloudauth"
@@ -116,4 +119,76 @@ func TestChannelCredentialOverFinalBytes(t *testing.T) {
 			t.Fatalf("upstream headers %v", h)
 		}
 	})
+}
+
+// TestChannelWithoutCredentialIsSkipped: a channel whose token endpoint refuses its grant
+// is not eligible: the request goes to the next channel with nothing sent to the first,
+// which cools (health.Credential); with no channel left the client gets 503
+// service_unavailable before anything is held.
+func TestChannelWithoutCredentialIsSkipped(t *testing.T) {
+	var grants atomic.Int32
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		grants.Add(1)
+		w.Header().Set("content-type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":"invalid_grant","error_description":"Invalid JWT Signature."}`))
+	}))
+	t.Cleanup(refusing.Close)
+	sa, err := cloudauth.NewServiceAccount("gw@demo-project.iam.gserviceaccount.com", refusing.URL+"/token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SA": string(sa.JSON), "KEY": "sk-static"}
+	cat, err := catalog.Parse([]byte(`
+models:
+  - {id: m-two, kind: chat, max_output_tokens: 100, prices: {input_per_mtok: 1, output_per_mtok: 1}}
+  - {id: m-vertex, kind: chat, max_output_tokens: 100, prices: {input_per_mtok: 1, output_per_mtok: 1}}
+clusters:
+  - {name: vertex, address: "127.0.0.1:9"}
+  - {name: openai, address: "127.0.0.1:10"}
+channels:
+  - {name: two-vertex, model: m-two, cluster: vertex, format: vertex-gemini, upstream_model: g, priority: 0,
+     gcp: {project: p, location: us-east5, credentials_env: SA}}
+  - {name: two-openai, model: m-two, cluster: openai, format: openai, upstream_model: gpt, credential_env: KEY, priority: 1}
+  - {name: lone-vertex, model: m-vertex, cluster: vertex, format: vertex-gemini, upstream_model: g,
+     gcp: {project: p, location: us-east5, credentials_env: SA}}
+`), func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &replay.FakeLedger{}
+	f.AddKey(secKey, ledger.Grant{KeyID: "k-sec", AccountID: "a-sec", Tier: "default", AccountToppedUp: true})
+	now := time.Unix(1_700_000_000, 0)
+	tracker := health.New(health.Config{Now: func() time.Time { return now }})
+	svc := replay.Service(t, f, func(c *lifecycle.Config) { c.Catalog, c.Health = cat, tracker })
+	ctx := context.Background()
+	send := func(model string) lifecycle.Action {
+		r := svc.NewRequest()
+		t.Cleanup(func() { r.End(ctx, "done") })
+		if h := r.RequestHeaders(ctx, secHeaders("/v1/chat/completions"), false); h.Immediate != nil {
+			t.Fatalf("refused: %s", h.Immediate.Body)
+		}
+		return r.RequestBody(ctx, []byte(`{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`), true)
+	}
+
+	b := send("m-two")
+	if b.Immediate != nil {
+		t.Fatalf("refused: %s", b.Immediate.Body)
+	}
+	h := sent(secHeaders("/v1/chat/completions"), b)
+	if h[lifecycle.RoutingHeader] != "openai" || h["authorization"] != "Bearer sk-static" {
+		t.Fatalf("routed to %q with authorization %q, want the openai channel with its key", h[lifecycle.RoutingHeader], h["authorization"])
+	}
+	if st, why := tracker.State("two-vertex"); st != health.Cooling || why != health.Credential || grants.Load() != 1 {
+		t.Fatalf("the vertex channel is %v (%v) after %d grants, want cooling for its credential after 1", st, why, grants.Load())
+	}
+
+	reserves, _, _ := f.Counts()
+	b = send("m-vertex")
+	if b.Immediate == nil || b.Immediate.Status != 503 || !strings.Contains(string(b.Immediate.Body), `"service_unavailable"`) {
+		t.Fatalf("a model whose one channel has no credential: %+v, want 503 service_unavailable", b)
+	}
+	if n, _, _ := f.Counts(); n != reserves {
+		t.Fatalf("%d holds made for a request no channel could take", n-reserves)
+	}
 }

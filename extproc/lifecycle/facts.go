@@ -16,8 +16,9 @@ type Facts struct {
 	// Endpoint is the route template ("/v1/chat/completions"), "unknown" for any other
 	// path.
 	Endpoint string
-	// Model is the public model id the request resolved to, "" before admission
-	// resolved it (an unknown id is never reported: it is the client's text).
+	// Model is the public model id the request resolved to; for a request refused with
+	// model_not_available for an id the catalog does not know, the id the body asked
+	// for, so that the refusal's line says what was asked. "" before admission.
 	Model string
 	// Channel is the channel the request was routed to, "" before.
 	Channel string
@@ -51,8 +52,12 @@ const (
 // facts returns the request's current Facts.
 func (r *Request) facts() Facts {
 	f := Facts{Endpoint: r.endpoint.Path(), Error: r.failed}
-	if r.model != nil {
+	switch {
+	case r.model != nil:
 		f.Model = r.model.ID
+	case r.failed == apierr.ModelNotAvailable:
+		// An authenticated request named a well-formed id the catalog does not know.
+		f.Model = r.parsed.Model
 	}
 	if r.channel != nil {
 		f.Channel = r.channel.Name

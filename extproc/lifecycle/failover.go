@@ -36,8 +36,9 @@ type failover struct {
 	mu  sync.Mutex
 	set []*catalog.Channel // the candidates: the failover cluster's endpoints
 	// rewrites are the request as each candidate must receive it, made once when the
-	// request was routed (and dropped once an answer went on); each attempt adds its
-	// channel's credential, so a channel never attempted (one cooling) costs no token.
+	// request was routed (and dropped once an answer went on), with the credential of
+	// each candidate this replica's health let the request use (signCandidates); a
+	// cooling one costs no token unless Envoy attempts it after all.
 	rewrites map[*catalog.Channel]rewrite
 	// attempts in the order Envoy made them; winner is the one whose answer went on.
 	attempts []*Attempt
@@ -52,9 +53,8 @@ var errRewriteTooLarge = errors.New("a channel's request exceeds Envoy's buffer"
 // for each channel the attempts may reach (a field one of them cannot carry, or a body
 // one of them would get over the limit, is refused before anything is held, as for a
 // single channel; the attempts take these rewrites as they are), and at least one
-// channel must be usable on this replica.
+// channel must be usable on this replica with its credential (signCandidates).
 func (r *Request) routeFailover(body []byte, set []*catalog.Channel) (Action, error) {
-	usable := false
 	rewrites := make(map[*catalog.Channel]rewrite, len(set))
 	for _, ch := range set {
 		rw, err := r.rewriteUnsigned(ch, body)
@@ -66,9 +66,8 @@ func (r *Request) routeFailover(body []byte, set []*catalog.Channel) (Action, er
 		}
 		rw.act.ReplaceMessage = true
 		rewrites[ch] = rw
-		usable = usable || r.svc.cfg.Health.Usable(ch.Name)
 	}
-	if !usable {
+	if !r.signCandidates(set, rewrites) {
 		return Action{}, r.noChannelFor(set)
 	}
 	r.fo = &failover{set: set, rewrites: rewrites}
@@ -89,6 +88,47 @@ func (r *Request) routeFailover(body []byte, set []*catalog.Channel) (Action, er
 		RemoveHeaders:   slices.Clone(credential.HeaderNames),
 		ClearRouteCache: true,
 	}, nil
+}
+
+// signCandidates adds their credential to the rewrites of the candidates this replica's
+// health lets the request use, all at once (a credential may wait on a token endpoint),
+// and reports whether one of them got it. A channel whose credential cannot be had is
+// cooled (credentialHeaders) and its rewrite marked: its attempt sends nothing. Envoy
+// learns of the cooldown over xDS at once; an attempt it makes on the channel before
+// that is refused (StartAttempt).
+func (r *Request) signCandidates(set []*catalog.Channel, rewrites map[*catalog.Channel]rewrite) bool {
+	type signed struct {
+		ch  *catalog.Channel
+		act Action
+		err error
+	}
+	var usable []*catalog.Channel
+	for _, ch := range set {
+		if r.svc.cfg.Health.Usable(ch.Name) {
+			usable = append(usable, ch)
+		}
+	}
+	out := make(chan signed, len(usable))
+	for _, ch := range usable {
+		go func() {
+			// A failover cluster's endpoints carry no hostname: each attempt reaches its
+			// upstream with the client's host (credential.go, upstreamHost).
+			a, err := rewrites[ch].sign(r, ch, r.authority)
+			out <- signed{ch, a, err}
+		}()
+	}
+	ok := false
+	for range usable {
+		s := <-out
+		rw := rewrites[s.ch]
+		if s.err != nil {
+			rw.noCredential = true
+		} else {
+			rw.act, rw.signed, ok = s.act, true, true
+		}
+		rewrites[s.ch] = rw
+	}
+	return ok
 }
 
 // adoptWinner makes the attempt whose answer went on the request's channel (its
@@ -152,14 +192,14 @@ func (r *Request) failoverCode(code apierr.Code) apierr.Code {
 // failoverVerdict is the answer to a request whose every attempt failed (spec, "no
 // eligible healthy channel"): 503 upstream_account_unavailable when every attempted
 // account refused, 503 service_unavailable when no channel gave any other answer (none
-// could be reached, or those reached refused the account), else last (the last
-// answer's classification, 502 upstream_error for an unusable one).
+// could be reached or had its credential, or those reached refused the account), else
+// last (the last answer's classification, 502 upstream_error for an unusable one).
 func failoverVerdict(outcomes []AttemptOutcome, last apierr.Code) apierr.Code {
 	account, reached := true, false
 	for _, o := range outcomes {
 		switch o {
 		case AttemptAccount:
-		case AttemptUnreachable, AttemptPending:
+		case AttemptUnreachable, AttemptPending, AttemptNoCredential:
 			account = false
 		default:
 			account, reached = false, true

@@ -19,6 +19,7 @@ func TestFailoverVerdict(t *testing.T) {
 		{"unreachable and refused accounts", []AttemptOutcome{AttemptAccount, AttemptUnreachable, AttemptAccount}, apierr.ServiceUnavailable},
 		{"a channel gave an unusable answer", []AttemptOutcome{AttemptAccount, AttemptFailed}, last},
 		{"only unusable answers", []AttemptOutcome{AttemptFailed}, last},
+		{"refused accounts and a channel without its credential", []AttemptOutcome{AttemptAccount, AttemptNoCredential}, apierr.ServiceUnavailable},
 	} {
 		if got := failoverVerdict(tt.outcomes, last); got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)

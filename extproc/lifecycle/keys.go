@@ -98,7 +98,7 @@ func (r *Request) ledgerError(err error, op string) *apierr.Error {
 	case ledger.ReasonAccountSuspended:
 		return apiAccountSuspended()
 	case ledger.ReasonInsufficientCredits:
-		return apierr.New(apierr.InsufficientCredits, "Available credits cannot cover the request's maximum estimated cost (credits held by in-flight requests are not available). Lower the output-token limit, wait for a request to finish, or add credits.")
+		return r.insufficientCredits(ref)
 	case ledger.ReasonKeyLimitReached:
 		return spendRefusal(ref)
 	case ledger.ReasonConcurrencyLimitExceeded:

@@ -244,7 +244,10 @@ func (r *Request) responseBody(ctx context.Context, chunk []byte, endOfStream bo
 			return r.fail(taskNotFound())
 		}
 		r.reportHealth(st.status, code, chunk)
-		return r.fail(upstreamError(r.failoverCode(code)))
+		if code = r.failoverCode(code); code == apierr.InvalidRequest {
+			return r.fail(r.upstreamRefusal(st.status, chunk))
+		}
+		return r.fail(upstreamError(code))
 	}
 	if st.broken {
 		// The rewriter failed after the headers went downstream: drop the rest, so the

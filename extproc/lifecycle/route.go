@@ -46,49 +46,69 @@ func (r *Request) mutate(body []byte) (Action, error) {
 	if r.failoverEligible(set) {
 		return r.routeFailover(body, set)
 	}
-	ch, err := r.pickChannel(set)
-	if err != nil {
-		return Action{}, err
+	// A channel whose credential cannot be had is skipped (it cools): the next in the
+	// failover order is tried, and with none left the request is refused before its hold.
+	left := slices.Clone(set)
+	for {
+		ch, err := r.pickChannel(left)
+		if err != nil {
+			return Action{}, err
+		}
+		r.channel = ch
+		a, xlate, err := r.rewriteFor(ch, body, r.upstreamHost(ch))
+		r.xlate = xlate
+		if errors.Is(err, errNoCredential) {
+			r.channel, r.xlate = nil, nil
+			if left = slices.DeleteFunc(left, func(c *catalog.Channel) bool { return c == ch }); len(left) == 0 {
+				return Action{}, r.noChannelFor(set)
+			}
+			continue
+		}
+		if err != nil {
+			return Action{}, err
+		}
+		// The routing header goes second, after content-length (the order the replies had
+		// before failover existed).
+		a.SetHeaders = slices.Insert(a.SetHeaders, 1, Header{RoutingHeader, ch.Cluster})
+		a.ClearRouteCache = true
+		return a, nil
 	}
-	r.channel = ch
-	a, xlate, err := r.rewriteFor(ch, body, r.upstreamHost(ch))
-	r.xlate = xlate
-	if err != nil {
-		return Action{}, err
-	}
-	// The routing header goes second, after content-length (the order the replies had
-	// before failover existed).
-	a.SetHeaders = slices.Insert(a.SetHeaders, 1, Header{RoutingHeader, ch.Cluster})
-	a.ClearRouteCache = true
-	return a, nil
 }
 
 // rewriteFor is the request as channel ch must receive it (rewriteUnsigned) with the
 // channel's credential, computed over the final bytes for host, the host header the
-// upstream will receive.
+// upstream will receive; errNoCredential when the credential cannot be had.
 func (r *Request) rewriteFor(ch *catalog.Channel, body []byte, host string) (Action, *translate.Translator, error) {
 	u, err := r.rewriteUnsigned(ch, body)
 	if err != nil {
 		return Action{}, nil, err
 	}
-	return u.signed(r, ch, host), u.xlate, nil
+	a, err := u.sign(r, ch, host)
+	return a, u.xlate, err
 }
 
 // rewrite is the request as one channel must receive it but for the channel's
-// credential (signed adds it), and the translator of its answer.
+// credential (sign adds it), and the translator of its answer.
 type rewrite struct {
 	act   Action
 	xlate *translate.Translator
 	path  string // the path the channel receives, which its credential covers
+	// signed: act carries the channel's credential (a failover candidate signed when
+	// routed); noCredential: the credential could not be had when routed.
+	signed, noCredential bool
 }
 
-// signed is the rewrite's action with ch's credential headers for host. A credential
-// may reach a token endpoint (credential.go), so it is computed only for a channel the
-// request is sent to.
-func (u rewrite) signed(r *Request, ch *catalog.Channel, host string) Action {
+// sign is the rewrite's action with ch's credential headers for host, or
+// errNoCredential. A credential may reach a token endpoint (credential.go), so it is
+// computed only for a channel the request may be sent to.
+func (u rewrite) sign(r *Request, ch *catalog.Channel, host string) (Action, error) {
+	hs, err := r.credentialHeaders(ch, http.MethodPost, host, u.path, u.act.Body)
+	if err != nil {
+		return Action{}, err
+	}
 	a := u.act
-	a.SetHeaders = append(slices.Clone(a.SetHeaders), r.credentialHeaders(ch, http.MethodPost, host, u.path, a.Body)...)
-	return a
+	a.SetHeaders = append(slices.Clone(a.SetHeaders), hs...)
+	return a, nil
 }
 
 // rewriteUnsigned is the request as channel ch must receive it: translated into the
@@ -133,7 +153,7 @@ func (r *Request) rewriteUnsigned(ch *catalog.Channel, body []byte) (rewrite, er
 	a.RemoveHeaders = slices.Clone(credential.HeaderNames)
 	set, remove := r.versionHeaders(ch)
 	a.SetHeaders, a.RemoveHeaders = append(a.SetHeaders, set...), append(a.RemoveHeaders, remove...)
-	return rewrite{a, xlate, path}, nil
+	return rewrite{act: a, xlate: xlate, path: path}, nil
 }
 
 // identityEncoding asks an upstream for an uncompressed answer. Envoy forwards the

@@ -66,8 +66,13 @@ func (r *Request) videoTask(ctx context.Context, id string) Action {
 	// routing headers kept from it (Envoy's
 	// source/extensions/filters/common/mutation_rules/mutation_rules.cc,
 	// ExtraRoutingHeaders and Checker::check); the cleared route cache re-matches it.
-	r.channel, r.proxied, r.taskID = ch, true, id
 	path := videoTaskPrefix + t.Origin.UpstreamTaskID
+	cred, err := r.credentialHeaders(ch, http.MethodGet, r.upstreamHost(ch), path, nil)
+	if err != nil {
+		// Only the channel that accepted the task can answer for it: nothing goes upstream.
+		return r.fail(upstreamError(apierr.ServiceUnavailable))
+	}
+	r.channel, r.proxied, r.taskID = ch, true, id
 	return Action{
 		ClearRouteCache: true,
 		RemoveHeaders:   append([]string{RoutingHeader}, credential.HeaderNames...),
@@ -75,7 +80,7 @@ func (r *Request) videoTask(ctx context.Context, id string) Action {
 			{":path", path},
 			{RoutingHeader, r.channel.Cluster},
 			identityEncoding,
-		}, r.credentialHeaders(ch, http.MethodGet, r.upstreamHost(ch), path, nil)...),
+		}, cred...),
 	}
 }
 

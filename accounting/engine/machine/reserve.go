@@ -60,7 +60,10 @@ func (s *State) reserve(c *Reserve) (Answer, []Event) {
 	case !k.allows(r.Model):
 		return modelRefused(k, r.Model), nil
 	case a.balance-a.reserved < r.Amount:
-		return shared(errNoCredits), nil
+		ref := *errNoCredits
+		available := a.balance - a.reserved
+		ref.Available = &available
+		return refused(&ref), nil
 	}
 	if r.Amount > 0 {
 		if ans, ok := s.spendLimits(k, r.Amount, now); !ok {

@@ -382,3 +382,28 @@ func answersEqual(a, b Answer) bool {
 	return a.Commit == b.Commit && a.Release == b.Release && a.Expires.Equal(b.Expires) &&
 		a.Expired == b.Expired && a.Reservation == b.Reservation
 }
+
+// TestInsufficientCreditsSaysAvailable: the refusal of a hold the credits cannot cover
+// carries what the account had available (balance less holds), 0 included, so the
+// client can be told both amounts.
+func TestInsufficientCreditsSaysAvailable(t *testing.T) {
+	for _, tt := range []struct {
+		balance, held, amount, available ledger.Micros
+	}{
+		{balance: 1000, held: 0, amount: 8267, available: 1000},
+		{balance: 101, held: 2, amount: 100, available: 99},
+		{balance: 5, held: 5, amount: 1, available: 0},
+	} {
+		h := newHarness(t)
+		a := h.account("", tt.balance)
+		k, _ := h.key(a, nil)
+		for range tt.held {
+			h.mustReserve(k, 1, ledger.PoolGeneral)
+		}
+		_, err := h.reserve(k, tt.amount, ledger.PoolGeneral)
+		var r *ledger.Refusal
+		if !errors.As(err, &r) || r.Reason != ledger.ReasonInsufficientCredits || r.Available == nil || *r.Available != tt.available {
+			t.Errorf("balance %d, %d held, reserve %d: %+v, want insufficient credits with %d available", tt.balance, tt.held, tt.amount, r, tt.available)
+		}
+	}
+}

@@ -382,9 +382,13 @@ type Refusal struct {
 	// (rate and concurrency limits, key spend windows); 0 otherwise.
 	RetryAfterSeconds int32 `protobuf:"varint,2,opt,name=retry_after_seconds,json=retryAfterSeconds,proto3" json:"retry_after_seconds,omitempty"`
 	// Which limit was hit, for logs: "daily", "monthly", "general", "high_cost", ...
-	Limit         string `protobuf:"bytes,3,opt,name=limit,proto3" json:"limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limit string `protobuf:"bytes,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// For REASON_INSUFFICIENT_CREDITS: the account's available micro-credits (balance
+	// less what in-flight requests hold) when the reservation was refused; absent when
+	// the refusing side did not say.
+	AvailableMicros *int64 `protobuf:"varint,4,opt,name=available_micros,json=availableMicros,proto3,oneof" json:"available_micros,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Refusal) Reset() {
@@ -436,6 +440,13 @@ func (x *Refusal) GetLimit() string {
 		return x.Limit
 	}
 	return ""
+}
+
+func (x *Refusal) GetAvailableMicros() int64 {
+	if x != nil && x.AvailableMicros != nil {
+		return *x.AvailableMicros
+	}
+	return 0
 }
 
 type AuthenticateRequest struct {
@@ -4737,11 +4748,13 @@ var File_accounting_v1_accounting_proto protoreflect.FileDescriptor
 
 const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\n" +
-	"\x1eaccounting/v1/accounting.proto\x12\raccounting.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"~\n" +
+	"\x1eaccounting/v1/accounting.proto\x12\raccounting.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x01\n" +
 	"\aRefusal\x12-\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x15.accounting.v1.ReasonR\x06reason\x12.\n" +
 	"\x13retry_after_seconds\x18\x02 \x01(\x05R\x11retryAfterSeconds\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\tR\x05limit\"0\n" +
+	"\x05limit\x18\x03 \x01(\tR\x05limit\x12.\n" +
+	"\x10available_micros\x18\x04 \x01(\x03H\x00R\x0favailableMicros\x88\x01\x01B\x13\n" +
+	"\x11_available_micros\"0\n" +
 	"\x13AuthenticateRequest\x12\x19\n" +
 	"\bkey_hash\x18\x01 \x01(\fR\akeyHash\"E\n" +
 	"\x14AuthenticateResponse\x12-\n" +
@@ -5360,6 +5373,7 @@ func file_accounting_v1_accounting_proto_init() {
 	if File_accounting_v1_accounting_proto != nil {
 		return
 	}
+	file_accounting_v1_accounting_proto_msgTypes[0].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[3].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[14].OneofWrappers = []any{
 		(*LedgerOp_Reserve)(nil),
