@@ -67,6 +67,8 @@ type Key struct {
 	Disabled      bool
 	Revoked       bool
 	CreatedAt     time.Time
+	ProjectID     string // "" when in no project
+	RPM, TPM      *int64 // the key's own rate limits (nil: none)
 
 	// Spend in the current UTC day and month (filled by GetKey).
 	SpentToday, HeldToday Micros
@@ -96,6 +98,10 @@ type NewKey struct {
 	MonthlyLimit  *Micros
 	ExpiresAt     *time.Time
 	AdminCreated  bool
+	// ProjectID places the key in a project of its account ("": none); RPM and TPM
+	// are its own rate limits (nil: none).
+	ProjectID string
+	RPM, TPM  *int64
 	// Hash is the SHA-256 of the secret; Prefix a short non-secret part of it.
 	Hash   []byte
 	Prefix string
