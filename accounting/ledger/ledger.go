@@ -277,6 +277,16 @@ type Store interface {
 	// PutTier creates or changes a tier; new reservations use it at once.
 	PutTier(ctx context.Context, t Tier) (Tier, error)
 
+	// CreateProject, GetProject, ListProjects (an account's, by id), UpdateProject and
+	// DeleteProject keep an account's projects; a project's spend and holds are the
+	// ledger's state now. DeleteProject is refused (ReasonInUse) while the project has
+	// keys, child projects or requests in flight, and returns it as it was.
+	CreateProject(ctx context.Context, p NewProject) (Project, error)
+	GetProject(ctx context.Context, id string) (Project, error)
+	ListProjects(ctx context.Context, accountID string) ([]Project, error)
+	UpdateProject(ctx context.Context, u ProjectUpdate) (Project, error)
+	DeleteProject(ctx context.Context, id string) (Project, error)
+
 	// Changes delivers key and account changes made by any process on the database
 	// until ctx ends. The first value is a ChangeReset; another follows whenever the
 	// feed may have missed changes (a reconnect).
