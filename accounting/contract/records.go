@@ -78,6 +78,9 @@ func KeyToProto(k ledger.Key) *accountingv1.Key {
 		SpentMonthMicros:   k.SpentMonth,
 		HeldMonthMicros:    k.HeldMonth,
 		Prefix:             k.Prefix,
+		ProjectId:          k.ProjectID,
+		Rpm:                copyMicros(k.RPM),
+		Tpm:                copyMicros(k.TPM),
 	}
 }
 

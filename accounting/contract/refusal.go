@@ -39,6 +39,7 @@ var refusals = newEnum(
 	reasonPair(ledger.ReasonInvalidArgument, accountingv1.Reason_REASON_INVALID_ARGUMENT, codes.InvalidArgument),
 	reasonPair(ledger.ReasonAlreadyExists, accountingv1.Reason_REASON_ALREADY_EXISTS, codes.AlreadyExists),
 	reasonPair(ledger.ReasonModelNotAllowed, accountingv1.Reason_REASON_MODEL_NOT_ALLOWED, codes.PermissionDenied),
+	reasonPair(ledger.ReasonInUse, accountingv1.Reason_REASON_IN_USE, codes.FailedPrecondition),
 )
 
 // reasonsByWire finds a domain reason from its wire reason alone (the code is the

@@ -92,6 +92,9 @@ type Key struct {
 	HeldMonth          json.Number  `json:"held_month"`
 	HeldMonthMicros    int64        `json:"held_month_micros"`
 	CreatedAt          *string      `json:"created_at"`
+	ProjectID          string       `json:"project_id"` // "" in no project
+	RPM                *int64       `json:"rpm"`
+	TPM                *int64       `json:"tpm"`
 }
 
 func keyJSON(k *accountingv1.Key) Key {
@@ -114,6 +117,9 @@ func keyJSON(k *accountingv1.Key) Key {
 		HeldMonth:        credits(k.GetHeldMonthMicros()),
 		HeldMonthMicros:  k.GetHeldMonthMicros(),
 		CreatedAt:        timeOrNil(k.GetCreatedAt()),
+		ProjectID:        k.GetProjectId(),
+		RPM:              k.Rpm,
+		TPM:              k.Tpm,
 	}
 	out.DailyLimit, out.DailyLimitMicros = optCredits(k.DailyLimitMicros)
 	out.MonthlyLimit, out.MonthlyLimitMicros = optCredits(k.MonthlyLimitMicros)

@@ -386,6 +386,9 @@ func (a *AdminServer) CreateKey(ctx context.Context, req *accountingv1.CreateKey
 		MonthlyLimit:  copyMicros(req.MonthlyLimitMicros),
 		ExpiresAt:     expires,
 		AdminCreated:  req.GetAdminCreated(),
+		ProjectID:     req.GetProjectId(),
+		RPM:           copyMicros(req.Rpm),
+		TPM:           copyMicros(req.Tpm),
 		Hash:          HashSecret(secret),
 		Prefix:        secretPrefix(secret),
 	})

@@ -192,18 +192,28 @@ func (s *State) createKey(c *CreateKey) (Answer, []Event) {
 	case nk.MonthlyLimit != nil && *nk.MonthlyLimit < 0:
 		return invalid("the monthly limit must not be negative"), nil
 	}
-	if s.accounts[nk.AccountID] == nil {
+	a := s.accounts[nk.AccountID]
+	if a == nil {
 		return refused(ledger.ErrNotFound), nil
 	}
 	if s.byHash[string(nk.Hash)] != nil || s.keys[c.ID] != nil {
 		return refused(ledger.Refuse(ledger.ReasonAlreadyExists, "create key: already exists")), nil
 	}
+	if d := s.validPlacement(a, nk.ProjectID, nk.RPM, nk.TPM); d != "" {
+		return invalid(d), nil
+	}
+	at := norm(c.At)
 	evs := s.record(KeyCreated{
 		ID: c.ID, AccountID: nk.AccountID, Name: nk.Name, Prefix: nk.Prefix, Hash: slices.Clone(nk.Hash),
 		AllowedModels: models(nk.AllowedModels), DailyLimit: clonePtr(nk.DailyLimit),
 		MonthlyLimit: clonePtr(nk.MonthlyLimit), ExpiresAt: normPtr(nk.ExpiresAt),
-		AdminCreated: nk.AdminCreated, At: norm(c.At),
+		AdminCreated: nk.AdminCreated, At: at,
 	})
+	// A placement is its own event, decided with the creation: both or neither.
+	if nk.ProjectID != "" || nk.RPM != nil || nk.TPM != nil {
+		evs = append(evs, s.record(KeyPlaced{KeyID: c.ID, ProjectID: nk.ProjectID, RPM: clonePtr(nk.RPM),
+			TPM: clonePtr(nk.TPM), At: at})...)
+	}
 	return Answer{Key: s.keys[c.ID].view()}, evs
 }
 
@@ -271,7 +281,17 @@ func (s *State) updateKey(c *UpdateKey) (Answer, []Event) {
 	if slices.Contains(u.AllowedModels.Value, "") {
 		return invalid("allowed models must not contain empty names"), nil
 	}
-	return s.changeKey(u.ID, c.At, true, func(e *KeyChanged) {
+	k := s.keys[u.ID]
+	if k == nil {
+		return refused(ledger.ErrNotFound), nil
+	}
+	// The placement is checked before anything is recorded, and recorded with the
+	// change: both or neither.
+	placed, moved, d := s.placement(k, ledger.KeyPlacement{KeyID: k.id, ProjectID: u.ProjectID, RPM: u.RPM, TPM: u.TPM}, norm(c.At))
+	if d != "" {
+		return invalid(d), nil
+	}
+	ans, evs := s.changeKey(u.ID, c.At, true, func(e *KeyChanged) {
 		if u.Name.Set {
 			e.Name = u.Name.Value
 		}
@@ -288,6 +308,11 @@ func (s *State) updateKey(c *UpdateKey) (Answer, []Event) {
 			e.ExpiresAt = normPtr(u.ExpiresAt.Value)
 		}
 	})
+	if moved {
+		evs = append(evs, s.record(placed)...)
+		ans.Key = k.viewAt(placed.At)
+	}
+	return ans, evs
 }
 
 func (s *State) authenticate(c *Authenticate) Answer {

@@ -217,7 +217,7 @@ func (k *key) view() ledger.Key {
 		ID: k.id, AccountID: k.acct.id, Name: k.name, Prefix: k.prefix,
 		AllowedModels: k.allowedModels, DailyLimit: k.daily, MonthlyLimit: k.monthly,
 		ExpiresAt: k.expiresAt, AdminCreated: k.adminCreated, Disabled: k.disabled,
-		Revoked: k.revokedAt != nil, CreatedAt: k.createdAt,
+		Revoked: k.revokedAt != nil, CreatedAt: k.createdAt, ProjectID: k.projectID(), RPM: k.rpm, TPM: k.tpm,
 	}
 }
 

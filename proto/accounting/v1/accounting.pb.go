@@ -48,6 +48,9 @@ const (
 	Reason_REASON_ALREADY_EXISTS      Reason = 10
 	// The model is not on the allowlist of the key or of a project the key is in.
 	Reason_REASON_MODEL_NOT_ALLOWED Reason = 11
+	// What the call would remove is still in use (a project with keys, child projects
+	// or requests in flight).
+	Reason_REASON_IN_USE Reason = 12
 )
 
 // Enum value maps for Reason.
@@ -65,6 +68,7 @@ var (
 		9:  "REASON_INVALID_ARGUMENT",
 		10: "REASON_ALREADY_EXISTS",
 		11: "REASON_MODEL_NOT_ALLOWED",
+		12: "REASON_IN_USE",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                0,
@@ -79,6 +83,7 @@ var (
 		"REASON_INVALID_ARGUMENT":           9,
 		"REASON_ALREADY_EXISTS":             10,
 		"REASON_MODEL_NOT_ALLOWED":          11,
+		"REASON_IN_USE":                     12,
 	}
 )
 
@@ -278,6 +283,9 @@ const (
 	UsageGroup_USAGE_GROUP_DAY         UsageGroup = 3
 	// By the channel that served the charge, with its upstream model.
 	UsageGroup_USAGE_GROUP_CHANNEL UsageGroup = 4
+	// By the project of the charge's key when the request was admitted (its own
+	// project, not the ancestors); the group is empty for keys in no project.
+	UsageGroup_USAGE_GROUP_PROJECT UsageGroup = 5
 )
 
 // Enum value maps for UsageGroup.
@@ -288,6 +296,7 @@ var (
 		2: "USAGE_GROUP_KEY",
 		3: "USAGE_GROUP_DAY",
 		4: "USAGE_GROUP_CHANNEL",
+		5: "USAGE_GROUP_PROJECT",
 	}
 	UsageGroup_value = map[string]int32{
 		"USAGE_GROUP_UNSPECIFIED": 0,
@@ -295,6 +304,7 @@ var (
 		"USAGE_GROUP_KEY":         2,
 		"USAGE_GROUP_DAY":         3,
 		"USAGE_GROUP_CHANNEL":     4,
+		"USAGE_GROUP_PROJECT":     5,
 	}
 )
 
@@ -2611,7 +2621,12 @@ type Key struct {
 	SpentMonthMicros int64 `protobuf:"varint,14,opt,name=spent_month_micros,json=spentMonthMicros,proto3" json:"spent_month_micros,omitempty"`
 	HeldMonthMicros  int64 `protobuf:"varint,15,opt,name=held_month_micros,json=heldMonthMicros,proto3" json:"held_month_micros,omitempty"`
 	// A short, non-secret prefix of the key for humans ("gw-ab12…").
-	Prefix        string `protobuf:"bytes,16,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Prefix string `protobuf:"bytes,16,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// The project the key is in; empty for none.
+	ProjectId string `protobuf:"bytes,17,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The key's own requests-per-minute and tokens-per-minute limits; absent for none.
+	Rpm           *int64 `protobuf:"varint,18,opt,name=rpm,proto3,oneof" json:"rpm,omitempty"`
+	Tpm           *int64 `protobuf:"varint,19,opt,name=tpm,proto3,oneof" json:"tpm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2758,6 +2773,27 @@ func (x *Key) GetPrefix() string {
 	return ""
 }
 
+func (x *Key) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *Key) GetRpm() int64 {
+	if x != nil && x.Rpm != nil {
+		return *x.Rpm
+	}
+	return 0
+}
+
+func (x *Key) GetTpm() int64 {
+	if x != nil && x.Tpm != nil {
+		return *x.Tpm
+	}
+	return 0
+}
+
 type CreateKeyRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	AccountId          string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
@@ -2767,8 +2803,12 @@ type CreateKeyRequest struct {
 	MonthlyLimitMicros *int64                 `protobuf:"varint,5,opt,name=monthly_limit_micros,json=monthlyLimitMicros,proto3,oneof" json:"monthly_limit_micros,omitempty"`
 	ExpiresAt          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	AdminCreated       bool                   `protobuf:"varint,7,opt,name=admin_created,json=adminCreated,proto3" json:"admin_created,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// A project of the account to put the key in; empty for none.
+	ProjectId     string `protobuf:"bytes,8,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	Rpm           *int64 `protobuf:"varint,9,opt,name=rpm,proto3,oneof" json:"rpm,omitempty"`
+	Tpm           *int64 `protobuf:"varint,10,opt,name=tpm,proto3,oneof" json:"tpm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateKeyRequest) Reset() {
@@ -2848,6 +2888,27 @@ func (x *CreateKeyRequest) GetAdminCreated() bool {
 		return x.AdminCreated
 	}
 	return false
+}
+
+func (x *CreateKeyRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *CreateKeyRequest) GetRpm() int64 {
+	if x != nil && x.Rpm != nil {
+		return *x.Rpm
+	}
+	return 0
+}
+
+func (x *CreateKeyRequest) GetTpm() int64 {
+	if x != nil && x.Tpm != nil {
+		return *x.Tpm
+	}
+	return 0
 }
 
 type CreateKeyResponse struct {
@@ -3699,6 +3760,10 @@ type UpdateKeyRequest struct {
 	DailyLimit    *LimitUpdate           `protobuf:"bytes,4,opt,name=daily_limit,json=dailyLimit,proto3" json:"daily_limit,omitempty"`
 	MonthlyLimit  *LimitUpdate           `protobuf:"bytes,5,opt,name=monthly_limit,json=monthlyLimit,proto3" json:"monthly_limit,omitempty"`
 	Expiry        *ExpiryUpdate          `protobuf:"bytes,6,opt,name=expiry,proto3" json:"expiry,omitempty"`
+	// Moves the key into this project of its account; present and empty: out of any.
+	ProjectId     *string     `protobuf:"bytes,7,opt,name=project_id,json=projectId,proto3,oneof" json:"project_id,omitempty"`
+	Rpm           *RateUpdate `protobuf:"bytes,8,opt,name=rpm,proto3" json:"rpm,omitempty"`
+	Tpm           *RateUpdate `protobuf:"bytes,9,opt,name=tpm,proto3" json:"tpm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3775,6 +3840,72 @@ func (x *UpdateKeyRequest) GetExpiry() *ExpiryUpdate {
 	return nil
 }
 
+func (x *UpdateKeyRequest) GetProjectId() string {
+	if x != nil && x.ProjectId != nil {
+		return *x.ProjectId
+	}
+	return ""
+}
+
+func (x *UpdateKeyRequest) GetRpm() *RateUpdate {
+	if x != nil {
+		return x.Rpm
+	}
+	return nil
+}
+
+func (x *UpdateKeyRequest) GetTpm() *RateUpdate {
+	if x != nil {
+		return x.Tpm
+	}
+	return nil
+}
+
+// RateUpdate sets a rate limit (value present) or clears it (value absent).
+type RateUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Value         *int64                 `protobuf:"varint,1,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateUpdate) Reset() {
+	*x = RateUpdate{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateUpdate) ProtoMessage() {}
+
+func (x *RateUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateUpdate.ProtoReflect.Descriptor instead.
+func (*RateUpdate) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *RateUpdate) GetValue() int64 {
+	if x != nil && x.Value != nil {
+		return *x.Value
+	}
+	return 0
+}
+
 type UpdateKeyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           *Key                   `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -3784,7 +3915,7 @@ type UpdateKeyResponse struct {
 
 func (x *UpdateKeyResponse) Reset() {
 	*x = UpdateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +3927,7 @@ func (x *UpdateKeyResponse) String() string {
 func (*UpdateKeyResponse) ProtoMessage() {}
 
 func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +3940,7 @@ func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UpdateKeyResponse) GetKey() *Key {
@@ -3829,14 +3960,16 @@ type GetUsageRequest struct {
 	FromDay string `protobuf:"bytes,3,opt,name=from_day,json=fromDay,proto3" json:"from_day,omitempty"`
 	ToDay   string `protobuf:"bytes,4,opt,name=to_day,json=toDay,proto3" json:"to_day,omitempty"`
 	// USAGE_GROUP_MODEL when unspecified.
-	GroupBy       UsageGroup `protobuf:"varint,5,opt,name=group_by,json=groupBy,proto3,enum=accounting.v1.UsageGroup" json:"group_by,omitempty"`
+	GroupBy UsageGroup `protobuf:"varint,5,opt,name=group_by,json=groupBy,proto3,enum=accounting.v1.UsageGroup" json:"group_by,omitempty"`
+	// Only the charges of keys in this project or its descendants when set.
+	ProjectId     string `protobuf:"bytes,6,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3848,7 +3981,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3861,7 +3994,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetUsageRequest) GetAccountId() string {
@@ -3899,6 +4032,13 @@ func (x *GetUsageRequest) GetGroupBy() UsageGroup {
 	return UsageGroup_USAGE_GROUP_UNSPECIFIED
 }
 
+func (x *GetUsageRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
 type UsageRow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The model, the key id, the day ("YYYY-MM-DD") or the channel; empty in the total.
@@ -3919,7 +4059,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +4071,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +4084,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *UsageRow) GetGroup() string {
@@ -4013,7 +4153,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4025,7 +4165,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4038,7 +4178,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -4068,7 +4208,7 @@ type ListLedgerEntriesRequest struct {
 
 func (x *ListLedgerEntriesRequest) Reset() {
 	*x = ListLedgerEntriesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4080,7 +4220,7 @@ func (x *ListLedgerEntriesRequest) String() string {
 func (*ListLedgerEntriesRequest) ProtoMessage() {}
 
 func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4093,7 +4233,7 @@ func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListLedgerEntriesRequest) GetAccountId() string {
@@ -4143,7 +4283,7 @@ type LedgerEntry struct {
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4155,7 +4295,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4168,7 +4308,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *LedgerEntry) GetId() int64 {
@@ -4273,7 +4413,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4285,7 +4425,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4298,7 +4438,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ReconcileRequest) GetFromDay() string {
@@ -4331,7 +4471,7 @@ type ReconcileRow struct {
 
 func (x *ReconcileRow) Reset() {
 	*x = ReconcileRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4483,7 @@ func (x *ReconcileRow) String() string {
 func (*ReconcileRow) ProtoMessage() {}
 
 func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4496,7 @@ func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRow.ProtoReflect.Descriptor instead.
 func (*ReconcileRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReconcileRow) GetDay() string {
@@ -4411,7 +4551,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4423,7 +4563,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4436,7 +4576,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ReconcileResponse) GetRows() []*ReconcileRow {
@@ -4457,7 +4597,7 @@ type ListLedgerEntriesResponse struct {
 
 func (x *ListLedgerEntriesResponse) Reset() {
 	*x = ListLedgerEntriesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4469,7 +4609,7 @@ func (x *ListLedgerEntriesResponse) String() string {
 func (*ListLedgerEntriesResponse) ProtoMessage() {}
 
 func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4482,7 +4622,7 @@ func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListLedgerEntriesResponse) GetEntries() []*LedgerEntry {
@@ -4513,7 +4653,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4525,7 +4665,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4538,7 +4678,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Tier) GetName() string {
@@ -4584,7 +4724,7 @@ type ListTiersRequest struct {
 
 func (x *ListTiersRequest) Reset() {
 	*x = ListTiersRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4596,7 +4736,7 @@ func (x *ListTiersRequest) String() string {
 func (*ListTiersRequest) ProtoMessage() {}
 
 func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4609,7 +4749,7 @@ func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersRequest.ProtoReflect.Descriptor instead.
 func (*ListTiersRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{67}
 }
 
 type ListTiersResponse struct {
@@ -4621,7 +4761,7 @@ type ListTiersResponse struct {
 
 func (x *ListTiersResponse) Reset() {
 	*x = ListTiersResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4633,7 +4773,7 @@ func (x *ListTiersResponse) String() string {
 func (*ListTiersResponse) ProtoMessage() {}
 
 func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4646,7 +4786,7 @@ func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersResponse.ProtoReflect.Descriptor instead.
 func (*ListTiersResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{67}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListTiersResponse) GetTiers() []*Tier {
@@ -4665,7 +4805,7 @@ type SetTierRequest struct {
 
 func (x *SetTierRequest) Reset() {
 	*x = SetTierRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4677,7 +4817,7 @@ func (x *SetTierRequest) String() string {
 func (*SetTierRequest) ProtoMessage() {}
 
 func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4690,7 +4830,7 @@ func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierRequest.ProtoReflect.Descriptor instead.
 func (*SetTierRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{68}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SetTierRequest) GetTier() *Tier {
@@ -4709,7 +4849,7 @@ type SetTierResponse struct {
 
 func (x *SetTierResponse) Reset() {
 	*x = SetTierResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4721,7 +4861,7 @@ func (x *SetTierResponse) String() string {
 func (*SetTierResponse) ProtoMessage() {}
 
 func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4734,12 +4874,739 @@ func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierResponse.ProtoReflect.Descriptor instead.
 func (*SetTierResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{69}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SetTierResponse) GetTier() *Tier {
 	if x != nil {
 		return x.Tier
+	}
+	return nil
+}
+
+// Project is a node of an account's tree of projects.
+type Project struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	AccountId string                 `protobuf:"bytes,2,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	// Empty for a top-level project.
+	ParentId string `protobuf:"bytes,3,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Name     string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	// Spend limits of the UTC day, the UTC month and the project's lifetime; absent for
+	// none.
+	DailyLimitMicros   *int64 `protobuf:"varint,5,opt,name=daily_limit_micros,json=dailyLimitMicros,proto3,oneof" json:"daily_limit_micros,omitempty"`
+	MonthlyLimitMicros *int64 `protobuf:"varint,6,opt,name=monthly_limit_micros,json=monthlyLimitMicros,proto3,oneof" json:"monthly_limit_micros,omitempty"`
+	LimitMicros        *int64 `protobuf:"varint,7,opt,name=limit_micros,json=limitMicros,proto3,oneof" json:"limit_micros,omitempty"`
+	Rpm                *int64 `protobuf:"varint,8,opt,name=rpm,proto3,oneof" json:"rpm,omitempty"`
+	Tpm                *int64 `protobuf:"varint,9,opt,name=tpm,proto3,oneof" json:"tpm,omitempty"`
+	// The models it allows; empty allows every model.
+	Models []string `protobuf:"bytes,10,rep,name=models,proto3" json:"models,omitempty"`
+	// Committed charges in the current UTC day, month and ever, and the holds in flight,
+	// the project's descendants included.
+	SpentTodayMicros int64                  `protobuf:"varint,11,opt,name=spent_today_micros,json=spentTodayMicros,proto3" json:"spent_today_micros,omitempty"`
+	SpentMonthMicros int64                  `protobuf:"varint,12,opt,name=spent_month_micros,json=spentMonthMicros,proto3" json:"spent_month_micros,omitempty"`
+	SpentMicros      int64                  `protobuf:"varint,13,opt,name=spent_micros,json=spentMicros,proto3" json:"spent_micros,omitempty"`
+	ReservedMicros   int64                  `protobuf:"varint,14,opt,name=reserved_micros,json=reservedMicros,proto3" json:"reserved_micros,omitempty"`
+	CreatedAt        *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Project) Reset() {
+	*x = Project{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Project) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Project) ProtoMessage() {}
+
+func (x *Project) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Project.ProtoReflect.Descriptor instead.
+func (*Project) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *Project) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Project) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *Project) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *Project) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Project) GetDailyLimitMicros() int64 {
+	if x != nil && x.DailyLimitMicros != nil {
+		return *x.DailyLimitMicros
+	}
+	return 0
+}
+
+func (x *Project) GetMonthlyLimitMicros() int64 {
+	if x != nil && x.MonthlyLimitMicros != nil {
+		return *x.MonthlyLimitMicros
+	}
+	return 0
+}
+
+func (x *Project) GetLimitMicros() int64 {
+	if x != nil && x.LimitMicros != nil {
+		return *x.LimitMicros
+	}
+	return 0
+}
+
+func (x *Project) GetRpm() int64 {
+	if x != nil && x.Rpm != nil {
+		return *x.Rpm
+	}
+	return 0
+}
+
+func (x *Project) GetTpm() int64 {
+	if x != nil && x.Tpm != nil {
+		return *x.Tpm
+	}
+	return 0
+}
+
+func (x *Project) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *Project) GetSpentTodayMicros() int64 {
+	if x != nil {
+		return x.SpentTodayMicros
+	}
+	return 0
+}
+
+func (x *Project) GetSpentMonthMicros() int64 {
+	if x != nil {
+		return x.SpentMonthMicros
+	}
+	return 0
+}
+
+func (x *Project) GetSpentMicros() int64 {
+	if x != nil {
+		return x.SpentMicros
+	}
+	return 0
+}
+
+func (x *Project) GetReservedMicros() int64 {
+	if x != nil {
+		return x.ReservedMicros
+	}
+	return 0
+}
+
+func (x *Project) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type CreateProjectRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AccountId string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	// A project of the same account; empty for a top-level project.
+	ParentId           string `protobuf:"bytes,2,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Name               string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	DailyLimitMicros   *int64 `protobuf:"varint,4,opt,name=daily_limit_micros,json=dailyLimitMicros,proto3,oneof" json:"daily_limit_micros,omitempty"`
+	MonthlyLimitMicros *int64 `protobuf:"varint,5,opt,name=monthly_limit_micros,json=monthlyLimitMicros,proto3,oneof" json:"monthly_limit_micros,omitempty"`
+	LimitMicros        *int64 `protobuf:"varint,6,opt,name=limit_micros,json=limitMicros,proto3,oneof" json:"limit_micros,omitempty"`
+	Rpm                *int64 `protobuf:"varint,7,opt,name=rpm,proto3,oneof" json:"rpm,omitempty"`
+	Tpm                *int64 `protobuf:"varint,8,opt,name=tpm,proto3,oneof" json:"tpm,omitempty"`
+	// Empty allows every model.
+	Models        []string `protobuf:"bytes,9,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateProjectRequest) Reset() {
+	*x = CreateProjectRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateProjectRequest) ProtoMessage() {}
+
+func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
+func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *CreateProjectRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *CreateProjectRequest) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *CreateProjectRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateProjectRequest) GetDailyLimitMicros() int64 {
+	if x != nil && x.DailyLimitMicros != nil {
+		return *x.DailyLimitMicros
+	}
+	return 0
+}
+
+func (x *CreateProjectRequest) GetMonthlyLimitMicros() int64 {
+	if x != nil && x.MonthlyLimitMicros != nil {
+		return *x.MonthlyLimitMicros
+	}
+	return 0
+}
+
+func (x *CreateProjectRequest) GetLimitMicros() int64 {
+	if x != nil && x.LimitMicros != nil {
+		return *x.LimitMicros
+	}
+	return 0
+}
+
+func (x *CreateProjectRequest) GetRpm() int64 {
+	if x != nil && x.Rpm != nil {
+		return *x.Rpm
+	}
+	return 0
+}
+
+func (x *CreateProjectRequest) GetTpm() int64 {
+	if x != nil && x.Tpm != nil {
+		return *x.Tpm
+	}
+	return 0
+}
+
+func (x *CreateProjectRequest) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+type CreateProjectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateProjectResponse) Reset() {
+	*x = CreateProjectResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateProjectResponse) ProtoMessage() {}
+
+func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateProjectResponse.ProtoReflect.Descriptor instead.
+func (*CreateProjectResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *CreateProjectResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+type GetProjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProjectId     string                 `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProjectRequest) Reset() {
+	*x = GetProjectRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProjectRequest) ProtoMessage() {}
+
+func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
+func (*GetProjectRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *GetProjectRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+type GetProjectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProjectResponse) Reset() {
+	*x = GetProjectResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProjectResponse) ProtoMessage() {}
+
+func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
+func (*GetProjectResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *GetProjectResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+type ListProjectsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectsRequest) Reset() {
+	*x = ListProjectsRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectsRequest) ProtoMessage() {}
+
+func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
+func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *ListProjectsRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+type ListProjectsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Projects      []*Project             `protobuf:"bytes,1,rep,name=projects,proto3" json:"projects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectsResponse) Reset() {
+	*x = ListProjectsResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectsResponse) ProtoMessage() {}
+
+func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
+func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ListProjectsResponse) GetProjects() []*Project {
+	if x != nil {
+		return x.Projects
+	}
+	return nil
+}
+
+type UpdateProjectRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ProjectId    string                 `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	Name         *string                `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	DailyLimit   *LimitUpdate           `protobuf:"bytes,3,opt,name=daily_limit,json=dailyLimit,proto3" json:"daily_limit,omitempty"`
+	MonthlyLimit *LimitUpdate           `protobuf:"bytes,4,opt,name=monthly_limit,json=monthlyLimit,proto3" json:"monthly_limit,omitempty"`
+	Limit        *LimitUpdate           `protobuf:"bytes,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	Rpm          *RateUpdate            `protobuf:"bytes,6,opt,name=rpm,proto3" json:"rpm,omitempty"`
+	Tpm          *RateUpdate            `protobuf:"bytes,7,opt,name=tpm,proto3" json:"tpm,omitempty"`
+	// An empty list allows every model.
+	Models        *ModelList `protobuf:"bytes,8,opt,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProjectRequest) Reset() {
+	*x = UpdateProjectRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProjectRequest) ProtoMessage() {}
+
+func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
+func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *UpdateProjectRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *UpdateProjectRequest) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *UpdateProjectRequest) GetDailyLimit() *LimitUpdate {
+	if x != nil {
+		return x.DailyLimit
+	}
+	return nil
+}
+
+func (x *UpdateProjectRequest) GetMonthlyLimit() *LimitUpdate {
+	if x != nil {
+		return x.MonthlyLimit
+	}
+	return nil
+}
+
+func (x *UpdateProjectRequest) GetLimit() *LimitUpdate {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *UpdateProjectRequest) GetRpm() *RateUpdate {
+	if x != nil {
+		return x.Rpm
+	}
+	return nil
+}
+
+func (x *UpdateProjectRequest) GetTpm() *RateUpdate {
+	if x != nil {
+		return x.Tpm
+	}
+	return nil
+}
+
+func (x *UpdateProjectRequest) GetModels() *ModelList {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+type UpdateProjectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProjectResponse) Reset() {
+	*x = UpdateProjectResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProjectResponse) ProtoMessage() {}
+
+func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
+func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *UpdateProjectResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+type DeleteProjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProjectId     string                 `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProjectRequest) Reset() {
+	*x = DeleteProjectRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProjectRequest) ProtoMessage() {}
+
+func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
+func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *DeleteProjectRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+// The project as it was when it was deleted.
+type DeleteProjectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProjectResponse) Reset() {
+	*x = DeleteProjectResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProjectResponse) ProtoMessage() {}
+
+func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
+func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *DeleteProjectResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
 	}
 	return nil
 }
@@ -4922,7 +5789,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x1aSetAccountSuspendedRequest\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\x12\x1c\n" +
-	"\tsuspended\x18\x02 \x01(\bR\tsuspended\"\xa6\x05\n" +
+	"\tsuspended\x18\x02 \x01(\bR\tsuspended\"\x83\x06\n" +
 	"\x03Key\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -4943,9 +5810,15 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x11held_today_micros\x18\r \x01(\x03R\x0fheldTodayMicros\x12,\n" +
 	"\x12spent_month_micros\x18\x0e \x01(\x03R\x10spentMonthMicros\x12*\n" +
 	"\x11held_month_micros\x18\x0f \x01(\x03R\x0fheldMonthMicros\x12\x16\n" +
-	"\x06prefix\x18\x10 \x01(\tR\x06prefixB\x15\n" +
+	"\x06prefix\x18\x10 \x01(\tR\x06prefix\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x11 \x01(\tR\tprojectId\x12\x15\n" +
+	"\x03rpm\x18\x12 \x01(\x03H\x02R\x03rpm\x88\x01\x01\x12\x15\n" +
+	"\x03tpm\x18\x13 \x01(\x03H\x03R\x03tpm\x88\x01\x01B\x15\n" +
 	"\x13_daily_limit_microsB\x17\n" +
-	"\x15_monthly_limit_micros\"\xe6\x02\n" +
+	"\x15_monthly_limit_microsB\x06\n" +
+	"\x04_rpmB\x06\n" +
+	"\x04_tpm\"\xc3\x03\n" +
 	"\x10CreateKeyRequest\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\x12\x12\n" +
@@ -4955,9 +5828,16 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x14monthly_limit_micros\x18\x05 \x01(\x03H\x01R\x12monthlyLimitMicros\x88\x01\x01\x129\n" +
 	"\n" +
 	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12#\n" +
-	"\radmin_created\x18\a \x01(\bR\fadminCreatedB\x15\n" +
+	"\radmin_created\x18\a \x01(\bR\fadminCreated\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\b \x01(\tR\tprojectId\x12\x15\n" +
+	"\x03rpm\x18\t \x01(\x03H\x02R\x03rpm\x88\x01\x01\x12\x15\n" +
+	"\x03tpm\x18\n" +
+	" \x01(\x03H\x03R\x03tpm\x88\x01\x01B\x15\n" +
 	"\x13_daily_limit_microsB\x17\n" +
-	"\x15_monthly_limit_micros\"Q\n" +
+	"\x15_monthly_limit_microsB\x06\n" +
+	"\x04_rpmB\x06\n" +
+	"\x04_tpm\"Q\n" +
 	"\x11CreateKeyResponse\x12$\n" +
 	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"&\n" +
@@ -5001,7 +5881,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\a_micros\"I\n" +
 	"\fExpiryUpdate\x129\n" +
 	"\n" +
-	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xbf\x02\n" +
+	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xcc\x03\n" +
 	"\x10UpdateKeyRequest\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x17\n" +
 	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12?\n" +
@@ -5009,17 +5889,28 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\vdaily_limit\x18\x04 \x01(\v2\x1a.accounting.v1.LimitUpdateR\n" +
 	"dailyLimit\x12?\n" +
 	"\rmonthly_limit\x18\x05 \x01(\v2\x1a.accounting.v1.LimitUpdateR\fmonthlyLimit\x123\n" +
-	"\x06expiry\x18\x06 \x01(\v2\x1b.accounting.v1.ExpiryUpdateR\x06expiryB\a\n" +
-	"\x05_name\"9\n" +
+	"\x06expiry\x18\x06 \x01(\v2\x1b.accounting.v1.ExpiryUpdateR\x06expiry\x12\"\n" +
+	"\n" +
+	"project_id\x18\a \x01(\tH\x01R\tprojectId\x88\x01\x01\x12+\n" +
+	"\x03rpm\x18\b \x01(\v2\x19.accounting.v1.RateUpdateR\x03rpm\x12+\n" +
+	"\x03tpm\x18\t \x01(\v2\x19.accounting.v1.RateUpdateR\x03tpmB\a\n" +
+	"\x05_nameB\r\n" +
+	"\v_project_id\"1\n" +
+	"\n" +
+	"RateUpdate\x12\x19\n" +
+	"\x05value\x18\x01 \x01(\x03H\x00R\x05value\x88\x01\x01B\b\n" +
+	"\x06_value\"9\n" +
 	"\x11UpdateKeyResponse\x12$\n" +
-	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"\xaf\x01\n" +
+	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"\xce\x01\n" +
 	"\x0fGetUsageRequest\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x19\n" +
 	"\bfrom_day\x18\x03 \x01(\tR\afromDay\x12\x15\n" +
 	"\x06to_day\x18\x04 \x01(\tR\x05toDay\x124\n" +
-	"\bgroup_by\x18\x05 \x01(\x0e2\x19.accounting.v1.UsageGroupR\agroupBy\"\xac\x02\n" +
+	"\bgroup_by\x18\x05 \x01(\x0e2\x19.accounting.v1.UsageGroupR\agroupBy\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x06 \x01(\tR\tprojectId\"\xac\x02\n" +
 	"\bUsageRow\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1a\n" +
 	"\brequests\x18\x02 \x01(\x03R\brequests\x12!\n" +
@@ -5084,7 +5975,78 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x0eSetTierRequest\x12'\n" +
 	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier\":\n" +
 	"\x0fSetTierResponse\x12'\n" +
-	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier*\xec\x02\n" +
+	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier\"\xf5\x04\n" +
+	"\aProject\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x02 \x01(\tR\taccountId\x12\x1b\n" +
+	"\tparent_id\x18\x03 \x01(\tR\bparentId\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x121\n" +
+	"\x12daily_limit_micros\x18\x05 \x01(\x03H\x00R\x10dailyLimitMicros\x88\x01\x01\x125\n" +
+	"\x14monthly_limit_micros\x18\x06 \x01(\x03H\x01R\x12monthlyLimitMicros\x88\x01\x01\x12&\n" +
+	"\flimit_micros\x18\a \x01(\x03H\x02R\vlimitMicros\x88\x01\x01\x12\x15\n" +
+	"\x03rpm\x18\b \x01(\x03H\x03R\x03rpm\x88\x01\x01\x12\x15\n" +
+	"\x03tpm\x18\t \x01(\x03H\x04R\x03tpm\x88\x01\x01\x12\x16\n" +
+	"\x06models\x18\n" +
+	" \x03(\tR\x06models\x12,\n" +
+	"\x12spent_today_micros\x18\v \x01(\x03R\x10spentTodayMicros\x12,\n" +
+	"\x12spent_month_micros\x18\f \x01(\x03R\x10spentMonthMicros\x12!\n" +
+	"\fspent_micros\x18\r \x01(\x03R\vspentMicros\x12'\n" +
+	"\x0freserved_micros\x18\x0e \x01(\x03R\x0ereservedMicros\x129\n" +
+	"\n" +
+	"created_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAtB\x15\n" +
+	"\x13_daily_limit_microsB\x17\n" +
+	"\x15_monthly_limit_microsB\x0f\n" +
+	"\r_limit_microsB\x06\n" +
+	"\x04_rpmB\x06\n" +
+	"\x04_tpm\"\x8f\x03\n" +
+	"\x14CreateProjectRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\x12\x1b\n" +
+	"\tparent_id\x18\x02 \x01(\tR\bparentId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x121\n" +
+	"\x12daily_limit_micros\x18\x04 \x01(\x03H\x00R\x10dailyLimitMicros\x88\x01\x01\x125\n" +
+	"\x14monthly_limit_micros\x18\x05 \x01(\x03H\x01R\x12monthlyLimitMicros\x88\x01\x01\x12&\n" +
+	"\flimit_micros\x18\x06 \x01(\x03H\x02R\vlimitMicros\x88\x01\x01\x12\x15\n" +
+	"\x03rpm\x18\a \x01(\x03H\x03R\x03rpm\x88\x01\x01\x12\x15\n" +
+	"\x03tpm\x18\b \x01(\x03H\x04R\x03tpm\x88\x01\x01\x12\x16\n" +
+	"\x06models\x18\t \x03(\tR\x06modelsB\x15\n" +
+	"\x13_daily_limit_microsB\x17\n" +
+	"\x15_monthly_limit_microsB\x0f\n" +
+	"\r_limit_microsB\x06\n" +
+	"\x04_rpmB\x06\n" +
+	"\x04_tpm\"I\n" +
+	"\x15CreateProjectResponse\x120\n" +
+	"\aproject\x18\x01 \x01(\v2\x16.accounting.v1.ProjectR\aproject\"2\n" +
+	"\x11GetProjectRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\"F\n" +
+	"\x12GetProjectResponse\x120\n" +
+	"\aproject\x18\x01 \x01(\v2\x16.accounting.v1.ProjectR\aproject\"4\n" +
+	"\x13ListProjectsRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\"J\n" +
+	"\x14ListProjectsResponse\x122\n" +
+	"\bprojects\x18\x01 \x03(\v2\x16.accounting.v1.ProjectR\bprojects\"\x93\x03\n" +
+	"\x14UpdateProjectRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x17\n" +
+	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12;\n" +
+	"\vdaily_limit\x18\x03 \x01(\v2\x1a.accounting.v1.LimitUpdateR\n" +
+	"dailyLimit\x12?\n" +
+	"\rmonthly_limit\x18\x04 \x01(\v2\x1a.accounting.v1.LimitUpdateR\fmonthlyLimit\x120\n" +
+	"\x05limit\x18\x05 \x01(\v2\x1a.accounting.v1.LimitUpdateR\x05limit\x12+\n" +
+	"\x03rpm\x18\x06 \x01(\v2\x19.accounting.v1.RateUpdateR\x03rpm\x12+\n" +
+	"\x03tpm\x18\a \x01(\v2\x19.accounting.v1.RateUpdateR\x03tpm\x120\n" +
+	"\x06models\x18\b \x01(\v2\x18.accounting.v1.ModelListR\x06modelsB\a\n" +
+	"\x05_name\"I\n" +
+	"\x15UpdateProjectResponse\x120\n" +
+	"\aproject\x18\x01 \x01(\v2\x16.accounting.v1.ProjectR\aproject\"5\n" +
+	"\x14DeleteProjectRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\"I\n" +
+	"\x15DeleteProjectResponse\x120\n" +
+	"\aproject\x18\x01 \x01(\v2\x16.accounting.v1.ProjectR\aproject*\xff\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REASON_INVALID_API_KEY\x10\x01\x12\x1c\n" +
@@ -5098,7 +6060,8 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x17REASON_INVALID_ARGUMENT\x10\t\x12\x19\n" +
 	"\x15REASON_ALREADY_EXISTS\x10\n" +
 	"\x12\x1c\n" +
-	"\x18REASON_MODEL_NOT_ALLOWED\x10\v*B\n" +
+	"\x18REASON_MODEL_NOT_ALLOWED\x10\v\x12\x11\n" +
+	"\rREASON_IN_USE\x10\f*B\n" +
 	"\x04Pool\x12\x14\n" +
 	"\x10POOL_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPOOL_GENERAL\x10\x01\x12\x12\n" +
@@ -5114,14 +6077,15 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHANGE_KIND_RESET\x10\x01\x12\x13\n" +
 	"\x0fCHANGE_KIND_KEY\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_ACCOUNT\x10\x03*\x83\x01\n" +
+	"\x13CHANGE_KIND_ACCOUNT\x10\x03*\x9c\x01\n" +
 	"\n" +
 	"UsageGroup\x12\x1b\n" +
 	"\x17USAGE_GROUP_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11USAGE_GROUP_MODEL\x10\x01\x12\x13\n" +
 	"\x0fUSAGE_GROUP_KEY\x10\x02\x12\x13\n" +
 	"\x0fUSAGE_GROUP_DAY\x10\x03\x12\x17\n" +
-	"\x13USAGE_GROUP_CHANNEL\x10\x04*U\n" +
+	"\x13USAGE_GROUP_CHANNEL\x10\x04\x12\x17\n" +
+	"\x13USAGE_GROUP_PROJECT\x10\x05*U\n" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTRY_KIND_TOP_UP\x10\x01\x12\x15\n" +
@@ -5135,7 +6099,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
-	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xa6\v\n" +
+	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xe6\x0e\n" +
 	"\fAdminService\x12Z\n" +
 	"\rCreateAccount\x12#.accounting.v1.CreateAccountRequest\x1a$.accounting.v1.CreateAccountResponse\x12Q\n" +
 	"\n" +
@@ -5154,7 +6118,13 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x11ListLedgerEntries\x12'.accounting.v1.ListLedgerEntriesRequest\x1a(.accounting.v1.ListLedgerEntriesResponse\x12N\n" +
 	"\tReconcile\x12\x1f.accounting.v1.ReconcileRequest\x1a .accounting.v1.ReconcileResponse\x12N\n" +
 	"\tListTiers\x12\x1f.accounting.v1.ListTiersRequest\x1a .accounting.v1.ListTiersResponse\x12H\n" +
-	"\aSetTier\x12\x1d.accounting.v1.SetTierRequest\x1a\x1e.accounting.v1.SetTierResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
+	"\aSetTier\x12\x1d.accounting.v1.SetTierRequest\x1a\x1e.accounting.v1.SetTierResponse\x12Z\n" +
+	"\rCreateProject\x12#.accounting.v1.CreateProjectRequest\x1a$.accounting.v1.CreateProjectResponse\x12Q\n" +
+	"\n" +
+	"GetProject\x12 .accounting.v1.GetProjectRequest\x1a!.accounting.v1.GetProjectResponse\x12W\n" +
+	"\fListProjects\x12\".accounting.v1.ListProjectsRequest\x1a#.accounting.v1.ListProjectsResponse\x12Z\n" +
+	"\rUpdateProject\x12#.accounting.v1.UpdateProjectRequest\x1a$.accounting.v1.UpdateProjectResponse\x12Z\n" +
+	"\rDeleteProject\x12#.accounting.v1.DeleteProjectRequest\x1a$.accounting.v1.DeleteProjectResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
 
 var (
 	file_accounting_v1_accounting_proto_rawDescOnce sync.Once
@@ -5169,7 +6139,7 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                         // 0: accounting.v1.Reason
 	(Pool)(0),                           // 1: accounting.v1.Pool
@@ -5232,140 +6202,176 @@ var file_accounting_v1_accounting_proto_goTypes = []any{
 	(*LimitUpdate)(nil),                 // 58: accounting.v1.LimitUpdate
 	(*ExpiryUpdate)(nil),                // 59: accounting.v1.ExpiryUpdate
 	(*UpdateKeyRequest)(nil),            // 60: accounting.v1.UpdateKeyRequest
-	(*UpdateKeyResponse)(nil),           // 61: accounting.v1.UpdateKeyResponse
-	(*GetUsageRequest)(nil),             // 62: accounting.v1.GetUsageRequest
-	(*UsageRow)(nil),                    // 63: accounting.v1.UsageRow
-	(*GetUsageResponse)(nil),            // 64: accounting.v1.GetUsageResponse
-	(*ListLedgerEntriesRequest)(nil),    // 65: accounting.v1.ListLedgerEntriesRequest
-	(*LedgerEntry)(nil),                 // 66: accounting.v1.LedgerEntry
-	(*ReconcileRequest)(nil),            // 67: accounting.v1.ReconcileRequest
-	(*ReconcileRow)(nil),                // 68: accounting.v1.ReconcileRow
-	(*ReconcileResponse)(nil),           // 69: accounting.v1.ReconcileResponse
-	(*ListLedgerEntriesResponse)(nil),   // 70: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 71: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 72: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 73: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 74: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 75: accounting.v1.SetTierResponse
-	nil,                                 // 76: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 77: google.protobuf.Timestamp
+	(*RateUpdate)(nil),                  // 61: accounting.v1.RateUpdate
+	(*UpdateKeyResponse)(nil),           // 62: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),             // 63: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                    // 64: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),            // 65: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),    // 66: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                 // 67: accounting.v1.LedgerEntry
+	(*ReconcileRequest)(nil),            // 68: accounting.v1.ReconcileRequest
+	(*ReconcileRow)(nil),                // 69: accounting.v1.ReconcileRow
+	(*ReconcileResponse)(nil),           // 70: accounting.v1.ReconcileResponse
+	(*ListLedgerEntriesResponse)(nil),   // 71: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                        // 72: accounting.v1.Tier
+	(*ListTiersRequest)(nil),            // 73: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),           // 74: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),              // 75: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),             // 76: accounting.v1.SetTierResponse
+	(*Project)(nil),                     // 77: accounting.v1.Project
+	(*CreateProjectRequest)(nil),        // 78: accounting.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),       // 79: accounting.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),           // 80: accounting.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),          // 81: accounting.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),         // 82: accounting.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),        // 83: accounting.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),        // 84: accounting.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),       // 85: accounting.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),        // 86: accounting.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),       // 87: accounting.v1.DeleteProjectResponse
+	nil,                                 // 88: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),       // 89: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
-	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
-	9,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	77, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
-	1,  // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	77, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	76, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
-	14, // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
-	13, // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
-	2,  // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
-	20, // 10: accounting.v1.ApplyRequest.ops:type_name -> accounting.v1.LedgerOp
-	11, // 11: accounting.v1.LedgerOp.reserve:type_name -> accounting.v1.ReserveRequest
-	15, // 12: accounting.v1.LedgerOp.commit:type_name -> accounting.v1.CommitRequest
-	17, // 13: accounting.v1.LedgerOp.release:type_name -> accounting.v1.ReleaseRequest
-	22, // 14: accounting.v1.ApplyResponse.results:type_name -> accounting.v1.LedgerOpResult
-	12, // 15: accounting.v1.LedgerOpResult.reserve:type_name -> accounting.v1.ReserveResponse
-	16, // 16: accounting.v1.LedgerOpResult.commit:type_name -> accounting.v1.CommitResponse
-	18, // 17: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
-	23, // 18: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
-	6,  // 19: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
-	77, // 20: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 21: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
-	32, // 22: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	32, // 23: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	77, // 24: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	77, // 25: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	33, // 26: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
-	77, // 27: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	77, // 28: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	77, // 29: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	40, // 30: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
-	33, // 31: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
-	33, // 32: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
-	33, // 33: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
-	33, // 34: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
-	40, // 35: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
-	40, // 36: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
-	40, // 37: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
-	33, // 38: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
-	40, // 39: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	77, // 40: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
-	57, // 41: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
-	58, // 42: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	58, // 43: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	59, // 44: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
-	40, // 45: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
-	4,  // 46: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
-	63, // 47: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
-	63, // 48: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
-	5,  // 49: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	77, // 50: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
-	14, // 51: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
-	14, // 52: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
-	68, // 53: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
-	66, // 54: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
-	71, // 55: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
-	71, // 56: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
-	71, // 57: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	7,  // 58: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	11, // 59: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	15, // 60: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	17, // 61: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	19, // 62: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
-	24, // 63: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	26, // 64: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	28, // 65: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	30, // 66: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	34, // 67: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	37, // 68: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	38, // 69: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	39, // 70: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	35, // 71: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
-	41, // 72: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	43, // 73: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	44, // 74: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	45, // 75: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	53, // 76: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	55, // 77: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	60, // 78: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	62, // 79: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	65, // 80: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	67, // 81: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
-	72, // 82: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	74, // 83: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	8,  // 84: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	12, // 85: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	16, // 86: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	18, // 87: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	21, // 88: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
-	25, // 89: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	27, // 90: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	29, // 91: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	31, // 92: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	46, // 93: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	47, // 94: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	48, // 95: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	49, // 96: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	36, // 97: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
-	42, // 98: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	50, // 99: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	51, // 100: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	52, // 101: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	54, // 102: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	56, // 103: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	61, // 104: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	64, // 105: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	70, // 106: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	69, // 107: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
-	73, // 108: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	75, // 109: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	84, // [84:110] is the sub-list for method output_type
-	58, // [58:84] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	0,   // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
+	9,   // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
+	89,  // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	10,  // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
+	1,   // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
+	89,  // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	88,  // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	14,  // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
+	13,  // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
+	2,   // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
+	20,  // 10: accounting.v1.ApplyRequest.ops:type_name -> accounting.v1.LedgerOp
+	11,  // 11: accounting.v1.LedgerOp.reserve:type_name -> accounting.v1.ReserveRequest
+	15,  // 12: accounting.v1.LedgerOp.commit:type_name -> accounting.v1.CommitRequest
+	17,  // 13: accounting.v1.LedgerOp.release:type_name -> accounting.v1.ReleaseRequest
+	22,  // 14: accounting.v1.ApplyResponse.results:type_name -> accounting.v1.LedgerOpResult
+	12,  // 15: accounting.v1.LedgerOpResult.reserve:type_name -> accounting.v1.ReserveResponse
+	16,  // 16: accounting.v1.LedgerOpResult.commit:type_name -> accounting.v1.CommitResponse
+	18,  // 17: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
+	23,  // 18: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
+	6,   // 19: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
+	89,  // 20: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	3,   // 21: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
+	32,  // 22: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	32,  // 23: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	89,  // 24: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	89,  // 25: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	33,  // 26: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
+	89,  // 27: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	89,  // 28: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	89,  // 29: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	40,  // 30: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
+	33,  // 31: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
+	33,  // 32: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
+	33,  // 33: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
+	33,  // 34: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
+	40,  // 35: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
+	40,  // 36: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
+	40,  // 37: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
+	33,  // 38: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
+	40,  // 39: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
+	89,  // 40: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	57,  // 41: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
+	58,  // 42: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	58,  // 43: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	59,  // 44: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
+	61,  // 45: accounting.v1.UpdateKeyRequest.rpm:type_name -> accounting.v1.RateUpdate
+	61,  // 46: accounting.v1.UpdateKeyRequest.tpm:type_name -> accounting.v1.RateUpdate
+	40,  // 47: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
+	4,   // 48: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
+	64,  // 49: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
+	64,  // 50: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
+	5,   // 51: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
+	89,  // 52: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	14,  // 53: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
+	14,  // 54: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
+	69,  // 55: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
+	67,  // 56: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	72,  // 57: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	72,  // 58: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	72,  // 59: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	89,  // 60: accounting.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	77,  // 61: accounting.v1.CreateProjectResponse.project:type_name -> accounting.v1.Project
+	77,  // 62: accounting.v1.GetProjectResponse.project:type_name -> accounting.v1.Project
+	77,  // 63: accounting.v1.ListProjectsResponse.projects:type_name -> accounting.v1.Project
+	58,  // 64: accounting.v1.UpdateProjectRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	58,  // 65: accounting.v1.UpdateProjectRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	58,  // 66: accounting.v1.UpdateProjectRequest.limit:type_name -> accounting.v1.LimitUpdate
+	61,  // 67: accounting.v1.UpdateProjectRequest.rpm:type_name -> accounting.v1.RateUpdate
+	61,  // 68: accounting.v1.UpdateProjectRequest.tpm:type_name -> accounting.v1.RateUpdate
+	57,  // 69: accounting.v1.UpdateProjectRequest.models:type_name -> accounting.v1.ModelList
+	77,  // 70: accounting.v1.UpdateProjectResponse.project:type_name -> accounting.v1.Project
+	77,  // 71: accounting.v1.DeleteProjectResponse.project:type_name -> accounting.v1.Project
+	7,   // 72: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	11,  // 73: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	15,  // 74: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	17,  // 75: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	19,  // 76: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
+	24,  // 77: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	26,  // 78: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	28,  // 79: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	30,  // 80: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	34,  // 81: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	37,  // 82: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	38,  // 83: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	39,  // 84: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	35,  // 85: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
+	41,  // 86: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	43,  // 87: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	44,  // 88: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	45,  // 89: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	53,  // 90: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	55,  // 91: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	60,  // 92: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	63,  // 93: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	66,  // 94: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	68,  // 95: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
+	73,  // 96: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	75,  // 97: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	78,  // 98: accounting.v1.AdminService.CreateProject:input_type -> accounting.v1.CreateProjectRequest
+	80,  // 99: accounting.v1.AdminService.GetProject:input_type -> accounting.v1.GetProjectRequest
+	82,  // 100: accounting.v1.AdminService.ListProjects:input_type -> accounting.v1.ListProjectsRequest
+	84,  // 101: accounting.v1.AdminService.UpdateProject:input_type -> accounting.v1.UpdateProjectRequest
+	86,  // 102: accounting.v1.AdminService.DeleteProject:input_type -> accounting.v1.DeleteProjectRequest
+	8,   // 103: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	12,  // 104: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	16,  // 105: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	18,  // 106: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	21,  // 107: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
+	25,  // 108: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	27,  // 109: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	29,  // 110: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	31,  // 111: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	46,  // 112: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	47,  // 113: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	48,  // 114: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	49,  // 115: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	36,  // 116: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
+	42,  // 117: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	50,  // 118: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	51,  // 119: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	52,  // 120: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	54,  // 121: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	56,  // 122: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	62,  // 123: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	65,  // 124: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	71,  // 125: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	70,  // 126: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	74,  // 127: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	76,  // 128: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	79,  // 129: accounting.v1.AdminService.CreateProject:output_type -> accounting.v1.CreateProjectResponse
+	81,  // 130: accounting.v1.AdminService.GetProject:output_type -> accounting.v1.GetProjectResponse
+	83,  // 131: accounting.v1.AdminService.ListProjects:output_type -> accounting.v1.ListProjectsResponse
+	85,  // 132: accounting.v1.AdminService.UpdateProject:output_type -> accounting.v1.UpdateProjectResponse
+	87,  // 133: accounting.v1.AdminService.DeleteProject:output_type -> accounting.v1.DeleteProjectResponse
+	103, // [103:134] is the sub-list for method output_type
+	72,  // [72:103] is the sub-list for method input_type
+	72,  // [72:72] is the sub-list for extension type_name
+	72,  // [72:72] is the sub-list for extension extendee
+	0,   // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -5391,13 +6397,17 @@ func file_accounting_v1_accounting_proto_init() {
 	file_accounting_v1_accounting_proto_msgTypes[35].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[52].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[54].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[55].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[71].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[72].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[78].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   71,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
