@@ -346,6 +346,7 @@ var reasonText = map[ledger.Reason]string{
 	ledger.ReasonReservationSettled:       "reservation already settled",
 	ledger.ReasonAlreadyExists:            "already exists",
 	ledger.ReasonModelNotAllowed:          "model not allowed",
+	ledger.ReasonInUse:                    "in use",
 }
 
 // describe turns a failed call into the one line the operator reads.
@@ -360,8 +361,6 @@ func describe(err error, entity, addr string) error {
 		return fmt.Errorf("%s not found", entity)
 	case errors.As(domain, &r) && r.Reason == ledger.ReasonInvalidArgument:
 		return fmt.Errorf("invalid argument: %s", refusalDetail(st.Message(), r))
-	case r != nil && r.Reason == ledger.ReasonInUse:
-		return errors.New(refusalDetail(st.Message(), r))
 	case r != nil && reasonText[r.Reason] != "":
 		if d := refusalDetail(st.Message(), r); d != "" {
 			return fmt.Errorf("%s: %s", reasonText[r.Reason], d)
