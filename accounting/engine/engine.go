@@ -143,6 +143,10 @@ type Engine struct {
 	// opsDecided counts the Reserve, Commit and Release operations decided.
 	opsDecided atomic.Int64
 
+	// lateRefused counts the operations not decided because their caller's context
+	// ended before the decide loop reached them.
+	lateRefused atomic.Int64
+
 	// appends and appended count the journal appends and their records.
 	appends, appended atomic.Int64
 
@@ -167,6 +171,9 @@ type Engine struct {
 }
 
 type op struct {
+	// ctx is the caller's: an operation whose caller gave up before the decide loop
+	// reached it is not decided (nil: an internal operation, always decided).
+	ctx  context.Context
 	cmd  machine.Command
 	ans  machine.Answer
 	done chan struct{}
@@ -215,6 +222,10 @@ func (e *Engine) Owning() bool { return e.owning.Load() }
 func (e *Engine) Stats() (appends, records, ops int64) {
 	return e.appends.Load(), e.appended.Load(), e.opsDecided.Load()
 }
+
+// LateRefused is how many operations were not decided because their caller's
+// deadline passed (or it cancelled) while they queued for the decide loop.
+func (e *Engine) LateRefused() int64 { return e.lateRefused.Load() }
 
 // Durable is the last journal seq this process's state holds durably.
 func (e *Engine) Durable() int64 { return e.durable.Load() }
@@ -286,7 +297,7 @@ func (e *Engine) do(ctx context.Context, c machine.Command) (machine.Answer, err
 			return machine.Answer{}, e.notOwner()
 		}
 	}
-	o := &op{cmd: c, done: make(chan struct{})}
+	o := &op{ctx: ctx, cmd: c, done: make(chan struct{})}
 	select {
 	case e.ops <- o:
 	case <-e.failed:
