@@ -351,11 +351,23 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		sw.archive, sw.archiveAfter = m.CountArchive(own.store.ArchiveSettled), cfg.ArchiveAfter
 	}
 	var serving atomic.Bool
-	// A standby is ready once it knows where the owner is: it forwards to it.
-	ready := func() bool {
-		return serving.Load() && (own.engine.Owning() || own.engine.OwnerAddr() != cfg.Advertise && own.engine.OwnerAddr() != "")
+	// Ready says what this replica can do: the owner, with its lease in force and its
+	// sweeps reaching the database; a standby that follows the journal and knows the
+	// owner (it sends its callers there). Neither depends on having owned the ledger
+	// before: a fenced owner, or one cut off from the database, is ready again as soon
+	// as it follows the journal as a standby.
+	ready := func() error {
+		switch err := own.engine.Ready(sw.awayAfter()); {
+		case !serving.Load():
+			return errors.New("not serving")
+		case err != nil:
+			return err
+		case own.engine.Owning() && sw.away():
+			return errors.New("database unreachable")
+		}
+		return nil
 	}
-	hs := &http.Server{Handler: pprof.Wrap(healthMux(ready, sw, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: pprof.Wrap(healthMux(ready, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
 
 	// Background work stops with bgCtx; the gRPC server is stopped explicitly.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -409,24 +421,22 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	return result
 }
 
-// healthMux serves /healthz (the process is up), /readyz (serving — with the journal
-// engine, owning the ledger or knowing where its owner is — and the last sweep reached
-// the database recently) and /metrics.
-func healthMux(ready func() bool, sw *sweeper, metricsHandler http.Handler) http.Handler {
+// healthMux serves /healthz (liveness: the process is up and serves HTTP; it says
+// nothing of the database or the ledger, so that a replica is never restarted for what
+// a restart cannot cure), /readyz (readiness: ready is nil, else 503 with its reason)
+// and /metrics.
+func healthMux(ready func() error, metricsHandler http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metricsHandler)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		switch {
-		case !ready():
-			http.Error(w, "not serving", http.StatusServiceUnavailable)
-		case sw.away():
-			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
-		default:
-			fmt.Fprintln(w, "ready")
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
 		}
+		fmt.Fprintln(w, "ready")
 	})
 	return mux
 }

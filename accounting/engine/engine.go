@@ -132,6 +132,9 @@ type Engine struct {
 	ownerAddr atomic.Pointer[string]
 	// leaseEnd is the local time (UnixNano) until which this owner's lease surely holds.
 	leaseEnd atomic.Int64
+	// contact is when (UnixNano) the journal last answered this process: a read, a
+	// lease taken, renewed or found held by another.
+	contact atomic.Int64
 	// durable is the last seq the journal holds (owner) or this state folded (standby).
 	durable atomic.Int64
 
@@ -215,6 +218,36 @@ func (e *Engine) OwnerAddr() string { return *e.ownerAddr.Load() }
 
 // Owning reports whether this process is the shard's owner now.
 func (e *Engine) Owning() bool { return e.owning.Load() }
+
+// Ready says whether this process can take the ledger's calls now (nil), or why not:
+// it owns the ledger and its lease is in force, or it is a standby that heard from the
+// journal within fresh (so it follows it and can take over) and knows an owner other
+// than itself. A replica fenced or cut off from the database is ready again as soon as
+// it follows the journal and knows the owner, not only once it owns the ledger again.
+func (e *Engine) Ready(fresh time.Duration) error {
+	select {
+	case <-e.failed:
+		return errors.New("the ledger engine stopped")
+	default:
+	}
+	now := time.Now()
+	if e.owning.Load() {
+		if now.UnixNano() > e.leaseEnd.Load() {
+			return errors.New("owner: the lease is not renewed")
+		}
+		return nil
+	}
+	if last := e.contact.Load(); last == 0 || now.Sub(time.Unix(0, last)) > fresh {
+		return errors.New("standby: the journal does not answer")
+	}
+	if addr := e.OwnerAddr(); addr == "" || addr == e.opts.Addr {
+		return errors.New("standby: the owner is not known")
+	}
+	return nil
+}
+
+// heard notes that the journal answered.
+func (e *Engine) heard() { e.contact.Store(time.Now().UnixNano()) }
 
 // Stats returns how many journal appends this owner made, how many records they held
 // and how many Reserve, Commit and Release operations it decided: operations per

@@ -268,6 +268,7 @@ func (e *Engine) renewNow(ctx context.Context) error {
 		}
 		return err
 	}
+	e.heard()
 	// No later than the lease's end as the database counts it: it counts from when it
 	// received the renewal, after it was sent.
 	for {
