@@ -40,6 +40,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/engine"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/metrics"
 	"github.com/llmgw/gateway/accounting/server"
@@ -157,7 +158,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.Func("db-max-conns", "database pool size (env "+EnvDBMaxConns+"; default 4 per core, 8 to 32)", intFlag(&cfg.DB.MaxConns))
 	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", store.DefaultLockTimeout, "longest wait of a database statement for a row lock (env "+EnvDBLockTimeout+")")
 	fs.DurationVar(&cfg.DB.StatementTimeout, "db-statement-timeout", store.DefaultStatementTimeout, "longest database statement (env "+EnvDBStatementTimeout+")")
-	fs.DurationVar(&cfg.LedgerLease, "ledger-lease", 5*time.Second, "how long the journal engine's owner holds the ledger unrenewed; a standby takes over about this long after the owner died (env "+EnvLedgerLease+")")
+	fs.DurationVar(&cfg.LedgerLease, "ledger-lease", engine.DefaultLease, "how long the journal engine's owner holds the ledger unrenewed; a standby takes over about this long after the owner died (env "+EnvLedgerLease+")")
 	fs.StringVar(&cfg.Advertise, "advertise", envOr(EnvAdvertise, ""), "address clients reach this process at (default: --listen) (env "+EnvAdvertise+")")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env "+EnvPprof+")")
 	fs.BoolVar(&cfg.MigrateOnly, "migrate-only", false, "create the database if missing, apply pending migrations and exit (needs only "+EnvDatabaseURL+")")
@@ -339,7 +340,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		// The fixed receive windows of every accounting connection (client.Window).
 		grpc.InitialWindowSize(client.Window), grpc.InitialConnWindowSize(client.ConnWindow),
 		grpc.NumStreamWorkers(StreamWorkers),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	)
 	gs := grpc.NewServer(opts...)

@@ -45,8 +45,8 @@ type Options struct {
 	// that is gone (a restart after a crash), and is claimed at once instead of after
 	// it lapses.
 	AddrBound bool
-	// Lease is how long ownership lasts without a renewal (default 5 s): a dead owner
-	// is replaced within about that long.
+	// Lease is how long ownership lasts without a renewal (default DefaultLease): a
+	// dead owner is replaced within about that long.
 	Lease time.Duration
 	// Poll is how often a standby reads the journal's new records (default 50 ms).
 	Poll time.Duration
@@ -85,7 +85,7 @@ func (o *Options) defaults() {
 		o.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
 	if o.Lease <= 0 {
-		o.Lease = 5 * time.Second
+		o.Lease = DefaultLease
 	}
 	if o.Poll <= 0 {
 		o.Poll = 50 * time.Millisecond
@@ -115,6 +115,13 @@ func (o *Options) defaults() {
 		o.Logger = zap.NewNop()
 	}
 }
+
+// DefaultLease is the owner's lease unless configured: renewed every quarter of it, so
+// a dead owner is replaced about a second after it died — within the admission's time
+// budget, which waits for the new owner. The price: an owner that cannot renew for a
+// second (a stalled database, a process starved of CPU) loses the ledger to a standby
+// and rebuilds itself as one; and four renewals a second.
+const DefaultLease = time.Second
 
 // ErrStopped answers the calls in flight when the owner stopped (fail-stop).
 var ErrStopped = fmt.Errorf("ledger owner stopped: %w", ledger.ErrUnavailable)
