@@ -33,10 +33,12 @@
 //
 // # Load balancing
 //
-// DialOptions selects gRPC's round_robin policy: with a target that resolves to every
+// DialOptions selects a round robin policy: with a target that resolves to every
 // accounting replica (dns:///accounting-headless:50052) calls spread over all of them,
 // and a replica that goes away is dropped from the rotation, instead of pick_first's
-// one connection per process.
+// one connection per process. A replica that stops answering (paused) is skipped
+// within a second or so (pick.go), and every call waits, within its deadline, for an
+// owner while the ledger's owner is replaced (retry.go).
 package ledgerclient
 
 import (
@@ -54,19 +56,28 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
 
-// ServiceConfig is the default gRPC service config of the accounting connection: the
-// round_robin load-balancing policy.
-const ServiceConfig = `{"loadBalancingConfig":[{"round_robin":{}}]}`
+// ServiceConfig is the default gRPC service config of the accounting connection: round
+// robin over the replicas that answer (BalancerName, pick.go).
+const ServiceConfig = `{"loadBalancingConfig":[{"` + BalancerName + `":{}}]}`
 
-// DialOptions are the options extproc dials accounting with (see the package doc). With
-// traced (tracing is on), the OpenTelemetry client instrumentation makes each ledger
-// call a span of the request's trace, propagated to accounting; without, no handler
-// runs at all (even a no-op one costs each call some work).
+// Keepalive pings an idle accounting connection, so that a replica gone without a word
+// (its host, or the network) is noticed and the connection made again. grpc-go pings
+// no more often than every 10 s (accounting permits that); a paused replica is noticed
+// sooner by the picker (pick.go).
+var Keepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}
+
+// DialOptions are the options extproc dials accounting with (see the package doc): the
+// service config, keepalive, and the wait for an owner (retry.go). With traced (tracing
+// is on), the OpenTelemetry client instrumentation makes each ledger call a span of
+// the request's trace, propagated to accounting; without, no handler runs at all (even
+// a no-op one costs each call some work).
 func DialOptions(traced bool) []grpc.DialOption {
-	opts := []grpc.DialOption{grpc.WithDefaultServiceConfig(ServiceConfig)}
+	opts := []grpc.DialOption{grpc.WithDefaultServiceConfig(ServiceConfig), grpc.WithKeepaliveParams(Keepalive),
+		grpc.WithChainUnaryInterceptor(waitForOwner)}
 	if traced {
 		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
 	}
