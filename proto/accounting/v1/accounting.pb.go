@@ -438,6 +438,54 @@ func (x *Refusal) GetLimit() string {
 	return ""
 }
 
+// NotOwner is the detail of the UNAVAILABLE status a standby answers a call that
+// carries "x-ledger-redirect: 1" with (and of any call made at a process that stopped
+// owning the ledger): nothing was decided, and the owner is at owner_addr.
+type NotOwner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gRPC address (host:port) the owner advertises.
+	OwnerAddr     string `protobuf:"bytes,1,opt,name=owner_addr,json=ownerAddr,proto3" json:"owner_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotOwner) Reset() {
+	*x = NotOwner{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotOwner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotOwner) ProtoMessage() {}
+
+func (x *NotOwner) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotOwner.ProtoReflect.Descriptor instead.
+func (*NotOwner) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NotOwner) GetOwnerAddr() string {
+	if x != nil {
+		return x.OwnerAddr
+	}
+	return ""
+}
+
 type AuthenticateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// SHA-256 of the API key secret, 32 bytes.
@@ -448,7 +496,7 @@ type AuthenticateRequest struct {
 
 func (x *AuthenticateRequest) Reset() {
 	*x = AuthenticateRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -460,7 +508,7 @@ func (x *AuthenticateRequest) String() string {
 func (*AuthenticateRequest) ProtoMessage() {}
 
 func (x *AuthenticateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -473,7 +521,7 @@ func (x *AuthenticateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthenticateRequest.ProtoReflect.Descriptor instead.
 func (*AuthenticateRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{1}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AuthenticateRequest) GetKeyHash() []byte {
@@ -492,7 +540,7 @@ type AuthenticateResponse struct {
 
 func (x *AuthenticateResponse) Reset() {
 	*x = AuthenticateResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +552,7 @@ func (x *AuthenticateResponse) String() string {
 func (*AuthenticateResponse) ProtoMessage() {}
 
 func (x *AuthenticateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +565,7 @@ func (x *AuthenticateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthenticateResponse.ProtoReflect.Descriptor instead.
 func (*AuthenticateResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{2}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AuthenticateResponse) GetGrant() *KeyGrant {
@@ -547,7 +595,7 @@ type KeyGrant struct {
 
 func (x *KeyGrant) Reset() {
 	*x = KeyGrant{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +607,7 @@ func (x *KeyGrant) String() string {
 func (*KeyGrant) ProtoMessage() {}
 
 func (x *KeyGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +620,7 @@ func (x *KeyGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyGrant.ProtoReflect.Descriptor instead.
 func (*KeyGrant) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{3}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *KeyGrant) GetKeyId() string {
@@ -668,7 +716,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +728,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +741,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{4}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReserveRequest) GetRequestId() string {
@@ -757,7 +805,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +817,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +830,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{5}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReserveResponse) GetReservationId() string {
@@ -831,7 +879,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +891,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +904,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{6}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -907,7 +955,7 @@ type ChargeComponent struct {
 
 func (x *ChargeComponent) Reset() {
 	*x = ChargeComponent{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +967,7 @@ func (x *ChargeComponent) String() string {
 func (*ChargeComponent) ProtoMessage() {}
 
 func (x *ChargeComponent) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +980,7 @@ func (x *ChargeComponent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChargeComponent.ProtoReflect.Descriptor instead.
 func (*ChargeComponent) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{7}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChargeComponent) GetName() string {
@@ -978,7 +1026,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1038,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1051,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{8}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CommitRequest) GetReservationId() string {
@@ -1054,7 +1102,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1114,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1127,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{9}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CommitResponse) GetChargedMicros() int64 {
@@ -1114,7 +1162,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1174,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1187,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{10}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseRequest) GetReservationId() string {
@@ -1168,7 +1216,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1228,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1241,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseResponse) GetState() ReservationState {
@@ -1210,372 +1258,6 @@ func (x *ReleaseResponse) GetChargedMicros() int64 {
 	return 0
 }
 
-type ApplyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ops           []*LedgerOp            `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ApplyRequest) Reset() {
-	*x = ApplyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ApplyRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ApplyRequest) ProtoMessage() {}
-
-func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
-func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
-}
-
-func (x *ApplyRequest) GetOps() []*LedgerOp {
-	if x != nil {
-		return x.Ops
-	}
-	return nil
-}
-
-// LedgerOp is one call of an Apply.
-type LedgerOp struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Op:
-	//
-	//	*LedgerOp_Reserve
-	//	*LedgerOp_Commit
-	//	*LedgerOp_Release
-	Op            isLedgerOp_Op `protobuf_oneof:"op"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LedgerOp) Reset() {
-	*x = LedgerOp{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LedgerOp) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LedgerOp) ProtoMessage() {}
-
-func (x *LedgerOp) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LedgerOp.ProtoReflect.Descriptor instead.
-func (*LedgerOp) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
-}
-
-func (x *LedgerOp) GetOp() isLedgerOp_Op {
-	if x != nil {
-		return x.Op
-	}
-	return nil
-}
-
-func (x *LedgerOp) GetReserve() *ReserveRequest {
-	if x != nil {
-		if x, ok := x.Op.(*LedgerOp_Reserve); ok {
-			return x.Reserve
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOp) GetCommit() *CommitRequest {
-	if x != nil {
-		if x, ok := x.Op.(*LedgerOp_Commit); ok {
-			return x.Commit
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOp) GetRelease() *ReleaseRequest {
-	if x != nil {
-		if x, ok := x.Op.(*LedgerOp_Release); ok {
-			return x.Release
-		}
-	}
-	return nil
-}
-
-type isLedgerOp_Op interface {
-	isLedgerOp_Op()
-}
-
-type LedgerOp_Reserve struct {
-	Reserve *ReserveRequest `protobuf:"bytes,1,opt,name=reserve,proto3,oneof"`
-}
-
-type LedgerOp_Commit struct {
-	Commit *CommitRequest `protobuf:"bytes,2,opt,name=commit,proto3,oneof"`
-}
-
-type LedgerOp_Release struct {
-	Release *ReleaseRequest `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
-}
-
-func (*LedgerOp_Reserve) isLedgerOp_Op() {}
-
-func (*LedgerOp_Commit) isLedgerOp_Op() {}
-
-func (*LedgerOp_Release) isLedgerOp_Op() {}
-
-type ApplyResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// One per operation, in order.
-	Results       []*LedgerOpResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ApplyResponse) Reset() {
-	*x = ApplyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ApplyResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ApplyResponse) ProtoMessage() {}
-
-func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
-func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
-}
-
-func (x *ApplyResponse) GetResults() []*LedgerOpResult {
-	if x != nil {
-		return x.Results
-	}
-	return nil
-}
-
-// LedgerOpResult is what the operation's own call would have answered.
-type LedgerOpResult struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Result:
-	//
-	//	*LedgerOpResult_Reserve
-	//	*LedgerOpResult_Commit
-	//	*LedgerOpResult_Release
-	//	*LedgerOpResult_Error
-	Result        isLedgerOpResult_Result `protobuf_oneof:"result"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LedgerOpResult) Reset() {
-	*x = LedgerOpResult{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LedgerOpResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LedgerOpResult) ProtoMessage() {}
-
-func (x *LedgerOpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LedgerOpResult.ProtoReflect.Descriptor instead.
-func (*LedgerOpResult) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
-}
-
-func (x *LedgerOpResult) GetResult() isLedgerOpResult_Result {
-	if x != nil {
-		return x.Result
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetReserve() *ReserveResponse {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Reserve); ok {
-			return x.Reserve
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetCommit() *CommitResponse {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Commit); ok {
-			return x.Commit
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetRelease() *ReleaseResponse {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Release); ok {
-			return x.Release
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetError() *OpError {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Error); ok {
-			return x.Error
-		}
-	}
-	return nil
-}
-
-type isLedgerOpResult_Result interface {
-	isLedgerOpResult_Result()
-}
-
-type LedgerOpResult_Reserve struct {
-	Reserve *ReserveResponse `protobuf:"bytes,1,opt,name=reserve,proto3,oneof"`
-}
-
-type LedgerOpResult_Commit struct {
-	Commit *CommitResponse `protobuf:"bytes,2,opt,name=commit,proto3,oneof"`
-}
-
-type LedgerOpResult_Release struct {
-	Release *ReleaseResponse `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
-}
-
-type LedgerOpResult_Error struct {
-	Error *OpError `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
-}
-
-func (*LedgerOpResult_Reserve) isLedgerOpResult_Result() {}
-
-func (*LedgerOpResult_Commit) isLedgerOpResult_Result() {}
-
-func (*LedgerOpResult_Release) isLedgerOpResult_Result() {}
-
-func (*LedgerOpResult_Error) isLedgerOpResult_Result() {}
-
-// OpError is the status an operation's own call would have failed with.
-type OpError struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The gRPC status code (google.golang.org/grpc/codes), never OK.
-	Code    int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// The refusal, for a refused operation (as the call's status details carry it).
-	Refusal       *Refusal `protobuf:"bytes,3,opt,name=refusal,proto3" json:"refusal,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *OpError) Reset() {
-	*x = OpError{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *OpError) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*OpError) ProtoMessage() {}
-
-func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use OpError.ProtoReflect.Descriptor instead.
-func (*OpError) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
-}
-
-func (x *OpError) GetCode() int32 {
-	if x != nil {
-		return x.Code
-	}
-	return 0
-}
-
-func (x *OpError) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *OpError) GetRefusal() *Refusal {
-	if x != nil {
-		return x.Refusal
-	}
-	return nil
-}
-
 type RenewRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ReservationId string                 `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
@@ -1586,7 +1268,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1280,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1293,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RenewRequest) GetReservationId() string {
@@ -1637,7 +1319,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1331,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1344,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -1680,7 +1362,7 @@ type WatchChangesRequest struct {
 
 func (x *WatchChangesRequest) Reset() {
 	*x = WatchChangesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1374,7 @@ func (x *WatchChangesRequest) String() string {
 func (*WatchChangesRequest) ProtoMessage() {}
 
 func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1387,7 @@ func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesRequest.ProtoReflect.Descriptor instead.
 func (*WatchChangesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
 }
 
 type WatchChangesResponse struct {
@@ -1719,7 +1401,7 @@ type WatchChangesResponse struct {
 
 func (x *WatchChangesResponse) Reset() {
 	*x = WatchChangesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1413,7 @@ func (x *WatchChangesResponse) String() string {
 func (*WatchChangesResponse) ProtoMessage() {}
 
 func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1426,7 @@ func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesResponse.ProtoReflect.Descriptor instead.
 func (*WatchChangesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchChangesResponse) GetKind() ChangeKind {
@@ -1784,7 +1466,7 @@ type RecordVideoTaskRequest struct {
 
 func (x *RecordVideoTaskRequest) Reset() {
 	*x = RecordVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1478,7 @@ func (x *RecordVideoTaskRequest) String() string {
 func (*RecordVideoTaskRequest) ProtoMessage() {}
 
 func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +1491,7 @@ func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RecordVideoTaskRequest) GetTaskId() string {
@@ -1856,7 +1538,7 @@ type RecordVideoTaskResponse struct {
 
 func (x *RecordVideoTaskResponse) Reset() {
 	*x = RecordVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +1550,7 @@ func (x *RecordVideoTaskResponse) String() string {
 func (*RecordVideoTaskResponse) ProtoMessage() {}
 
 func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +1563,7 @@ func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RecordVideoTaskResponse) GetTask() *VideoTask {
@@ -1900,7 +1582,7 @@ type GetVideoTaskRequest struct {
 
 func (x *GetVideoTaskRequest) Reset() {
 	*x = GetVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +1594,7 @@ func (x *GetVideoTaskRequest) String() string {
 func (*GetVideoTaskRequest) ProtoMessage() {}
 
 func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +1607,7 @@ func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetVideoTaskRequest) GetTaskId() string {
@@ -1944,7 +1626,7 @@ type GetVideoTaskResponse struct {
 
 func (x *GetVideoTaskResponse) Reset() {
 	*x = GetVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +1638,7 @@ func (x *GetVideoTaskResponse) String() string {
 func (*GetVideoTaskResponse) ProtoMessage() {}
 
 func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +1651,7 @@ func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetVideoTaskResponse) GetTask() *VideoTask {
@@ -1999,7 +1681,7 @@ type VideoTask struct {
 
 func (x *VideoTask) Reset() {
 	*x = VideoTask{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +1693,7 @@ func (x *VideoTask) String() string {
 func (*VideoTask) ProtoMessage() {}
 
 func (x *VideoTask) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +1706,7 @@ func (x *VideoTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VideoTask.ProtoReflect.Descriptor instead.
 func (*VideoTask) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *VideoTask) GetTaskId() string {
@@ -2108,7 +1790,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +1802,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +1815,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Account) GetId() string {
@@ -2216,7 +1898,7 @@ type CreateAccountRequest struct {
 
 func (x *CreateAccountRequest) Reset() {
 	*x = CreateAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +1910,7 @@ func (x *CreateAccountRequest) String() string {
 func (*CreateAccountRequest) ProtoMessage() {}
 
 func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +1923,7 @@ func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountRequest.ProtoReflect.Descriptor instead.
 func (*CreateAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateAccountRequest) GetTier() string {
@@ -2260,7 +1942,7 @@ type GetAccountRequest struct {
 
 func (x *GetAccountRequest) Reset() {
 	*x = GetAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +1954,7 @@ func (x *GetAccountRequest) String() string {
 func (*GetAccountRequest) ProtoMessage() {}
 
 func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +1967,7 @@ func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountRequest.ProtoReflect.Descriptor instead.
 func (*GetAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetAccountRequest) GetAccountId() string {
@@ -2307,7 +1989,7 @@ type TopUpRequest struct {
 
 func (x *TopUpRequest) Reset() {
 	*x = TopUpRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2001,7 @@ func (x *TopUpRequest) String() string {
 func (*TopUpRequest) ProtoMessage() {}
 
 func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2014,7 @@ func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpRequest.ProtoReflect.Descriptor instead.
 func (*TopUpRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TopUpRequest) GetAccountId() string {
@@ -2366,7 +2048,7 @@ type SetAccountSuspendedRequest struct {
 
 func (x *SetAccountSuspendedRequest) Reset() {
 	*x = SetAccountSuspendedRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2060,7 @@ func (x *SetAccountSuspendedRequest) String() string {
 func (*SetAccountSuspendedRequest) ProtoMessage() {}
 
 func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2073,7 @@ func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetAccountSuspendedRequest) GetAccountId() string {
@@ -2434,7 +2116,7 @@ type Key struct {
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2128,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2141,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Key) GetId() string {
@@ -2589,7 +2271,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2283,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2296,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateKeyRequest) GetAccountId() string {
@@ -2677,7 +2359,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +2371,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +2384,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateKeyResponse) GetKey() *Key {
@@ -2728,7 +2410,7 @@ type GetKeyRequest struct {
 
 func (x *GetKeyRequest) Reset() {
 	*x = GetKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2422,7 @@ func (x *GetKeyRequest) String() string {
 func (*GetKeyRequest) ProtoMessage() {}
 
 func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2435,7 @@ func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetKeyRequest) GetKeyId() string {
@@ -2773,7 +2455,7 @@ type SetKeyDisabledRequest struct {
 
 func (x *SetKeyDisabledRequest) Reset() {
 	*x = SetKeyDisabledRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2785,7 +2467,7 @@ func (x *SetKeyDisabledRequest) String() string {
 func (*SetKeyDisabledRequest) ProtoMessage() {}
 
 func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2798,7 +2480,7 @@ func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledRequest.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetKeyDisabledRequest) GetKeyId() string {
@@ -2824,7 +2506,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +2518,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +2531,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -2868,7 +2550,7 @@ type CreateAccountResponse struct {
 
 func (x *CreateAccountResponse) Reset() {
 	*x = CreateAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2880,7 +2562,7 @@ func (x *CreateAccountResponse) String() string {
 func (*CreateAccountResponse) ProtoMessage() {}
 
 func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2893,7 +2575,7 @@ func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountResponse.ProtoReflect.Descriptor instead.
 func (*CreateAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateAccountResponse) GetAccount() *Account {
@@ -2912,7 +2594,7 @@ type GetAccountResponse struct {
 
 func (x *GetAccountResponse) Reset() {
 	*x = GetAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2924,7 +2606,7 @@ func (x *GetAccountResponse) String() string {
 func (*GetAccountResponse) ProtoMessage() {}
 
 func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2937,7 +2619,7 @@ func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountResponse.ProtoReflect.Descriptor instead.
 func (*GetAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetAccountResponse) GetAccount() *Account {
@@ -2956,7 +2638,7 @@ type TopUpResponse struct {
 
 func (x *TopUpResponse) Reset() {
 	*x = TopUpResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +2650,7 @@ func (x *TopUpResponse) String() string {
 func (*TopUpResponse) ProtoMessage() {}
 
 func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +2663,7 @@ func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpResponse.ProtoReflect.Descriptor instead.
 func (*TopUpResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TopUpResponse) GetAccount() *Account {
@@ -3000,7 +2682,7 @@ type SetAccountSuspendedResponse struct {
 
 func (x *SetAccountSuspendedResponse) Reset() {
 	*x = SetAccountSuspendedResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +2694,7 @@ func (x *SetAccountSuspendedResponse) String() string {
 func (*SetAccountSuspendedResponse) ProtoMessage() {}
 
 func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +2707,7 @@ func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetAccountSuspendedResponse) GetAccount() *Account {
@@ -3044,7 +2726,7 @@ type GetKeyResponse struct {
 
 func (x *GetKeyResponse) Reset() {
 	*x = GetKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +2738,7 @@ func (x *GetKeyResponse) String() string {
 func (*GetKeyResponse) ProtoMessage() {}
 
 func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +2751,7 @@ func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetKeyResponse) GetKey() *Key {
@@ -3088,7 +2770,7 @@ type SetKeyDisabledResponse struct {
 
 func (x *SetKeyDisabledResponse) Reset() {
 	*x = SetKeyDisabledResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3100,7 +2782,7 @@ func (x *SetKeyDisabledResponse) String() string {
 func (*SetKeyDisabledResponse) ProtoMessage() {}
 
 func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3113,7 +2795,7 @@ func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledResponse.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetKeyDisabledResponse) GetKey() *Key {
@@ -3132,7 +2814,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3144,7 +2826,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3157,7 +2839,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RevokeKeyResponse) GetKey() *Key {
@@ -3179,7 +2861,7 @@ type ListAccountsRequest struct {
 
 func (x *ListAccountsRequest) Reset() {
 	*x = ListAccountsRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +2873,7 @@ func (x *ListAccountsRequest) String() string {
 func (*ListAccountsRequest) ProtoMessage() {}
 
 func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +2886,7 @@ func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsRequest.ProtoReflect.Descriptor instead.
 func (*ListAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListAccountsRequest) GetLimit() int32 {
@@ -3232,7 +2914,7 @@ type ListAccountsResponse struct {
 
 func (x *ListAccountsResponse) Reset() {
 	*x = ListAccountsResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3244,7 +2926,7 @@ func (x *ListAccountsResponse) String() string {
 func (*ListAccountsResponse) ProtoMessage() {}
 
 func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3257,7 +2939,7 @@ func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsResponse.ProtoReflect.Descriptor instead.
 func (*ListAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListAccountsResponse) GetAccounts() []*Account {
@@ -3283,7 +2965,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3295,7 +2977,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +2990,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListKeysRequest) GetAccountId() string {
@@ -3327,7 +3009,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3021,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3034,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -3372,7 +3054,7 @@ type ModelList struct {
 
 func (x *ModelList) Reset() {
 	*x = ModelList{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3066,7 @@ func (x *ModelList) String() string {
 func (*ModelList) ProtoMessage() {}
 
 func (x *ModelList) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3079,7 @@ func (x *ModelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
 func (*ModelList) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ModelList) GetModels() []string {
@@ -3417,7 +3099,7 @@ type LimitUpdate struct {
 
 func (x *LimitUpdate) Reset() {
 	*x = LimitUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3111,7 @@ func (x *LimitUpdate) String() string {
 func (*LimitUpdate) ProtoMessage() {}
 
 func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3124,7 @@ func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitUpdate.ProtoReflect.Descriptor instead.
 func (*LimitUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LimitUpdate) GetMicros() int64 {
@@ -3462,7 +3144,7 @@ type ExpiryUpdate struct {
 
 func (x *ExpiryUpdate) Reset() {
 	*x = ExpiryUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3474,7 +3156,7 @@ func (x *ExpiryUpdate) String() string {
 func (*ExpiryUpdate) ProtoMessage() {}
 
 func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3487,7 +3169,7 @@ func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpiryUpdate.ProtoReflect.Descriptor instead.
 func (*ExpiryUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ExpiryUpdate) GetExpiresAt() *timestamppb.Timestamp {
@@ -3512,7 +3194,7 @@ type UpdateKeyRequest struct {
 
 func (x *UpdateKeyRequest) Reset() {
 	*x = UpdateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3524,7 +3206,7 @@ func (x *UpdateKeyRequest) String() string {
 func (*UpdateKeyRequest) ProtoMessage() {}
 
 func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3537,7 +3219,7 @@ func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdateKeyRequest) GetKeyId() string {
@@ -3591,7 +3273,7 @@ type UpdateKeyResponse struct {
 
 func (x *UpdateKeyResponse) Reset() {
 	*x = UpdateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3285,7 @@ func (x *UpdateKeyResponse) String() string {
 func (*UpdateKeyResponse) ProtoMessage() {}
 
 func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3298,7 @@ func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateKeyResponse) GetKey() *Key {
@@ -3643,7 +3325,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3655,7 +3337,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3668,7 +3350,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetUsageRequest) GetAccountId() string {
@@ -3726,7 +3408,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3420,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3433,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UsageRow) GetGroup() string {
@@ -3820,7 +3502,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3832,7 +3514,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3845,7 +3527,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -3875,7 +3557,7 @@ type ListLedgerEntriesRequest struct {
 
 func (x *ListLedgerEntriesRequest) Reset() {
 	*x = ListLedgerEntriesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3887,7 +3569,7 @@ func (x *ListLedgerEntriesRequest) String() string {
 func (*ListLedgerEntriesRequest) ProtoMessage() {}
 
 func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3900,7 +3582,7 @@ func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListLedgerEntriesRequest) GetAccountId() string {
@@ -3950,7 +3632,7 @@ type LedgerEntry struct {
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3962,7 +3644,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3975,7 +3657,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LedgerEntry) GetId() int64 {
@@ -4080,7 +3762,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4092,7 +3774,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4105,7 +3787,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReconcileRequest) GetFromDay() string {
@@ -4138,7 +3820,7 @@ type ReconcileRow struct {
 
 func (x *ReconcileRow) Reset() {
 	*x = ReconcileRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4150,7 +3832,7 @@ func (x *ReconcileRow) String() string {
 func (*ReconcileRow) ProtoMessage() {}
 
 func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4163,7 +3845,7 @@ func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRow.ProtoReflect.Descriptor instead.
 func (*ReconcileRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ReconcileRow) GetDay() string {
@@ -4218,7 +3900,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4230,7 +3912,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4243,7 +3925,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ReconcileResponse) GetRows() []*ReconcileRow {
@@ -4264,7 +3946,7 @@ type ListLedgerEntriesResponse struct {
 
 func (x *ListLedgerEntriesResponse) Reset() {
 	*x = ListLedgerEntriesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4276,7 +3958,7 @@ func (x *ListLedgerEntriesResponse) String() string {
 func (*ListLedgerEntriesResponse) ProtoMessage() {}
 
 func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4289,7 +3971,7 @@ func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListLedgerEntriesResponse) GetEntries() []*LedgerEntry {
@@ -4320,7 +4002,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4332,7 +4014,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4345,7 +4027,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Tier) GetName() string {
@@ -4391,7 +4073,7 @@ type ListTiersRequest struct {
 
 func (x *ListTiersRequest) Reset() {
 	*x = ListTiersRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4403,7 +4085,7 @@ func (x *ListTiersRequest) String() string {
 func (*ListTiersRequest) ProtoMessage() {}
 
 func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4416,7 +4098,7 @@ func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersRequest.ProtoReflect.Descriptor instead.
 func (*ListTiersRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
 }
 
 type ListTiersResponse struct {
@@ -4428,7 +4110,7 @@ type ListTiersResponse struct {
 
 func (x *ListTiersResponse) Reset() {
 	*x = ListTiersResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4440,7 +4122,7 @@ func (x *ListTiersResponse) String() string {
 func (*ListTiersResponse) ProtoMessage() {}
 
 func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4453,7 +4135,7 @@ func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersResponse.ProtoReflect.Descriptor instead.
 func (*ListTiersResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListTiersResponse) GetTiers() []*Tier {
@@ -4472,7 +4154,7 @@ type SetTierRequest struct {
 
 func (x *SetTierRequest) Reset() {
 	*x = SetTierRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4484,7 +4166,7 @@ func (x *SetTierRequest) String() string {
 func (*SetTierRequest) ProtoMessage() {}
 
 func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4497,7 +4179,7 @@ func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierRequest.ProtoReflect.Descriptor instead.
 func (*SetTierRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetTierRequest) GetTier() *Tier {
@@ -4516,7 +4198,7 @@ type SetTierResponse struct {
 
 func (x *SetTierResponse) Reset() {
 	*x = SetTierResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4528,7 +4210,7 @@ func (x *SetTierResponse) String() string {
 func (*SetTierResponse) ProtoMessage() {}
 
 func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4541,7 +4223,7 @@ func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierResponse.ProtoReflect.Descriptor instead.
 func (*SetTierResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetTierResponse) GetTier() *Tier {
@@ -4559,7 +4241,10 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\aRefusal\x12-\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x15.accounting.v1.ReasonR\x06reason\x12.\n" +
 	"\x13retry_after_seconds\x18\x02 \x01(\x05R\x11retryAfterSeconds\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\tR\x05limit\"0\n" +
+	"\x05limit\x18\x03 \x01(\tR\x05limit\")\n" +
+	"\bNotOwner\x12\x1d\n" +
+	"\n" +
+	"owner_addr\x18\x01 \x01(\tR\townerAddr\"0\n" +
 	"\x13AuthenticateRequest\x12\x19\n" +
 	"\bkey_hash\x18\x01 \x01(\fR\akeyHash\"E\n" +
 	"\x14AuthenticateResponse\x12-\n" +
@@ -4630,26 +4315,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"o\n" +
 	"\x0fReleaseResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.accounting.v1.ReservationStateR\x05state\x12%\n" +
-	"\x0echarged_micros\x18\x02 \x01(\x03R\rchargedMicros\"9\n" +
-	"\fApplyRequest\x12)\n" +
-	"\x03ops\x18\x01 \x03(\v2\x17.accounting.v1.LedgerOpR\x03ops\"\xbe\x01\n" +
-	"\bLedgerOp\x129\n" +
-	"\areserve\x18\x01 \x01(\v2\x1d.accounting.v1.ReserveRequestH\x00R\areserve\x126\n" +
-	"\x06commit\x18\x02 \x01(\v2\x1c.accounting.v1.CommitRequestH\x00R\x06commit\x129\n" +
-	"\arelease\x18\x03 \x01(\v2\x1d.accounting.v1.ReleaseRequestH\x00R\areleaseB\x04\n" +
-	"\x02op\"H\n" +
-	"\rApplyResponse\x127\n" +
-	"\aresults\x18\x01 \x03(\v2\x1d.accounting.v1.LedgerOpResultR\aresults\"\xfb\x01\n" +
-	"\x0eLedgerOpResult\x12:\n" +
-	"\areserve\x18\x01 \x01(\v2\x1e.accounting.v1.ReserveResponseH\x00R\areserve\x127\n" +
-	"\x06commit\x18\x02 \x01(\v2\x1d.accounting.v1.CommitResponseH\x00R\x06commit\x12:\n" +
-	"\arelease\x18\x03 \x01(\v2\x1e.accounting.v1.ReleaseResponseH\x00R\arelease\x12.\n" +
-	"\x05error\x18\x04 \x01(\v2\x16.accounting.v1.OpErrorH\x00R\x05errorB\b\n" +
-	"\x06result\"i\n" +
-	"\aOpError\x12\x12\n" +
-	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\x120\n" +
-	"\arefusal\x18\x03 \x01(\v2\x16.accounting.v1.RefusalR\arefusal\"V\n" +
+	"\x0echarged_micros\x18\x02 \x01(\x03R\rchargedMicros\"V\n" +
 	"\fRenewRequest\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\tR\rreservationId\x12\x1f\n" +
 	"\vttl_seconds\x18\x02 \x01(\x05R\n" +
@@ -4916,13 +4582,12 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTRY_KIND_TOP_UP\x10\x01\x12\x15\n" +
-	"\x11ENTRY_KIND_CHARGE\x10\x022\xe1\x05\n" +
+	"\x11ENTRY_KIND_CHARGE\x10\x022\x9d\x05\n" +
 	"\rLedgerService\x12W\n" +
 	"\fAuthenticate\x12\".accounting.v1.AuthenticateRequest\x1a#.accounting.v1.AuthenticateResponse\x12H\n" +
 	"\aReserve\x12\x1d.accounting.v1.ReserveRequest\x1a\x1e.accounting.v1.ReserveResponse\x12E\n" +
 	"\x06Commit\x12\x1c.accounting.v1.CommitRequest\x1a\x1d.accounting.v1.CommitResponse\x12H\n" +
 	"\aRelease\x12\x1d.accounting.v1.ReleaseRequest\x1a\x1e.accounting.v1.ReleaseResponse\x12B\n" +
-	"\x05Apply\x12\x1b.accounting.v1.ApplyRequest\x1a\x1c.accounting.v1.ApplyResponse\x12B\n" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
@@ -4960,7 +4625,7 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                         // 0: accounting.v1.Reason
 	(Pool)(0),                           // 1: accounting.v1.Pool
@@ -4969,187 +4634,171 @@ var file_accounting_v1_accounting_proto_goTypes = []any{
 	(UsageGroup)(0),                     // 4: accounting.v1.UsageGroup
 	(EntryKind)(0),                      // 5: accounting.v1.EntryKind
 	(*Refusal)(nil),                     // 6: accounting.v1.Refusal
-	(*AuthenticateRequest)(nil),         // 7: accounting.v1.AuthenticateRequest
-	(*AuthenticateResponse)(nil),        // 8: accounting.v1.AuthenticateResponse
-	(*KeyGrant)(nil),                    // 9: accounting.v1.KeyGrant
-	(*ReserveRequest)(nil),              // 10: accounting.v1.ReserveRequest
-	(*ReserveResponse)(nil),             // 11: accounting.v1.ReserveResponse
-	(*Usage)(nil),                       // 12: accounting.v1.Usage
-	(*ChargeComponent)(nil),             // 13: accounting.v1.ChargeComponent
-	(*CommitRequest)(nil),               // 14: accounting.v1.CommitRequest
-	(*CommitResponse)(nil),              // 15: accounting.v1.CommitResponse
-	(*ReleaseRequest)(nil),              // 16: accounting.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),             // 17: accounting.v1.ReleaseResponse
-	(*ApplyRequest)(nil),                // 18: accounting.v1.ApplyRequest
-	(*LedgerOp)(nil),                    // 19: accounting.v1.LedgerOp
-	(*ApplyResponse)(nil),               // 20: accounting.v1.ApplyResponse
-	(*LedgerOpResult)(nil),              // 21: accounting.v1.LedgerOpResult
-	(*OpError)(nil),                     // 22: accounting.v1.OpError
-	(*RenewRequest)(nil),                // 23: accounting.v1.RenewRequest
-	(*RenewResponse)(nil),               // 24: accounting.v1.RenewResponse
-	(*WatchChangesRequest)(nil),         // 25: accounting.v1.WatchChangesRequest
-	(*WatchChangesResponse)(nil),        // 26: accounting.v1.WatchChangesResponse
-	(*RecordVideoTaskRequest)(nil),      // 27: accounting.v1.RecordVideoTaskRequest
-	(*RecordVideoTaskResponse)(nil),     // 28: accounting.v1.RecordVideoTaskResponse
-	(*GetVideoTaskRequest)(nil),         // 29: accounting.v1.GetVideoTaskRequest
-	(*GetVideoTaskResponse)(nil),        // 30: accounting.v1.GetVideoTaskResponse
-	(*VideoTask)(nil),                   // 31: accounting.v1.VideoTask
-	(*Account)(nil),                     // 32: accounting.v1.Account
-	(*CreateAccountRequest)(nil),        // 33: accounting.v1.CreateAccountRequest
-	(*GetAccountRequest)(nil),           // 34: accounting.v1.GetAccountRequest
-	(*TopUpRequest)(nil),                // 35: accounting.v1.TopUpRequest
-	(*SetAccountSuspendedRequest)(nil),  // 36: accounting.v1.SetAccountSuspendedRequest
-	(*Key)(nil),                         // 37: accounting.v1.Key
-	(*CreateKeyRequest)(nil),            // 38: accounting.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),           // 39: accounting.v1.CreateKeyResponse
-	(*GetKeyRequest)(nil),               // 40: accounting.v1.GetKeyRequest
-	(*SetKeyDisabledRequest)(nil),       // 41: accounting.v1.SetKeyDisabledRequest
-	(*RevokeKeyRequest)(nil),            // 42: accounting.v1.RevokeKeyRequest
-	(*CreateAccountResponse)(nil),       // 43: accounting.v1.CreateAccountResponse
-	(*GetAccountResponse)(nil),          // 44: accounting.v1.GetAccountResponse
-	(*TopUpResponse)(nil),               // 45: accounting.v1.TopUpResponse
-	(*SetAccountSuspendedResponse)(nil), // 46: accounting.v1.SetAccountSuspendedResponse
-	(*GetKeyResponse)(nil),              // 47: accounting.v1.GetKeyResponse
-	(*SetKeyDisabledResponse)(nil),      // 48: accounting.v1.SetKeyDisabledResponse
-	(*RevokeKeyResponse)(nil),           // 49: accounting.v1.RevokeKeyResponse
-	(*ListAccountsRequest)(nil),         // 50: accounting.v1.ListAccountsRequest
-	(*ListAccountsResponse)(nil),        // 51: accounting.v1.ListAccountsResponse
-	(*ListKeysRequest)(nil),             // 52: accounting.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),            // 53: accounting.v1.ListKeysResponse
-	(*ModelList)(nil),                   // 54: accounting.v1.ModelList
-	(*LimitUpdate)(nil),                 // 55: accounting.v1.LimitUpdate
-	(*ExpiryUpdate)(nil),                // 56: accounting.v1.ExpiryUpdate
-	(*UpdateKeyRequest)(nil),            // 57: accounting.v1.UpdateKeyRequest
-	(*UpdateKeyResponse)(nil),           // 58: accounting.v1.UpdateKeyResponse
-	(*GetUsageRequest)(nil),             // 59: accounting.v1.GetUsageRequest
-	(*UsageRow)(nil),                    // 60: accounting.v1.UsageRow
-	(*GetUsageResponse)(nil),            // 61: accounting.v1.GetUsageResponse
-	(*ListLedgerEntriesRequest)(nil),    // 62: accounting.v1.ListLedgerEntriesRequest
-	(*LedgerEntry)(nil),                 // 63: accounting.v1.LedgerEntry
-	(*ReconcileRequest)(nil),            // 64: accounting.v1.ReconcileRequest
-	(*ReconcileRow)(nil),                // 65: accounting.v1.ReconcileRow
-	(*ReconcileResponse)(nil),           // 66: accounting.v1.ReconcileResponse
-	(*ListLedgerEntriesResponse)(nil),   // 67: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 68: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 69: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 70: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 71: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 72: accounting.v1.SetTierResponse
-	nil,                                 // 73: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 74: google.protobuf.Timestamp
+	(*NotOwner)(nil),                    // 7: accounting.v1.NotOwner
+	(*AuthenticateRequest)(nil),         // 8: accounting.v1.AuthenticateRequest
+	(*AuthenticateResponse)(nil),        // 9: accounting.v1.AuthenticateResponse
+	(*KeyGrant)(nil),                    // 10: accounting.v1.KeyGrant
+	(*ReserveRequest)(nil),              // 11: accounting.v1.ReserveRequest
+	(*ReserveResponse)(nil),             // 12: accounting.v1.ReserveResponse
+	(*Usage)(nil),                       // 13: accounting.v1.Usage
+	(*ChargeComponent)(nil),             // 14: accounting.v1.ChargeComponent
+	(*CommitRequest)(nil),               // 15: accounting.v1.CommitRequest
+	(*CommitResponse)(nil),              // 16: accounting.v1.CommitResponse
+	(*ReleaseRequest)(nil),              // 17: accounting.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),             // 18: accounting.v1.ReleaseResponse
+	(*RenewRequest)(nil),                // 19: accounting.v1.RenewRequest
+	(*RenewResponse)(nil),               // 20: accounting.v1.RenewResponse
+	(*WatchChangesRequest)(nil),         // 21: accounting.v1.WatchChangesRequest
+	(*WatchChangesResponse)(nil),        // 22: accounting.v1.WatchChangesResponse
+	(*RecordVideoTaskRequest)(nil),      // 23: accounting.v1.RecordVideoTaskRequest
+	(*RecordVideoTaskResponse)(nil),     // 24: accounting.v1.RecordVideoTaskResponse
+	(*GetVideoTaskRequest)(nil),         // 25: accounting.v1.GetVideoTaskRequest
+	(*GetVideoTaskResponse)(nil),        // 26: accounting.v1.GetVideoTaskResponse
+	(*VideoTask)(nil),                   // 27: accounting.v1.VideoTask
+	(*Account)(nil),                     // 28: accounting.v1.Account
+	(*CreateAccountRequest)(nil),        // 29: accounting.v1.CreateAccountRequest
+	(*GetAccountRequest)(nil),           // 30: accounting.v1.GetAccountRequest
+	(*TopUpRequest)(nil),                // 31: accounting.v1.TopUpRequest
+	(*SetAccountSuspendedRequest)(nil),  // 32: accounting.v1.SetAccountSuspendedRequest
+	(*Key)(nil),                         // 33: accounting.v1.Key
+	(*CreateKeyRequest)(nil),            // 34: accounting.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),           // 35: accounting.v1.CreateKeyResponse
+	(*GetKeyRequest)(nil),               // 36: accounting.v1.GetKeyRequest
+	(*SetKeyDisabledRequest)(nil),       // 37: accounting.v1.SetKeyDisabledRequest
+	(*RevokeKeyRequest)(nil),            // 38: accounting.v1.RevokeKeyRequest
+	(*CreateAccountResponse)(nil),       // 39: accounting.v1.CreateAccountResponse
+	(*GetAccountResponse)(nil),          // 40: accounting.v1.GetAccountResponse
+	(*TopUpResponse)(nil),               // 41: accounting.v1.TopUpResponse
+	(*SetAccountSuspendedResponse)(nil), // 42: accounting.v1.SetAccountSuspendedResponse
+	(*GetKeyResponse)(nil),              // 43: accounting.v1.GetKeyResponse
+	(*SetKeyDisabledResponse)(nil),      // 44: accounting.v1.SetKeyDisabledResponse
+	(*RevokeKeyResponse)(nil),           // 45: accounting.v1.RevokeKeyResponse
+	(*ListAccountsRequest)(nil),         // 46: accounting.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),        // 47: accounting.v1.ListAccountsResponse
+	(*ListKeysRequest)(nil),             // 48: accounting.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),            // 49: accounting.v1.ListKeysResponse
+	(*ModelList)(nil),                   // 50: accounting.v1.ModelList
+	(*LimitUpdate)(nil),                 // 51: accounting.v1.LimitUpdate
+	(*ExpiryUpdate)(nil),                // 52: accounting.v1.ExpiryUpdate
+	(*UpdateKeyRequest)(nil),            // 53: accounting.v1.UpdateKeyRequest
+	(*UpdateKeyResponse)(nil),           // 54: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),             // 55: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                    // 56: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),            // 57: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),    // 58: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                 // 59: accounting.v1.LedgerEntry
+	(*ReconcileRequest)(nil),            // 60: accounting.v1.ReconcileRequest
+	(*ReconcileRow)(nil),                // 61: accounting.v1.ReconcileRow
+	(*ReconcileResponse)(nil),           // 62: accounting.v1.ReconcileResponse
+	(*ListLedgerEntriesResponse)(nil),   // 63: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                        // 64: accounting.v1.Tier
+	(*ListTiersRequest)(nil),            // 65: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),           // 66: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),              // 67: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),             // 68: accounting.v1.SetTierResponse
+	nil,                                 // 69: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),       // 70: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
-	9,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	74, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
+	70, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 3: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	74, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	73, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
-	13, // 6: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
-	12, // 7: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
+	70, // 4: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	69, // 5: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	14, // 6: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
+	13, // 7: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
 	2,  // 8: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
-	19, // 9: accounting.v1.ApplyRequest.ops:type_name -> accounting.v1.LedgerOp
-	10, // 10: accounting.v1.LedgerOp.reserve:type_name -> accounting.v1.ReserveRequest
-	14, // 11: accounting.v1.LedgerOp.commit:type_name -> accounting.v1.CommitRequest
-	16, // 12: accounting.v1.LedgerOp.release:type_name -> accounting.v1.ReleaseRequest
-	21, // 13: accounting.v1.ApplyResponse.results:type_name -> accounting.v1.LedgerOpResult
-	11, // 14: accounting.v1.LedgerOpResult.reserve:type_name -> accounting.v1.ReserveResponse
-	15, // 15: accounting.v1.LedgerOpResult.commit:type_name -> accounting.v1.CommitResponse
-	17, // 16: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
-	22, // 17: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
-	6,  // 18: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
-	74, // 19: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 20: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
-	31, // 21: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	31, // 22: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	74, // 23: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	74, // 24: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	74, // 25: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	74, // 26: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	74, // 27: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	37, // 28: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
-	32, // 29: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
-	32, // 30: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
-	32, // 31: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
-	32, // 32: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
-	37, // 33: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
-	37, // 34: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
-	37, // 35: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
-	32, // 36: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
-	37, // 37: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	74, // 38: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
-	54, // 39: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
-	55, // 40: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	55, // 41: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	56, // 42: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
-	37, // 43: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
-	4,  // 44: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
-	60, // 45: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
-	60, // 46: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
-	5,  // 47: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	74, // 48: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
-	13, // 49: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
-	13, // 50: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
-	65, // 51: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
-	63, // 52: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
-	68, // 53: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
-	68, // 54: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
-	68, // 55: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	7,  // 56: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	10, // 57: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	14, // 58: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	16, // 59: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	18, // 60: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
-	23, // 61: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	25, // 62: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	27, // 63: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	29, // 64: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	33, // 65: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	34, // 66: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	35, // 67: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	36, // 68: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	38, // 69: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	40, // 70: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	41, // 71: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	42, // 72: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	50, // 73: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	52, // 74: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	57, // 75: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	59, // 76: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	62, // 77: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	64, // 78: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
-	69, // 79: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	71, // 80: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	8,  // 81: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	11, // 82: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	15, // 83: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	17, // 84: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	20, // 85: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
-	24, // 86: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	26, // 87: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	28, // 88: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	30, // 89: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	43, // 90: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	44, // 91: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	45, // 92: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	46, // 93: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	39, // 94: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	47, // 95: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	48, // 96: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	49, // 97: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	51, // 98: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	53, // 99: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	58, // 100: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	61, // 101: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	67, // 102: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	66, // 103: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
-	70, // 104: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	72, // 105: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	81, // [81:106] is the sub-list for method output_type
-	56, // [56:81] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	70, // 9: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 10: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
+	27, // 11: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	27, // 12: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	70, // 13: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	70, // 14: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	70, // 15: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	70, // 16: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	70, // 17: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	33, // 18: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
+	28, // 19: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
+	28, // 20: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
+	28, // 21: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
+	28, // 22: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
+	33, // 23: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
+	33, // 24: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
+	33, // 25: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
+	28, // 26: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
+	33, // 27: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
+	70, // 28: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	50, // 29: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
+	51, // 30: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	51, // 31: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	52, // 32: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
+	33, // 33: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
+	4,  // 34: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
+	56, // 35: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
+	56, // 36: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
+	5,  // 37: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
+	70, // 38: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	14, // 39: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
+	14, // 40: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
+	61, // 41: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
+	59, // 42: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	64, // 43: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	64, // 44: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	64, // 45: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	8,  // 46: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	11, // 47: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	15, // 48: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	17, // 49: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	19, // 50: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	21, // 51: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	23, // 52: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	25, // 53: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	29, // 54: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	30, // 55: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	31, // 56: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	32, // 57: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	34, // 58: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	36, // 59: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	37, // 60: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	38, // 61: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	46, // 62: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	48, // 63: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	53, // 64: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	55, // 65: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	58, // 66: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	60, // 67: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
+	65, // 68: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	67, // 69: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	9,  // 70: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	12, // 71: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	16, // 72: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	18, // 73: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	20, // 74: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	22, // 75: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	24, // 76: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	26, // 77: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	39, // 78: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	40, // 79: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	41, // 80: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	42, // 81: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	35, // 82: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	43, // 83: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	44, // 84: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	45, // 85: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	47, // 86: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	49, // 87: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	54, // 88: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	57, // 89: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	63, // 90: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	62, // 91: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	66, // 92: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	68, // 93: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	70, // [70:94] is the sub-list for method output_type
+	46, // [46:70] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -5157,29 +4806,18 @@ func file_accounting_v1_accounting_proto_init() {
 	if File_accounting_v1_accounting_proto != nil {
 		return
 	}
-	file_accounting_v1_accounting_proto_msgTypes[3].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[13].OneofWrappers = []any{
-		(*LedgerOp_Reserve)(nil),
-		(*LedgerOp_Commit)(nil),
-		(*LedgerOp_Release)(nil),
-	}
-	file_accounting_v1_accounting_proto_msgTypes[15].OneofWrappers = []any{
-		(*LedgerOpResult_Reserve)(nil),
-		(*LedgerOpResult_Commit)(nil),
-		(*LedgerOpResult_Release)(nil),
-		(*LedgerOpResult_Error)(nil),
-	}
-	file_accounting_v1_accounting_proto_msgTypes[31].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[32].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[49].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[51].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[4].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[27].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[28].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[45].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   68,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
