@@ -15,8 +15,10 @@
 //     epochs only grow with its sequence numbers.
 //   - Folding the journal from its first snapshot gives the state a fresh process
 //     answers with and the derived tables the materializer wrote.
+//   - extproc's ledger client, dialled to both replicas, calls the owner directly at
+//     steady state: no call reaches the standby (forwarded or redirected).
 //
 // It must not be imported: it has no code but this comment. Its tests import the
-// service only as a binary and through gRPC, plus the journal, codec and state machine
-// to read the journal back.
+// service only as a binary and through gRPC (extproc's ledger client included), plus
+// the journal, codec and state machine to read the journal back.
 package failover
