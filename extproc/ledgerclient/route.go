@@ -146,14 +146,6 @@ func (r *router) forget(rep *replica) {
 	}
 }
 
-// ownerAddr is the address calls go to; "" while they go through the base connection.
-func (r *router) ownerAddr() string {
-	if rep := r.owner.Load(); rep != nil {
-		return rep.addr
-	}
-	return ""
-}
-
 // close closes the connections to the replicas learned.
 func (r *router) close() {
 	r.mu.Lock()
