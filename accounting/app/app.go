@@ -328,7 +328,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	}
 	own.start(own.ctx, cfg.Advertise, bound)
 	// After the credentials check: a standby sends its calls on to the owner.
-	fw := &forwarder{engine: own.engine, self: cfg.Advertise}
+	fw := &forwarder{engine: own.engine, self: cfg.Advertise, counted: m.CountSecondHop}
 	defer fw.close()
 	opts = append(opts, grpc.ChainUnaryInterceptor(fw.unary))
 	if tracing.Enabled(os.Getenv) {

@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/llmgw/gateway/accounting/contract"
 )
 
 // Waiting for an owner. While the ledger's owner is replaced (it died; a standby takes
@@ -49,6 +51,9 @@ func waitForOwner(ctx context.Context, method string, req, reply any, cc *grpc.C
 		default:
 			return err
 		}
+		if _, redirected := contract.OwnerOf(err); redirected || singleAttempt(ctx) {
+			return err // the router follows the redirect, or falls back (route.go)
+		}
 		if ctx.Err() != nil || time.Until(deadline) < pause+MinAttempt/2 {
 			return err
 		}
@@ -62,3 +67,13 @@ func waitForOwner(ctx context.Context, method string, req, reply any, cc *grpc.C
 		pause = min(2*pause, MaxRetryPause)
 	}
 }
+
+// oneAttempt marks a call that waitForOwner makes once: a call at the owner the router
+// learned, which falls back to round robin itself when it fails (route.go).
+func oneAttempt(ctx context.Context) context.Context {
+	return context.WithValue(ctx, oneAttemptKey{}, true)
+}
+
+func singleAttempt(ctx context.Context) bool { return ctx.Value(oneAttemptKey{}) != nil }
+
+type oneAttemptKey struct{}

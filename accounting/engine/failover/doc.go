@@ -19,6 +19,9 @@
 //   - Folding the journal from its first snapshot gives the state a fresh process
 //     answers with and the derived tables the materializer wrote.
 //
+//   - extproc's ledger client, dialled to both replicas, calls the owner directly at
+//     steady state: no call reaches the standby (forwarded or redirected).
+//
 //   - Through extproc's ledger client, with the default settings: a kill -9 of the owner
 //     costs the clients no error, a pause of either replica only its first seconds, and
 //     no hold is left for a caller that gave up.

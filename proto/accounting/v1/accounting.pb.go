@@ -459,6 +459,54 @@ func (x *Refusal) GetAvailableMicros() int64 {
 	return 0
 }
 
+// NotOwner is the detail of the UNAVAILABLE status a standby answers a call that
+// carries "x-ledger-redirect: 1" with (and of any call made at a process that stopped
+// owning the ledger): nothing was decided, and the owner is at owner_addr.
+type NotOwner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gRPC address (host:port) the owner advertises.
+	OwnerAddr     string `protobuf:"bytes,1,opt,name=owner_addr,json=ownerAddr,proto3" json:"owner_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotOwner) Reset() {
+	*x = NotOwner{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotOwner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotOwner) ProtoMessage() {}
+
+func (x *NotOwner) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotOwner.ProtoReflect.Descriptor instead.
+func (*NotOwner) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NotOwner) GetOwnerAddr() string {
+	if x != nil {
+		return x.OwnerAddr
+	}
+	return ""
+}
+
 type AuthenticateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// SHA-256 of the API key secret, 32 bytes.
@@ -469,7 +517,7 @@ type AuthenticateRequest struct {
 
 func (x *AuthenticateRequest) Reset() {
 	*x = AuthenticateRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +529,7 @@ func (x *AuthenticateRequest) String() string {
 func (*AuthenticateRequest) ProtoMessage() {}
 
 func (x *AuthenticateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +542,7 @@ func (x *AuthenticateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthenticateRequest.ProtoReflect.Descriptor instead.
 func (*AuthenticateRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{1}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AuthenticateRequest) GetKeyHash() []byte {
@@ -513,7 +561,7 @@ type AuthenticateResponse struct {
 
 func (x *AuthenticateResponse) Reset() {
 	*x = AuthenticateResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +573,7 @@ func (x *AuthenticateResponse) String() string {
 func (*AuthenticateResponse) ProtoMessage() {}
 
 func (x *AuthenticateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +586,7 @@ func (x *AuthenticateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthenticateResponse.ProtoReflect.Descriptor instead.
 func (*AuthenticateResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{2}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AuthenticateResponse) GetGrant() *KeyGrant {
@@ -573,7 +621,7 @@ type KeyGrant struct {
 
 func (x *KeyGrant) Reset() {
 	*x = KeyGrant{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +633,7 @@ func (x *KeyGrant) String() string {
 func (*KeyGrant) ProtoMessage() {}
 
 func (x *KeyGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +646,7 @@ func (x *KeyGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyGrant.ProtoReflect.Descriptor instead.
 func (*KeyGrant) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{3}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *KeyGrant) GetKeyId() string {
@@ -688,7 +736,7 @@ type ModelScope struct {
 
 func (x *ModelScope) Reset() {
 	*x = ModelScope{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +748,7 @@ func (x *ModelScope) String() string {
 func (*ModelScope) ProtoMessage() {}
 
 func (x *ModelScope) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +761,7 @@ func (x *ModelScope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelScope.ProtoReflect.Descriptor instead.
 func (*ModelScope) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{4}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ModelScope) GetModels() []string {
@@ -746,7 +794,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +806,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +819,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{5}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReserveRequest) GetRequestId() string {
@@ -835,7 +883,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +895,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +908,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{6}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReserveResponse) GetReservationId() string {
@@ -909,7 +957,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +969,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +982,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{7}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -985,7 +1033,7 @@ type ChargeComponent struct {
 
 func (x *ChargeComponent) Reset() {
 	*x = ChargeComponent{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1045,7 @@ func (x *ChargeComponent) String() string {
 func (*ChargeComponent) ProtoMessage() {}
 
 func (x *ChargeComponent) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1058,7 @@ func (x *ChargeComponent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChargeComponent.ProtoReflect.Descriptor instead.
 func (*ChargeComponent) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{8}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ChargeComponent) GetName() string {
@@ -1056,7 +1104,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1116,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1129,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{9}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CommitRequest) GetReservationId() string {
@@ -1132,7 +1180,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1192,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1205,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{10}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CommitResponse) GetChargedMicros() int64 {
@@ -1192,7 +1240,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1252,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1265,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseRequest) GetReservationId() string {
@@ -1246,7 +1294,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1306,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1319,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReleaseResponse) GetState() ReservationState {
@@ -1288,372 +1336,6 @@ func (x *ReleaseResponse) GetChargedMicros() int64 {
 	return 0
 }
 
-type ApplyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ops           []*LedgerOp            `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ApplyRequest) Reset() {
-	*x = ApplyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ApplyRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ApplyRequest) ProtoMessage() {}
-
-func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
-func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
-}
-
-func (x *ApplyRequest) GetOps() []*LedgerOp {
-	if x != nil {
-		return x.Ops
-	}
-	return nil
-}
-
-// LedgerOp is one call of an Apply.
-type LedgerOp struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Op:
-	//
-	//	*LedgerOp_Reserve
-	//	*LedgerOp_Commit
-	//	*LedgerOp_Release
-	Op            isLedgerOp_Op `protobuf_oneof:"op"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LedgerOp) Reset() {
-	*x = LedgerOp{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LedgerOp) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LedgerOp) ProtoMessage() {}
-
-func (x *LedgerOp) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LedgerOp.ProtoReflect.Descriptor instead.
-func (*LedgerOp) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
-}
-
-func (x *LedgerOp) GetOp() isLedgerOp_Op {
-	if x != nil {
-		return x.Op
-	}
-	return nil
-}
-
-func (x *LedgerOp) GetReserve() *ReserveRequest {
-	if x != nil {
-		if x, ok := x.Op.(*LedgerOp_Reserve); ok {
-			return x.Reserve
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOp) GetCommit() *CommitRequest {
-	if x != nil {
-		if x, ok := x.Op.(*LedgerOp_Commit); ok {
-			return x.Commit
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOp) GetRelease() *ReleaseRequest {
-	if x != nil {
-		if x, ok := x.Op.(*LedgerOp_Release); ok {
-			return x.Release
-		}
-	}
-	return nil
-}
-
-type isLedgerOp_Op interface {
-	isLedgerOp_Op()
-}
-
-type LedgerOp_Reserve struct {
-	Reserve *ReserveRequest `protobuf:"bytes,1,opt,name=reserve,proto3,oneof"`
-}
-
-type LedgerOp_Commit struct {
-	Commit *CommitRequest `protobuf:"bytes,2,opt,name=commit,proto3,oneof"`
-}
-
-type LedgerOp_Release struct {
-	Release *ReleaseRequest `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
-}
-
-func (*LedgerOp_Reserve) isLedgerOp_Op() {}
-
-func (*LedgerOp_Commit) isLedgerOp_Op() {}
-
-func (*LedgerOp_Release) isLedgerOp_Op() {}
-
-type ApplyResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// One per operation, in order.
-	Results       []*LedgerOpResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ApplyResponse) Reset() {
-	*x = ApplyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ApplyResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ApplyResponse) ProtoMessage() {}
-
-func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
-func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
-}
-
-func (x *ApplyResponse) GetResults() []*LedgerOpResult {
-	if x != nil {
-		return x.Results
-	}
-	return nil
-}
-
-// LedgerOpResult is what the operation's own call would have answered.
-type LedgerOpResult struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Result:
-	//
-	//	*LedgerOpResult_Reserve
-	//	*LedgerOpResult_Commit
-	//	*LedgerOpResult_Release
-	//	*LedgerOpResult_Error
-	Result        isLedgerOpResult_Result `protobuf_oneof:"result"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LedgerOpResult) Reset() {
-	*x = LedgerOpResult{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LedgerOpResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LedgerOpResult) ProtoMessage() {}
-
-func (x *LedgerOpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LedgerOpResult.ProtoReflect.Descriptor instead.
-func (*LedgerOpResult) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
-}
-
-func (x *LedgerOpResult) GetResult() isLedgerOpResult_Result {
-	if x != nil {
-		return x.Result
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetReserve() *ReserveResponse {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Reserve); ok {
-			return x.Reserve
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetCommit() *CommitResponse {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Commit); ok {
-			return x.Commit
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetRelease() *ReleaseResponse {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Release); ok {
-			return x.Release
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetError() *OpError {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Error); ok {
-			return x.Error
-		}
-	}
-	return nil
-}
-
-type isLedgerOpResult_Result interface {
-	isLedgerOpResult_Result()
-}
-
-type LedgerOpResult_Reserve struct {
-	Reserve *ReserveResponse `protobuf:"bytes,1,opt,name=reserve,proto3,oneof"`
-}
-
-type LedgerOpResult_Commit struct {
-	Commit *CommitResponse `protobuf:"bytes,2,opt,name=commit,proto3,oneof"`
-}
-
-type LedgerOpResult_Release struct {
-	Release *ReleaseResponse `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
-}
-
-type LedgerOpResult_Error struct {
-	Error *OpError `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
-}
-
-func (*LedgerOpResult_Reserve) isLedgerOpResult_Result() {}
-
-func (*LedgerOpResult_Commit) isLedgerOpResult_Result() {}
-
-func (*LedgerOpResult_Release) isLedgerOpResult_Result() {}
-
-func (*LedgerOpResult_Error) isLedgerOpResult_Result() {}
-
-// OpError is the status an operation's own call would have failed with.
-type OpError struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The gRPC status code (google.golang.org/grpc/codes), never OK.
-	Code    int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// The refusal, for a refused operation (as the call's status details carry it).
-	Refusal       *Refusal `protobuf:"bytes,3,opt,name=refusal,proto3" json:"refusal,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *OpError) Reset() {
-	*x = OpError{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *OpError) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*OpError) ProtoMessage() {}
-
-func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use OpError.ProtoReflect.Descriptor instead.
-func (*OpError) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
-}
-
-func (x *OpError) GetCode() int32 {
-	if x != nil {
-		return x.Code
-	}
-	return 0
-}
-
-func (x *OpError) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *OpError) GetRefusal() *Refusal {
-	if x != nil {
-		return x.Refusal
-	}
-	return nil
-}
-
 type RenewRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ReservationId string                 `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
@@ -1664,7 +1346,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1358,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1371,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewRequest) GetReservationId() string {
@@ -1715,7 +1397,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +1409,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +1422,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RenewResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -1758,7 +1440,7 @@ type WatchChangesRequest struct {
 
 func (x *WatchChangesRequest) Reset() {
 	*x = WatchChangesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1452,7 @@ func (x *WatchChangesRequest) String() string {
 func (*WatchChangesRequest) ProtoMessage() {}
 
 func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1465,7 @@ func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesRequest.ProtoReflect.Descriptor instead.
 func (*WatchChangesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
 }
 
 type WatchChangesResponse struct {
@@ -1797,7 +1479,7 @@ type WatchChangesResponse struct {
 
 func (x *WatchChangesResponse) Reset() {
 	*x = WatchChangesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1491,7 @@ func (x *WatchChangesResponse) String() string {
 func (*WatchChangesResponse) ProtoMessage() {}
 
 func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1504,7 @@ func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesResponse.ProtoReflect.Descriptor instead.
 func (*WatchChangesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchChangesResponse) GetKind() ChangeKind {
@@ -1862,7 +1544,7 @@ type RecordVideoTaskRequest struct {
 
 func (x *RecordVideoTaskRequest) Reset() {
 	*x = RecordVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +1556,7 @@ func (x *RecordVideoTaskRequest) String() string {
 func (*RecordVideoTaskRequest) ProtoMessage() {}
 
 func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +1569,7 @@ func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RecordVideoTaskRequest) GetTaskId() string {
@@ -1934,7 +1616,7 @@ type RecordVideoTaskResponse struct {
 
 func (x *RecordVideoTaskResponse) Reset() {
 	*x = RecordVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +1628,7 @@ func (x *RecordVideoTaskResponse) String() string {
 func (*RecordVideoTaskResponse) ProtoMessage() {}
 
 func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +1641,7 @@ func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RecordVideoTaskResponse) GetTask() *VideoTask {
@@ -1978,7 +1660,7 @@ type GetVideoTaskRequest struct {
 
 func (x *GetVideoTaskRequest) Reset() {
 	*x = GetVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +1672,7 @@ func (x *GetVideoTaskRequest) String() string {
 func (*GetVideoTaskRequest) ProtoMessage() {}
 
 func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +1685,7 @@ func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetVideoTaskRequest) GetTaskId() string {
@@ -2022,7 +1704,7 @@ type GetVideoTaskResponse struct {
 
 func (x *GetVideoTaskResponse) Reset() {
 	*x = GetVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +1716,7 @@ func (x *GetVideoTaskResponse) String() string {
 func (*GetVideoTaskResponse) ProtoMessage() {}
 
 func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +1729,7 @@ func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetVideoTaskResponse) GetTask() *VideoTask {
@@ -2077,7 +1759,7 @@ type VideoTask struct {
 
 func (x *VideoTask) Reset() {
 	*x = VideoTask{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +1771,7 @@ func (x *VideoTask) String() string {
 func (*VideoTask) ProtoMessage() {}
 
 func (x *VideoTask) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +1784,7 @@ func (x *VideoTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VideoTask.ProtoReflect.Descriptor instead.
 func (*VideoTask) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *VideoTask) GetTaskId() string {
@@ -2188,7 +1870,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +1882,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +1895,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Account) GetId() string {
@@ -2305,7 +1987,7 @@ type CreateAccountRequest struct {
 
 func (x *CreateAccountRequest) Reset() {
 	*x = CreateAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +1999,7 @@ func (x *CreateAccountRequest) String() string {
 func (*CreateAccountRequest) ProtoMessage() {}
 
 func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2012,7 @@ func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountRequest.ProtoReflect.Descriptor instead.
 func (*CreateAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateAccountRequest) GetTier() string {
@@ -2359,7 +2041,7 @@ type UpdateAccountRequest struct {
 
 func (x *UpdateAccountRequest) Reset() {
 	*x = UpdateAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2053,7 @@ func (x *UpdateAccountRequest) String() string {
 func (*UpdateAccountRequest) ProtoMessage() {}
 
 func (x *UpdateAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2066,7 @@ func (x *UpdateAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAccountRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdateAccountRequest) GetAccountId() string {
@@ -2410,7 +2092,7 @@ type UpdateAccountResponse struct {
 
 func (x *UpdateAccountResponse) Reset() {
 	*x = UpdateAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2104,7 @@ func (x *UpdateAccountResponse) String() string {
 func (*UpdateAccountResponse) ProtoMessage() {}
 
 func (x *UpdateAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2117,7 @@ func (x *UpdateAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAccountResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateAccountResponse) GetAccount() *Account {
@@ -2454,7 +2136,7 @@ type GetAccountRequest struct {
 
 func (x *GetAccountRequest) Reset() {
 	*x = GetAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2148,7 @@ func (x *GetAccountRequest) String() string {
 func (*GetAccountRequest) ProtoMessage() {}
 
 func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2161,7 @@ func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountRequest.ProtoReflect.Descriptor instead.
 func (*GetAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetAccountRequest) GetAccountId() string {
@@ -2501,7 +2183,7 @@ type TopUpRequest struct {
 
 func (x *TopUpRequest) Reset() {
 	*x = TopUpRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2195,7 @@ func (x *TopUpRequest) String() string {
 func (*TopUpRequest) ProtoMessage() {}
 
 func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2208,7 @@ func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpRequest.ProtoReflect.Descriptor instead.
 func (*TopUpRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopUpRequest) GetAccountId() string {
@@ -2560,7 +2242,7 @@ type SetAccountSuspendedRequest struct {
 
 func (x *SetAccountSuspendedRequest) Reset() {
 	*x = SetAccountSuspendedRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2254,7 @@ func (x *SetAccountSuspendedRequest) String() string {
 func (*SetAccountSuspendedRequest) ProtoMessage() {}
 
 func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2267,7 @@ func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetAccountSuspendedRequest) GetAccountId() string {
@@ -2633,7 +2315,7 @@ type Key struct {
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2327,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2340,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Key) GetId() string {
@@ -2813,7 +2495,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +2507,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +2520,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateKeyRequest) GetAccountId() string {
@@ -2922,7 +2604,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +2616,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +2629,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateKeyResponse) GetKey() *Key {
@@ -2973,7 +2655,7 @@ type GetKeyRequest struct {
 
 func (x *GetKeyRequest) Reset() {
 	*x = GetKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +2667,7 @@ func (x *GetKeyRequest) String() string {
 func (*GetKeyRequest) ProtoMessage() {}
 
 func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +2680,7 @@ func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetKeyRequest) GetKeyId() string {
@@ -3018,7 +2700,7 @@ type SetKeyDisabledRequest struct {
 
 func (x *SetKeyDisabledRequest) Reset() {
 	*x = SetKeyDisabledRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3030,7 +2712,7 @@ func (x *SetKeyDisabledRequest) String() string {
 func (*SetKeyDisabledRequest) ProtoMessage() {}
 
 func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3043,7 +2725,7 @@ func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledRequest.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetKeyDisabledRequest) GetKeyId() string {
@@ -3069,7 +2751,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3081,7 +2763,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3094,7 +2776,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -3113,7 +2795,7 @@ type CreateAccountResponse struct {
 
 func (x *CreateAccountResponse) Reset() {
 	*x = CreateAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +2807,7 @@ func (x *CreateAccountResponse) String() string {
 func (*CreateAccountResponse) ProtoMessage() {}
 
 func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +2820,7 @@ func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountResponse.ProtoReflect.Descriptor instead.
 func (*CreateAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateAccountResponse) GetAccount() *Account {
@@ -3157,7 +2839,7 @@ type GetAccountResponse struct {
 
 func (x *GetAccountResponse) Reset() {
 	*x = GetAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +2851,7 @@ func (x *GetAccountResponse) String() string {
 func (*GetAccountResponse) ProtoMessage() {}
 
 func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +2864,7 @@ func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountResponse.ProtoReflect.Descriptor instead.
 func (*GetAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetAccountResponse) GetAccount() *Account {
@@ -3201,7 +2883,7 @@ type TopUpResponse struct {
 
 func (x *TopUpResponse) Reset() {
 	*x = TopUpResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3213,7 +2895,7 @@ func (x *TopUpResponse) String() string {
 func (*TopUpResponse) ProtoMessage() {}
 
 func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3226,7 +2908,7 @@ func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpResponse.ProtoReflect.Descriptor instead.
 func (*TopUpResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TopUpResponse) GetAccount() *Account {
@@ -3245,7 +2927,7 @@ type SetAccountSuspendedResponse struct {
 
 func (x *SetAccountSuspendedResponse) Reset() {
 	*x = SetAccountSuspendedResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3257,7 +2939,7 @@ func (x *SetAccountSuspendedResponse) String() string {
 func (*SetAccountSuspendedResponse) ProtoMessage() {}
 
 func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3270,7 +2952,7 @@ func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetAccountSuspendedResponse) GetAccount() *Account {
@@ -3289,7 +2971,7 @@ type GetKeyResponse struct {
 
 func (x *GetKeyResponse) Reset() {
 	*x = GetKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3301,7 +2983,7 @@ func (x *GetKeyResponse) String() string {
 func (*GetKeyResponse) ProtoMessage() {}
 
 func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3314,7 +2996,7 @@ func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetKeyResponse) GetKey() *Key {
@@ -3333,7 +3015,7 @@ type SetKeyDisabledResponse struct {
 
 func (x *SetKeyDisabledResponse) Reset() {
 	*x = SetKeyDisabledResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3345,7 +3027,7 @@ func (x *SetKeyDisabledResponse) String() string {
 func (*SetKeyDisabledResponse) ProtoMessage() {}
 
 func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3358,7 +3040,7 @@ func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledResponse.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetKeyDisabledResponse) GetKey() *Key {
@@ -3377,7 +3059,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3071,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3084,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RevokeKeyResponse) GetKey() *Key {
@@ -3426,7 +3108,7 @@ type ListAccountsRequest struct {
 
 func (x *ListAccountsRequest) Reset() {
 	*x = ListAccountsRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3438,7 +3120,7 @@ func (x *ListAccountsRequest) String() string {
 func (*ListAccountsRequest) ProtoMessage() {}
 
 func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3451,7 +3133,7 @@ func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsRequest.ProtoReflect.Descriptor instead.
 func (*ListAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListAccountsRequest) GetLimit() int32 {
@@ -3486,7 +3168,7 @@ type ListAccountsResponse struct {
 
 func (x *ListAccountsResponse) Reset() {
 	*x = ListAccountsResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3498,7 +3180,7 @@ func (x *ListAccountsResponse) String() string {
 func (*ListAccountsResponse) ProtoMessage() {}
 
 func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3511,7 +3193,7 @@ func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsResponse.ProtoReflect.Descriptor instead.
 func (*ListAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListAccountsResponse) GetAccounts() []*Account {
@@ -3537,7 +3219,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3549,7 +3231,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3562,7 +3244,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListKeysRequest) GetAccountId() string {
@@ -3581,7 +3263,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3593,7 +3275,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3606,7 +3288,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -3626,7 +3308,7 @@ type ModelList struct {
 
 func (x *ModelList) Reset() {
 	*x = ModelList{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3638,7 +3320,7 @@ func (x *ModelList) String() string {
 func (*ModelList) ProtoMessage() {}
 
 func (x *ModelList) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3651,7 +3333,7 @@ func (x *ModelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
 func (*ModelList) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ModelList) GetModels() []string {
@@ -3671,7 +3353,7 @@ type LimitUpdate struct {
 
 func (x *LimitUpdate) Reset() {
 	*x = LimitUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3683,7 +3365,7 @@ func (x *LimitUpdate) String() string {
 func (*LimitUpdate) ProtoMessage() {}
 
 func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3696,7 +3378,7 @@ func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitUpdate.ProtoReflect.Descriptor instead.
 func (*LimitUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LimitUpdate) GetMicros() int64 {
@@ -3716,7 +3398,7 @@ type ExpiryUpdate struct {
 
 func (x *ExpiryUpdate) Reset() {
 	*x = ExpiryUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3728,7 +3410,7 @@ func (x *ExpiryUpdate) String() string {
 func (*ExpiryUpdate) ProtoMessage() {}
 
 func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3741,7 +3423,7 @@ func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpiryUpdate.ProtoReflect.Descriptor instead.
 func (*ExpiryUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ExpiryUpdate) GetExpiresAt() *timestamppb.Timestamp {
@@ -3770,7 +3452,7 @@ type UpdateKeyRequest struct {
 
 func (x *UpdateKeyRequest) Reset() {
 	*x = UpdateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3782,7 +3464,7 @@ func (x *UpdateKeyRequest) String() string {
 func (*UpdateKeyRequest) ProtoMessage() {}
 
 func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3795,7 +3477,7 @@ func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateKeyRequest) GetKeyId() string {
@@ -3871,7 +3553,7 @@ type RateUpdate struct {
 
 func (x *RateUpdate) Reset() {
 	*x = RateUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3883,7 +3565,7 @@ func (x *RateUpdate) String() string {
 func (*RateUpdate) ProtoMessage() {}
 
 func (x *RateUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3896,7 +3578,7 @@ func (x *RateUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateUpdate.ProtoReflect.Descriptor instead.
 func (*RateUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RateUpdate) GetValue() int64 {
@@ -3915,7 +3597,7 @@ type UpdateKeyResponse struct {
 
 func (x *UpdateKeyResponse) Reset() {
 	*x = UpdateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3927,7 +3609,7 @@ func (x *UpdateKeyResponse) String() string {
 func (*UpdateKeyResponse) ProtoMessage() {}
 
 func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3940,7 +3622,7 @@ func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpdateKeyResponse) GetKey() *Key {
@@ -3969,7 +3651,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3981,7 +3663,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3994,7 +3676,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetUsageRequest) GetAccountId() string {
@@ -4059,7 +3741,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4071,7 +3753,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4084,7 +3766,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UsageRow) GetGroup() string {
@@ -4153,7 +3835,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4165,7 +3847,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4178,7 +3860,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -4208,7 +3890,7 @@ type ListLedgerEntriesRequest struct {
 
 func (x *ListLedgerEntriesRequest) Reset() {
 	*x = ListLedgerEntriesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4220,7 +3902,7 @@ func (x *ListLedgerEntriesRequest) String() string {
 func (*ListLedgerEntriesRequest) ProtoMessage() {}
 
 func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4233,7 +3915,7 @@ func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListLedgerEntriesRequest) GetAccountId() string {
@@ -4283,7 +3965,7 @@ type LedgerEntry struct {
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4295,7 +3977,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4308,7 +3990,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LedgerEntry) GetId() int64 {
@@ -4413,7 +4095,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4425,7 +4107,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4438,7 +4120,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ReconcileRequest) GetFromDay() string {
@@ -4471,7 +4153,7 @@ type ReconcileRow struct {
 
 func (x *ReconcileRow) Reset() {
 	*x = ReconcileRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4483,7 +4165,7 @@ func (x *ReconcileRow) String() string {
 func (*ReconcileRow) ProtoMessage() {}
 
 func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4496,7 +4178,7 @@ func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRow.ProtoReflect.Descriptor instead.
 func (*ReconcileRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ReconcileRow) GetDay() string {
@@ -4551,7 +4233,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4563,7 +4245,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4576,7 +4258,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReconcileResponse) GetRows() []*ReconcileRow {
@@ -4597,7 +4279,7 @@ type ListLedgerEntriesResponse struct {
 
 func (x *ListLedgerEntriesResponse) Reset() {
 	*x = ListLedgerEntriesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4609,7 +4291,7 @@ func (x *ListLedgerEntriesResponse) String() string {
 func (*ListLedgerEntriesResponse) ProtoMessage() {}
 
 func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4622,7 +4304,7 @@ func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListLedgerEntriesResponse) GetEntries() []*LedgerEntry {
@@ -4653,7 +4335,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4665,7 +4347,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4678,7 +4360,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Tier) GetName() string {
@@ -4724,7 +4406,7 @@ type ListTiersRequest struct {
 
 func (x *ListTiersRequest) Reset() {
 	*x = ListTiersRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4736,7 +4418,7 @@ func (x *ListTiersRequest) String() string {
 func (*ListTiersRequest) ProtoMessage() {}
 
 func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4749,7 +4431,7 @@ func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersRequest.ProtoReflect.Descriptor instead.
 func (*ListTiersRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{67}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
 }
 
 type ListTiersResponse struct {
@@ -4761,7 +4443,7 @@ type ListTiersResponse struct {
 
 func (x *ListTiersResponse) Reset() {
 	*x = ListTiersResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4773,7 +4455,7 @@ func (x *ListTiersResponse) String() string {
 func (*ListTiersResponse) ProtoMessage() {}
 
 func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4786,7 +4468,7 @@ func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersResponse.ProtoReflect.Descriptor instead.
 func (*ListTiersResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{68}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListTiersResponse) GetTiers() []*Tier {
@@ -4805,7 +4487,7 @@ type SetTierRequest struct {
 
 func (x *SetTierRequest) Reset() {
 	*x = SetTierRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4817,7 +4499,7 @@ func (x *SetTierRequest) String() string {
 func (*SetTierRequest) ProtoMessage() {}
 
 func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4830,7 +4512,7 @@ func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierRequest.ProtoReflect.Descriptor instead.
 func (*SetTierRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{69}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SetTierRequest) GetTier() *Tier {
@@ -4849,7 +4531,7 @@ type SetTierResponse struct {
 
 func (x *SetTierResponse) Reset() {
 	*x = SetTierResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[70]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4861,7 +4543,7 @@ func (x *SetTierResponse) String() string {
 func (*SetTierResponse) ProtoMessage() {}
 
 func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[70]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4874,7 +4556,7 @@ func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierResponse.ProtoReflect.Descriptor instead.
 func (*SetTierResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{70}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SetTierResponse) GetTier() *Tier {
@@ -4914,7 +4596,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[71]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4926,7 +4608,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[71]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4939,7 +4621,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{71}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Project) GetId() string {
@@ -5066,7 +4748,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[72]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5078,7 +4760,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[72]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5091,7 +4773,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{72}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CreateProjectRequest) GetAccountId() string {
@@ -5166,7 +4848,7 @@ type CreateProjectResponse struct {
 
 func (x *CreateProjectResponse) Reset() {
 	*x = CreateProjectResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[73]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5178,7 +4860,7 @@ func (x *CreateProjectResponse) String() string {
 func (*CreateProjectResponse) ProtoMessage() {}
 
 func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[73]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5191,7 +4873,7 @@ func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectResponse.ProtoReflect.Descriptor instead.
 func (*CreateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{73}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CreateProjectResponse) GetProject() *Project {
@@ -5210,7 +4892,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[74]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5222,7 +4904,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[74]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5235,7 +4917,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{74}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetProjectRequest) GetProjectId() string {
@@ -5254,7 +4936,7 @@ type GetProjectResponse struct {
 
 func (x *GetProjectResponse) Reset() {
 	*x = GetProjectResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[75]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5266,7 +4948,7 @@ func (x *GetProjectResponse) String() string {
 func (*GetProjectResponse) ProtoMessage() {}
 
 func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[75]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5279,7 +4961,7 @@ func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{75}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetProjectResponse) GetProject() *Project {
@@ -5298,7 +4980,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[76]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5310,7 +4992,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[76]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5323,7 +5005,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{76}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListProjectsRequest) GetAccountId() string {
@@ -5342,7 +5024,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[77]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5354,7 +5036,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[77]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5367,7 +5049,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{77}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -5394,7 +5076,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[78]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5406,7 +5088,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[78]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5419,7 +5101,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{78}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *UpdateProjectRequest) GetProjectId() string {
@@ -5487,7 +5169,7 @@ type UpdateProjectResponse struct {
 
 func (x *UpdateProjectResponse) Reset() {
 	*x = UpdateProjectResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[79]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5499,7 +5181,7 @@ func (x *UpdateProjectResponse) String() string {
 func (*UpdateProjectResponse) ProtoMessage() {}
 
 func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[79]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5512,7 +5194,7 @@ func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{79}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *UpdateProjectResponse) GetProject() *Project {
@@ -5531,7 +5213,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[80]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5543,7 +5225,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[80]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5556,7 +5238,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{80}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DeleteProjectRequest) GetProjectId() string {
@@ -5576,7 +5258,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[81]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5588,7 +5270,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[81]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5601,7 +5283,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{81}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DeleteProjectResponse) GetProject() *Project {
@@ -5621,7 +5303,10 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x13retry_after_seconds\x18\x02 \x01(\x05R\x11retryAfterSeconds\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\tR\x05limit\x12.\n" +
 	"\x10available_micros\x18\x04 \x01(\x03H\x00R\x0favailableMicros\x88\x01\x01B\x13\n" +
-	"\x11_available_micros\"0\n" +
+	"\x11_available_micros\")\n" +
+	"\bNotOwner\x12\x1d\n" +
+	"\n" +
+	"owner_addr\x18\x01 \x01(\tR\townerAddr\"0\n" +
 	"\x13AuthenticateRequest\x12\x19\n" +
 	"\bkey_hash\x18\x01 \x01(\fR\akeyHash\"E\n" +
 	"\x14AuthenticateResponse\x12-\n" +
@@ -5696,26 +5381,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"o\n" +
 	"\x0fReleaseResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.accounting.v1.ReservationStateR\x05state\x12%\n" +
-	"\x0echarged_micros\x18\x02 \x01(\x03R\rchargedMicros\"9\n" +
-	"\fApplyRequest\x12)\n" +
-	"\x03ops\x18\x01 \x03(\v2\x17.accounting.v1.LedgerOpR\x03ops\"\xbe\x01\n" +
-	"\bLedgerOp\x129\n" +
-	"\areserve\x18\x01 \x01(\v2\x1d.accounting.v1.ReserveRequestH\x00R\areserve\x126\n" +
-	"\x06commit\x18\x02 \x01(\v2\x1c.accounting.v1.CommitRequestH\x00R\x06commit\x129\n" +
-	"\arelease\x18\x03 \x01(\v2\x1d.accounting.v1.ReleaseRequestH\x00R\areleaseB\x04\n" +
-	"\x02op\"H\n" +
-	"\rApplyResponse\x127\n" +
-	"\aresults\x18\x01 \x03(\v2\x1d.accounting.v1.LedgerOpResultR\aresults\"\xfb\x01\n" +
-	"\x0eLedgerOpResult\x12:\n" +
-	"\areserve\x18\x01 \x01(\v2\x1e.accounting.v1.ReserveResponseH\x00R\areserve\x127\n" +
-	"\x06commit\x18\x02 \x01(\v2\x1d.accounting.v1.CommitResponseH\x00R\x06commit\x12:\n" +
-	"\arelease\x18\x03 \x01(\v2\x1e.accounting.v1.ReleaseResponseH\x00R\arelease\x12.\n" +
-	"\x05error\x18\x04 \x01(\v2\x16.accounting.v1.OpErrorH\x00R\x05errorB\b\n" +
-	"\x06result\"i\n" +
-	"\aOpError\x12\x12\n" +
-	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\x120\n" +
-	"\arefusal\x18\x03 \x01(\v2\x16.accounting.v1.RefusalR\arefusal\"V\n" +
+	"\x0echarged_micros\x18\x02 \x01(\x03R\rchargedMicros\"V\n" +
 	"\fRenewRequest\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\tR\rreservationId\x12\x1f\n" +
 	"\vttl_seconds\x18\x02 \x01(\x05R\n" +
@@ -6089,13 +5755,12 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTRY_KIND_TOP_UP\x10\x01\x12\x15\n" +
-	"\x11ENTRY_KIND_CHARGE\x10\x022\xe1\x05\n" +
+	"\x11ENTRY_KIND_CHARGE\x10\x022\x9d\x05\n" +
 	"\rLedgerService\x12W\n" +
 	"\fAuthenticate\x12\".accounting.v1.AuthenticateRequest\x1a#.accounting.v1.AuthenticateResponse\x12H\n" +
 	"\aReserve\x12\x1d.accounting.v1.ReserveRequest\x1a\x1e.accounting.v1.ReserveResponse\x12E\n" +
 	"\x06Commit\x12\x1c.accounting.v1.CommitRequest\x1a\x1d.accounting.v1.CommitResponse\x12H\n" +
 	"\aRelease\x12\x1d.accounting.v1.ReleaseRequest\x1a\x1e.accounting.v1.ReleaseResponse\x12B\n" +
-	"\x05Apply\x12\x1b.accounting.v1.ApplyRequest\x1a\x1c.accounting.v1.ApplyResponse\x12B\n" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
@@ -6139,7 +5804,7 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                         // 0: accounting.v1.Reason
 	(Pool)(0),                           // 1: accounting.v1.Pool
@@ -6148,230 +5813,214 @@ var file_accounting_v1_accounting_proto_goTypes = []any{
 	(UsageGroup)(0),                     // 4: accounting.v1.UsageGroup
 	(EntryKind)(0),                      // 5: accounting.v1.EntryKind
 	(*Refusal)(nil),                     // 6: accounting.v1.Refusal
-	(*AuthenticateRequest)(nil),         // 7: accounting.v1.AuthenticateRequest
-	(*AuthenticateResponse)(nil),        // 8: accounting.v1.AuthenticateResponse
-	(*KeyGrant)(nil),                    // 9: accounting.v1.KeyGrant
-	(*ModelScope)(nil),                  // 10: accounting.v1.ModelScope
-	(*ReserveRequest)(nil),              // 11: accounting.v1.ReserveRequest
-	(*ReserveResponse)(nil),             // 12: accounting.v1.ReserveResponse
-	(*Usage)(nil),                       // 13: accounting.v1.Usage
-	(*ChargeComponent)(nil),             // 14: accounting.v1.ChargeComponent
-	(*CommitRequest)(nil),               // 15: accounting.v1.CommitRequest
-	(*CommitResponse)(nil),              // 16: accounting.v1.CommitResponse
-	(*ReleaseRequest)(nil),              // 17: accounting.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),             // 18: accounting.v1.ReleaseResponse
-	(*ApplyRequest)(nil),                // 19: accounting.v1.ApplyRequest
-	(*LedgerOp)(nil),                    // 20: accounting.v1.LedgerOp
-	(*ApplyResponse)(nil),               // 21: accounting.v1.ApplyResponse
-	(*LedgerOpResult)(nil),              // 22: accounting.v1.LedgerOpResult
-	(*OpError)(nil),                     // 23: accounting.v1.OpError
-	(*RenewRequest)(nil),                // 24: accounting.v1.RenewRequest
-	(*RenewResponse)(nil),               // 25: accounting.v1.RenewResponse
-	(*WatchChangesRequest)(nil),         // 26: accounting.v1.WatchChangesRequest
-	(*WatchChangesResponse)(nil),        // 27: accounting.v1.WatchChangesResponse
-	(*RecordVideoTaskRequest)(nil),      // 28: accounting.v1.RecordVideoTaskRequest
-	(*RecordVideoTaskResponse)(nil),     // 29: accounting.v1.RecordVideoTaskResponse
-	(*GetVideoTaskRequest)(nil),         // 30: accounting.v1.GetVideoTaskRequest
-	(*GetVideoTaskResponse)(nil),        // 31: accounting.v1.GetVideoTaskResponse
-	(*VideoTask)(nil),                   // 32: accounting.v1.VideoTask
-	(*Account)(nil),                     // 33: accounting.v1.Account
-	(*CreateAccountRequest)(nil),        // 34: accounting.v1.CreateAccountRequest
-	(*UpdateAccountRequest)(nil),        // 35: accounting.v1.UpdateAccountRequest
-	(*UpdateAccountResponse)(nil),       // 36: accounting.v1.UpdateAccountResponse
-	(*GetAccountRequest)(nil),           // 37: accounting.v1.GetAccountRequest
-	(*TopUpRequest)(nil),                // 38: accounting.v1.TopUpRequest
-	(*SetAccountSuspendedRequest)(nil),  // 39: accounting.v1.SetAccountSuspendedRequest
-	(*Key)(nil),                         // 40: accounting.v1.Key
-	(*CreateKeyRequest)(nil),            // 41: accounting.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),           // 42: accounting.v1.CreateKeyResponse
-	(*GetKeyRequest)(nil),               // 43: accounting.v1.GetKeyRequest
-	(*SetKeyDisabledRequest)(nil),       // 44: accounting.v1.SetKeyDisabledRequest
-	(*RevokeKeyRequest)(nil),            // 45: accounting.v1.RevokeKeyRequest
-	(*CreateAccountResponse)(nil),       // 46: accounting.v1.CreateAccountResponse
-	(*GetAccountResponse)(nil),          // 47: accounting.v1.GetAccountResponse
-	(*TopUpResponse)(nil),               // 48: accounting.v1.TopUpResponse
-	(*SetAccountSuspendedResponse)(nil), // 49: accounting.v1.SetAccountSuspendedResponse
-	(*GetKeyResponse)(nil),              // 50: accounting.v1.GetKeyResponse
-	(*SetKeyDisabledResponse)(nil),      // 51: accounting.v1.SetKeyDisabledResponse
-	(*RevokeKeyResponse)(nil),           // 52: accounting.v1.RevokeKeyResponse
-	(*ListAccountsRequest)(nil),         // 53: accounting.v1.ListAccountsRequest
-	(*ListAccountsResponse)(nil),        // 54: accounting.v1.ListAccountsResponse
-	(*ListKeysRequest)(nil),             // 55: accounting.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),            // 56: accounting.v1.ListKeysResponse
-	(*ModelList)(nil),                   // 57: accounting.v1.ModelList
-	(*LimitUpdate)(nil),                 // 58: accounting.v1.LimitUpdate
-	(*ExpiryUpdate)(nil),                // 59: accounting.v1.ExpiryUpdate
-	(*UpdateKeyRequest)(nil),            // 60: accounting.v1.UpdateKeyRequest
-	(*RateUpdate)(nil),                  // 61: accounting.v1.RateUpdate
-	(*UpdateKeyResponse)(nil),           // 62: accounting.v1.UpdateKeyResponse
-	(*GetUsageRequest)(nil),             // 63: accounting.v1.GetUsageRequest
-	(*UsageRow)(nil),                    // 64: accounting.v1.UsageRow
-	(*GetUsageResponse)(nil),            // 65: accounting.v1.GetUsageResponse
-	(*ListLedgerEntriesRequest)(nil),    // 66: accounting.v1.ListLedgerEntriesRequest
-	(*LedgerEntry)(nil),                 // 67: accounting.v1.LedgerEntry
-	(*ReconcileRequest)(nil),            // 68: accounting.v1.ReconcileRequest
-	(*ReconcileRow)(nil),                // 69: accounting.v1.ReconcileRow
-	(*ReconcileResponse)(nil),           // 70: accounting.v1.ReconcileResponse
-	(*ListLedgerEntriesResponse)(nil),   // 71: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 72: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 73: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 74: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 75: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 76: accounting.v1.SetTierResponse
-	(*Project)(nil),                     // 77: accounting.v1.Project
-	(*CreateProjectRequest)(nil),        // 78: accounting.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil),       // 79: accounting.v1.CreateProjectResponse
-	(*GetProjectRequest)(nil),           // 80: accounting.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),          // 81: accounting.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),         // 82: accounting.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),        // 83: accounting.v1.ListProjectsResponse
-	(*UpdateProjectRequest)(nil),        // 84: accounting.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil),       // 85: accounting.v1.UpdateProjectResponse
-	(*DeleteProjectRequest)(nil),        // 86: accounting.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),       // 87: accounting.v1.DeleteProjectResponse
-	nil,                                 // 88: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 89: google.protobuf.Timestamp
+	(*NotOwner)(nil),                    // 7: accounting.v1.NotOwner
+	(*AuthenticateRequest)(nil),         // 8: accounting.v1.AuthenticateRequest
+	(*AuthenticateResponse)(nil),        // 9: accounting.v1.AuthenticateResponse
+	(*KeyGrant)(nil),                    // 10: accounting.v1.KeyGrant
+	(*ModelScope)(nil),                  // 11: accounting.v1.ModelScope
+	(*ReserveRequest)(nil),              // 12: accounting.v1.ReserveRequest
+	(*ReserveResponse)(nil),             // 13: accounting.v1.ReserveResponse
+	(*Usage)(nil),                       // 14: accounting.v1.Usage
+	(*ChargeComponent)(nil),             // 15: accounting.v1.ChargeComponent
+	(*CommitRequest)(nil),               // 16: accounting.v1.CommitRequest
+	(*CommitResponse)(nil),              // 17: accounting.v1.CommitResponse
+	(*ReleaseRequest)(nil),              // 18: accounting.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),             // 19: accounting.v1.ReleaseResponse
+	(*RenewRequest)(nil),                // 20: accounting.v1.RenewRequest
+	(*RenewResponse)(nil),               // 21: accounting.v1.RenewResponse
+	(*WatchChangesRequest)(nil),         // 22: accounting.v1.WatchChangesRequest
+	(*WatchChangesResponse)(nil),        // 23: accounting.v1.WatchChangesResponse
+	(*RecordVideoTaskRequest)(nil),      // 24: accounting.v1.RecordVideoTaskRequest
+	(*RecordVideoTaskResponse)(nil),     // 25: accounting.v1.RecordVideoTaskResponse
+	(*GetVideoTaskRequest)(nil),         // 26: accounting.v1.GetVideoTaskRequest
+	(*GetVideoTaskResponse)(nil),        // 27: accounting.v1.GetVideoTaskResponse
+	(*VideoTask)(nil),                   // 28: accounting.v1.VideoTask
+	(*Account)(nil),                     // 29: accounting.v1.Account
+	(*CreateAccountRequest)(nil),        // 30: accounting.v1.CreateAccountRequest
+	(*UpdateAccountRequest)(nil),        // 31: accounting.v1.UpdateAccountRequest
+	(*UpdateAccountResponse)(nil),       // 32: accounting.v1.UpdateAccountResponse
+	(*GetAccountRequest)(nil),           // 33: accounting.v1.GetAccountRequest
+	(*TopUpRequest)(nil),                // 34: accounting.v1.TopUpRequest
+	(*SetAccountSuspendedRequest)(nil),  // 35: accounting.v1.SetAccountSuspendedRequest
+	(*Key)(nil),                         // 36: accounting.v1.Key
+	(*CreateKeyRequest)(nil),            // 37: accounting.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),           // 38: accounting.v1.CreateKeyResponse
+	(*GetKeyRequest)(nil),               // 39: accounting.v1.GetKeyRequest
+	(*SetKeyDisabledRequest)(nil),       // 40: accounting.v1.SetKeyDisabledRequest
+	(*RevokeKeyRequest)(nil),            // 41: accounting.v1.RevokeKeyRequest
+	(*CreateAccountResponse)(nil),       // 42: accounting.v1.CreateAccountResponse
+	(*GetAccountResponse)(nil),          // 43: accounting.v1.GetAccountResponse
+	(*TopUpResponse)(nil),               // 44: accounting.v1.TopUpResponse
+	(*SetAccountSuspendedResponse)(nil), // 45: accounting.v1.SetAccountSuspendedResponse
+	(*GetKeyResponse)(nil),              // 46: accounting.v1.GetKeyResponse
+	(*SetKeyDisabledResponse)(nil),      // 47: accounting.v1.SetKeyDisabledResponse
+	(*RevokeKeyResponse)(nil),           // 48: accounting.v1.RevokeKeyResponse
+	(*ListAccountsRequest)(nil),         // 49: accounting.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),        // 50: accounting.v1.ListAccountsResponse
+	(*ListKeysRequest)(nil),             // 51: accounting.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),            // 52: accounting.v1.ListKeysResponse
+	(*ModelList)(nil),                   // 53: accounting.v1.ModelList
+	(*LimitUpdate)(nil),                 // 54: accounting.v1.LimitUpdate
+	(*ExpiryUpdate)(nil),                // 55: accounting.v1.ExpiryUpdate
+	(*UpdateKeyRequest)(nil),            // 56: accounting.v1.UpdateKeyRequest
+	(*RateUpdate)(nil),                  // 57: accounting.v1.RateUpdate
+	(*UpdateKeyResponse)(nil),           // 58: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),             // 59: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                    // 60: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),            // 61: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),    // 62: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                 // 63: accounting.v1.LedgerEntry
+	(*ReconcileRequest)(nil),            // 64: accounting.v1.ReconcileRequest
+	(*ReconcileRow)(nil),                // 65: accounting.v1.ReconcileRow
+	(*ReconcileResponse)(nil),           // 66: accounting.v1.ReconcileResponse
+	(*ListLedgerEntriesResponse)(nil),   // 67: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                        // 68: accounting.v1.Tier
+	(*ListTiersRequest)(nil),            // 69: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),           // 70: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),              // 71: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),             // 72: accounting.v1.SetTierResponse
+	(*Project)(nil),                     // 73: accounting.v1.Project
+	(*CreateProjectRequest)(nil),        // 74: accounting.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),       // 75: accounting.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),           // 76: accounting.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),          // 77: accounting.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),         // 78: accounting.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),        // 79: accounting.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),        // 80: accounting.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),       // 81: accounting.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),        // 82: accounting.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),       // 83: accounting.v1.DeleteProjectResponse
+	nil,                                 // 84: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),       // 85: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
-	0,   // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
-	9,   // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	89,  // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
-	10,  // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
-	1,   // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	89,  // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	88,  // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
-	14,  // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
-	13,  // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
-	2,   // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
-	20,  // 10: accounting.v1.ApplyRequest.ops:type_name -> accounting.v1.LedgerOp
-	11,  // 11: accounting.v1.LedgerOp.reserve:type_name -> accounting.v1.ReserveRequest
-	15,  // 12: accounting.v1.LedgerOp.commit:type_name -> accounting.v1.CommitRequest
-	17,  // 13: accounting.v1.LedgerOp.release:type_name -> accounting.v1.ReleaseRequest
-	22,  // 14: accounting.v1.ApplyResponse.results:type_name -> accounting.v1.LedgerOpResult
-	12,  // 15: accounting.v1.LedgerOpResult.reserve:type_name -> accounting.v1.ReserveResponse
-	16,  // 16: accounting.v1.LedgerOpResult.commit:type_name -> accounting.v1.CommitResponse
-	18,  // 17: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
-	23,  // 18: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
-	6,   // 19: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
-	89,  // 20: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
-	3,   // 21: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
-	32,  // 22: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	32,  // 23: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	89,  // 24: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	89,  // 25: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	33,  // 26: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
-	89,  // 27: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	89,  // 28: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	89,  // 29: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	40,  // 30: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
-	33,  // 31: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
-	33,  // 32: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
-	33,  // 33: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
-	33,  // 34: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
-	40,  // 35: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
-	40,  // 36: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
-	40,  // 37: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
-	33,  // 38: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
-	40,  // 39: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	89,  // 40: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
-	57,  // 41: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
-	58,  // 42: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	58,  // 43: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	59,  // 44: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
-	61,  // 45: accounting.v1.UpdateKeyRequest.rpm:type_name -> accounting.v1.RateUpdate
-	61,  // 46: accounting.v1.UpdateKeyRequest.tpm:type_name -> accounting.v1.RateUpdate
-	40,  // 47: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
-	4,   // 48: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
-	64,  // 49: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
-	64,  // 50: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
-	5,   // 51: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	89,  // 52: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
-	14,  // 53: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
-	14,  // 54: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
-	69,  // 55: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
-	67,  // 56: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
-	72,  // 57: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
-	72,  // 58: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
-	72,  // 59: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	89,  // 60: accounting.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	77,  // 61: accounting.v1.CreateProjectResponse.project:type_name -> accounting.v1.Project
-	77,  // 62: accounting.v1.GetProjectResponse.project:type_name -> accounting.v1.Project
-	77,  // 63: accounting.v1.ListProjectsResponse.projects:type_name -> accounting.v1.Project
-	58,  // 64: accounting.v1.UpdateProjectRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	58,  // 65: accounting.v1.UpdateProjectRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	58,  // 66: accounting.v1.UpdateProjectRequest.limit:type_name -> accounting.v1.LimitUpdate
-	61,  // 67: accounting.v1.UpdateProjectRequest.rpm:type_name -> accounting.v1.RateUpdate
-	61,  // 68: accounting.v1.UpdateProjectRequest.tpm:type_name -> accounting.v1.RateUpdate
-	57,  // 69: accounting.v1.UpdateProjectRequest.models:type_name -> accounting.v1.ModelList
-	77,  // 70: accounting.v1.UpdateProjectResponse.project:type_name -> accounting.v1.Project
-	77,  // 71: accounting.v1.DeleteProjectResponse.project:type_name -> accounting.v1.Project
-	7,   // 72: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	11,  // 73: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	15,  // 74: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	17,  // 75: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	19,  // 76: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
-	24,  // 77: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	26,  // 78: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	28,  // 79: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	30,  // 80: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	34,  // 81: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	37,  // 82: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	38,  // 83: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	39,  // 84: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	35,  // 85: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
-	41,  // 86: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	43,  // 87: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	44,  // 88: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	45,  // 89: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	53,  // 90: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	55,  // 91: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	60,  // 92: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	63,  // 93: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	66,  // 94: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	68,  // 95: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
-	73,  // 96: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	75,  // 97: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	78,  // 98: accounting.v1.AdminService.CreateProject:input_type -> accounting.v1.CreateProjectRequest
-	80,  // 99: accounting.v1.AdminService.GetProject:input_type -> accounting.v1.GetProjectRequest
-	82,  // 100: accounting.v1.AdminService.ListProjects:input_type -> accounting.v1.ListProjectsRequest
-	84,  // 101: accounting.v1.AdminService.UpdateProject:input_type -> accounting.v1.UpdateProjectRequest
-	86,  // 102: accounting.v1.AdminService.DeleteProject:input_type -> accounting.v1.DeleteProjectRequest
-	8,   // 103: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	12,  // 104: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	16,  // 105: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	18,  // 106: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	21,  // 107: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
-	25,  // 108: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	27,  // 109: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	29,  // 110: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	31,  // 111: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	46,  // 112: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	47,  // 113: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	48,  // 114: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	49,  // 115: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	36,  // 116: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
-	42,  // 117: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	50,  // 118: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	51,  // 119: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	52,  // 120: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	54,  // 121: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	56,  // 122: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	62,  // 123: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	65,  // 124: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	71,  // 125: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	70,  // 126: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
-	74,  // 127: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	76,  // 128: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	79,  // 129: accounting.v1.AdminService.CreateProject:output_type -> accounting.v1.CreateProjectResponse
-	81,  // 130: accounting.v1.AdminService.GetProject:output_type -> accounting.v1.GetProjectResponse
-	83,  // 131: accounting.v1.AdminService.ListProjects:output_type -> accounting.v1.ListProjectsResponse
-	85,  // 132: accounting.v1.AdminService.UpdateProject:output_type -> accounting.v1.UpdateProjectResponse
-	87,  // 133: accounting.v1.AdminService.DeleteProject:output_type -> accounting.v1.DeleteProjectResponse
-	103, // [103:134] is the sub-list for method output_type
-	72,  // [72:103] is the sub-list for method input_type
-	72,  // [72:72] is the sub-list for extension type_name
-	72,  // [72:72] is the sub-list for extension extendee
-	0,   // [0:72] is the sub-list for field type_name
+	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
+	10, // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
+	85, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	11, // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
+	1,  // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
+	85, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	84, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	15, // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
+	14, // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
+	2,  // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
+	85, // 10: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 11: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
+	28, // 12: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	28, // 13: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	85, // 14: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	85, // 15: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	29, // 16: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
+	85, // 17: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	85, // 18: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	85, // 19: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	36, // 20: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
+	29, // 21: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
+	29, // 22: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
+	29, // 23: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
+	29, // 24: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
+	36, // 25: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
+	36, // 26: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
+	36, // 27: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
+	29, // 28: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
+	36, // 29: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
+	85, // 30: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	53, // 31: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
+	54, // 32: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	54, // 33: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	55, // 34: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
+	57, // 35: accounting.v1.UpdateKeyRequest.rpm:type_name -> accounting.v1.RateUpdate
+	57, // 36: accounting.v1.UpdateKeyRequest.tpm:type_name -> accounting.v1.RateUpdate
+	36, // 37: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
+	4,  // 38: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
+	60, // 39: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
+	60, // 40: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
+	5,  // 41: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
+	85, // 42: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	15, // 43: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
+	15, // 44: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
+	65, // 45: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
+	63, // 46: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	68, // 47: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	68, // 48: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	68, // 49: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	85, // 50: accounting.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	73, // 51: accounting.v1.CreateProjectResponse.project:type_name -> accounting.v1.Project
+	73, // 52: accounting.v1.GetProjectResponse.project:type_name -> accounting.v1.Project
+	73, // 53: accounting.v1.ListProjectsResponse.projects:type_name -> accounting.v1.Project
+	54, // 54: accounting.v1.UpdateProjectRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	54, // 55: accounting.v1.UpdateProjectRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	54, // 56: accounting.v1.UpdateProjectRequest.limit:type_name -> accounting.v1.LimitUpdate
+	57, // 57: accounting.v1.UpdateProjectRequest.rpm:type_name -> accounting.v1.RateUpdate
+	57, // 58: accounting.v1.UpdateProjectRequest.tpm:type_name -> accounting.v1.RateUpdate
+	53, // 59: accounting.v1.UpdateProjectRequest.models:type_name -> accounting.v1.ModelList
+	73, // 60: accounting.v1.UpdateProjectResponse.project:type_name -> accounting.v1.Project
+	73, // 61: accounting.v1.DeleteProjectResponse.project:type_name -> accounting.v1.Project
+	8,  // 62: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	12, // 63: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	16, // 64: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	18, // 65: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	20, // 66: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	22, // 67: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	24, // 68: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	26, // 69: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	30, // 70: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	33, // 71: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	34, // 72: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	35, // 73: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	31, // 74: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
+	37, // 75: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	39, // 76: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	40, // 77: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	41, // 78: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	49, // 79: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	51, // 80: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	56, // 81: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	59, // 82: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	62, // 83: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	64, // 84: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
+	69, // 85: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	71, // 86: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	74, // 87: accounting.v1.AdminService.CreateProject:input_type -> accounting.v1.CreateProjectRequest
+	76, // 88: accounting.v1.AdminService.GetProject:input_type -> accounting.v1.GetProjectRequest
+	78, // 89: accounting.v1.AdminService.ListProjects:input_type -> accounting.v1.ListProjectsRequest
+	80, // 90: accounting.v1.AdminService.UpdateProject:input_type -> accounting.v1.UpdateProjectRequest
+	82, // 91: accounting.v1.AdminService.DeleteProject:input_type -> accounting.v1.DeleteProjectRequest
+	9,  // 92: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	13, // 93: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	17, // 94: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	19, // 95: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	21, // 96: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	23, // 97: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	25, // 98: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	27, // 99: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	42, // 100: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	43, // 101: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	44, // 102: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	45, // 103: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	32, // 104: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
+	38, // 105: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	46, // 106: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	47, // 107: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	48, // 108: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	50, // 109: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	52, // 110: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	58, // 111: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	61, // 112: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	67, // 113: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	66, // 114: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	70, // 115: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	72, // 116: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	75, // 117: accounting.v1.AdminService.CreateProject:output_type -> accounting.v1.CreateProjectResponse
+	77, // 118: accounting.v1.AdminService.GetProject:output_type -> accounting.v1.GetProjectResponse
+	79, // 119: accounting.v1.AdminService.ListProjects:output_type -> accounting.v1.ListProjectsResponse
+	81, // 120: accounting.v1.AdminService.UpdateProject:output_type -> accounting.v1.UpdateProjectResponse
+	83, // 121: accounting.v1.AdminService.DeleteProject:output_type -> accounting.v1.DeleteProjectResponse
+	92, // [92:122] is the sub-list for method output_type
+	62, // [62:92] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -6380,34 +6029,23 @@ func file_accounting_v1_accounting_proto_init() {
 		return
 	}
 	file_accounting_v1_accounting_proto_msgTypes[0].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[3].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[14].OneofWrappers = []any{
-		(*LedgerOp_Reserve)(nil),
-		(*LedgerOp_Commit)(nil),
-		(*LedgerOp_Release)(nil),
-	}
-	file_accounting_v1_accounting_proto_msgTypes[16].OneofWrappers = []any{
-		(*LedgerOpResult_Reserve)(nil),
-		(*LedgerOpResult_Commit)(nil),
-		(*LedgerOpResult_Release)(nil),
-		(*LedgerOpResult_Error)(nil),
-	}
-	file_accounting_v1_accounting_proto_msgTypes[29].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[34].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[35].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[52].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[54].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[55].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[71].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[72].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[78].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[4].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[25].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[30].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[31].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[48].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[50].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[51].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[67].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[68].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[74].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   83,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -31,7 +31,6 @@ const (
 	LedgerService_Reserve_FullMethodName         = "/accounting.v1.LedgerService/Reserve"
 	LedgerService_Commit_FullMethodName          = "/accounting.v1.LedgerService/Commit"
 	LedgerService_Release_FullMethodName         = "/accounting.v1.LedgerService/Release"
-	LedgerService_Apply_FullMethodName           = "/accounting.v1.LedgerService/Apply"
 	LedgerService_Renew_FullMethodName           = "/accounting.v1.LedgerService/Renew"
 	LedgerService_WatchChanges_FullMethodName    = "/accounting.v1.LedgerService/WatchChanges"
 	LedgerService_RecordVideoTask_FullMethodName = "/accounting.v1.LedgerService/RecordVideoTask"
@@ -44,6 +43,12 @@ const (
 //
 // Ledger holds the calls extproc makes on the hot path. Every call needs the service
 // credential in the "authorization: Bearer <token>" metadata.
+//
+// One accounting process owns the ledger; the others are standbys. A standby sends the
+// unary calls it gets on to the owner and returns its answer, unless the call carries
+// the "x-ledger-redirect: 1" metadata: then it answers UNAVAILABLE with a NotOwner
+// detail naming the owner's address, nothing decided, and the caller makes the call
+// again there.
 type LedgerServiceClient interface {
 	// Authenticate resolves the SHA-256 hash of an API key to everything needed to
 	// authorize a request. The secret itself never leaves extproc. A missing, disabled,
@@ -61,14 +66,6 @@ type LedgerServiceClient interface {
 	// Release returns a held reservation without charge. Idempotent: releasing a
 	// released reservation succeeds; releasing a committed one reports its outcome.
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
-	// Apply makes several Reserve, Commit and Release calls in one round trip: a caller
-	// sends, in one Apply, the calls that queued while its earlier ones were in flight.
-	// Each operation is decided exactly as its own call would be and independently of the
-	// others (one refused or failed operation fails no other); results come back in the
-	// order of the operations, each the call's response or the status it would have
-	// failed with. Apply itself fails only when it cannot be read: no operations, more
-	// than 256, or an operation of no known kind (InvalidArgument, nothing applied).
-	Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyResponse, error)
 	// Renew pushes a held reservation's expiry forward (long streams).
 	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
 	// WatchChanges streams key and account changes (revocation, disable, suspension,
@@ -130,16 +127,6 @@ func (c *ledgerServiceClient) Release(ctx context.Context, in *ReleaseRequest, o
 	return out, nil
 }
 
-func (c *ledgerServiceClient) Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ApplyResponse)
-	err := c.cc.Invoke(ctx, LedgerService_Apply_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (c *ledgerServiceClient) Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RenewResponse)
@@ -195,6 +182,12 @@ func (c *ledgerServiceClient) GetVideoTask(ctx context.Context, in *GetVideoTask
 //
 // Ledger holds the calls extproc makes on the hot path. Every call needs the service
 // credential in the "authorization: Bearer <token>" metadata.
+//
+// One accounting process owns the ledger; the others are standbys. A standby sends the
+// unary calls it gets on to the owner and returns its answer, unless the call carries
+// the "x-ledger-redirect: 1" metadata: then it answers UNAVAILABLE with a NotOwner
+// detail naming the owner's address, nothing decided, and the caller makes the call
+// again there.
 type LedgerServiceServer interface {
 	// Authenticate resolves the SHA-256 hash of an API key to everything needed to
 	// authorize a request. The secret itself never leaves extproc. A missing, disabled,
@@ -212,14 +205,6 @@ type LedgerServiceServer interface {
 	// Release returns a held reservation without charge. Idempotent: releasing a
 	// released reservation succeeds; releasing a committed one reports its outcome.
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
-	// Apply makes several Reserve, Commit and Release calls in one round trip: a caller
-	// sends, in one Apply, the calls that queued while its earlier ones were in flight.
-	// Each operation is decided exactly as its own call would be and independently of the
-	// others (one refused or failed operation fails no other); results come back in the
-	// order of the operations, each the call's response or the status it would have
-	// failed with. Apply itself fails only when it cannot be read: no operations, more
-	// than 256, or an operation of no known kind (InvalidArgument, nothing applied).
-	Apply(context.Context, *ApplyRequest) (*ApplyResponse, error)
 	// Renew pushes a held reservation's expiry forward (long streams).
 	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
 	// WatchChanges streams key and account changes (revocation, disable, suspension,
@@ -252,9 +237,6 @@ func (UnimplementedLedgerServiceServer) Commit(context.Context, *CommitRequest) 
 }
 func (UnimplementedLedgerServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
-}
-func (UnimplementedLedgerServiceServer) Apply(context.Context, *ApplyRequest) (*ApplyResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Apply not implemented")
 }
 func (UnimplementedLedgerServiceServer) Renew(context.Context, *RenewRequest) (*RenewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Renew not implemented")
@@ -361,24 +343,6 @@ func _LedgerService_Release_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
-func _LedgerService_Apply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ApplyRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(LedgerServiceServer).Apply(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: LedgerService_Apply_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(LedgerServiceServer).Apply(ctx, req.(*ApplyRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 func _LedgerService_Renew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RenewRequest)
 	if err := dec(in); err != nil {
@@ -466,10 +430,6 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Release",
 			Handler:    _LedgerService_Release_Handler,
-		},
-		{
-			MethodName: "Apply",
-			Handler:    _LedgerService_Apply_Handler,
 		},
 		{
 			MethodName: "Renew",
