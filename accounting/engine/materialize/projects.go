@@ -60,12 +60,20 @@ func (w *writes) queueProjects(b *pgx.Batch) {
 			daily, monthly, total = append(daily, p.DailyLimit), append(monthly, p.MonthlyLimit), append(total, p.Limit)
 			rpm, tpm = append(rpm, p.RPM), append(tpm, p.TPM)
 		}
+		// The change announces each account whose projects changed, in the same
+		// transaction (so when it is visible): the grants cached for its keys carry
+		// their projects' allowlists. One notice per account, not per key of the
+		// changed subtrees, which may be many.
 		b.Queue(`
-			UPDATE projects p SET name = u.name, daily_limit = u.daily, monthly_limit = u.monthly,
-				total_limit = u.total, rpm = u.rpm, tpm = u.tpm, models = `+projectModelsArray+`
-			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[],
-				$7::bigint[], $8::text[]) AS u(id, name, daily, monthly, total, rpm, tpm, models)
-			WHERE p.id = u.id::uuid`,
+			WITH changed AS (
+				UPDATE projects p SET name = u.name, daily_limit = u.daily, monthly_limit = u.monthly,
+					total_limit = u.total, rpm = u.rpm, tpm = u.tpm, models = `+projectModelsArray+`
+				FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[],
+					$7::bigint[], $8::text[]) AS u(id, name, daily, monthly, total, rpm, tpm, models)
+				WHERE p.id = u.id::uuid
+				RETURNING p.account_id)
+			SELECT pg_notify(`+changesChannel+`, 'a:' || account_id::text)
+			FROM (SELECT DISTINCT account_id FROM changed ORDER BY account_id) a`,
 			ids, names, daily, monthly, total, rpm, tpm, models)
 	}
 	if len(w.deleted) > 0 {
@@ -100,6 +108,11 @@ func (w *writes) queuePlacements(b *pgx.Batch) {
 		WHERE k.id = u.id::uuid`,
 		ids, projects, rpm, tpm)
 }
+
+// changesChannel is the store's change feed (store.ChangesChannel), as an SQL literal;
+// its payloads are "a:<account id>" and "k:<key id>". The triggers of api_keys and
+// accounts announce their rows' changes; a project's change is announced here.
+const changesChannel = `'ledger_changes'`
 
 // projectModelsArray turns the JSON u.models into text[]: NULL (every model) for JSON
 // null.

@@ -8,6 +8,7 @@ import (
 	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/engine/materialize"
 	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/store/storetest"
 )
 
 const (
@@ -127,6 +128,10 @@ func TestProjectsMaterialized(t *testing.T) {
 			if _, err := s.Usage(ctx, ledger.UsageQuery{AccountID: accA, ProjectID: bad, From: t2, To: t2, By: ledger.ByModel}); err != ledger.ErrNotFound {
 				t.Errorf("usage of project %s: %v", bad, err)
 			}
+		}
+		// Key A's charges of one day in two projects are two rows of the rollup.
+		if err := storetest.CheckInvariants(ctx, pool); err != nil {
+			t.Errorf("%v: %v", sizes, err)
 		}
 	}
 }
