@@ -28,6 +28,8 @@ import (
 //     the columns the store's ledger_commit writes; usage_daily follows by its trigger.
 //   - key_spend: held and committed, per window of the reservation's creation time.
 //   - video_tasks.
+//   - accounts.low_balance; each alert into the webhook outbox (webhook_events, and a
+//     webhook_deliveries row per subscribed webhook of its account).
 //   - reservations, with the values ledger_reserve, ledger_commit, ledger_release,
 //     ledger_expire_due and a renewal write, coalesced per call: a reservation reserved
 //     in the call is inserted once in its state at the call's end (settled, or held with

@@ -2171,9 +2171,11 @@ type Account struct {
 	InFlight         int32                  `protobuf:"varint,9,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	InFlightHighCost int32                  `protobuf:"varint,10,opt,name=in_flight_high_cost,json=inFlightHighCost,proto3" json:"in_flight_high_cost,omitempty"`
 	// The operator's name for the account; empty: none.
-	Label         string `protobuf:"bytes,11,opt,name=label,proto3" json:"label,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Label string `protobuf:"bytes,11,opt,name=label,proto3" json:"label,omitempty"`
+	// The balance.low alert's threshold in micro-credits; absent: none.
+	LowBalanceMicros *int64 `protobuf:"varint,12,opt,name=low_balance_micros,json=lowBalanceMicros,proto3,oneof" json:"low_balance_micros,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Account) Reset() {
@@ -2283,6 +2285,13 @@ func (x *Account) GetLabel() string {
 	return ""
 }
 
+func (x *Account) GetLowBalanceMicros() int64 {
+	if x != nil && x.LowBalanceMicros != nil {
+		return *x.LowBalanceMicros
+	}
+	return 0
+}
+
 type CreateAccountRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tier name; "default" when empty.
@@ -2342,9 +2351,13 @@ type UpdateAccountRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	AccountId string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
 	// The new label (as in CreateAccountRequest); empty clears it.
-	Label         *string `protobuf:"bytes,2,opt,name=label,proto3,oneof" json:"label,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Label *string `protobuf:"bytes,2,opt,name=label,proto3,oneof" json:"label,omitempty"`
+	// The new balance.low threshold in micro-credits (≥ 0).
+	LowBalanceMicros *int64 `protobuf:"varint,3,opt,name=low_balance_micros,json=lowBalanceMicros,proto3,oneof" json:"low_balance_micros,omitempty"`
+	// Removes the balance.low threshold (low_balance_micros must be absent).
+	ClearLowBalance bool `protobuf:"varint,4,opt,name=clear_low_balance,json=clearLowBalance,proto3" json:"clear_low_balance,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *UpdateAccountRequest) Reset() {
@@ -2389,6 +2402,20 @@ func (x *UpdateAccountRequest) GetLabel() string {
 		return *x.Label
 	}
 	return ""
+}
+
+func (x *UpdateAccountRequest) GetLowBalanceMicros() int64 {
+	if x != nil && x.LowBalanceMicros != nil {
+		return *x.LowBalanceMicros
+	}
+	return 0
+}
+
+func (x *UpdateAccountRequest) GetClearLowBalance() bool {
+	if x != nil {
+		return x.ClearLowBalance
+	}
+	return false
 }
 
 type UpdateAccountResponse struct {
@@ -4744,6 +4771,655 @@ func (x *SetTierResponse) GetTier() *Tier {
 	return nil
 }
 
+// Webhook is an account's subscription to alert events.
+type Webhook struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	AccountId string                 `protobuf:"bytes,2,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	Url       string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// The event types it receives; empty: every type.
+	Events []string `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// "whsec_" + base64; only in CreateWebhookResponse.
+	Secret        string                 `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"`
+	AllowPrivate  bool                   `protobuf:"varint,6,opt,name=allow_private,json=allowPrivate,proto3" json:"allow_private,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Webhook) Reset() {
+	*x = Webhook{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Webhook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Webhook) ProtoMessage() {}
+
+func (x *Webhook) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Webhook.ProtoReflect.Descriptor instead.
+func (*Webhook) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *Webhook) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Webhook) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *Webhook) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Webhook) GetEvents() []string {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *Webhook) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *Webhook) GetAllowPrivate() bool {
+	if x != nil {
+		return x.AllowPrivate
+	}
+	return false
+}
+
+func (x *Webhook) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type CreateWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	Url           string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	Events        []string               `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	AllowPrivate  bool                   `protobuf:"varint,4,opt,name=allow_private,json=allowPrivate,proto3" json:"allow_private,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebhookRequest) Reset() {
+	*x = CreateWebhookRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebhookRequest) ProtoMessage() {}
+
+func (x *CreateWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebhookRequest.ProtoReflect.Descriptor instead.
+func (*CreateWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *CreateWebhookRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *CreateWebhookRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *CreateWebhookRequest) GetEvents() []string {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *CreateWebhookRequest) GetAllowPrivate() bool {
+	if x != nil {
+		return x.AllowPrivate
+	}
+	return false
+}
+
+type CreateWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhook       *Webhook               `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebhookResponse) Reset() {
+	*x = CreateWebhookResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebhookResponse) ProtoMessage() {}
+
+func (x *CreateWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebhookResponse.ProtoReflect.Descriptor instead.
+func (*CreateWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *CreateWebhookResponse) GetWebhook() *Webhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+type ListWebhooksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhooksRequest) Reset() {
+	*x = ListWebhooksRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhooksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhooksRequest) ProtoMessage() {}
+
+func (x *ListWebhooksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhooksRequest.ProtoReflect.Descriptor instead.
+func (*ListWebhooksRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ListWebhooksRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+type ListWebhooksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhooks      []*Webhook             `protobuf:"bytes,1,rep,name=webhooks,proto3" json:"webhooks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhooksResponse) Reset() {
+	*x = ListWebhooksResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhooksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhooksResponse) ProtoMessage() {}
+
+func (x *ListWebhooksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhooksResponse.ProtoReflect.Descriptor instead.
+func (*ListWebhooksResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ListWebhooksResponse) GetWebhooks() []*Webhook {
+	if x != nil {
+		return x.Webhooks
+	}
+	return nil
+}
+
+type DeleteWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WebhookId     string                 `protobuf:"bytes,1,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWebhookRequest) Reset() {
+	*x = DeleteWebhookRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWebhookRequest) ProtoMessage() {}
+
+func (x *DeleteWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWebhookRequest.ProtoReflect.Descriptor instead.
+func (*DeleteWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *DeleteWebhookRequest) GetWebhookId() string {
+	if x != nil {
+		return x.WebhookId
+	}
+	return ""
+}
+
+type DeleteWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWebhookResponse) Reset() {
+	*x = DeleteWebhookResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWebhookResponse) ProtoMessage() {}
+
+func (x *DeleteWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWebhookResponse.ProtoReflect.Descriptor instead.
+func (*DeleteWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{76}
+}
+
+type TestWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WebhookId     string                 `protobuf:"bytes,1,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestWebhookRequest) Reset() {
+	*x = TestWebhookRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestWebhookRequest) ProtoMessage() {}
+
+func (x *TestWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestWebhookRequest.ProtoReflect.Descriptor instead.
+func (*TestWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *TestWebhookRequest) GetWebhookId() string {
+	if x != nil {
+		return x.WebhookId
+	}
+	return ""
+}
+
+type TestWebhookResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The webhook.test event's id (its webhook-id header).
+	EventId       string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestWebhookResponse) Reset() {
+	*x = TestWebhookResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestWebhookResponse) ProtoMessage() {}
+
+func (x *TestWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestWebhookResponse.ProtoReflect.Descriptor instead.
+func (*TestWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *TestWebhookResponse) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+type ListWebhookDeliveriesRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	WebhookId string                 `protobuf:"bytes,1,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	// At most this many; 20 when 0, at most 500.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhookDeliveriesRequest) Reset() {
+	*x = ListWebhookDeliveriesRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhookDeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhookDeliveriesRequest) ProtoMessage() {}
+
+func (x *ListWebhookDeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhookDeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*ListWebhookDeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ListWebhookDeliveriesRequest) GetWebhookId() string {
+	if x != nil {
+		return x.WebhookId
+	}
+	return ""
+}
+
+func (x *ListWebhookDeliveriesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// WebhookDelivery is one event's delivery to one webhook.
+type WebhookDelivery struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	EventId  string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Type     string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Attempts int32                  `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The HTTP status of the last attempt; 0: no answer; absent: no attempt yet.
+	LastStatus *int32 `protobuf:"varint,4,opt,name=last_status,json=lastStatus,proto3,oneof" json:"last_status,omitempty"`
+	// Absent until delivered.
+	DeliveredAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=delivered_at,json=deliveredAt,proto3" json:"delivered_at,omitempty"`
+	// Absent once delivered or given up.
+	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WebhookDelivery) Reset() {
+	*x = WebhookDelivery{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WebhookDelivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WebhookDelivery) ProtoMessage() {}
+
+func (x *WebhookDelivery) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WebhookDelivery.ProtoReflect.Descriptor instead.
+func (*WebhookDelivery) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *WebhookDelivery) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *WebhookDelivery) GetLastStatus() int32 {
+	if x != nil && x.LastStatus != nil {
+		return *x.LastStatus
+	}
+	return 0
+}
+
+func (x *WebhookDelivery) GetDeliveredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliveredAt
+	}
+	return nil
+}
+
+func (x *WebhookDelivery) GetNextAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptAt
+	}
+	return nil
+}
+
+type ListWebhookDeliveriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*WebhookDelivery     `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhookDeliveriesResponse) Reset() {
+	*x = ListWebhookDeliveriesResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhookDeliveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhookDeliveriesResponse) ProtoMessage() {}
+
+func (x *ListWebhookDeliveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhookDeliveriesResponse.ProtoReflect.Descriptor instead.
+func (*ListWebhookDeliveriesResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ListWebhookDeliveriesResponse) GetDeliveries() []*WebhookDelivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
 var File_accounting_v1_accounting_proto protoreflect.FileDescriptor
 
 const file_accounting_v1_accounting_proto_rawDesc = "" +
@@ -4886,7 +5562,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\vage_seconds\x18\a \x01(\x03R\n" +
 	"ageSeconds\x12\x18\n" +
 	"\achannel\x18\b \x01(\tR\achannel\x12(\n" +
-	"\x10upstream_task_id\x18\t \x01(\tR\x0eupstreamTaskId\"\x80\x03\n" +
+	"\x10upstream_task_id\x18\t \x01(\tR\x0eupstreamTaskId\"\xca\x03\n" +
 	"\aAccount\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x12%\n" +
@@ -4900,15 +5576,20 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\tin_flight\x18\t \x01(\x05R\binFlight\x12-\n" +
 	"\x13in_flight_high_cost\x18\n" +
 	" \x01(\x05R\x10inFlightHighCost\x12\x14\n" +
-	"\x05label\x18\v \x01(\tR\x05label\"@\n" +
+	"\x05label\x18\v \x01(\tR\x05label\x121\n" +
+	"\x12low_balance_micros\x18\f \x01(\x03H\x00R\x10lowBalanceMicros\x88\x01\x01B\x15\n" +
+	"\x13_low_balance_micros\"@\n" +
 	"\x14CreateAccountRequest\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x14\n" +
-	"\x05label\x18\x02 \x01(\tR\x05label\"Z\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\"\xd0\x01\n" +
 	"\x14UpdateAccountRequest\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\x12\x19\n" +
-	"\x05label\x18\x02 \x01(\tH\x00R\x05label\x88\x01\x01B\b\n" +
-	"\x06_label\"I\n" +
+	"\x05label\x18\x02 \x01(\tH\x00R\x05label\x88\x01\x01\x121\n" +
+	"\x12low_balance_micros\x18\x03 \x01(\x03H\x01R\x10lowBalanceMicros\x88\x01\x01\x12*\n" +
+	"\x11clear_low_balance\x18\x04 \x01(\bR\x0fclearLowBalanceB\b\n" +
+	"\x06_labelB\x15\n" +
+	"\x13_low_balance_micros\"I\n" +
 	"\x15UpdateAccountResponse\x120\n" +
 	"\aaccount\x18\x01 \x01(\v2\x16.accounting.v1.AccountR\aaccount\"2\n" +
 	"\x11GetAccountRequest\x12\x1d\n" +
@@ -5084,7 +5765,56 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x0eSetTierRequest\x12'\n" +
 	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier\":\n" +
 	"\x0fSetTierResponse\x12'\n" +
-	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier*\xec\x02\n" +
+	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier\"\xda\x01\n" +
+	"\aWebhook\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x02 \x01(\tR\taccountId\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x16\n" +
+	"\x06events\x18\x04 \x03(\tR\x06events\x12\x16\n" +
+	"\x06secret\x18\x05 \x01(\tR\x06secret\x12#\n" +
+	"\rallow_private\x18\x06 \x01(\bR\fallowPrivate\x129\n" +
+	"\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x84\x01\n" +
+	"\x14CreateWebhookRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
+	"\x06events\x18\x03 \x03(\tR\x06events\x12#\n" +
+	"\rallow_private\x18\x04 \x01(\bR\fallowPrivate\"I\n" +
+	"\x15CreateWebhookResponse\x120\n" +
+	"\awebhook\x18\x01 \x01(\v2\x16.accounting.v1.WebhookR\awebhook\"4\n" +
+	"\x13ListWebhooksRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\"J\n" +
+	"\x14ListWebhooksResponse\x122\n" +
+	"\bwebhooks\x18\x01 \x03(\v2\x16.accounting.v1.WebhookR\bwebhooks\"5\n" +
+	"\x14DeleteWebhookRequest\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\x01 \x01(\tR\twebhookId\"\x17\n" +
+	"\x15DeleteWebhookResponse\"3\n" +
+	"\x12TestWebhookRequest\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\x01 \x01(\tR\twebhookId\"0\n" +
+	"\x13TestWebhookResponse\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\"S\n" +
+	"\x1cListWebhookDeliveriesRequest\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\x01 \x01(\tR\twebhookId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\x95\x02\n" +
+	"\x0fWebhookDelivery\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
+	"\battempts\x18\x03 \x01(\x05R\battempts\x12$\n" +
+	"\vlast_status\x18\x04 \x01(\x05H\x00R\n" +
+	"lastStatus\x88\x01\x01\x12=\n" +
+	"\fdelivered_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vdeliveredAt\x12B\n" +
+	"\x0fnext_attempt_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAtB\x0e\n" +
+	"\f_last_status\"_\n" +
+	"\x1dListWebhookDeliveriesResponse\x12>\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x1e.accounting.v1.WebhookDeliveryR\n" +
+	"deliveries*\xec\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REASON_INVALID_API_KEY\x10\x01\x12\x1c\n" +
@@ -5135,7 +5865,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
-	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xa6\v\n" +
+	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\x81\x0f\n" +
 	"\fAdminService\x12Z\n" +
 	"\rCreateAccount\x12#.accounting.v1.CreateAccountRequest\x1a$.accounting.v1.CreateAccountResponse\x12Q\n" +
 	"\n" +
@@ -5154,7 +5884,12 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x11ListLedgerEntries\x12'.accounting.v1.ListLedgerEntriesRequest\x1a(.accounting.v1.ListLedgerEntriesResponse\x12N\n" +
 	"\tReconcile\x12\x1f.accounting.v1.ReconcileRequest\x1a .accounting.v1.ReconcileResponse\x12N\n" +
 	"\tListTiers\x12\x1f.accounting.v1.ListTiersRequest\x1a .accounting.v1.ListTiersResponse\x12H\n" +
-	"\aSetTier\x12\x1d.accounting.v1.SetTierRequest\x1a\x1e.accounting.v1.SetTierResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
+	"\aSetTier\x12\x1d.accounting.v1.SetTierRequest\x1a\x1e.accounting.v1.SetTierResponse\x12Z\n" +
+	"\rCreateWebhook\x12#.accounting.v1.CreateWebhookRequest\x1a$.accounting.v1.CreateWebhookResponse\x12W\n" +
+	"\fListWebhooks\x12\".accounting.v1.ListWebhooksRequest\x1a#.accounting.v1.ListWebhooksResponse\x12Z\n" +
+	"\rDeleteWebhook\x12#.accounting.v1.DeleteWebhookRequest\x1a$.accounting.v1.DeleteWebhookResponse\x12T\n" +
+	"\vTestWebhook\x12!.accounting.v1.TestWebhookRequest\x1a\".accounting.v1.TestWebhookResponse\x12r\n" +
+	"\x15ListWebhookDeliveries\x12+.accounting.v1.ListWebhookDeliveriesRequest\x1a,.accounting.v1.ListWebhookDeliveriesResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
 
 var (
 	file_accounting_v1_accounting_proto_rawDescOnce sync.Once
@@ -5169,95 +5904,107 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_accounting_v1_accounting_proto_goTypes = []any{
-	(Reason)(0),                         // 0: accounting.v1.Reason
-	(Pool)(0),                           // 1: accounting.v1.Pool
-	(ReservationState)(0),               // 2: accounting.v1.ReservationState
-	(ChangeKind)(0),                     // 3: accounting.v1.ChangeKind
-	(UsageGroup)(0),                     // 4: accounting.v1.UsageGroup
-	(EntryKind)(0),                      // 5: accounting.v1.EntryKind
-	(*Refusal)(nil),                     // 6: accounting.v1.Refusal
-	(*AuthenticateRequest)(nil),         // 7: accounting.v1.AuthenticateRequest
-	(*AuthenticateResponse)(nil),        // 8: accounting.v1.AuthenticateResponse
-	(*KeyGrant)(nil),                    // 9: accounting.v1.KeyGrant
-	(*ModelScope)(nil),                  // 10: accounting.v1.ModelScope
-	(*ReserveRequest)(nil),              // 11: accounting.v1.ReserveRequest
-	(*ReserveResponse)(nil),             // 12: accounting.v1.ReserveResponse
-	(*Usage)(nil),                       // 13: accounting.v1.Usage
-	(*ChargeComponent)(nil),             // 14: accounting.v1.ChargeComponent
-	(*CommitRequest)(nil),               // 15: accounting.v1.CommitRequest
-	(*CommitResponse)(nil),              // 16: accounting.v1.CommitResponse
-	(*ReleaseRequest)(nil),              // 17: accounting.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),             // 18: accounting.v1.ReleaseResponse
-	(*ApplyRequest)(nil),                // 19: accounting.v1.ApplyRequest
-	(*LedgerOp)(nil),                    // 20: accounting.v1.LedgerOp
-	(*ApplyResponse)(nil),               // 21: accounting.v1.ApplyResponse
-	(*LedgerOpResult)(nil),              // 22: accounting.v1.LedgerOpResult
-	(*OpError)(nil),                     // 23: accounting.v1.OpError
-	(*RenewRequest)(nil),                // 24: accounting.v1.RenewRequest
-	(*RenewResponse)(nil),               // 25: accounting.v1.RenewResponse
-	(*WatchChangesRequest)(nil),         // 26: accounting.v1.WatchChangesRequest
-	(*WatchChangesResponse)(nil),        // 27: accounting.v1.WatchChangesResponse
-	(*RecordVideoTaskRequest)(nil),      // 28: accounting.v1.RecordVideoTaskRequest
-	(*RecordVideoTaskResponse)(nil),     // 29: accounting.v1.RecordVideoTaskResponse
-	(*GetVideoTaskRequest)(nil),         // 30: accounting.v1.GetVideoTaskRequest
-	(*GetVideoTaskResponse)(nil),        // 31: accounting.v1.GetVideoTaskResponse
-	(*VideoTask)(nil),                   // 32: accounting.v1.VideoTask
-	(*Account)(nil),                     // 33: accounting.v1.Account
-	(*CreateAccountRequest)(nil),        // 34: accounting.v1.CreateAccountRequest
-	(*UpdateAccountRequest)(nil),        // 35: accounting.v1.UpdateAccountRequest
-	(*UpdateAccountResponse)(nil),       // 36: accounting.v1.UpdateAccountResponse
-	(*GetAccountRequest)(nil),           // 37: accounting.v1.GetAccountRequest
-	(*TopUpRequest)(nil),                // 38: accounting.v1.TopUpRequest
-	(*SetAccountSuspendedRequest)(nil),  // 39: accounting.v1.SetAccountSuspendedRequest
-	(*Key)(nil),                         // 40: accounting.v1.Key
-	(*CreateKeyRequest)(nil),            // 41: accounting.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),           // 42: accounting.v1.CreateKeyResponse
-	(*GetKeyRequest)(nil),               // 43: accounting.v1.GetKeyRequest
-	(*SetKeyDisabledRequest)(nil),       // 44: accounting.v1.SetKeyDisabledRequest
-	(*RevokeKeyRequest)(nil),            // 45: accounting.v1.RevokeKeyRequest
-	(*CreateAccountResponse)(nil),       // 46: accounting.v1.CreateAccountResponse
-	(*GetAccountResponse)(nil),          // 47: accounting.v1.GetAccountResponse
-	(*TopUpResponse)(nil),               // 48: accounting.v1.TopUpResponse
-	(*SetAccountSuspendedResponse)(nil), // 49: accounting.v1.SetAccountSuspendedResponse
-	(*GetKeyResponse)(nil),              // 50: accounting.v1.GetKeyResponse
-	(*SetKeyDisabledResponse)(nil),      // 51: accounting.v1.SetKeyDisabledResponse
-	(*RevokeKeyResponse)(nil),           // 52: accounting.v1.RevokeKeyResponse
-	(*ListAccountsRequest)(nil),         // 53: accounting.v1.ListAccountsRequest
-	(*ListAccountsResponse)(nil),        // 54: accounting.v1.ListAccountsResponse
-	(*ListKeysRequest)(nil),             // 55: accounting.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),            // 56: accounting.v1.ListKeysResponse
-	(*ModelList)(nil),                   // 57: accounting.v1.ModelList
-	(*LimitUpdate)(nil),                 // 58: accounting.v1.LimitUpdate
-	(*ExpiryUpdate)(nil),                // 59: accounting.v1.ExpiryUpdate
-	(*UpdateKeyRequest)(nil),            // 60: accounting.v1.UpdateKeyRequest
-	(*UpdateKeyResponse)(nil),           // 61: accounting.v1.UpdateKeyResponse
-	(*GetUsageRequest)(nil),             // 62: accounting.v1.GetUsageRequest
-	(*UsageRow)(nil),                    // 63: accounting.v1.UsageRow
-	(*GetUsageResponse)(nil),            // 64: accounting.v1.GetUsageResponse
-	(*ListLedgerEntriesRequest)(nil),    // 65: accounting.v1.ListLedgerEntriesRequest
-	(*LedgerEntry)(nil),                 // 66: accounting.v1.LedgerEntry
-	(*ReconcileRequest)(nil),            // 67: accounting.v1.ReconcileRequest
-	(*ReconcileRow)(nil),                // 68: accounting.v1.ReconcileRow
-	(*ReconcileResponse)(nil),           // 69: accounting.v1.ReconcileResponse
-	(*ListLedgerEntriesResponse)(nil),   // 70: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 71: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 72: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 73: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 74: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 75: accounting.v1.SetTierResponse
-	nil,                                 // 76: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 77: google.protobuf.Timestamp
+	(Reason)(0),                           // 0: accounting.v1.Reason
+	(Pool)(0),                             // 1: accounting.v1.Pool
+	(ReservationState)(0),                 // 2: accounting.v1.ReservationState
+	(ChangeKind)(0),                       // 3: accounting.v1.ChangeKind
+	(UsageGroup)(0),                       // 4: accounting.v1.UsageGroup
+	(EntryKind)(0),                        // 5: accounting.v1.EntryKind
+	(*Refusal)(nil),                       // 6: accounting.v1.Refusal
+	(*AuthenticateRequest)(nil),           // 7: accounting.v1.AuthenticateRequest
+	(*AuthenticateResponse)(nil),          // 8: accounting.v1.AuthenticateResponse
+	(*KeyGrant)(nil),                      // 9: accounting.v1.KeyGrant
+	(*ModelScope)(nil),                    // 10: accounting.v1.ModelScope
+	(*ReserveRequest)(nil),                // 11: accounting.v1.ReserveRequest
+	(*ReserveResponse)(nil),               // 12: accounting.v1.ReserveResponse
+	(*Usage)(nil),                         // 13: accounting.v1.Usage
+	(*ChargeComponent)(nil),               // 14: accounting.v1.ChargeComponent
+	(*CommitRequest)(nil),                 // 15: accounting.v1.CommitRequest
+	(*CommitResponse)(nil),                // 16: accounting.v1.CommitResponse
+	(*ReleaseRequest)(nil),                // 17: accounting.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),               // 18: accounting.v1.ReleaseResponse
+	(*ApplyRequest)(nil),                  // 19: accounting.v1.ApplyRequest
+	(*LedgerOp)(nil),                      // 20: accounting.v1.LedgerOp
+	(*ApplyResponse)(nil),                 // 21: accounting.v1.ApplyResponse
+	(*LedgerOpResult)(nil),                // 22: accounting.v1.LedgerOpResult
+	(*OpError)(nil),                       // 23: accounting.v1.OpError
+	(*RenewRequest)(nil),                  // 24: accounting.v1.RenewRequest
+	(*RenewResponse)(nil),                 // 25: accounting.v1.RenewResponse
+	(*WatchChangesRequest)(nil),           // 26: accounting.v1.WatchChangesRequest
+	(*WatchChangesResponse)(nil),          // 27: accounting.v1.WatchChangesResponse
+	(*RecordVideoTaskRequest)(nil),        // 28: accounting.v1.RecordVideoTaskRequest
+	(*RecordVideoTaskResponse)(nil),       // 29: accounting.v1.RecordVideoTaskResponse
+	(*GetVideoTaskRequest)(nil),           // 30: accounting.v1.GetVideoTaskRequest
+	(*GetVideoTaskResponse)(nil),          // 31: accounting.v1.GetVideoTaskResponse
+	(*VideoTask)(nil),                     // 32: accounting.v1.VideoTask
+	(*Account)(nil),                       // 33: accounting.v1.Account
+	(*CreateAccountRequest)(nil),          // 34: accounting.v1.CreateAccountRequest
+	(*UpdateAccountRequest)(nil),          // 35: accounting.v1.UpdateAccountRequest
+	(*UpdateAccountResponse)(nil),         // 36: accounting.v1.UpdateAccountResponse
+	(*GetAccountRequest)(nil),             // 37: accounting.v1.GetAccountRequest
+	(*TopUpRequest)(nil),                  // 38: accounting.v1.TopUpRequest
+	(*SetAccountSuspendedRequest)(nil),    // 39: accounting.v1.SetAccountSuspendedRequest
+	(*Key)(nil),                           // 40: accounting.v1.Key
+	(*CreateKeyRequest)(nil),              // 41: accounting.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),             // 42: accounting.v1.CreateKeyResponse
+	(*GetKeyRequest)(nil),                 // 43: accounting.v1.GetKeyRequest
+	(*SetKeyDisabledRequest)(nil),         // 44: accounting.v1.SetKeyDisabledRequest
+	(*RevokeKeyRequest)(nil),              // 45: accounting.v1.RevokeKeyRequest
+	(*CreateAccountResponse)(nil),         // 46: accounting.v1.CreateAccountResponse
+	(*GetAccountResponse)(nil),            // 47: accounting.v1.GetAccountResponse
+	(*TopUpResponse)(nil),                 // 48: accounting.v1.TopUpResponse
+	(*SetAccountSuspendedResponse)(nil),   // 49: accounting.v1.SetAccountSuspendedResponse
+	(*GetKeyResponse)(nil),                // 50: accounting.v1.GetKeyResponse
+	(*SetKeyDisabledResponse)(nil),        // 51: accounting.v1.SetKeyDisabledResponse
+	(*RevokeKeyResponse)(nil),             // 52: accounting.v1.RevokeKeyResponse
+	(*ListAccountsRequest)(nil),           // 53: accounting.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),          // 54: accounting.v1.ListAccountsResponse
+	(*ListKeysRequest)(nil),               // 55: accounting.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),              // 56: accounting.v1.ListKeysResponse
+	(*ModelList)(nil),                     // 57: accounting.v1.ModelList
+	(*LimitUpdate)(nil),                   // 58: accounting.v1.LimitUpdate
+	(*ExpiryUpdate)(nil),                  // 59: accounting.v1.ExpiryUpdate
+	(*UpdateKeyRequest)(nil),              // 60: accounting.v1.UpdateKeyRequest
+	(*UpdateKeyResponse)(nil),             // 61: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),               // 62: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                      // 63: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),              // 64: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),      // 65: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                   // 66: accounting.v1.LedgerEntry
+	(*ReconcileRequest)(nil),              // 67: accounting.v1.ReconcileRequest
+	(*ReconcileRow)(nil),                  // 68: accounting.v1.ReconcileRow
+	(*ReconcileResponse)(nil),             // 69: accounting.v1.ReconcileResponse
+	(*ListLedgerEntriesResponse)(nil),     // 70: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                          // 71: accounting.v1.Tier
+	(*ListTiersRequest)(nil),              // 72: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),             // 73: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),                // 74: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),               // 75: accounting.v1.SetTierResponse
+	(*Webhook)(nil),                       // 76: accounting.v1.Webhook
+	(*CreateWebhookRequest)(nil),          // 77: accounting.v1.CreateWebhookRequest
+	(*CreateWebhookResponse)(nil),         // 78: accounting.v1.CreateWebhookResponse
+	(*ListWebhooksRequest)(nil),           // 79: accounting.v1.ListWebhooksRequest
+	(*ListWebhooksResponse)(nil),          // 80: accounting.v1.ListWebhooksResponse
+	(*DeleteWebhookRequest)(nil),          // 81: accounting.v1.DeleteWebhookRequest
+	(*DeleteWebhookResponse)(nil),         // 82: accounting.v1.DeleteWebhookResponse
+	(*TestWebhookRequest)(nil),            // 83: accounting.v1.TestWebhookRequest
+	(*TestWebhookResponse)(nil),           // 84: accounting.v1.TestWebhookResponse
+	(*ListWebhookDeliveriesRequest)(nil),  // 85: accounting.v1.ListWebhookDeliveriesRequest
+	(*WebhookDelivery)(nil),               // 86: accounting.v1.WebhookDelivery
+	(*ListWebhookDeliveriesResponse)(nil), // 87: accounting.v1.ListWebhookDeliveriesResponse
+	nil,                                   // 88: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),         // 89: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
 	9,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	77, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	89, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
 	10, // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
 	1,  // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	77, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	76, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	89, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	88, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
 	14, // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
 	13, // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
 	2,  // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
@@ -5271,16 +6018,16 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	18, // 17: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
 	23, // 18: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
 	6,  // 19: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
-	77, // 20: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	89, // 20: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 21: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
 	32, // 22: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
 	32, // 23: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	77, // 24: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	77, // 25: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	89, // 24: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	89, // 25: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
 	33, // 26: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
-	77, // 27: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	77, // 28: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	77, // 29: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	89, // 27: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	89, // 28: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	89, // 29: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
 	40, // 30: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
 	33, // 31: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
 	33, // 32: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
@@ -5291,7 +6038,7 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	40, // 37: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
 	33, // 38: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
 	40, // 39: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	77, // 40: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	89, // 40: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
 	57, // 41: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
 	58, // 42: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
 	58, // 43: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
@@ -5301,7 +6048,7 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	63, // 47: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
 	63, // 48: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
 	5,  // 49: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	77, // 50: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	89, // 50: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
 	14, // 51: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
 	14, // 52: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
 	68, // 53: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
@@ -5309,63 +6056,79 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	71, // 55: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
 	71, // 56: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
 	71, // 57: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	7,  // 58: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	11, // 59: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	15, // 60: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	17, // 61: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	19, // 62: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
-	24, // 63: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	26, // 64: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	28, // 65: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	30, // 66: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	34, // 67: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	37, // 68: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	38, // 69: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	39, // 70: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	35, // 71: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
-	41, // 72: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	43, // 73: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	44, // 74: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	45, // 75: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	53, // 76: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	55, // 77: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	60, // 78: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	62, // 79: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	65, // 80: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	67, // 81: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
-	72, // 82: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	74, // 83: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	8,  // 84: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	12, // 85: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	16, // 86: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	18, // 87: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	21, // 88: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
-	25, // 89: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	27, // 90: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	29, // 91: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	31, // 92: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	46, // 93: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	47, // 94: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	48, // 95: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	49, // 96: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	36, // 97: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
-	42, // 98: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	50, // 99: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	51, // 100: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	52, // 101: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	54, // 102: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	56, // 103: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	61, // 104: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	64, // 105: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	70, // 106: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	69, // 107: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
-	73, // 108: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	75, // 109: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	84, // [84:110] is the sub-list for method output_type
-	58, // [58:84] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	89, // 58: accounting.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
+	76, // 59: accounting.v1.CreateWebhookResponse.webhook:type_name -> accounting.v1.Webhook
+	76, // 60: accounting.v1.ListWebhooksResponse.webhooks:type_name -> accounting.v1.Webhook
+	89, // 61: accounting.v1.WebhookDelivery.delivered_at:type_name -> google.protobuf.Timestamp
+	89, // 62: accounting.v1.WebhookDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	86, // 63: accounting.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> accounting.v1.WebhookDelivery
+	7,  // 64: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	11, // 65: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	15, // 66: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	17, // 67: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	19, // 68: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
+	24, // 69: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	26, // 70: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	28, // 71: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	30, // 72: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	34, // 73: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	37, // 74: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	38, // 75: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	39, // 76: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	35, // 77: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
+	41, // 78: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	43, // 79: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	44, // 80: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	45, // 81: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	53, // 82: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	55, // 83: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	60, // 84: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	62, // 85: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	65, // 86: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	67, // 87: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
+	72, // 88: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	74, // 89: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	77, // 90: accounting.v1.AdminService.CreateWebhook:input_type -> accounting.v1.CreateWebhookRequest
+	79, // 91: accounting.v1.AdminService.ListWebhooks:input_type -> accounting.v1.ListWebhooksRequest
+	81, // 92: accounting.v1.AdminService.DeleteWebhook:input_type -> accounting.v1.DeleteWebhookRequest
+	83, // 93: accounting.v1.AdminService.TestWebhook:input_type -> accounting.v1.TestWebhookRequest
+	85, // 94: accounting.v1.AdminService.ListWebhookDeliveries:input_type -> accounting.v1.ListWebhookDeliveriesRequest
+	8,  // 95: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	12, // 96: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	16, // 97: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	18, // 98: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	21, // 99: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
+	25, // 100: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	27, // 101: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	29, // 102: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	31, // 103: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	46, // 104: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	47, // 105: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	48, // 106: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	49, // 107: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	36, // 108: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
+	42, // 109: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	50, // 110: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	51, // 111: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	52, // 112: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	54, // 113: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	56, // 114: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	61, // 115: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	64, // 116: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	70, // 117: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	69, // 118: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	73, // 119: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	75, // 120: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	78, // 121: accounting.v1.AdminService.CreateWebhook:output_type -> accounting.v1.CreateWebhookResponse
+	80, // 122: accounting.v1.AdminService.ListWebhooks:output_type -> accounting.v1.ListWebhooksResponse
+	82, // 123: accounting.v1.AdminService.DeleteWebhook:output_type -> accounting.v1.DeleteWebhookResponse
+	84, // 124: accounting.v1.AdminService.TestWebhook:output_type -> accounting.v1.TestWebhookResponse
+	87, // 125: accounting.v1.AdminService.ListWebhookDeliveries:output_type -> accounting.v1.ListWebhookDeliveriesResponse
+	95, // [95:126] is the sub-list for method output_type
+	64, // [64:95] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -5386,18 +6149,20 @@ func file_accounting_v1_accounting_proto_init() {
 		(*LedgerOpResult_Release)(nil),
 		(*LedgerOpResult_Error)(nil),
 	}
+	file_accounting_v1_accounting_proto_msgTypes[27].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[29].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[34].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[35].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[52].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[54].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[80].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   71,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
