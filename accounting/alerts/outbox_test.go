@@ -279,3 +279,54 @@ func TestWebhookTestAndDelete(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestStandbyDoesNotDeliver runs the worker of a process that does not own the ledger:
+// the outbox waits until it owns it.
+func TestStandbyDoesNotDeliver(t *testing.T) {
+	ctx := context.Background()
+	pool := storetest.NewPool(t, storetest.NewDB(t), 4)
+	keys := testKeys(t)
+	whs := &alerts.Webhooks{Pool: pool, Keys: keys}
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	h, err := whs.CreateWebhook(ctx, acct, srv.URL, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := whs.TestWebhook(ctx, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	var owning sync.Mutex
+	owns := false
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go (&alerts.Worker{Pool: pool, Keys: keys, Poll: 10 * time.Millisecond, Owning: func() bool {
+		owning.Lock()
+		defer owning.Unlock()
+		return owns
+	}}).Run(wctx)
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	if calls != 0 {
+		t.Fatalf("a standby delivered %d times", calls)
+	}
+	mu.Unlock()
+	owning.Lock()
+	owns = true
+	owning.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ds, _ := whs.WebhookDeliveries(ctx, h.ID, 1)
+		if len(ds) == 1 && ds[0].DeliveredAt != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not delivered once owning: %+v", ds)
+		}
+	}
+}

@@ -305,9 +305,11 @@ func trimError(err error) string {
 // record stores an attempt (status nil: none was made) and schedules the next.
 func (w *Worker) record(ctx context.Context, d due, status *int, errText string, ok, drop bool) {
 	now := w.now()
-	first := now
+	var first *time.Time // set at the first attempt made
 	if d.first != nil {
-		first = *d.first
+		first = d.first
+	} else if !drop {
+		first = &now
 	}
 	attempts := d.attempts
 	var next, delivered *time.Time
@@ -317,7 +319,7 @@ func (w *Worker) record(ctx context.Context, d due, status *int, errText string,
 	case drop:
 	default:
 		attempts++
-		if t, more := NextAttempt(attempts, first, now); more {
+		if t, more := NextAttempt(attempts, *first, now); more {
 			next = &t
 		} else {
 			w.Log.Warn("webhook delivery given up", zap.String("webhook", d.webhookID), zap.String("event", d.eventID),
