@@ -38,6 +38,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/llmgw/gateway/accounting/alerts"
 	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/engine"
@@ -345,7 +346,16 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	)
 	gs := grpc.NewServer(opts...)
 	hub := server.NewHub(st, log.Named("changes"), 0)
-	server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall}).Register(gs)
+	hookKeys, err := alerts.LoadKeys(os.Getenv)
+	if err != nil {
+		_, _ = lis.Close(), mlis.Close()
+		return err
+	}
+	server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall,
+		Webhooks: &alerts.Webhooks{Pool: own.pool, Keys: hookKeys}}).Register(gs)
+	// The owner delivers the alerts' webhooks; a standby's worker waits.
+	hooks := &alerts.Worker{Pool: own.pool, Keys: hookKeys, Owning: own.engine.Owning, Log: log.Named("webhooks"),
+		Observer: m.Alerts()}
 
 	sw := &sweeper{store: st, log: log.Named("sweeper"), interval: cfg.SweepInterval, grace: own.store.GraceLapsed}
 	if cfg.ArchiveAfter > 0 {
@@ -374,7 +384,8 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); hooks.Run(bgCtx) }()
 	go func() { defer wg.Done(); hub.Run(bgCtx) }()
 	go func() { defer wg.Done(); sw.run(bgCtx) }()
 	go func() {

@@ -56,6 +56,7 @@ func AccountToProto(a ledger.Account) *accountingv1.Account {
 		CreatedAt:        Timestamp(a.CreatedAt),
 		InFlight:         int32(a.InFlight),
 		InFlightHighCost: int32(a.InFlightHighCost),
+		LowBalanceMicros: copyMicros(a.LowBalance),
 	}
 }
 

@@ -170,8 +170,16 @@ func accountUpdate(ctx context.Context, c accountingv1.AdminServiceClient, p par
 		label := p.flags["label"]
 		req.Label = &label
 	}
-	if req.Label == nil {
-		return nil, usagef("account update needs a setting to change: --label L")
+	if err := exclusive(p, "low-balance", "no-low-balance"); err != nil {
+		return nil, err
+	}
+	low, err := parseLimit(p, "low-balance")
+	if err != nil {
+		return nil, err
+	}
+	req.LowBalanceMicros, req.ClearLowBalance = low, p.flags["no-low-balance"] == "true"
+	if req.Label == nil && low == nil && !req.ClearLowBalance {
+		return nil, usagef("account update needs a setting to change: --label L, --low-balance CREDITS or --no-low-balance")
 	}
 	resp, err := c.UpdateAccount(ctx, req)
 	if err != nil {

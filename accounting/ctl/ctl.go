@@ -53,7 +53,9 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
 
   account create [--tier NAME] [--label L]
   account show ID
-  account update ID [--label L]            (--label "": no label)
+  account update ID [--label L] [--low-balance CREDITS | --no-low-balance]
+                                          (--label "": no label; --low-balance: the
+                                           balance.low alert's threshold)
   account topup ID --amount CREDITS
   account suspend ID | unsuspend ID
   key create --account ID [--name N] [--models m1,m2] [--daily-limit CREDITS]
@@ -82,6 +84,11 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
   reconcile --from YYYY-MM-DD --to YYYY-MM-DD
   tier list
   tier set NAME --rpm-before N --rpm-after N --in-flight N --in-flight-high-cost N
+  webhook create --account ID --url URL [--events e1,e2] [--allow-private]
+                                          (the secret is printed once; default events: all)
+  webhook list --account ID
+  webhook delete WID | test WID
+  webhook deliveries WID [--limit N]
 
 The admin token comes from --admin-token-file, else $GATEWAY_ADMIN_TOKEN, else
 .run/admin-token. The address defaults to $GATEWAY_ACCOUNTING_ADDR, else the one make
@@ -115,8 +122,9 @@ type command struct {
 var globalFlags = map[string]flagKind{"accounting-addr": stringFlag, "admin-token-file": stringFlag, "help": boolFlag, "h": boolFlag}
 
 var commands = map[string]command{
-	"account create":    {flags: map[string]flagKind{"tier": stringFlag, "label": stringFlag}, entity: "account", run: accountCreate},
-	"account update":    {flags: map[string]flagKind{"label": stringFlag}, nargs: 1, entity: "account", run: accountUpdate},
+	"account create": {flags: map[string]flagKind{"tier": stringFlag, "label": stringFlag}, entity: "account", run: accountCreate},
+	"account update": {flags: map[string]flagKind{"label": stringFlag, "low-balance": stringFlag, "no-low-balance": boolFlag},
+		nargs: 1, entity: "account", run: accountUpdate},
 	"account show":      {nargs: 1, entity: "account", run: accountShow},
 	"account topup":     {flags: map[string]flagKind{"amount": stringFlag}, nargs: 1, entity: "account", run: accountTopUp},
 	"account suspend":   {nargs: 1, entity: "account", run: accountSuspend(true)},
@@ -144,6 +152,12 @@ var commands = map[string]command{
 	"ledger":    {flags: map[string]flagKind{"account": stringFlag, "limit": stringFlag, "before": stringFlag}, entity: "account", run: ledgerList},
 	"reconcile": {flags: map[string]flagKind{"from": stringFlag, "to": stringFlag}, entity: "range", run: reconcile},
 	"tier list": {entity: "tier", run: tierList},
+	"webhook create": {flags: map[string]flagKind{"account": stringFlag, "url": stringFlag, "events": stringFlag,
+		"allow-private": boolFlag}, entity: "account", run: webhookCreate},
+	"webhook list":       {flags: map[string]flagKind{"account": stringFlag}, entity: "account", run: webhookList},
+	"webhook delete":     {nargs: 1, entity: "webhook", run: webhookDelete},
+	"webhook test":       {nargs: 1, entity: "webhook", run: webhookTest},
+	"webhook deliveries": {flags: map[string]flagKind{"limit": stringFlag}, nargs: 1, entity: "webhook", run: webhookDeliveries},
 	"tier set": {flags: map[string]flagKind{
 		"rpm-before": stringFlag, "rpm-after": stringFlag, "in-flight": stringFlag, "in-flight-high-cost": stringFlag,
 	}, nargs: 1, entity: "tier", run: tierSet},

@@ -55,7 +55,7 @@ func keysOf(m map[string]any) []string {
 }
 
 var accountFields = []string{"available", "available_micros", "balance", "balance_micros", "created_at", "id",
-	"in_flight", "in_flight_high_cost", "label", "reserved", "reserved_micros", "suspended", "tier", "topped_up"}
+	"in_flight", "in_flight_high_cost", "label", "low_balance", "low_balance_micros", "reserved", "reserved_micros", "suspended", "tier", "topped_up"}
 
 var keyFields = []string{"account_id", "admin", "created_at", "daily_limit", "daily_limit_micros", "disabled",
 	"expires_at", "held_month", "held_month_micros", "held_today", "held_today_micros", "id", "models",

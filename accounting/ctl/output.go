@@ -32,23 +32,26 @@ func timeOrNil(ts *timestamppb.Timestamp) *string {
 
 // Account is the JSON shape of an account.
 type Account struct {
-	ID               string      `json:"id"`
-	Tier             string      `json:"tier"`
-	Label            string      `json:"label"`
-	Balance          json.Number `json:"balance"`
-	BalanceMicros    int64       `json:"balance_micros"`
-	Reserved         json.Number `json:"reserved"`
-	ReservedMicros   int64       `json:"reserved_micros"`
-	Available        json.Number `json:"available"`
-	AvailableMicros  int64       `json:"available_micros"`
-	Suspended        bool        `json:"suspended"`
-	ToppedUp         bool        `json:"topped_up"`
-	InFlight         int32       `json:"in_flight"`
-	InFlightHighCost int32       `json:"in_flight_high_cost"`
-	CreatedAt        *string     `json:"created_at"`
+	ID               string       `json:"id"`
+	Tier             string       `json:"tier"`
+	Label            string       `json:"label"`
+	Balance          json.Number  `json:"balance"`
+	BalanceMicros    int64        `json:"balance_micros"`
+	Reserved         json.Number  `json:"reserved"`
+	ReservedMicros   int64        `json:"reserved_micros"`
+	Available        json.Number  `json:"available"`
+	AvailableMicros  int64        `json:"available_micros"`
+	Suspended        bool         `json:"suspended"`
+	ToppedUp         bool         `json:"topped_up"`
+	InFlight         int32        `json:"in_flight"`
+	InFlightHighCost int32        `json:"in_flight_high_cost"`
+	CreatedAt        *string      `json:"created_at"`
+	LowBalance       *json.Number `json:"low_balance"`
+	LowBalanceMicros *int64       `json:"low_balance_micros"`
 }
 
 func accountJSON(a *accountingv1.Account) Account {
+	low, lowMicros := optCredits(a.LowBalanceMicros)
 	return Account{
 		ID:               a.GetId(),
 		Tier:             a.GetTier(),
@@ -64,6 +67,8 @@ func accountJSON(a *accountingv1.Account) Account {
 		InFlight:         a.GetInFlight(),
 		InFlightHighCost: a.GetInFlightHighCost(),
 		CreatedAt:        timeOrNil(a.GetCreatedAt()),
+		LowBalance:       low,
+		LowBalanceMicros: lowMicros,
 	}
 }
 

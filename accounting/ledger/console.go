@@ -38,6 +38,8 @@ type KeyUpdate struct {
 type AccountUpdate struct {
 	ID    string
 	Label Set[string]
+	// LowBalance sets the balance.low threshold (nil: none); it must not be negative.
+	LowBalance Set[*Micros]
 }
 
 // AccountQuery selects a page of the account list (Store.ListAccounts).

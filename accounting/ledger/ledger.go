@@ -49,6 +49,9 @@ type Account struct {
 	InFlight         int // general pool slots in use (every in-flight request)
 	InFlightHighCost int
 	CreatedAt        time.Time
+	// LowBalance is the threshold under which the account's available credits raise a
+	// balance.low alert; nil: none.
+	LowBalance *Micros
 }
 
 // NewAccount is what CreateAccount needs.

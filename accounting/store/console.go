@@ -9,12 +9,12 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 )
 
-const accountColumns = `id::text, tier, label, balance, reserved, suspended, topped_up, in_flight, in_flight_high_cost, created_at`
+const accountColumns = `id::text, tier, label, balance, reserved, suspended, topped_up, in_flight, in_flight_high_cost, created_at, low_balance`
 
 func scanAccount(row pgx.Row) (ledger.Account, error) {
 	var a ledger.Account
 	err := row.Scan(&a.ID, &a.Tier, &a.Label, &a.Balance, &a.Reserved, &a.Suspended, &a.ToppedUp,
-		&a.InFlight, &a.InFlightHighCost, &a.CreatedAt)
+		&a.InFlight, &a.InFlightHighCost, &a.CreatedAt, &a.LowBalance)
 	a.CreatedAt = a.CreatedAt.UTC()
 	return a, err
 }

@@ -60,7 +60,13 @@ func (s *State) decide(c Command) (Answer, []Event) {
 		if a.suspended == c.Suspended {
 			return Answer{Account: a.view()}, nil
 		}
-		evs := s.record(AccountSuspended{AccountID: a.id, Suspended: c.Suspended, At: norm(c.At)})
+		at := norm(c.At)
+		evs := s.record(AccountSuspended{AccountID: a.id, Suspended: c.Suspended, At: at})
+		typ := AlertAccountUnsuspended
+		if c.Suspended {
+			typ = AlertAccountSuspended
+		}
+		evs = append(evs, s.alert(Alerted{Type: typ, AccountID: a.id, At: at}))
 		return Answer{Account: a.view()}, evs
 	case UpdateAccount:
 		return s.updateAccount(&c)
@@ -77,12 +83,17 @@ func (s *State) decide(c Command) (Answer, []Event) {
 	case SetKeyDisabled:
 		return s.changeKey(c.KeyID, c.At, false, func(e *KeyChanged) { e.Disabled = c.Disabled })
 	case RevokeKey:
-		return s.changeKey(c.KeyID, c.At, false, func(e *KeyChanged) {
+		ans, evs := s.changeKey(c.KeyID, c.At, false, func(e *KeyChanged) {
 			if e.RevokedAt == nil {
 				at := norm(c.At)
 				e.RevokedAt = &at
 			}
 		})
+		if len(evs) > 0 {
+			k := s.keys[c.KeyID]
+			evs = append(evs, s.alert(Alerted{Type: AlertKeyRevoked, AccountID: k.acct.id, KeyID: k.id, At: *k.revokedAt}))
+		}
+		return ans, evs
 	case UpdateKey:
 		return s.updateKey(&c)
 	case RecordVideoTask:
@@ -157,10 +168,19 @@ func (s *State) updateAccount(c *UpdateAccount) (Answer, []Event) {
 	if a == nil {
 		return refused(ledger.ErrNotFound), nil
 	}
-	if !u.Label.Set || u.Label.Value == a.label {
-		return Answer{Account: a.view()}, nil
+	if u.LowBalance.Set && u.LowBalance.Value != nil && *u.LowBalance.Value < 0 {
+		return invalid("a low-balance threshold must not be negative"), nil
 	}
-	evs := s.record(AccountLabeled{AccountID: a.id, Label: u.Label.Value, At: norm(c.At)})
+	at := norm(c.At)
+	var evs []Event
+	if u.Label.Set && u.Label.Value != a.label {
+		evs = append(evs, s.record(AccountLabeled{AccountID: a.id, Label: u.Label.Value, At: at})...)
+	}
+	if u.LowBalance.Set && !equalPtr(u.LowBalance.Value, a.lowBalance) {
+		evs = append(evs, s.record(LowBalanceSet{AccountID: a.id, Threshold: clonePtr(u.LowBalance.Value), At: at})...)
+		// A threshold set above what is available alerts at once: the account is below it.
+		evs = append(evs, s.lowBalanceAlert(a, at)...)
+	}
 	return Answer{Account: a.view()}, evs
 }
 

@@ -323,6 +323,15 @@ func (s *State) applyProjectCreated(e *ProjectCreated) {
 
 func (s *State) applyProjectChanged(e *ProjectChanged) {
 	p := s.mustProject(e.ProjectID)
+	if !equalPtr(p.daily, e.DailyLimit) {
+		rearm(p.windows, periodDay, e.DailyLimit)
+	}
+	if !equalPtr(p.monthly, e.MonthlyLimit) {
+		rearm(p.windows, periodMonth, e.MonthlyLimit)
+	}
+	if !equalPtr(p.limit, e.Limit) {
+		rearm([]*window{&p.life}, periodLifetime, e.Limit)
+	}
 	p.name, p.daily, p.monthly, p.limit, p.models = e.Name, e.DailyLimit, e.MonthlyLimit, e.Limit, e.Models
 	p.rates.set(e.RPM, e.TPM, e.At)
 }

@@ -32,6 +32,8 @@ import (
 //     project and rates as placed; and each charge's project (ledger_entries.project_id,
 //     usage_daily.project_id): the one its key was in when the request was admitted,
 //     where the ledger held and charged it.
+//   - accounts.low_balance; each alert into the webhook outbox (webhook_events, and a
+//     webhook_deliveries row per subscribed webhook of its account).
 //   - reservations, with the values ledger_reserve, ledger_commit, ledger_release,
 //     ledger_expire_due and a renewal write, coalesced per call: a reservation reserved
 //     in the call is inserted once in its state at the call's end (settled, or held with

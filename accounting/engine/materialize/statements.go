@@ -30,6 +30,7 @@ func (w *writes) batch(inserted *int64) (*pgx.Batch, resInserts, error) {
 	w.queueLabels(b)
 	w.queueSpend(b)
 	w.queueVideos(b)
+	w.queueAlerts(b)
 	return b, ins, nil
 }
 

@@ -27,6 +27,7 @@ type writes struct {
 	videos     []ledger.VideoTask
 	rows       map[string]*resRow // reservations rows, by id
 	projects
+	alertWrites
 }
 
 // money is an account's balance, hold and pool changes.
@@ -150,6 +151,8 @@ func (w *writes) addRecord(e machine.Event) error {
 		w.flagsOf(e.AccountID).suspended = &e.Suspended
 	case machine.AccountLabeled:
 		w.labels = put(w.labels, e.AccountID, e.Label)
+	case machine.Alerted, machine.LowBalanceSet:
+		w.addAlert(e)
 	case machine.KeyCreated:
 		w.keys = append(w.keys, e)
 	case machine.KeyChanged:

@@ -1863,9 +1863,11 @@ type Account struct {
 	InFlight         int32                  `protobuf:"varint,9,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	InFlightHighCost int32                  `protobuf:"varint,10,opt,name=in_flight_high_cost,json=inFlightHighCost,proto3" json:"in_flight_high_cost,omitempty"`
 	// The operator's name for the account; empty: none.
-	Label         string `protobuf:"bytes,11,opt,name=label,proto3" json:"label,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Label string `protobuf:"bytes,11,opt,name=label,proto3" json:"label,omitempty"`
+	// The balance.low alert's threshold in micro-credits; absent: none.
+	LowBalanceMicros *int64 `protobuf:"varint,12,opt,name=low_balance_micros,json=lowBalanceMicros,proto3,oneof" json:"low_balance_micros,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Account) Reset() {
@@ -1975,6 +1977,13 @@ func (x *Account) GetLabel() string {
 	return ""
 }
 
+func (x *Account) GetLowBalanceMicros() int64 {
+	if x != nil && x.LowBalanceMicros != nil {
+		return *x.LowBalanceMicros
+	}
+	return 0
+}
+
 type CreateAccountRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tier name; "default" when empty.
@@ -2034,9 +2043,13 @@ type UpdateAccountRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	AccountId string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
 	// The new label (as in CreateAccountRequest); empty clears it.
-	Label         *string `protobuf:"bytes,2,opt,name=label,proto3,oneof" json:"label,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Label *string `protobuf:"bytes,2,opt,name=label,proto3,oneof" json:"label,omitempty"`
+	// The new balance.low threshold in micro-credits (≥ 0).
+	LowBalanceMicros *int64 `protobuf:"varint,3,opt,name=low_balance_micros,json=lowBalanceMicros,proto3,oneof" json:"low_balance_micros,omitempty"`
+	// Removes the balance.low threshold (low_balance_micros must be absent).
+	ClearLowBalance bool `protobuf:"varint,4,opt,name=clear_low_balance,json=clearLowBalance,proto3" json:"clear_low_balance,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *UpdateAccountRequest) Reset() {
@@ -2081,6 +2094,20 @@ func (x *UpdateAccountRequest) GetLabel() string {
 		return *x.Label
 	}
 	return ""
+}
+
+func (x *UpdateAccountRequest) GetLowBalanceMicros() int64 {
+	if x != nil && x.LowBalanceMicros != nil {
+		return *x.LowBalanceMicros
+	}
+	return 0
+}
+
+func (x *UpdateAccountRequest) GetClearLowBalance() bool {
+	if x != nil {
+		return x.ClearLowBalance
+	}
+	return false
 }
 
 type UpdateAccountResponse struct {
@@ -5293,6 +5320,655 @@ func (x *DeleteProjectResponse) GetProject() *Project {
 	return nil
 }
 
+// Webhook is an account's subscription to alert events.
+type Webhook struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	AccountId string                 `protobuf:"bytes,2,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	Url       string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// The event types it receives; empty: every type.
+	Events []string `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// "whsec_" + base64; only in CreateWebhookResponse.
+	Secret        string                 `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"`
+	AllowPrivate  bool                   `protobuf:"varint,6,opt,name=allow_private,json=allowPrivate,proto3" json:"allow_private,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Webhook) Reset() {
+	*x = Webhook{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Webhook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Webhook) ProtoMessage() {}
+
+func (x *Webhook) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Webhook.ProtoReflect.Descriptor instead.
+func (*Webhook) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *Webhook) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Webhook) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *Webhook) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Webhook) GetEvents() []string {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *Webhook) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *Webhook) GetAllowPrivate() bool {
+	if x != nil {
+		return x.AllowPrivate
+	}
+	return false
+}
+
+func (x *Webhook) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type CreateWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	Url           string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	Events        []string               `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	AllowPrivate  bool                   `protobuf:"varint,4,opt,name=allow_private,json=allowPrivate,proto3" json:"allow_private,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebhookRequest) Reset() {
+	*x = CreateWebhookRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebhookRequest) ProtoMessage() {}
+
+func (x *CreateWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebhookRequest.ProtoReflect.Descriptor instead.
+func (*CreateWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *CreateWebhookRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *CreateWebhookRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *CreateWebhookRequest) GetEvents() []string {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *CreateWebhookRequest) GetAllowPrivate() bool {
+	if x != nil {
+		return x.AllowPrivate
+	}
+	return false
+}
+
+type CreateWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhook       *Webhook               `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebhookResponse) Reset() {
+	*x = CreateWebhookResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebhookResponse) ProtoMessage() {}
+
+func (x *CreateWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebhookResponse.ProtoReflect.Descriptor instead.
+func (*CreateWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *CreateWebhookResponse) GetWebhook() *Webhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+type ListWebhooksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhooksRequest) Reset() {
+	*x = ListWebhooksRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhooksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhooksRequest) ProtoMessage() {}
+
+func (x *ListWebhooksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhooksRequest.ProtoReflect.Descriptor instead.
+func (*ListWebhooksRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ListWebhooksRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+type ListWebhooksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhooks      []*Webhook             `protobuf:"bytes,1,rep,name=webhooks,proto3" json:"webhooks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhooksResponse) Reset() {
+	*x = ListWebhooksResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhooksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhooksResponse) ProtoMessage() {}
+
+func (x *ListWebhooksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhooksResponse.ProtoReflect.Descriptor instead.
+func (*ListWebhooksResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ListWebhooksResponse) GetWebhooks() []*Webhook {
+	if x != nil {
+		return x.Webhooks
+	}
+	return nil
+}
+
+type DeleteWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WebhookId     string                 `protobuf:"bytes,1,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWebhookRequest) Reset() {
+	*x = DeleteWebhookRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWebhookRequest) ProtoMessage() {}
+
+func (x *DeleteWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWebhookRequest.ProtoReflect.Descriptor instead.
+func (*DeleteWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *DeleteWebhookRequest) GetWebhookId() string {
+	if x != nil {
+		return x.WebhookId
+	}
+	return ""
+}
+
+type DeleteWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWebhookResponse) Reset() {
+	*x = DeleteWebhookResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWebhookResponse) ProtoMessage() {}
+
+func (x *DeleteWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWebhookResponse.ProtoReflect.Descriptor instead.
+func (*DeleteWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{84}
+}
+
+type TestWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WebhookId     string                 `protobuf:"bytes,1,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestWebhookRequest) Reset() {
+	*x = TestWebhookRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestWebhookRequest) ProtoMessage() {}
+
+func (x *TestWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestWebhookRequest.ProtoReflect.Descriptor instead.
+func (*TestWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *TestWebhookRequest) GetWebhookId() string {
+	if x != nil {
+		return x.WebhookId
+	}
+	return ""
+}
+
+type TestWebhookResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The webhook.test event's id (its webhook-id header).
+	EventId       string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestWebhookResponse) Reset() {
+	*x = TestWebhookResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestWebhookResponse) ProtoMessage() {}
+
+func (x *TestWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestWebhookResponse.ProtoReflect.Descriptor instead.
+func (*TestWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *TestWebhookResponse) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+type ListWebhookDeliveriesRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	WebhookId string                 `protobuf:"bytes,1,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	// At most this many; 20 when 0, at most 500.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhookDeliveriesRequest) Reset() {
+	*x = ListWebhookDeliveriesRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhookDeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhookDeliveriesRequest) ProtoMessage() {}
+
+func (x *ListWebhookDeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhookDeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*ListWebhookDeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *ListWebhookDeliveriesRequest) GetWebhookId() string {
+	if x != nil {
+		return x.WebhookId
+	}
+	return ""
+}
+
+func (x *ListWebhookDeliveriesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// WebhookDelivery is one event's delivery to one webhook.
+type WebhookDelivery struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	EventId  string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Type     string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Attempts int32                  `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The HTTP status of the last attempt; 0: no answer; absent: no attempt yet.
+	LastStatus *int32 `protobuf:"varint,4,opt,name=last_status,json=lastStatus,proto3,oneof" json:"last_status,omitempty"`
+	// Absent until delivered.
+	DeliveredAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=delivered_at,json=deliveredAt,proto3" json:"delivered_at,omitempty"`
+	// Absent once delivered or given up.
+	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WebhookDelivery) Reset() {
+	*x = WebhookDelivery{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WebhookDelivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WebhookDelivery) ProtoMessage() {}
+
+func (x *WebhookDelivery) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WebhookDelivery.ProtoReflect.Descriptor instead.
+func (*WebhookDelivery) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *WebhookDelivery) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *WebhookDelivery) GetLastStatus() int32 {
+	if x != nil && x.LastStatus != nil {
+		return *x.LastStatus
+	}
+	return 0
+}
+
+func (x *WebhookDelivery) GetDeliveredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliveredAt
+	}
+	return nil
+}
+
+func (x *WebhookDelivery) GetNextAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptAt
+	}
+	return nil
+}
+
+type ListWebhookDeliveriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*WebhookDelivery     `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhookDeliveriesResponse) Reset() {
+	*x = ListWebhookDeliveriesResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhookDeliveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhookDeliveriesResponse) ProtoMessage() {}
+
+func (x *ListWebhookDeliveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhookDeliveriesResponse.ProtoReflect.Descriptor instead.
+func (*ListWebhookDeliveriesResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *ListWebhookDeliveriesResponse) GetDeliveries() []*WebhookDelivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
 var File_accounting_v1_accounting_proto protoreflect.FileDescriptor
 
 const file_accounting_v1_accounting_proto_rawDesc = "" +
@@ -5419,7 +6095,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\vage_seconds\x18\a \x01(\x03R\n" +
 	"ageSeconds\x12\x18\n" +
 	"\achannel\x18\b \x01(\tR\achannel\x12(\n" +
-	"\x10upstream_task_id\x18\t \x01(\tR\x0eupstreamTaskId\"\x80\x03\n" +
+	"\x10upstream_task_id\x18\t \x01(\tR\x0eupstreamTaskId\"\xca\x03\n" +
 	"\aAccount\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x12%\n" +
@@ -5433,15 +6109,20 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\tin_flight\x18\t \x01(\x05R\binFlight\x12-\n" +
 	"\x13in_flight_high_cost\x18\n" +
 	" \x01(\x05R\x10inFlightHighCost\x12\x14\n" +
-	"\x05label\x18\v \x01(\tR\x05label\"@\n" +
+	"\x05label\x18\v \x01(\tR\x05label\x121\n" +
+	"\x12low_balance_micros\x18\f \x01(\x03H\x00R\x10lowBalanceMicros\x88\x01\x01B\x15\n" +
+	"\x13_low_balance_micros\"@\n" +
 	"\x14CreateAccountRequest\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x14\n" +
-	"\x05label\x18\x02 \x01(\tR\x05label\"Z\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\"\xd0\x01\n" +
 	"\x14UpdateAccountRequest\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\x12\x19\n" +
-	"\x05label\x18\x02 \x01(\tH\x00R\x05label\x88\x01\x01B\b\n" +
-	"\x06_label\"I\n" +
+	"\x05label\x18\x02 \x01(\tH\x00R\x05label\x88\x01\x01\x121\n" +
+	"\x12low_balance_micros\x18\x03 \x01(\x03H\x01R\x10lowBalanceMicros\x88\x01\x01\x12*\n" +
+	"\x11clear_low_balance\x18\x04 \x01(\bR\x0fclearLowBalanceB\b\n" +
+	"\x06_labelB\x15\n" +
+	"\x13_low_balance_micros\"I\n" +
 	"\x15UpdateAccountResponse\x120\n" +
 	"\aaccount\x18\x01 \x01(\v2\x16.accounting.v1.AccountR\aaccount\"2\n" +
 	"\x11GetAccountRequest\x12\x1d\n" +
@@ -5712,7 +6393,56 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\"I\n" +
 	"\x15DeleteProjectResponse\x120\n" +
-	"\aproject\x18\x01 \x01(\v2\x16.accounting.v1.ProjectR\aproject*\xff\x02\n" +
+	"\aproject\x18\x01 \x01(\v2\x16.accounting.v1.ProjectR\aproject\"\xda\x01\n" +
+	"\aWebhook\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x02 \x01(\tR\taccountId\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x16\n" +
+	"\x06events\x18\x04 \x03(\tR\x06events\x12\x16\n" +
+	"\x06secret\x18\x05 \x01(\tR\x06secret\x12#\n" +
+	"\rallow_private\x18\x06 \x01(\bR\fallowPrivate\x129\n" +
+	"\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x84\x01\n" +
+	"\x14CreateWebhookRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
+	"\x06events\x18\x03 \x03(\tR\x06events\x12#\n" +
+	"\rallow_private\x18\x04 \x01(\bR\fallowPrivate\"I\n" +
+	"\x15CreateWebhookResponse\x120\n" +
+	"\awebhook\x18\x01 \x01(\v2\x16.accounting.v1.WebhookR\awebhook\"4\n" +
+	"\x13ListWebhooksRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\"J\n" +
+	"\x14ListWebhooksResponse\x122\n" +
+	"\bwebhooks\x18\x01 \x03(\v2\x16.accounting.v1.WebhookR\bwebhooks\"5\n" +
+	"\x14DeleteWebhookRequest\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\x01 \x01(\tR\twebhookId\"\x17\n" +
+	"\x15DeleteWebhookResponse\"3\n" +
+	"\x12TestWebhookRequest\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\x01 \x01(\tR\twebhookId\"0\n" +
+	"\x13TestWebhookResponse\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\"S\n" +
+	"\x1cListWebhookDeliveriesRequest\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\x01 \x01(\tR\twebhookId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\x95\x02\n" +
+	"\x0fWebhookDelivery\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
+	"\battempts\x18\x03 \x01(\x05R\battempts\x12$\n" +
+	"\vlast_status\x18\x04 \x01(\x05H\x00R\n" +
+	"lastStatus\x88\x01\x01\x12=\n" +
+	"\fdelivered_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vdeliveredAt\x12B\n" +
+	"\x0fnext_attempt_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAtB\x0e\n" +
+	"\f_last_status\"_\n" +
+	"\x1dListWebhookDeliveriesResponse\x12>\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x1e.accounting.v1.WebhookDeliveryR\n" +
+	"deliveries*\xff\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REASON_INVALID_API_KEY\x10\x01\x12\x1c\n" +
@@ -5764,7 +6494,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
-	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xe6\x0e\n" +
+	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xc1\x12\n" +
 	"\fAdminService\x12Z\n" +
 	"\rCreateAccount\x12#.accounting.v1.CreateAccountRequest\x1a$.accounting.v1.CreateAccountResponse\x12Q\n" +
 	"\n" +
@@ -5789,7 +6519,12 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"GetProject\x12 .accounting.v1.GetProjectRequest\x1a!.accounting.v1.GetProjectResponse\x12W\n" +
 	"\fListProjects\x12\".accounting.v1.ListProjectsRequest\x1a#.accounting.v1.ListProjectsResponse\x12Z\n" +
 	"\rUpdateProject\x12#.accounting.v1.UpdateProjectRequest\x1a$.accounting.v1.UpdateProjectResponse\x12Z\n" +
-	"\rDeleteProject\x12#.accounting.v1.DeleteProjectRequest\x1a$.accounting.v1.DeleteProjectResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
+	"\rDeleteProject\x12#.accounting.v1.DeleteProjectRequest\x1a$.accounting.v1.DeleteProjectResponse\x12Z\n" +
+	"\rCreateWebhook\x12#.accounting.v1.CreateWebhookRequest\x1a$.accounting.v1.CreateWebhookResponse\x12W\n" +
+	"\fListWebhooks\x12\".accounting.v1.ListWebhooksRequest\x1a#.accounting.v1.ListWebhooksResponse\x12Z\n" +
+	"\rDeleteWebhook\x12#.accounting.v1.DeleteWebhookRequest\x1a$.accounting.v1.DeleteWebhookResponse\x12T\n" +
+	"\vTestWebhook\x12!.accounting.v1.TestWebhookRequest\x1a\".accounting.v1.TestWebhookResponse\x12r\n" +
+	"\x15ListWebhookDeliveries\x12+.accounting.v1.ListWebhookDeliveriesRequest\x1a,.accounting.v1.ListWebhookDeliveriesResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
 
 var (
 	file_accounting_v1_accounting_proto_rawDescOnce sync.Once
@@ -5804,223 +6539,251 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_accounting_v1_accounting_proto_goTypes = []any{
-	(Reason)(0),                         // 0: accounting.v1.Reason
-	(Pool)(0),                           // 1: accounting.v1.Pool
-	(ReservationState)(0),               // 2: accounting.v1.ReservationState
-	(ChangeKind)(0),                     // 3: accounting.v1.ChangeKind
-	(UsageGroup)(0),                     // 4: accounting.v1.UsageGroup
-	(EntryKind)(0),                      // 5: accounting.v1.EntryKind
-	(*Refusal)(nil),                     // 6: accounting.v1.Refusal
-	(*NotOwner)(nil),                    // 7: accounting.v1.NotOwner
-	(*AuthenticateRequest)(nil),         // 8: accounting.v1.AuthenticateRequest
-	(*AuthenticateResponse)(nil),        // 9: accounting.v1.AuthenticateResponse
-	(*KeyGrant)(nil),                    // 10: accounting.v1.KeyGrant
-	(*ModelScope)(nil),                  // 11: accounting.v1.ModelScope
-	(*ReserveRequest)(nil),              // 12: accounting.v1.ReserveRequest
-	(*ReserveResponse)(nil),             // 13: accounting.v1.ReserveResponse
-	(*Usage)(nil),                       // 14: accounting.v1.Usage
-	(*ChargeComponent)(nil),             // 15: accounting.v1.ChargeComponent
-	(*CommitRequest)(nil),               // 16: accounting.v1.CommitRequest
-	(*CommitResponse)(nil),              // 17: accounting.v1.CommitResponse
-	(*ReleaseRequest)(nil),              // 18: accounting.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),             // 19: accounting.v1.ReleaseResponse
-	(*RenewRequest)(nil),                // 20: accounting.v1.RenewRequest
-	(*RenewResponse)(nil),               // 21: accounting.v1.RenewResponse
-	(*WatchChangesRequest)(nil),         // 22: accounting.v1.WatchChangesRequest
-	(*WatchChangesResponse)(nil),        // 23: accounting.v1.WatchChangesResponse
-	(*RecordVideoTaskRequest)(nil),      // 24: accounting.v1.RecordVideoTaskRequest
-	(*RecordVideoTaskResponse)(nil),     // 25: accounting.v1.RecordVideoTaskResponse
-	(*GetVideoTaskRequest)(nil),         // 26: accounting.v1.GetVideoTaskRequest
-	(*GetVideoTaskResponse)(nil),        // 27: accounting.v1.GetVideoTaskResponse
-	(*VideoTask)(nil),                   // 28: accounting.v1.VideoTask
-	(*Account)(nil),                     // 29: accounting.v1.Account
-	(*CreateAccountRequest)(nil),        // 30: accounting.v1.CreateAccountRequest
-	(*UpdateAccountRequest)(nil),        // 31: accounting.v1.UpdateAccountRequest
-	(*UpdateAccountResponse)(nil),       // 32: accounting.v1.UpdateAccountResponse
-	(*GetAccountRequest)(nil),           // 33: accounting.v1.GetAccountRequest
-	(*TopUpRequest)(nil),                // 34: accounting.v1.TopUpRequest
-	(*SetAccountSuspendedRequest)(nil),  // 35: accounting.v1.SetAccountSuspendedRequest
-	(*Key)(nil),                         // 36: accounting.v1.Key
-	(*CreateKeyRequest)(nil),            // 37: accounting.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),           // 38: accounting.v1.CreateKeyResponse
-	(*GetKeyRequest)(nil),               // 39: accounting.v1.GetKeyRequest
-	(*SetKeyDisabledRequest)(nil),       // 40: accounting.v1.SetKeyDisabledRequest
-	(*RevokeKeyRequest)(nil),            // 41: accounting.v1.RevokeKeyRequest
-	(*CreateAccountResponse)(nil),       // 42: accounting.v1.CreateAccountResponse
-	(*GetAccountResponse)(nil),          // 43: accounting.v1.GetAccountResponse
-	(*TopUpResponse)(nil),               // 44: accounting.v1.TopUpResponse
-	(*SetAccountSuspendedResponse)(nil), // 45: accounting.v1.SetAccountSuspendedResponse
-	(*GetKeyResponse)(nil),              // 46: accounting.v1.GetKeyResponse
-	(*SetKeyDisabledResponse)(nil),      // 47: accounting.v1.SetKeyDisabledResponse
-	(*RevokeKeyResponse)(nil),           // 48: accounting.v1.RevokeKeyResponse
-	(*ListAccountsRequest)(nil),         // 49: accounting.v1.ListAccountsRequest
-	(*ListAccountsResponse)(nil),        // 50: accounting.v1.ListAccountsResponse
-	(*ListKeysRequest)(nil),             // 51: accounting.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),            // 52: accounting.v1.ListKeysResponse
-	(*ModelList)(nil),                   // 53: accounting.v1.ModelList
-	(*LimitUpdate)(nil),                 // 54: accounting.v1.LimitUpdate
-	(*ExpiryUpdate)(nil),                // 55: accounting.v1.ExpiryUpdate
-	(*UpdateKeyRequest)(nil),            // 56: accounting.v1.UpdateKeyRequest
-	(*RateUpdate)(nil),                  // 57: accounting.v1.RateUpdate
-	(*UpdateKeyResponse)(nil),           // 58: accounting.v1.UpdateKeyResponse
-	(*GetUsageRequest)(nil),             // 59: accounting.v1.GetUsageRequest
-	(*UsageRow)(nil),                    // 60: accounting.v1.UsageRow
-	(*GetUsageResponse)(nil),            // 61: accounting.v1.GetUsageResponse
-	(*ListLedgerEntriesRequest)(nil),    // 62: accounting.v1.ListLedgerEntriesRequest
-	(*LedgerEntry)(nil),                 // 63: accounting.v1.LedgerEntry
-	(*ReconcileRequest)(nil),            // 64: accounting.v1.ReconcileRequest
-	(*ReconcileRow)(nil),                // 65: accounting.v1.ReconcileRow
-	(*ReconcileResponse)(nil),           // 66: accounting.v1.ReconcileResponse
-	(*ListLedgerEntriesResponse)(nil),   // 67: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 68: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 69: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 70: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 71: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 72: accounting.v1.SetTierResponse
-	(*Project)(nil),                     // 73: accounting.v1.Project
-	(*CreateProjectRequest)(nil),        // 74: accounting.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil),       // 75: accounting.v1.CreateProjectResponse
-	(*GetProjectRequest)(nil),           // 76: accounting.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),          // 77: accounting.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),         // 78: accounting.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),        // 79: accounting.v1.ListProjectsResponse
-	(*UpdateProjectRequest)(nil),        // 80: accounting.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil),       // 81: accounting.v1.UpdateProjectResponse
-	(*DeleteProjectRequest)(nil),        // 82: accounting.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),       // 83: accounting.v1.DeleteProjectResponse
-	nil,                                 // 84: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 85: google.protobuf.Timestamp
+	(Reason)(0),                           // 0: accounting.v1.Reason
+	(Pool)(0),                             // 1: accounting.v1.Pool
+	(ReservationState)(0),                 // 2: accounting.v1.ReservationState
+	(ChangeKind)(0),                       // 3: accounting.v1.ChangeKind
+	(UsageGroup)(0),                       // 4: accounting.v1.UsageGroup
+	(EntryKind)(0),                        // 5: accounting.v1.EntryKind
+	(*Refusal)(nil),                       // 6: accounting.v1.Refusal
+	(*NotOwner)(nil),                      // 7: accounting.v1.NotOwner
+	(*AuthenticateRequest)(nil),           // 8: accounting.v1.AuthenticateRequest
+	(*AuthenticateResponse)(nil),          // 9: accounting.v1.AuthenticateResponse
+	(*KeyGrant)(nil),                      // 10: accounting.v1.KeyGrant
+	(*ModelScope)(nil),                    // 11: accounting.v1.ModelScope
+	(*ReserveRequest)(nil),                // 12: accounting.v1.ReserveRequest
+	(*ReserveResponse)(nil),               // 13: accounting.v1.ReserveResponse
+	(*Usage)(nil),                         // 14: accounting.v1.Usage
+	(*ChargeComponent)(nil),               // 15: accounting.v1.ChargeComponent
+	(*CommitRequest)(nil),                 // 16: accounting.v1.CommitRequest
+	(*CommitResponse)(nil),                // 17: accounting.v1.CommitResponse
+	(*ReleaseRequest)(nil),                // 18: accounting.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),               // 19: accounting.v1.ReleaseResponse
+	(*RenewRequest)(nil),                  // 20: accounting.v1.RenewRequest
+	(*RenewResponse)(nil),                 // 21: accounting.v1.RenewResponse
+	(*WatchChangesRequest)(nil),           // 22: accounting.v1.WatchChangesRequest
+	(*WatchChangesResponse)(nil),          // 23: accounting.v1.WatchChangesResponse
+	(*RecordVideoTaskRequest)(nil),        // 24: accounting.v1.RecordVideoTaskRequest
+	(*RecordVideoTaskResponse)(nil),       // 25: accounting.v1.RecordVideoTaskResponse
+	(*GetVideoTaskRequest)(nil),           // 26: accounting.v1.GetVideoTaskRequest
+	(*GetVideoTaskResponse)(nil),          // 27: accounting.v1.GetVideoTaskResponse
+	(*VideoTask)(nil),                     // 28: accounting.v1.VideoTask
+	(*Account)(nil),                       // 29: accounting.v1.Account
+	(*CreateAccountRequest)(nil),          // 30: accounting.v1.CreateAccountRequest
+	(*UpdateAccountRequest)(nil),          // 31: accounting.v1.UpdateAccountRequest
+	(*UpdateAccountResponse)(nil),         // 32: accounting.v1.UpdateAccountResponse
+	(*GetAccountRequest)(nil),             // 33: accounting.v1.GetAccountRequest
+	(*TopUpRequest)(nil),                  // 34: accounting.v1.TopUpRequest
+	(*SetAccountSuspendedRequest)(nil),    // 35: accounting.v1.SetAccountSuspendedRequest
+	(*Key)(nil),                           // 36: accounting.v1.Key
+	(*CreateKeyRequest)(nil),              // 37: accounting.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),             // 38: accounting.v1.CreateKeyResponse
+	(*GetKeyRequest)(nil),                 // 39: accounting.v1.GetKeyRequest
+	(*SetKeyDisabledRequest)(nil),         // 40: accounting.v1.SetKeyDisabledRequest
+	(*RevokeKeyRequest)(nil),              // 41: accounting.v1.RevokeKeyRequest
+	(*CreateAccountResponse)(nil),         // 42: accounting.v1.CreateAccountResponse
+	(*GetAccountResponse)(nil),            // 43: accounting.v1.GetAccountResponse
+	(*TopUpResponse)(nil),                 // 44: accounting.v1.TopUpResponse
+	(*SetAccountSuspendedResponse)(nil),   // 45: accounting.v1.SetAccountSuspendedResponse
+	(*GetKeyResponse)(nil),                // 46: accounting.v1.GetKeyResponse
+	(*SetKeyDisabledResponse)(nil),        // 47: accounting.v1.SetKeyDisabledResponse
+	(*RevokeKeyResponse)(nil),             // 48: accounting.v1.RevokeKeyResponse
+	(*ListAccountsRequest)(nil),           // 49: accounting.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),          // 50: accounting.v1.ListAccountsResponse
+	(*ListKeysRequest)(nil),               // 51: accounting.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),              // 52: accounting.v1.ListKeysResponse
+	(*ModelList)(nil),                     // 53: accounting.v1.ModelList
+	(*LimitUpdate)(nil),                   // 54: accounting.v1.LimitUpdate
+	(*ExpiryUpdate)(nil),                  // 55: accounting.v1.ExpiryUpdate
+	(*UpdateKeyRequest)(nil),              // 56: accounting.v1.UpdateKeyRequest
+	(*RateUpdate)(nil),                    // 57: accounting.v1.RateUpdate
+	(*UpdateKeyResponse)(nil),             // 58: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),               // 59: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                      // 60: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),              // 61: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),      // 62: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                   // 63: accounting.v1.LedgerEntry
+	(*ReconcileRequest)(nil),              // 64: accounting.v1.ReconcileRequest
+	(*ReconcileRow)(nil),                  // 65: accounting.v1.ReconcileRow
+	(*ReconcileResponse)(nil),             // 66: accounting.v1.ReconcileResponse
+	(*ListLedgerEntriesResponse)(nil),     // 67: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                          // 68: accounting.v1.Tier
+	(*ListTiersRequest)(nil),              // 69: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),             // 70: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),                // 71: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),               // 72: accounting.v1.SetTierResponse
+	(*Project)(nil),                       // 73: accounting.v1.Project
+	(*CreateProjectRequest)(nil),          // 74: accounting.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),         // 75: accounting.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),             // 76: accounting.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),            // 77: accounting.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),           // 78: accounting.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),          // 79: accounting.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),          // 80: accounting.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),         // 81: accounting.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),          // 82: accounting.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),         // 83: accounting.v1.DeleteProjectResponse
+	(*Webhook)(nil),                       // 84: accounting.v1.Webhook
+	(*CreateWebhookRequest)(nil),          // 85: accounting.v1.CreateWebhookRequest
+	(*CreateWebhookResponse)(nil),         // 86: accounting.v1.CreateWebhookResponse
+	(*ListWebhooksRequest)(nil),           // 87: accounting.v1.ListWebhooksRequest
+	(*ListWebhooksResponse)(nil),          // 88: accounting.v1.ListWebhooksResponse
+	(*DeleteWebhookRequest)(nil),          // 89: accounting.v1.DeleteWebhookRequest
+	(*DeleteWebhookResponse)(nil),         // 90: accounting.v1.DeleteWebhookResponse
+	(*TestWebhookRequest)(nil),            // 91: accounting.v1.TestWebhookRequest
+	(*TestWebhookResponse)(nil),           // 92: accounting.v1.TestWebhookResponse
+	(*ListWebhookDeliveriesRequest)(nil),  // 93: accounting.v1.ListWebhookDeliveriesRequest
+	(*WebhookDelivery)(nil),               // 94: accounting.v1.WebhookDelivery
+	(*ListWebhookDeliveriesResponse)(nil), // 95: accounting.v1.ListWebhookDeliveriesResponse
+	nil,                                   // 96: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),         // 97: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
-	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
-	10, // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	85, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
-	1,  // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	85, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	84, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
-	15, // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
-	14, // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
-	2,  // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
-	85, // 10: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 11: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
-	28, // 12: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	28, // 13: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	85, // 14: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	85, // 15: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	29, // 16: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
-	85, // 17: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	85, // 18: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	85, // 19: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	36, // 20: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
-	29, // 21: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
-	29, // 22: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
-	29, // 23: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
-	29, // 24: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
-	36, // 25: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
-	36, // 26: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
-	36, // 27: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
-	29, // 28: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
-	36, // 29: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	85, // 30: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
-	53, // 31: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
-	54, // 32: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	54, // 33: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	55, // 34: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
-	57, // 35: accounting.v1.UpdateKeyRequest.rpm:type_name -> accounting.v1.RateUpdate
-	57, // 36: accounting.v1.UpdateKeyRequest.tpm:type_name -> accounting.v1.RateUpdate
-	36, // 37: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
-	4,  // 38: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
-	60, // 39: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
-	60, // 40: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
-	5,  // 41: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	85, // 42: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
-	15, // 43: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
-	15, // 44: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
-	65, // 45: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
-	63, // 46: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
-	68, // 47: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
-	68, // 48: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
-	68, // 49: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	85, // 50: accounting.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	73, // 51: accounting.v1.CreateProjectResponse.project:type_name -> accounting.v1.Project
-	73, // 52: accounting.v1.GetProjectResponse.project:type_name -> accounting.v1.Project
-	73, // 53: accounting.v1.ListProjectsResponse.projects:type_name -> accounting.v1.Project
-	54, // 54: accounting.v1.UpdateProjectRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	54, // 55: accounting.v1.UpdateProjectRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	54, // 56: accounting.v1.UpdateProjectRequest.limit:type_name -> accounting.v1.LimitUpdate
-	57, // 57: accounting.v1.UpdateProjectRequest.rpm:type_name -> accounting.v1.RateUpdate
-	57, // 58: accounting.v1.UpdateProjectRequest.tpm:type_name -> accounting.v1.RateUpdate
-	53, // 59: accounting.v1.UpdateProjectRequest.models:type_name -> accounting.v1.ModelList
-	73, // 60: accounting.v1.UpdateProjectResponse.project:type_name -> accounting.v1.Project
-	73, // 61: accounting.v1.DeleteProjectResponse.project:type_name -> accounting.v1.Project
-	8,  // 62: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	12, // 63: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	16, // 64: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	18, // 65: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	20, // 66: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	22, // 67: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	24, // 68: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	26, // 69: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	30, // 70: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	33, // 71: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	34, // 72: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	35, // 73: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	31, // 74: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
-	37, // 75: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	39, // 76: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	40, // 77: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	41, // 78: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	49, // 79: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	51, // 80: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	56, // 81: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	59, // 82: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	62, // 83: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	64, // 84: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
-	69, // 85: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	71, // 86: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	74, // 87: accounting.v1.AdminService.CreateProject:input_type -> accounting.v1.CreateProjectRequest
-	76, // 88: accounting.v1.AdminService.GetProject:input_type -> accounting.v1.GetProjectRequest
-	78, // 89: accounting.v1.AdminService.ListProjects:input_type -> accounting.v1.ListProjectsRequest
-	80, // 90: accounting.v1.AdminService.UpdateProject:input_type -> accounting.v1.UpdateProjectRequest
-	82, // 91: accounting.v1.AdminService.DeleteProject:input_type -> accounting.v1.DeleteProjectRequest
-	9,  // 92: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	13, // 93: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	17, // 94: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	19, // 95: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	21, // 96: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	23, // 97: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	25, // 98: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	27, // 99: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	42, // 100: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	43, // 101: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	44, // 102: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	45, // 103: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	32, // 104: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
-	38, // 105: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	46, // 106: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	47, // 107: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	48, // 108: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	50, // 109: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	52, // 110: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	58, // 111: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	61, // 112: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	67, // 113: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	66, // 114: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
-	70, // 115: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	72, // 116: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	75, // 117: accounting.v1.AdminService.CreateProject:output_type -> accounting.v1.CreateProjectResponse
-	77, // 118: accounting.v1.AdminService.GetProject:output_type -> accounting.v1.GetProjectResponse
-	79, // 119: accounting.v1.AdminService.ListProjects:output_type -> accounting.v1.ListProjectsResponse
-	81, // 120: accounting.v1.AdminService.UpdateProject:output_type -> accounting.v1.UpdateProjectResponse
-	83, // 121: accounting.v1.AdminService.DeleteProject:output_type -> accounting.v1.DeleteProjectResponse
-	92, // [92:122] is the sub-list for method output_type
-	62, // [62:92] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	0,   // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
+	10,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
+	97,  // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	11,  // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
+	1,   // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
+	97,  // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	96,  // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	15,  // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
+	14,  // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
+	2,   // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
+	97,  // 10: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	3,   // 11: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
+	28,  // 12: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	28,  // 13: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	97,  // 14: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	97,  // 15: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	29,  // 16: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
+	97,  // 17: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	97,  // 18: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	97,  // 19: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	36,  // 20: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
+	29,  // 21: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
+	29,  // 22: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
+	29,  // 23: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
+	29,  // 24: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
+	36,  // 25: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
+	36,  // 26: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
+	36,  // 27: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
+	29,  // 28: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
+	36,  // 29: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
+	97,  // 30: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	53,  // 31: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
+	54,  // 32: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	54,  // 33: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	55,  // 34: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
+	57,  // 35: accounting.v1.UpdateKeyRequest.rpm:type_name -> accounting.v1.RateUpdate
+	57,  // 36: accounting.v1.UpdateKeyRequest.tpm:type_name -> accounting.v1.RateUpdate
+	36,  // 37: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
+	4,   // 38: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
+	60,  // 39: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
+	60,  // 40: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
+	5,   // 41: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
+	97,  // 42: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	15,  // 43: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
+	15,  // 44: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
+	65,  // 45: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
+	63,  // 46: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	68,  // 47: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	68,  // 48: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	68,  // 49: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	97,  // 50: accounting.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	73,  // 51: accounting.v1.CreateProjectResponse.project:type_name -> accounting.v1.Project
+	73,  // 52: accounting.v1.GetProjectResponse.project:type_name -> accounting.v1.Project
+	73,  // 53: accounting.v1.ListProjectsResponse.projects:type_name -> accounting.v1.Project
+	54,  // 54: accounting.v1.UpdateProjectRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	54,  // 55: accounting.v1.UpdateProjectRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	54,  // 56: accounting.v1.UpdateProjectRequest.limit:type_name -> accounting.v1.LimitUpdate
+	57,  // 57: accounting.v1.UpdateProjectRequest.rpm:type_name -> accounting.v1.RateUpdate
+	57,  // 58: accounting.v1.UpdateProjectRequest.tpm:type_name -> accounting.v1.RateUpdate
+	53,  // 59: accounting.v1.UpdateProjectRequest.models:type_name -> accounting.v1.ModelList
+	73,  // 60: accounting.v1.UpdateProjectResponse.project:type_name -> accounting.v1.Project
+	73,  // 61: accounting.v1.DeleteProjectResponse.project:type_name -> accounting.v1.Project
+	97,  // 62: accounting.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 63: accounting.v1.CreateWebhookResponse.webhook:type_name -> accounting.v1.Webhook
+	84,  // 64: accounting.v1.ListWebhooksResponse.webhooks:type_name -> accounting.v1.Webhook
+	97,  // 65: accounting.v1.WebhookDelivery.delivered_at:type_name -> google.protobuf.Timestamp
+	97,  // 66: accounting.v1.WebhookDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	94,  // 67: accounting.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> accounting.v1.WebhookDelivery
+	8,   // 68: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	12,  // 69: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	16,  // 70: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	18,  // 71: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	20,  // 72: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	22,  // 73: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	24,  // 74: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	26,  // 75: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	30,  // 76: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	33,  // 77: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	34,  // 78: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	35,  // 79: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	31,  // 80: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
+	37,  // 81: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	39,  // 82: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	40,  // 83: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	41,  // 84: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	49,  // 85: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	51,  // 86: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	56,  // 87: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	59,  // 88: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	62,  // 89: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	64,  // 90: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
+	69,  // 91: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	71,  // 92: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	74,  // 93: accounting.v1.AdminService.CreateProject:input_type -> accounting.v1.CreateProjectRequest
+	76,  // 94: accounting.v1.AdminService.GetProject:input_type -> accounting.v1.GetProjectRequest
+	78,  // 95: accounting.v1.AdminService.ListProjects:input_type -> accounting.v1.ListProjectsRequest
+	80,  // 96: accounting.v1.AdminService.UpdateProject:input_type -> accounting.v1.UpdateProjectRequest
+	82,  // 97: accounting.v1.AdminService.DeleteProject:input_type -> accounting.v1.DeleteProjectRequest
+	85,  // 98: accounting.v1.AdminService.CreateWebhook:input_type -> accounting.v1.CreateWebhookRequest
+	87,  // 99: accounting.v1.AdminService.ListWebhooks:input_type -> accounting.v1.ListWebhooksRequest
+	89,  // 100: accounting.v1.AdminService.DeleteWebhook:input_type -> accounting.v1.DeleteWebhookRequest
+	91,  // 101: accounting.v1.AdminService.TestWebhook:input_type -> accounting.v1.TestWebhookRequest
+	93,  // 102: accounting.v1.AdminService.ListWebhookDeliveries:input_type -> accounting.v1.ListWebhookDeliveriesRequest
+	9,   // 103: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	13,  // 104: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	17,  // 105: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	19,  // 106: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	21,  // 107: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	23,  // 108: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	25,  // 109: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	27,  // 110: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	42,  // 111: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	43,  // 112: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	44,  // 113: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	45,  // 114: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	32,  // 115: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
+	38,  // 116: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	46,  // 117: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	47,  // 118: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	48,  // 119: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	50,  // 120: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	52,  // 121: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	58,  // 122: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	61,  // 123: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	67,  // 124: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	66,  // 125: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	70,  // 126: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	72,  // 127: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	75,  // 128: accounting.v1.AdminService.CreateProject:output_type -> accounting.v1.CreateProjectResponse
+	77,  // 129: accounting.v1.AdminService.GetProject:output_type -> accounting.v1.GetProjectResponse
+	79,  // 130: accounting.v1.AdminService.ListProjects:output_type -> accounting.v1.ListProjectsResponse
+	81,  // 131: accounting.v1.AdminService.UpdateProject:output_type -> accounting.v1.UpdateProjectResponse
+	83,  // 132: accounting.v1.AdminService.DeleteProject:output_type -> accounting.v1.DeleteProjectResponse
+	86,  // 133: accounting.v1.AdminService.CreateWebhook:output_type -> accounting.v1.CreateWebhookResponse
+	88,  // 134: accounting.v1.AdminService.ListWebhooks:output_type -> accounting.v1.ListWebhooksResponse
+	90,  // 135: accounting.v1.AdminService.DeleteWebhook:output_type -> accounting.v1.DeleteWebhookResponse
+	92,  // 136: accounting.v1.AdminService.TestWebhook:output_type -> accounting.v1.TestWebhookResponse
+	95,  // 137: accounting.v1.AdminService.ListWebhookDeliveries:output_type -> accounting.v1.ListWebhookDeliveriesResponse
+	103, // [103:138] is the sub-list for method output_type
+	68,  // [68:103] is the sub-list for method input_type
+	68,  // [68:68] is the sub-list for extension type_name
+	68,  // [68:68] is the sub-list for extension extendee
+	0,   // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -6030,6 +6793,7 @@ func file_accounting_v1_accounting_proto_init() {
 	}
 	file_accounting_v1_accounting_proto_msgTypes[0].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[4].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[23].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[25].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[30].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[31].OneofWrappers = []any{}
@@ -6039,13 +6803,14 @@ func file_accounting_v1_accounting_proto_init() {
 	file_accounting_v1_accounting_proto_msgTypes[67].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[68].OneofWrappers = []any{}
 	file_accounting_v1_accounting_proto_msgTypes[74].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[88].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   79,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

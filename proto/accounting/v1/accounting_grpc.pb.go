@@ -455,28 +455,33 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	AdminService_CreateAccount_FullMethodName       = "/accounting.v1.AdminService/CreateAccount"
-	AdminService_GetAccount_FullMethodName          = "/accounting.v1.AdminService/GetAccount"
-	AdminService_TopUp_FullMethodName               = "/accounting.v1.AdminService/TopUp"
-	AdminService_SetAccountSuspended_FullMethodName = "/accounting.v1.AdminService/SetAccountSuspended"
-	AdminService_UpdateAccount_FullMethodName       = "/accounting.v1.AdminService/UpdateAccount"
-	AdminService_CreateKey_FullMethodName           = "/accounting.v1.AdminService/CreateKey"
-	AdminService_GetKey_FullMethodName              = "/accounting.v1.AdminService/GetKey"
-	AdminService_SetKeyDisabled_FullMethodName      = "/accounting.v1.AdminService/SetKeyDisabled"
-	AdminService_RevokeKey_FullMethodName           = "/accounting.v1.AdminService/RevokeKey"
-	AdminService_ListAccounts_FullMethodName        = "/accounting.v1.AdminService/ListAccounts"
-	AdminService_ListKeys_FullMethodName            = "/accounting.v1.AdminService/ListKeys"
-	AdminService_UpdateKey_FullMethodName           = "/accounting.v1.AdminService/UpdateKey"
-	AdminService_GetUsage_FullMethodName            = "/accounting.v1.AdminService/GetUsage"
-	AdminService_ListLedgerEntries_FullMethodName   = "/accounting.v1.AdminService/ListLedgerEntries"
-	AdminService_Reconcile_FullMethodName           = "/accounting.v1.AdminService/Reconcile"
-	AdminService_ListTiers_FullMethodName           = "/accounting.v1.AdminService/ListTiers"
-	AdminService_SetTier_FullMethodName             = "/accounting.v1.AdminService/SetTier"
-	AdminService_CreateProject_FullMethodName       = "/accounting.v1.AdminService/CreateProject"
-	AdminService_GetProject_FullMethodName          = "/accounting.v1.AdminService/GetProject"
-	AdminService_ListProjects_FullMethodName        = "/accounting.v1.AdminService/ListProjects"
-	AdminService_UpdateProject_FullMethodName       = "/accounting.v1.AdminService/UpdateProject"
-	AdminService_DeleteProject_FullMethodName       = "/accounting.v1.AdminService/DeleteProject"
+	AdminService_CreateAccount_FullMethodName         = "/accounting.v1.AdminService/CreateAccount"
+	AdminService_GetAccount_FullMethodName            = "/accounting.v1.AdminService/GetAccount"
+	AdminService_TopUp_FullMethodName                 = "/accounting.v1.AdminService/TopUp"
+	AdminService_SetAccountSuspended_FullMethodName   = "/accounting.v1.AdminService/SetAccountSuspended"
+	AdminService_UpdateAccount_FullMethodName         = "/accounting.v1.AdminService/UpdateAccount"
+	AdminService_CreateKey_FullMethodName             = "/accounting.v1.AdminService/CreateKey"
+	AdminService_GetKey_FullMethodName                = "/accounting.v1.AdminService/GetKey"
+	AdminService_SetKeyDisabled_FullMethodName        = "/accounting.v1.AdminService/SetKeyDisabled"
+	AdminService_RevokeKey_FullMethodName             = "/accounting.v1.AdminService/RevokeKey"
+	AdminService_ListAccounts_FullMethodName          = "/accounting.v1.AdminService/ListAccounts"
+	AdminService_ListKeys_FullMethodName              = "/accounting.v1.AdminService/ListKeys"
+	AdminService_UpdateKey_FullMethodName             = "/accounting.v1.AdminService/UpdateKey"
+	AdminService_GetUsage_FullMethodName              = "/accounting.v1.AdminService/GetUsage"
+	AdminService_ListLedgerEntries_FullMethodName     = "/accounting.v1.AdminService/ListLedgerEntries"
+	AdminService_Reconcile_FullMethodName             = "/accounting.v1.AdminService/Reconcile"
+	AdminService_ListTiers_FullMethodName             = "/accounting.v1.AdminService/ListTiers"
+	AdminService_SetTier_FullMethodName               = "/accounting.v1.AdminService/SetTier"
+	AdminService_CreateProject_FullMethodName         = "/accounting.v1.AdminService/CreateProject"
+	AdminService_GetProject_FullMethodName            = "/accounting.v1.AdminService/GetProject"
+	AdminService_ListProjects_FullMethodName          = "/accounting.v1.AdminService/ListProjects"
+	AdminService_UpdateProject_FullMethodName         = "/accounting.v1.AdminService/UpdateProject"
+	AdminService_DeleteProject_FullMethodName         = "/accounting.v1.AdminService/DeleteProject"
+	AdminService_CreateWebhook_FullMethodName         = "/accounting.v1.AdminService/CreateWebhook"
+	AdminService_ListWebhooks_FullMethodName          = "/accounting.v1.AdminService/ListWebhooks"
+	AdminService_DeleteWebhook_FullMethodName         = "/accounting.v1.AdminService/DeleteWebhook"
+	AdminService_TestWebhook_FullMethodName           = "/accounting.v1.AdminService/TestWebhook"
+	AdminService_ListWebhookDeliveries_FullMethodName = "/accounting.v1.AdminService/ListWebhookDeliveries"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -536,6 +541,17 @@ type AdminServiceClient interface {
 	// DeleteProject is refused (FAILED_PRECONDITION, REASON_IN_USE) while the project
 	// has keys, child projects or requests in flight.
 	DeleteProject(ctx context.Context, in *DeleteProjectRequest, opts ...grpc.CallOption) (*DeleteProjectResponse, error)
+	// CreateWebhook subscribes an account's URL to alert events; the secret is in this
+	// answer only. Without allow_private the URL follows the video webhook_url's rules.
+	CreateWebhook(ctx context.Context, in *CreateWebhookRequest, opts ...grpc.CallOption) (*CreateWebhookResponse, error)
+	// ListWebhooks returns an account's webhooks, oldest first, never their secrets.
+	ListWebhooks(ctx context.Context, in *ListWebhooksRequest, opts ...grpc.CallOption) (*ListWebhooksResponse, error)
+	// DeleteWebhook unsubscribes a webhook; what it still had to receive is dropped.
+	DeleteWebhook(ctx context.Context, in *DeleteWebhookRequest, opts ...grpc.CallOption) (*DeleteWebhookResponse, error)
+	// TestWebhook sends the webhook a "webhook.test" event.
+	TestWebhook(ctx context.Context, in *TestWebhookRequest, opts ...grpc.CallOption) (*TestWebhookResponse, error)
+	// ListWebhookDeliveries returns a webhook's deliveries, newest first.
+	ListWebhookDeliveries(ctx context.Context, in *ListWebhookDeliveriesRequest, opts ...grpc.CallOption) (*ListWebhookDeliveriesResponse, error)
 }
 
 type adminServiceClient struct {
@@ -766,6 +782,56 @@ func (c *adminServiceClient) DeleteProject(ctx context.Context, in *DeleteProjec
 	return out, nil
 }
 
+func (c *adminServiceClient) CreateWebhook(ctx context.Context, in *CreateWebhookRequest, opts ...grpc.CallOption) (*CreateWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateWebhookResponse)
+	err := c.cc.Invoke(ctx, AdminService_CreateWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListWebhooks(ctx context.Context, in *ListWebhooksRequest, opts ...grpc.CallOption) (*ListWebhooksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWebhooksResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListWebhooks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteWebhook(ctx context.Context, in *DeleteWebhookRequest, opts ...grpc.CallOption) (*DeleteWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteWebhookResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) TestWebhook(ctx context.Context, in *TestWebhookRequest, opts ...grpc.CallOption) (*TestWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TestWebhookResponse)
+	err := c.cc.Invoke(ctx, AdminService_TestWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListWebhookDeliveries(ctx context.Context, in *ListWebhookDeliveriesRequest, opts ...grpc.CallOption) (*ListWebhookDeliveriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWebhookDeliveriesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListWebhookDeliveries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -823,6 +889,17 @@ type AdminServiceServer interface {
 	// DeleteProject is refused (FAILED_PRECONDITION, REASON_IN_USE) while the project
 	// has keys, child projects or requests in flight.
 	DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error)
+	// CreateWebhook subscribes an account's URL to alert events; the secret is in this
+	// answer only. Without allow_private the URL follows the video webhook_url's rules.
+	CreateWebhook(context.Context, *CreateWebhookRequest) (*CreateWebhookResponse, error)
+	// ListWebhooks returns an account's webhooks, oldest first, never their secrets.
+	ListWebhooks(context.Context, *ListWebhooksRequest) (*ListWebhooksResponse, error)
+	// DeleteWebhook unsubscribes a webhook; what it still had to receive is dropped.
+	DeleteWebhook(context.Context, *DeleteWebhookRequest) (*DeleteWebhookResponse, error)
+	// TestWebhook sends the webhook a "webhook.test" event.
+	TestWebhook(context.Context, *TestWebhookRequest) (*TestWebhookResponse, error)
+	// ListWebhookDeliveries returns a webhook's deliveries, newest first.
+	ListWebhookDeliveries(context.Context, *ListWebhookDeliveriesRequest) (*ListWebhookDeliveriesResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -898,6 +975,21 @@ func (UnimplementedAdminServiceServer) UpdateProject(context.Context, *UpdatePro
 }
 func (UnimplementedAdminServiceServer) DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteProject not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateWebhook(context.Context, *CreateWebhookRequest) (*CreateWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) ListWebhooks(context.Context, *ListWebhooksRequest) (*ListWebhooksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWebhooks not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteWebhook(context.Context, *DeleteWebhookRequest) (*DeleteWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) TestWebhook(context.Context, *TestWebhookRequest) (*TestWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TestWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) ListWebhookDeliveries(context.Context, *ListWebhookDeliveriesRequest) (*ListWebhookDeliveriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWebhookDeliveries not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -1316,6 +1408,96 @@ func _AdminService_DeleteProject_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_CreateWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateWebhook(ctx, req.(*CreateWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListWebhooks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWebhooksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListWebhooks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListWebhooks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListWebhooks(ctx, req.(*ListWebhooksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteWebhook(ctx, req.(*DeleteWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_TestWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TestWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).TestWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_TestWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).TestWebhook(ctx, req.(*TestWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListWebhookDeliveries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWebhookDeliveriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListWebhookDeliveries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListWebhookDeliveries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListWebhookDeliveries(ctx, req.(*ListWebhookDeliveriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1410,6 +1592,26 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteProject",
 			Handler:    _AdminService_DeleteProject_Handler,
+		},
+		{
+			MethodName: "CreateWebhook",
+			Handler:    _AdminService_CreateWebhook_Handler,
+		},
+		{
+			MethodName: "ListWebhooks",
+			Handler:    _AdminService_ListWebhooks_Handler,
+		},
+		{
+			MethodName: "DeleteWebhook",
+			Handler:    _AdminService_DeleteWebhook_Handler,
+		},
+		{
+			MethodName: "TestWebhook",
+			Handler:    _AdminService_TestWebhook_Handler,
+		},
+		{
+			MethodName: "ListWebhookDeliveries",
+			Handler:    _AdminService_ListWebhookDeliveries_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
