@@ -20,8 +20,8 @@ import (
 
 // TestProjectLimitThroughOwnerTakeover: one project's daily limit holds through two
 // gateways and two accounting replicas while the ledger's owner is killed (kill -9) in
-// the middle of the load. Eight clients of the official OpenAI SDK, half on each
-// gateway, send requests from three keys of the project and one key of its child
+// the middle of the load. Sixteen clients of the official OpenAI SDK, half on each
+// gateway, stream slow answers (so that many holds are in flight) from three keys of the project and one key of its child
 // project; the owner is killed once the answers have spent about half the limit, and the
 // load goes on through the takeover until the limit refuses requests. Afterwards:
 // the project's spend is within its limit and equals the statement's charges and the
@@ -61,14 +61,16 @@ func TestProjectLimitThroughOwnerTakeover(t *testing.T) {
 		stop       atomic.Bool
 		wg         sync.WaitGroup
 	)
-	for w := range 8 {
+	for w := range 16 {
 		gate := w % 2
 		c := openai.NewClient(option.WithBaseURL(s.Gates[gate].BaseURL+"/"), option.WithAPIKey(secrets[(w/2)%len(secrets)]),
 			option.WithMaxRetries(0), option.WithHTTPClient(&http.Client{Timeout: time.Minute}))
 		wg.Go(func() {
 			for !stop.Load() {
 				a := &answer{words: int(words.Add(1))}
-				chat(c, "demo-chat", a, "[[mock:tokens=8]]", false, nil)
+				// Streamed slowly (eight chunks 50 ms apart): many holds are in flight
+				// at every moment, at the kill and when the limit is near.
+				chat(c, "demo-chat", a, "[[mock:tokens=8]] [[mock:gap=50]]", true, nil)
 				mu.Lock()
 				answers, gateOf[a] = append(answers, a), gate
 				if a.err == nil {
@@ -83,7 +85,7 @@ func TestProjectLimitThroughOwnerTakeover(t *testing.T) {
 					}
 				}
 				mu.Unlock()
-				time.Sleep(20 * time.Millisecond) // eight clients, not a flood of a shared machine
+				time.Sleep(20 * time.Millisecond) // not a flood of a shared machine
 			}
 		})
 	}
