@@ -20,11 +20,12 @@ import (
 // and run in parallel with TestFaults and with each other: an upstream outage must not
 // cool the channels TestFaults uses, and an accounting outage must not stop its traffic.
 
-// ownStack starts a stack for the test alone and, when the test ends, stops it (every
-// part drains and settles) and checks its ledger: the invariants hold, nothing is held.
-func ownStack(t *testing.T) *stack.Stack {
+// ownStack starts a stack for the test alone (each of tune changing its configuration)
+// and, when the test ends, stops it (every part drains and settles) and checks its
+// ledger: the invariants hold, nothing is held.
+func ownStack(t *testing.T, tune ...func(*stack.Config)) *stack.Stack {
 	t.Helper()
-	e, err := env.Another()
+	e, err := env.Another(tune...)
 	if err != nil {
 		t.Fatal(err)
 	}

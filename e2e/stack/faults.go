@@ -7,7 +7,8 @@ import (
 )
 
 // The fault controls below serve the fault-injection tests: they act on one part of a
-// running stack by name ("mock", "accounting", "extproc", "front" or "envoy").
+// running stack by name ("mock", "accounting", "extproc", "front" or "envoy", and the
+// further replicas' and gateways' "accounting-2", "extproc-2", "front-2", …).
 
 // find returns the live process of the part named name.
 func (s *Stack) find(name string) (*proc, error) {
@@ -76,17 +77,7 @@ func (s *Stack) Restart(ctx context.Context, name string) error {
 	if err := s.spawnPath(ctx, name, p.env, p.path, p.args...); err != nil {
 		return err
 	}
-	var ready error
-	switch name {
-	case "accounting":
-		ready = s.waitHTTP(ctx, name, "http://"+s.AccountingMetricsAdr+"/readyz")
-	case "extproc":
-		ready = s.waitHTTP(ctx, name, "http://"+s.ExtprocMetricsAddr+"/readyz")
-	case "mock":
-		ready = s.waitTCP(ctx, name, s.MockAddr)
-	default:
-		ready = s.waitTCP(ctx, name, s.GatewayAddr)
-	}
+	ready := s.waitReady(ctx, name)
 	s.mu.Lock()
 	if n := len(s.procs); at >= 0 && at < n {
 		q := s.procs[n-1]
@@ -95,6 +86,28 @@ func (s *Stack) Restart(ctx context.Context, name string) error {
 	}
 	s.mu.Unlock()
 	return ready
+}
+
+// waitReady waits until the part named name (just spawned) is ready: an accounting
+// replica's or an extproc's /readyz, the mock's or a front's port.
+func (s *Stack) waitReady(ctx context.Context, name string) error {
+	for _, r := range s.Accounting {
+		if r.Name == name {
+			return s.waitHTTP(ctx, name, "http://"+r.MetricsAddr+"/readyz")
+		}
+	}
+	for _, g := range s.Gates {
+		switch name {
+		case g.Extproc:
+			return s.waitHTTP(ctx, name, "http://"+g.ExtprocMetricsAddr+"/readyz")
+		case g.Front:
+			return s.waitTCP(ctx, name, g.Addr)
+		}
+	}
+	if name == "mock" {
+		return s.waitTCP(ctx, name, s.MockAddr)
+	}
+	return s.waitTCP(ctx, name, s.GatewayAddr)
 }
 
 // Pid returns the process id of the part named name (0 when there is none), for tools

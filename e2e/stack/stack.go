@@ -64,6 +64,11 @@ type Config struct {
 	// AccountingAddr, the others (named accounting-2, …) at free loopback ports; extproc
 	// and the console dial all of them as a list (Stack.AccountingTarget).
 	AccountingReplicas int
+	// Gateways is how many gateways (an extproc and the front before it) serve clients
+	// (1): the first at GatewayAddr, EnvoyAdminAddr, ExtprocAddr and ExtprocMetricsAddr,
+	// the others (extproc-2 and front-2 or envoy-2, …) at free loopback ports, all on the
+	// same accounting replicas, catalog and mock (Stack.Gates).
+	Gateways int
 	// EnvoyBin runs real Envoy when set (ENVOY_BIN, or `envoy` on PATH when
 	// UsePathEnvoy); empty uses the Envoy test front.
 	EnvoyBin     string
@@ -106,6 +111,7 @@ func (c Config) FromEnv() Config {
 		c.AccountingReplicas, _ = strconv.Atoi(os.Getenv("ACCOUNTING_REPLICAS"))
 	}
 	c.AccountingReplicas = max(c.AccountingReplicas, 1)
+	c.Gateways = max(c.Gateways, 1)
 	set(&c.EnvoyBin, "ENVOY_BIN", "")
 	if c.EnvoyBin == "" && c.UsePathEnvoy {
 		if p, err := exec.LookPath("envoy"); err == nil {
@@ -129,6 +135,8 @@ type Stack struct {
 	Front string
 	// Accounting lists the accounting replicas, the first at AccountingAddr.
 	Accounting []Replica
+	// Gates lists the gateways, the first at GatewayAddr (BaseURL).
+	Gates []Gateway
 
 	clouds cloudSecrets
 
@@ -139,6 +147,16 @@ type Stack struct {
 
 // Replica is one accounting process: its part name, gRPC and metrics addresses.
 type Replica struct{ Name, Addr, MetricsAddr string }
+
+// Gateway is one extproc and the front before it: their part names and addresses, and
+// the client-facing base address (ending in /v1).
+type Gateway struct {
+	Extproc, Front                  string
+	BaseURL, Addr, AdminAddr        string
+	ExtprocAddr, ExtprocMetricsAddr string
+	envoyConfig                     string // the rendered envoy.yaml's file name
+	baseID                          int    // real Envoy's --base-id
+}
 
 // AccountingTarget is what extproc and the console dial: the one accounting address, or
 // every replica's as a comma-separated list (accounting/client.Dial).
@@ -233,32 +251,50 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := s.renderCatalog(); err != nil {
 		return err
 	}
-	if err := s.spawn(ctx, "extproc", s.childEnv("extproc"), "extproc"); err != nil {
-		return err
+	front := "front" // the first front's part name
+	s.Front = "envoy test front"
+	if s.EnvoyBin != "" {
+		front, s.Front = "envoy", "envoy"
 	}
-	if err := s.waitHTTP(ctx, "extproc", "http://"+s.ExtprocMetricsAddr+"/readyz"); err != nil {
-		return err
+	s.Gates = []Gateway{{Extproc: "extproc", Front: front, BaseURL: s.BaseURL, Addr: s.GatewayAddr, AdminAddr: s.EnvoyAdminAddr,
+		ExtprocAddr: s.ExtprocAddr, ExtprocMetricsAddr: s.ExtprocMetricsAddr, envoyConfig: "envoy.yaml", baseID: 7431}}
+	for i := 2; i <= s.Gateways; i++ {
+		addr := FreeAddr()
+		s.Gates = append(s.Gates, Gateway{Extproc: fmt.Sprintf("extproc-%d", i), Front: fmt.Sprintf("%s-%d", front, i),
+			BaseURL: "http://" + addr + "/v1", Addr: addr, AdminAddr: FreeAddr(), ExtprocAddr: FreeAddr(), ExtprocMetricsAddr: FreeAddr(),
+			envoyConfig: fmt.Sprintf("envoy-%d.yaml", i), baseID: 7431 + i - 1})
 	}
+	for _, g := range s.Gates {
+		if err := s.startGateway(ctx, g); err != nil {
+			return err
+		}
+	}
+	return s.writeClientFiles()
+}
 
-	envoyYAML, err := s.renderEnvoyConfig()
+// startGateway starts one gateway's extproc, then its front, and waits until both are
+// ready.
+func (s *Stack) startGateway(ctx context.Context, g Gateway) error {
+	if err := s.spawn(ctx, g.Extproc, s.gatewayEnv("extproc", g), "extproc"); err != nil {
+		return err
+	}
+	if err := s.waitHTTP(ctx, g.Extproc, "http://"+g.ExtprocMetricsAddr+"/readyz"); err != nil {
+		return err
+	}
+	envoyYAML, err := s.renderEnvoyConfig(g)
 	if err != nil {
 		return err
 	}
 	if s.EnvoyBin != "" {
-		s.Front = "envoy"
-		err = s.spawnPath(ctx, "envoy", s.childEnv("front"), s.EnvoyBin, "-c", envoyYAML, "--log-level", "warn",
-			"--base-id", "7431", "--disable-hot-restart")
+		err = s.spawnPath(ctx, g.Front, s.gatewayEnv("front", g), s.EnvoyBin, "-c", envoyYAML, "--log-level", "warn",
+			"--base-id", strconv.Itoa(g.baseID), "--disable-hot-restart")
 	} else {
-		s.Front = "envoy test front"
-		err = s.spawn(ctx, "front", s.childEnv("front"), "envoyfront", "--config", envoyYAML)
+		err = s.spawn(ctx, g.Front, s.gatewayEnv("front", g), "envoyfront", "--config", envoyYAML)
 	}
 	if err != nil {
 		return err
 	}
-	if err := s.waitTCP(ctx, s.Front, s.GatewayAddr); err != nil {
-		return err
-	}
-	return s.writeClientFiles()
+	return s.waitTCP(ctx, g.Front, g.Addr)
 }
 
 // writeClientFiles leaves in the run directory what the stack's clients read when no
@@ -326,21 +362,21 @@ func replaceFile(path string, b []byte) error {
 }
 
 // renderEnvoyConfig writes envoy/envoy.yaml into the run directory with the addresses
-// of this stack in place of the defaults.
-func (s *Stack) renderEnvoyConfig() (string, error) {
+// of gateway g in place of the defaults.
+func (s *Stack) renderEnvoyConfig(g Gateway) (string, error) {
 	b, err := os.ReadFile(filepath.Join(s.Root, "envoy", "envoy.yaml"))
 	if err != nil {
 		return "", err
 	}
 	text := string(b)
 	for def, addr := range map[string]string{
-		"127.0.0.1:8080":  s.GatewayAddr,
-		"127.0.0.1:9901":  s.EnvoyAdminAddr,
-		"127.0.0.1:50051": s.ExtprocAddr,
+		"127.0.0.1:8080":  g.Addr,
+		"127.0.0.1:9901":  g.AdminAddr,
+		"127.0.0.1:50051": g.ExtprocAddr,
 	} {
 		text = replaceSocketAddress(text, def, addr)
 	}
-	out := filepath.Join(s.RunDir, "envoy.yaml")
+	out := filepath.Join(s.RunDir, g.envoyConfig)
 	return out, os.WriteFile(out, []byte(text), 0o600)
 }
 
@@ -633,6 +669,21 @@ func (s *Stack) childEnv(part string) []string {
 	case "extproc":
 		env = append(env, "GATEWAY_SERVICE_TOKEN="+s.ServiceToken)
 		env = append(env, demoenv.Env(s.clouds.serviceAccount, s.clouds.refusedServiceAccount)...)
+	}
+	return env
+}
+
+// gatewayEnv is childEnv(part) for the extproc or front of gateway g: its extproc's
+// addresses in place of the first gateway's.
+func (s *Stack) gatewayEnv(part string, g Gateway) []string {
+	env := s.childEnv(part)
+	for i, kv := range env {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "EXTPROC_ADDR":
+			env[i] = k + "=" + g.ExtprocAddr
+		case "EXTPROC_METRICS_ADDR":
+			env[i] = k + "=" + g.ExtprocMetricsAddr
+		}
 	}
 	return env
 }

@@ -202,6 +202,38 @@ func TestChildEnvAccountingReplicas(t *testing.T) {
 	}
 }
 
+// A second gateway's extproc listens where its own addresses say, and its front's
+// envoy.yaml (a file of its own) sends to that extproc and listens at its own address.
+func TestSecondGatewayAddresses(t *testing.T) {
+	root, run := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "envoy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	yaml := "address: 127.0.0.1\nport_value: 8080\naddress: 127.0.0.1\nport_value: 50051\n"
+	if err := os.WriteFile(filepath.Join(root, "envoy", "envoy.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &Stack{Config: Config{Root: root, RunDir: run, ExtprocAddr: "127.0.0.1:50051", ExtprocMetricsAddr: "127.0.0.1:9101"}}
+	g := Gateway{Extproc: "extproc-2", Front: "front-2", Addr: "127.0.0.1:41080", AdminAddr: "127.0.0.1:41901",
+		ExtprocAddr: "127.0.0.1:41051", ExtprocMetricsAddr: "127.0.0.1:41101", envoyConfig: "envoy-2.yaml"}
+	env := map[string]string{}
+	for _, kv := range s.gatewayEnv("extproc", g) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	if env["EXTPROC_ADDR"] != g.ExtprocAddr || env["EXTPROC_METRICS_ADDR"] != g.ExtprocMetricsAddr {
+		t.Errorf("extproc-2 listens at %s (metrics %s), want %s (%s)", env["EXTPROC_ADDR"], env["EXTPROC_METRICS_ADDR"], g.ExtprocAddr, g.ExtprocMetricsAddr)
+	}
+	out, err := s.renderEnvoyConfig(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(out)
+	if want := "address: 127.0.0.1\nport_value: 41080\naddress: 127.0.0.1\nport_value: 41051\n"; filepath.Base(out) != "envoy-2.yaml" || string(b) != want {
+		t.Errorf("%s:\n%s\nwant envoy-2.yaml:\n%s", out, b, want)
+	}
+}
+
 // TestDemoCatalogWorkingCopy: without GATEWAY_CATALOG the stack serves RunDir/catalog.yaml,
 // written anew from the tracked demo catalog at every start and pointed at this stack's
 // mock, so an experiment edits the copy and the tracked file never changes.

@@ -64,21 +64,23 @@ func Start(root string) (*Env, error) {
 
 // Another starts one more stack of e's binaries, with a database, ports and files of
 // its own: a test whose faults must not reach the other tests' stack (an outage of a
-// shared part) runs on it, in parallel with them. Close it when done; e must outlive it.
-func (e *Env) Another() (*Env, error) {
+// shared part) runs on it, in parallel with them. Each of tune, when given, changes the
+// stack's configuration before it starts (more accounting replicas or gateways). Close
+// it when done; e must outlive it.
+func (e *Env) Another(tune ...func(*stack.Config)) (*Env, error) {
 	tmp, err := os.MkdirTemp("", "gateway-e2e-")
 	if err != nil {
 		return nil, err
 	}
 	a := &Env{root: e.root, bin: e.bin, tmp: tmp, dropDB: func() {}}
-	if err := a.start(); err != nil {
+	if err := a.start(tune...); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
 // start makes e's database and starts its stack; on failure it closes e.
-func (e *Env) start() error {
+func (e *Env) start(tune ...func(*stack.Config)) error {
 	root, tmp := e.root, e.tmp
 	var err error
 	if e.DatabaseURL, e.dropDB, err = freshDatabase(); err != nil {
@@ -109,6 +111,9 @@ func (e *Env) start() error {
 		DatabaseURL:          e.DatabaseURL,
 		EnvoyBin:             os.Getenv("E2E_ENVOY"),
 		Log:                  logFile,
+	}
+	for _, f := range tune {
+		f(&cfg)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
