@@ -525,3 +525,42 @@ func TestChartCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestChartReadmeDocumentsValues wants every value of values.yaml in the chart's
+// README: its dotted path, or on one line its parent's path and its own name in
+// backquotes.
+// Free-form maps (resources, labels, the Cluster's spec) count as one value.
+func TestChartReadmeDocumentsValues(t *testing.T) {
+	vals, err := chartutil.ReadValuesFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	var walk func(parent string, m map[string]any)
+	walk = func(parent string, m map[string]any) {
+		for k, v := range m {
+			path := strings.TrimPrefix(parent+"."+k, ".")
+			if sub, ok := v.(map[string]any); ok && !slices.Contains([]string{"resources", "labels", "spec"}, k) && !strings.HasPrefix(path, "images.") {
+				walk(path, sub)
+				continue
+			}
+			documented := false
+			for _, line := range strings.Split(string(readme), "\n") {
+				documented = documented || strings.Contains(line, "`"+path) ||
+					strings.Contains(line, "`"+parent+".") && strings.Contains(line, "`"+k+"`")
+			}
+			if !documented {
+				missing = append(missing, path)
+			}
+		}
+	}
+	walk("", vals)
+	sort.Strings(missing)
+	for _, m := range missing {
+		t.Errorf("%s/README.md does not document %s", chartDir, m)
+	}
+}
