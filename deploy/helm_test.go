@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -562,5 +563,36 @@ func TestChartReadmeDocumentsValues(t *testing.T) {
 	sort.Strings(missing)
 	for _, m := range missing {
 		t.Errorf("%s/README.md does not document %s", chartDir, m)
+	}
+}
+
+// TestChartInstallsClientOnly runs `helm install --dry-run` without a cluster: the
+// chart's kubeVersion constraint, its hooks and the ordering of its manifests pass
+// Helm's install path, and the migrations Job is a hook run after install and before
+// each upgrade.
+func TestChartInstallsClientOnly(t *testing.T) {
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	install.ReleaseName, install.Namespace = chartRelease, chartNamespace
+	// Without a cluster Helm assumes Kubernetes 1.20; the chart needs 1.30 (the preStop
+	// sleep action). A cluster's own version applies on a real install.
+	kv, err := chartutil.ParseKubeVersion("v1.30.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	install.KubeVersion = kv
+	rel, err := install.Run(loadChart(t), productionValues(t))
+	if err != nil {
+		t.Fatalf("helm install --dry-run: %v", err)
+	}
+	var hooks []string
+	for _, h := range rel.Hooks {
+		hooks = append(hooks, h.Kind+"/"+h.Name+fmt.Sprint(h.Events))
+	}
+	if want := "Job/accounting-migrate[post-install pre-upgrade]"; !slices.Equal(hooks, []string{want}) {
+		t.Errorf("hooks %v, want [%s]", hooks, want)
+	}
+	if !strings.Contains(rel.Manifest, "kind: Deployment") || strings.Contains(rel.Manifest, "kind: Job\n") {
+		t.Errorf("the release's manifest lacks the Deployments or carries the hook Job")
 	}
 }
