@@ -191,6 +191,8 @@ func externalSecretValues() map[string]any {
 		"tokens":         []any{ref("service-token", "llmgw/service-token"), ref("admin-token", "llmgw/admin-token")},
 		"providerCredentials": []any{
 			ref("openai-api-key", "llmgw/openai"), ref("anthropic-api-key", "llmgw/anthropic")},
+		// The production values use CloudNativePG's Secret: no ExternalSecret for it.
+		"database": []any{},
 	}
 }
 
@@ -217,6 +219,16 @@ func TestChartExtras(t *testing.T) {
 				t.Errorf("ExternalSecret %s makes key %s, which no pod reads", name, d.SecretKey)
 			}
 		}
+	}
+	if len(b.ExternalSecrets) != 2 {
+		t.Errorf("%d ExternalSecrets, want 2 (none for the database Secret CloudNativePG makes)", len(b.ExternalSecrets))
+	}
+	// Without CloudNativePG, the database Secret may come from the store too.
+	v["database"] = map[string]any{"cnpg": map[string]any{"enabled": false}, "secretName": "gateway-database"}
+	v["externalSecrets"].(map[string]any)["database"] = []any{map[string]any{"secretKey": "uri", "remoteRef": map[string]any{"key": "llmgw/db"}}}
+	b2, _ := renderChartBundle(t, v)
+	if es := b2.ExternalSecrets["gateway-database"]; es == nil || es.Spec.Data[0].SecretKey != "uri" {
+		t.Errorf("no ExternalSecret gateway-database with key uri: %+v", es)
 	}
 	if b.ServiceMonitors["accounting"] == nil || b.PodMonitors["gateway"] == nil {
 		t.Fatalf("monitors: %v %v", b.ServiceMonitors, b.PodMonitors)
