@@ -51,6 +51,11 @@ type bundle struct {
 	PDBs            map[string]*policyv1.PodDisruptionBudget
 	NetPols         map[string]*networkingv1.NetworkPolicy
 	Clusters        map[string]*cnpgCluster
+	// What only the Helm chart renders (monitoring_types_test.go).
+	ServiceMonitors map[string]*serviceMonitor
+	PodMonitors     map[string]*podMonitor
+	PrometheusRules map[string]*prometheusRule
+	ExternalSecrets map[string]*externalSecretObject
 }
 
 func newBundle(overlay string) *bundle {
@@ -68,6 +73,10 @@ func newBundle(overlay string) *bundle {
 		PDBs:            map[string]*policyv1.PodDisruptionBudget{},
 		NetPols:         map[string]*networkingv1.NetworkPolicy{},
 		Clusters:        map[string]*cnpgCluster{},
+		ServiceMonitors: map[string]*serviceMonitor{},
+		PodMonitors:     map[string]*podMonitor{},
+		PrometheusRules: map[string]*prometheusRule{},
+		ExternalSecrets: map[string]*externalSecretObject{},
 	}
 }
 
@@ -223,6 +232,22 @@ func (b *bundle) add(js []byte) error {
 		o := &cnpgCluster{}
 		_, dup = b.Clusters[head.Metadata.Name]
 		b.Clusters[head.Metadata.Name], obj = o, o
+	case "monitoring.coreos.com/v1/ServiceMonitor":
+		o := &serviceMonitor{}
+		_, dup = b.ServiceMonitors[head.Metadata.Name]
+		b.ServiceMonitors[head.Metadata.Name], obj = o, o
+	case "monitoring.coreos.com/v1/PodMonitor":
+		o := &podMonitor{}
+		_, dup = b.PodMonitors[head.Metadata.Name]
+		b.PodMonitors[head.Metadata.Name], obj = o, o
+	case "monitoring.coreos.com/v1/PrometheusRule":
+		o := &prometheusRule{}
+		_, dup = b.PrometheusRules[head.Metadata.Name]
+		b.PrometheusRules[head.Metadata.Name], obj = o, o
+	case "external-secrets.io/v1/ExternalSecret":
+		o := &externalSecretObject{}
+		_, dup = b.ExternalSecrets[head.Metadata.Name]
+		b.ExternalSecrets[head.Metadata.Name], obj = o, o
 	default:
 		return fmt.Errorf("%s: kind not known to this test; add its API type", id)
 	}
