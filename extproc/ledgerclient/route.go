@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -36,6 +37,11 @@ import (
 // other (a lease changing hands twice during a call) cannot keep it bouncing.
 const maxRedirects = 2
 
+// failedFor is how long a redirect to an owner that failed a call is not followed: about
+// the default lease (accounting/engine.DefaultLease), after which a standby names the
+// new owner, or the old one is still the owner and answers again.
+const failedFor = time.Second
+
 // maxReplicas bounds the connections kept: replicas replaced over time (new addresses)
 // leave theirs behind until a new address finds this many, and then all but the
 // owner's are closed.
@@ -59,13 +65,19 @@ type router struct {
 	mu       sync.Mutex
 	replicas map[string]*ownerConn
 	closed   bool
+	lastFail map[string]time.Time // when a call at a learned owner last failed, by address
 }
 
 func newRouter(base accountingv1.LedgerServiceClient, dial func(string) (*grpc.ClientConn, error), log *zap.Logger) *router {
-	return &router{base: base, dial: dial, log: log, replicas: map[string]*ownerConn{}}
+	return &router{base: base, dial: dial, log: log, replicas: map[string]*ownerConn{}, lastFail: map[string]time.Time{}}
 }
 
 // call makes one unary call with f at the owner, following redirects.
+//
+// While a dead owner's lease has not lapsed, the standbys still name it. A redirect to
+// an owner that failed a call lately (failedFor) is therefore not followed: the call
+// waits a pause and asks again through base, within its deadline, until a standby
+// names the new owner or the old one answers again (at most 2 × failedFor a call).
 func call[Req, Resp any](ctx context.Context, r *router, req Req,
 	f func(accountingv1.LedgerServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
 	if r.dial == nil {
@@ -73,7 +85,8 @@ func call[Req, Resp any](ctx context.Context, r *router, req Req,
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, contract.RedirectHeader, "1")
 	at := r.owner.Load()
-	for redirects := 0; ; redirects++ {
+	pause, start := RetryPause, time.Now()
+	for redirects := 0; ; {
 		rpc, actx := r.base, ctx
 		if at != nil {
 			rpc, actx = at.rpc, oneAttempt(ctx)
@@ -86,6 +99,7 @@ func call[Req, Resp any](ctx context.Context, r *router, req Req,
 		if !redirected {
 			if at != nil && (status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded) {
 				r.forget(at)
+				r.failed(at.addr)
 				if ctx.Err() == nil {
 					at = nil // once more through base, waiting for an owner
 					continue
@@ -93,11 +107,21 @@ func call[Req, Resp any](ctx context.Context, r *router, req Req,
 			}
 			return resp, err
 		}
+		if r.failedLately(addr) {
+			// A standby names an owner that just failed: its lease has not lapsed yet.
+			if time.Since(start) > 2*failedFor || !sleep(ctx, pause) {
+				return resp, err
+			}
+			pause = min(2*pause, MaxRetryPause)
+			at = nil
+			continue
+		}
 		if redirects >= maxRedirects || (at != nil && at.addr == addr) {
 			// Bouncing, or a replica that names itself as it stops owning.
 			r.forget(at)
 			return resp, err
 		}
+		redirects++
 		next, derr := r.learn(addr)
 		if derr != nil {
 			r.log.Warn("accounting owner: cannot dial the address a standby named", zap.String("addr", addr), zap.Error(derr))
@@ -157,4 +181,36 @@ func (r *router) close() {
 	r.closed = true
 	r.owner.Store(nil)
 	r.dropAllBut(nil)
+}
+
+// failed notes that a call at the owner at addr failed now.
+func (r *router) failed(addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastFail[addr] = time.Now()
+	for a, at := range r.lastFail {
+		if time.Since(at) > failedFor {
+			delete(r.lastFail, a)
+		}
+	}
+}
+
+// failedLately says whether a call at the owner at addr failed within failedFor.
+func (r *router) failedLately(addr string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.lastFail[addr]
+	return ok && time.Since(at) <= failedFor
+}
+
+// sleep waits d, or until ctx ends (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
