@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 		gw, gwLog = e.Stack, e.LogPath
 		http.DefaultClient.Transport = newAPITransport(nil, gw.BaseURL)
 	})
+	fmt.Printf("e2e: %d answers validated against %s\n", apiMismatches.Checked(), openAPIPath)
 	if ms := apiMismatches.All(); len(ms) > 0 {
 		fmt.Fprintf(os.Stderr, "e2e: %d answers do not follow %s:\n%s\n", len(ms), openAPIPath, strings.Join(ms, "\n"))
 		code = 1

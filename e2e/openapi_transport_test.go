@@ -31,8 +31,23 @@ type apiTransport struct {
 
 // mismatchLog is the list of answers that did not follow the document.
 type mismatchLog struct {
-	mu   sync.Mutex
-	list []string
+	mu      sync.Mutex
+	list    []string
+	checked int
+}
+
+// checkedOne counts a validated answer.
+func (l *mismatchLog) checkedOne() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.checked++
+}
+
+// Checked returns how many answers were validated.
+func (l *mismatchLog) Checked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checked
 }
 
 func (l *mismatchLog) add(s string) {
@@ -78,7 +93,11 @@ func (a *apiTransport) check(req *http.Request, resp *http.Response, body []byte
 	copied := *resp
 	copied.Body = io.NopCloser(bytes.NewReader(body))
 	ok, errs := v.ValidateHttpResponse(req, &copied)
-	if ok || undeclared(errs) {
+	if undeclared(errs) {
+		return
+	}
+	a.mismatches.checkedOne()
+	if ok {
 		return
 	}
 	a.mismatches.add(fmt.Sprintf("%s %s answered %d against the document:%s\n  headers %v\n  body %.3000s",
