@@ -64,6 +64,10 @@ func TestAPITransportRecordsWrongAnswers(t *testing.T) {
 		{"a right chat stream", "POST", "/chat/completions", 200, []string{"content-type", "text/event-stream"}, chunk, true, false},
 		{"a chunk with an extra field", "POST", "/chat/completions", 200, []string{"content-type", "text/event-stream"},
 			strings.Replace(chunk, `"model"`, `"extra":1,"model"`, 1), true, true},
+		{"a chat stream that failed after it began", "POST", "/chat/completions", 200, []string{"content-type", "text/event-stream"},
+			"data: {\"error\":{\"message\":\"The upstream provider failed while streaming.\",\"type\":\"api_error\",\"code\":\"upstream_error\"}}\n\ndata: [DONE]\n\n", true, false},
+		{"a stream error with an extra field", "POST", "/chat/completions", 200, []string{"content-type", "text/event-stream"},
+			"data: {\"error\":{\"message\":\"Failed.\",\"type\":\"api_error\",\"trace\":\"x\"}}\n\ndata: [DONE]\n\n", true, true},
 		{"a wrong answer read only in part", "POST", "/chat/completions", 200, nil, `{"surprise":true}`, false, false},
 		{"a path outside the document", "GET", "/console/accounts", 200, nil, `{"anything":1}`, true, false},
 	}
