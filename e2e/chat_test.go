@@ -27,6 +27,7 @@ func openaiClient(key string, opts ...option.RequestOption) openai.Client {
 		option.WithBaseURL(gw.BaseURL + "/"),
 		option.WithAPIKey(key),
 		option.WithMaxRetries(0),
+		option.WithHTTPClient(&http.Client{Transport: newAPITransport(nil, gw.BaseURL)}),
 	}
 	return openai.NewClient(append(base, opts...)...)
 }
@@ -36,6 +37,7 @@ func anthropicClient(key string, opts ...anthropicoption.RequestOption) anthropi
 		anthropicoption.WithBaseURL(strings.TrimSuffix(gw.BaseURL, "/v1") + "/"),
 		anthropicoption.WithAPIKey(key),
 		anthropicoption.WithMaxRetries(0),
+		anthropicoption.WithHTTPClient(&http.Client{Transport: newAPITransport(nil, gw.BaseURL)}),
 	}
 	return anthropic.NewClient(append(base, opts...)...)
 }

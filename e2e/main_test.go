@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -24,7 +25,16 @@ var gw *stack.Stack
 var gwLog string
 
 func TestMain(m *testing.M) {
-	os.Exit(harness.Main(m, "e2e", "..", func(e *harness.Env) { gw, gwLog = e.Stack, e.LogPath }))
+	code := harness.Main(m, "e2e", "..", func(e *harness.Env) {
+		gw, gwLog = e.Stack, e.LogPath
+		http.DefaultClient.Transport = newAPITransport(nil, gw.BaseURL)
+	})
+	fmt.Printf("e2e: %d answers validated against %s\n", apiMismatches.Checked(), openAPIPath)
+	if ms := apiMismatches.All(); len(ms) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: %d answers do not follow %s:\n%s\n", len(ms), openAPIPath, strings.Join(ms, "\n"))
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // ctl runs gatewayctl against the stack and decodes its JSON output.
