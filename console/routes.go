@@ -30,10 +30,14 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/accounts", http.StatusSeeOther) })
 	s.mux.HandleFunc("GET /signin", func(w http.ResponseWriter, r *http.Request) { s.signInPage(w, 200, "") })
 	s.mux.HandleFunc("POST /signin", s.signIn)
+	if s.sso != nil {
+		s.mux.HandleFunc("GET /auth/signin", s.ssoSignIn)
+		s.mux.HandleFunc("GET /auth/callback", s.ssoCallback)
+	}
 	s.mux.HandleFunc("POST /signout", s.authed(func(w http.ResponseWriter, r *http.Request, se *session) {
-		s.sessions.end(w, r)
+		s.sessions.end(w, r, se)
 		s.audit(r, se, "sign out", "", nil)
-		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+		render(w, 200, "signedout", page{Title: "Signed out", Data: s.sso != nil})
 	}))
 	s.mux.HandleFunc("GET /accounts", s.authed(s.accounts))
 	s.mux.HandleFunc("POST /accounts", s.authed(s.createAccount))
@@ -55,7 +59,7 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *session)) ht
 	return func(w http.ResponseWriter, r *http.Request) {
 		se, ok := s.sessions.get(r)
 		if !ok {
-			http.Redirect(w, r, "/signin", http.StatusSeeOther)
+			http.Redirect(w, r, s.signInPath(), http.StatusSeeOther)
 			return
 		}
 		if r.Method == http.MethodPost && !se.validCSRF(r) {
@@ -64,6 +68,15 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *session)) ht
 		}
 		h(w, r, se)
 	}
+}
+
+// signInPath is where a visit without a session goes: the provider's sign-in when
+// single sign-on is configured, else the admin-token sign-in.
+func (s *Server) signInPath() string {
+	if s.sso != nil {
+		return "/auth/signin"
+	}
+	return "/signin"
 }
 
 // back redirects to a page with a note or an error (plain words, no secret).
@@ -103,7 +116,7 @@ func (s *Server) accounts(w http.ResponseWriter, r *http.Request, se *session) {
 	for _, t := range tiers.GetTiers() {
 		d.Tiers = append(d.Tiers, t.GetName())
 	}
-	p := page{Title: "Accounts", CSRF: se.csrf, Error: q.Get("error"), Note: q.Get("note"), Data: d}
+	p := page{Title: "Accounts", CSRF: se.csrf, Person: se.person, Error: q.Get("error"), Note: q.Get("note"), Data: d}
 	if err = errors.Join(err, errT); err != nil {
 		p.Error = plainWords(err)
 	}
@@ -197,7 +210,7 @@ func (s *Server) account(w http.ResponseWriter, r *http.Request, se *session) {
 		render(w, http.StatusNotFound, "error", page{Title: "Account", Error: plainWords(err)})
 		return
 	}
-	render(w, 200, "account", page{Title: "Account " + d.Account.GetId(), CSRF: se.csrf,
+	render(w, 200, "account", page{Title: "Account " + d.Account.GetId(), CSRF: se.csrf, Person: se.person,
 		Error: r.URL.Query().Get("error"), Note: r.URL.Query().Get("note"), Data: d.withForms(se)})
 }
 
@@ -307,7 +320,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, se *session) 
 	// The secret is rendered on this answer only (not a redirect: it never enters a URL).
 	d = d.withForms(se)
 	d.Secret = res.GetSecret()
-	render(w, 200, "account", page{Title: "Account " + id, CSRF: se.csrf, Note: "Key created: copy its secret now, it is not shown again.", Data: d})
+	render(w, 200, "account", page{Title: "Account " + id, CSRF: se.csrf, Person: se.person, Note: "Key created: copy its secret now, it is not shown again.", Data: d})
 }
 
 func (s *Server) updateKey(w http.ResponseWriter, r *http.Request, se *session) {
