@@ -77,6 +77,14 @@ func match(t *testing.T, re *regexp.Regexp, page string) string {
 // has not signed in.
 func startConsole(t *testing.T, opts console.Options) (*browser, *observer.ObservedLogs) {
 	t.Helper()
+	b, logs, _ := startConsoleFixture(t, opts)
+	return b, logs
+}
+
+// startConsoleFixture is startConsole with the accounting it runs on, for tests that
+// set up what the console has no form for.
+func startConsoleFixture(t *testing.T, opts console.Options) (*browser, *observer.ObservedLogs, *servertest.Fixture) {
+	t.Helper()
 	st, _ := enginetest.NewLedger(t, 8)
 	fx := servertest.Start(t, st, servertest.Options{})
 	conn, err := grpc.NewClient(fx.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -89,7 +97,7 @@ func startConsole(t *testing.T, opts console.Options) (*browser, *observer.Obser
 	srv := httptest.NewServer(console.New(conn, opts))
 	t.Cleanup(srv.Close)
 	jar, _ := cookiejar.New(nil)
-	return &browser{t: t, base: srv.URL, c: &http.Client{Jar: jar}}, logs
+	return &browser{t: t, base: srv.URL, c: &http.Client{Jar: jar}}, logs, fx
 }
 
 func TestConsoleAgainstRealAccounting(t *testing.T) {

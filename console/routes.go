@@ -170,6 +170,8 @@ func (s *Server) updateAccount(w http.ResponseWriter, r *http.Request, se *sessi
 type accountPage struct {
 	Account *accountingv1.Account
 	Keys    []*accountingv1.Key
+	// Projects are the account's projects with the ids of their keys.
+	Projects []projectRow
 	// Secret is a key just created: shown on this one answer, never again.
 	Secret string
 	// TopUpForm and KeyForm are the one-time tokens of this page's top-up and new-key
@@ -201,7 +203,34 @@ func (s *Server) accountData(r *http.Request, se *session, id string) (accountPa
 	if err != nil {
 		return accountPage{}, err
 	}
-	return accountPage{Account: acc.GetAccount(), Keys: keys.GetKeys()}, nil
+	projects, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListProjectsResponse, error) {
+		return s.admin.ListProjects(ctx, &accountingv1.ListProjectsRequest{AccountId: id}, o)
+	})
+	if err != nil {
+		return accountPage{}, err
+	}
+	return accountPage{Account: acc.GetAccount(), Keys: keys.GetKeys(), Projects: projectRows(projects.GetProjects(), keys.GetKeys())}, nil
+}
+
+// projectRow is a project on the account page: its spend against its limits, and the
+// keys in it.
+type projectRow struct {
+	*accountingv1.Project
+	KeyIDs []string
+}
+
+func projectRows(ps []*accountingv1.Project, keys []*accountingv1.Key) []projectRow {
+	rows := make([]projectRow, 0, len(ps))
+	for _, p := range ps {
+		row := projectRow{Project: p}
+		for _, k := range keys {
+			if k.GetProjectId() == p.GetId() {
+				row.KeyIDs = append(row.KeyIDs, k.GetId())
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 func (s *Server) account(w http.ResponseWriter, r *http.Request, se *session) {

@@ -15,7 +15,8 @@ import (
 // stack's run directory (the repository root after `make run`), gatewayctl with no flag
 // and no variable creates the account and the key, and the two SDK programs
 // (e2e/examples) answer without GATEWAY_BASE_URL; then the programs again with
-// GATEWAY_BASE_URL, which wins over the file.
+// GATEWAY_BASE_URL, which wins over the file. The project with a daily limit is made
+// as the quick start shows, and its key answers the Anthropic program.
 func TestQuickStart(t *testing.T) {
 	t.Parallel()
 	here := t.TempDir()
@@ -49,16 +50,27 @@ func TestQuickStart(t *testing.T) {
 	acc := field(run(t, here, env, gatewayctl, "account", "create"), "id")
 	run(t, here, env, gatewayctl, "account", "topup", acc, "--amount", "10")
 	key := field(run(t, here, env, gatewayctl, "key", "create", "--account", acc, "--name", "demo"), "key")
+	// The project with a daily limit and its key.
+	prj := field(run(t, here, env, gatewayctl, "project", "create", "--account", acc, "--name", "team", "--daily-limit", "1"), "id")
+	teamKey := field(run(t, here, env, gatewayctl, "key", "create", "--account", acc, "--project", prj, "--name", "team"), "key")
+	var shown struct {
+		Name             string `json:"name"`
+		DailyLimitMicros int64  `json:"daily_limit_micros"`
+	}
+	if show := run(t, here, env, gatewayctl, "project", "show", prj); json.Unmarshal([]byte(show), &shown) != nil ||
+		shown.Name != "team" || shown.DailyLimitMicros != 1_000_000 {
+		t.Errorf("project show: %s", show)
+	}
 
 	bins := t.TempDir()
-	for _, tc := range []struct{ dir, model string }{
-		{"openai", "demo-chat"},
-		{"anthropic", "demo-claude"},
+	for _, tc := range []struct{ dir, model, key string }{
+		{"openai", "demo-chat", key},
+		{"anthropic", "demo-claude", teamKey},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			bin := filepath.Join(bins, tc.dir)
 			run(t, gw.Root, os.Environ(), "go", "build", "-o", bin, "./e2e/examples/"+tc.dir)
-			withKey := append(slices.Clip(env), "GATEWAY_KEY="+key)
+			withKey := append(slices.Clip(env), "GATEWAY_KEY="+tc.key)
 			for _, out := range []string{
 				run(t, here, withKey, bin),
 				run(t, t.TempDir(), append(slices.Clip(withKey), "GATEWAY_BASE_URL="+gw.BaseURL), bin),

@@ -38,8 +38,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/llmgw/gateway/accounting/alerts"
 	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/engine"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/metrics"
 	"github.com/llmgw/gateway/accounting/server"
@@ -157,7 +159,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.Func("db-max-conns", "database pool size (env "+EnvDBMaxConns+"; default 4 per core, 8 to 32)", intFlag(&cfg.DB.MaxConns))
 	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", store.DefaultLockTimeout, "longest wait of a database statement for a row lock (env "+EnvDBLockTimeout+")")
 	fs.DurationVar(&cfg.DB.StatementTimeout, "db-statement-timeout", store.DefaultStatementTimeout, "longest database statement (env "+EnvDBStatementTimeout+")")
-	fs.DurationVar(&cfg.LedgerLease, "ledger-lease", 5*time.Second, "how long the journal engine's owner holds the ledger unrenewed; a standby takes over about this long after the owner died (env "+EnvLedgerLease+")")
+	fs.DurationVar(&cfg.LedgerLease, "ledger-lease", engine.DefaultLease, "how long the journal engine's owner holds the ledger unrenewed; a standby takes over about this long after the owner died (env "+EnvLedgerLease+")")
 	fs.StringVar(&cfg.Advertise, "advertise", envOr(EnvAdvertise, ""), "address clients reach this process at (default: --listen) (env "+EnvAdvertise+")")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env "+EnvPprof+")")
 	fs.BoolVar(&cfg.MigrateOnly, "migrate-only", false, "create the database if missing, apply pending migrations and exit (needs only "+EnvDatabaseURL+")")
@@ -327,7 +329,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	}
 	own.start(own.ctx, cfg.Advertise, bound)
 	// After the credentials check: a standby sends its calls on to the owner.
-	fw := &forwarder{engine: own.engine, self: cfg.Advertise}
+	fw := &forwarder{engine: own.engine, self: cfg.Advertise, counted: m.CountSecondHop}
 	defer fw.close()
 	opts = append(opts, grpc.ChainUnaryInterceptor(fw.unary))
 	if tracing.Enabled(os.Getenv) {
@@ -339,29 +341,51 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		// The fixed receive windows of every accounting connection (client.Window).
 		grpc.InitialWindowSize(client.Window), grpc.InitialConnWindowSize(client.ConnWindow),
 		grpc.NumStreamWorkers(StreamWorkers),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	)
 	gs := grpc.NewServer(opts...)
 	hub := server.NewHub(st, log.Named("changes"), 0)
-	server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall}).Register(gs)
+	hookKeys, err := alerts.LoadKeys(os.Getenv)
+	if err != nil {
+		_, _ = lis.Close(), mlis.Close()
+		return err
+	}
+	server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall,
+		Webhooks: &alerts.Webhooks{Pool: own.pool, Keys: hookKeys}}).Register(gs)
+	// The owner delivers the alerts' webhooks; a standby's worker waits.
+	hooks := &alerts.Worker{Pool: own.pool, Keys: hookKeys, Owning: own.engine.Owning, Log: log.Named("webhooks"),
+		Observer: m.Alerts()}
 
 	sw := &sweeper{store: st, log: log.Named("sweeper"), interval: cfg.SweepInterval, grace: own.store.GraceLapsed}
 	if cfg.ArchiveAfter > 0 {
 		sw.archive, sw.archiveAfter = m.CountArchive(own.store.ArchiveSettled), cfg.ArchiveAfter
 	}
 	var serving atomic.Bool
-	// A standby is ready once it knows where the owner is: it forwards to it.
-	ready := func() bool {
-		return serving.Load() && (own.engine.Owning() || own.engine.OwnerAddr() != cfg.Advertise && own.engine.OwnerAddr() != "")
+	// Ready says what this replica can do: the owner, with its lease in force and its
+	// sweeps reaching the database; a standby that follows the journal and knows the
+	// owner (it sends its callers there). Neither depends on having owned the ledger
+	// before: a fenced owner, or one cut off from the database, is ready again as soon
+	// as it follows the journal as a standby.
+	ready := func() error {
+		switch err := own.engine.Ready(sw.awayAfter()); {
+		case !serving.Load():
+			return errors.New("not serving")
+		case err != nil:
+			return err
+		case own.engine.Owning() && sw.away():
+			return errors.New("database unreachable")
+		}
+		return nil
 	}
-	hs := &http.Server{Handler: pprof.Wrap(healthMux(ready, sw, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: pprof.Wrap(healthMux(ready, m.Handler()), cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
 
 	// Background work stops with bgCtx; the gRPC server is stopped explicitly.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); hooks.Run(bgCtx) }()
 	go func() { defer wg.Done(); hub.Run(bgCtx) }()
 	go func() { defer wg.Done(); sw.run(bgCtx) }()
 	go func() {
@@ -409,24 +433,22 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	return result
 }
 
-// healthMux serves /healthz (the process is up), /readyz (serving — with the journal
-// engine, owning the ledger or knowing where its owner is — and the last sweep reached
-// the database recently) and /metrics.
-func healthMux(ready func() bool, sw *sweeper, metricsHandler http.Handler) http.Handler {
+// healthMux serves /healthz (liveness: the process is up and serves HTTP; it says
+// nothing of the database or the ledger, so that a replica is never restarted for what
+// a restart cannot cure), /readyz (readiness: ready is nil, else 503 with its reason)
+// and /metrics.
+func healthMux(ready func() error, metricsHandler http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metricsHandler)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		switch {
-		case !ready():
-			http.Error(w, "not serving", http.StatusServiceUnavailable)
-		case sw.away():
-			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
-		default:
-			fmt.Fprintln(w, "ready")
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
 		}
+		fmt.Fprintln(w, "ready")
 	})
 	return mux
 }

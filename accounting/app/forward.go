@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/llmgw/gateway/accounting/client"
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/engine"
 )
 
@@ -24,13 +25,19 @@ const forwardedHeader = "x-ledger-forwarded"
 // (the owner checks them again) and its trace.
 var forwardedMetadata = []string{"authorization", "traceparent", "tracestate", "x-request-id"}
 
-// forwarder sends the unary calls a standby receives to the owner, so that callers
-// that reach any replica (a Service, extproc's round robin) are answered by the owner.
-// It runs after the credentials check. Watch streams are not forwarded: every replica
-// serves them from the database's change feed.
+// forwarder answers the unary calls a standby receives: a caller that follows redirects
+// (contract.RedirectHeader: extproc) is told where the owner is, nothing decided, and
+// calls it there itself, so that its calls take one hop once it knows; any other caller
+// (gatewayctl, the console: a few calls, often from short-lived processes that would
+// learn for nothing) has its call sent on to the owner and its answer returned. It runs
+// after the credentials check. Watch streams are neither: every replica serves them from
+// the database's change feed.
 type forwarder struct {
 	engine *engine.Engine
 	self   string
+	// counted counts each call answered here for the owner (redirected: with its
+	// address; else forwarded): calls that take a second hop.
+	counted func(redirected bool)
 
 	mu   sync.Mutex
 	addr string
@@ -42,6 +49,10 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	in, _ := metadata.FromIncomingContext(ctx)
 	if f.engine.Owning() || addr == "" || addr == f.self || len(in.Get(forwardedHeader)) > 0 {
 		return handler(ctx, req) // the engine answers, or says it is not the owner
+	}
+	if len(in.Get(contract.RedirectHeader)) > 0 {
+		f.counted(true)
+		return nil, contract.NotOwnerStatus(addr)
 	}
 	reply, ok := newReply(info.FullMethod)
 	if !ok {
@@ -57,6 +68,7 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 			out.Set(k, v...)
 		}
 	}
+	f.counted(false)
 	if err := conn.Invoke(metadata.NewOutgoingContext(ctx, out), info.FullMethod, req, reply); err != nil {
 		return nil, err
 	}

@@ -70,6 +70,7 @@ var usageGroups = newEnum(
 	pair[ledger.UsageGroup, accountingv1.UsageGroup]{ledger.ByKey, accountingv1.UsageGroup_USAGE_GROUP_KEY},
 	pair[ledger.UsageGroup, accountingv1.UsageGroup]{ledger.ByDay, accountingv1.UsageGroup_USAGE_GROUP_DAY},
 	pair[ledger.UsageGroup, accountingv1.UsageGroup]{ledger.ByChannel, accountingv1.UsageGroup_USAGE_GROUP_CHANNEL},
+	pair[ledger.UsageGroup, accountingv1.UsageGroup]{ledger.ByProject, accountingv1.UsageGroup_USAGE_GROUP_PROJECT},
 )
 
 // UsageGroupToProto is a report grouping on the wire.

@@ -56,6 +56,7 @@ func AccountToProto(a ledger.Account) *accountingv1.Account {
 		CreatedAt:        Timestamp(a.CreatedAt),
 		InFlight:         int32(a.InFlight),
 		InFlightHighCost: int32(a.InFlightHighCost),
+		LowBalanceMicros: copyMicros(a.LowBalance),
 	}
 }
 
@@ -78,6 +79,9 @@ func KeyToProto(k ledger.Key) *accountingv1.Key {
 		SpentMonthMicros:   k.SpentMonth,
 		HeldMonthMicros:    k.HeldMonth,
 		Prefix:             k.Prefix,
+		ProjectId:          k.ProjectID,
+		Rpm:                copyMicros(k.RPM),
+		Tpm:                copyMicros(k.TPM),
 	}
 }
 

@@ -153,6 +153,9 @@ func keyUpdate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed)
 	case p.flags["no-expiry"] == "true":
 		req.Expiry = &accountingv1.ExpiryUpdate{}
 	}
+	if err := keyPlacementUpdate(p, req); err != nil {
+		return nil, err
+	}
 	resp, err := c.UpdateKey(ctx, req)
 	if err != nil {
 		return nil, err
@@ -167,8 +170,16 @@ func accountUpdate(ctx context.Context, c accountingv1.AdminServiceClient, p par
 		label := p.flags["label"]
 		req.Label = &label
 	}
-	if req.Label == nil {
-		return nil, usagef("account update needs a setting to change: --label L")
+	if err := exclusive(p, "low-balance", "no-low-balance"); err != nil {
+		return nil, err
+	}
+	low, err := parseLimit(p, "low-balance")
+	if err != nil {
+		return nil, err
+	}
+	req.LowBalanceMicros, req.ClearLowBalance = low, p.flags["no-low-balance"] == "true"
+	if req.Label == nil && low == nil && !req.ClearLowBalance {
+		return nil, usagef("account update needs a setting to change: --label L, --low-balance CREDITS or --no-low-balance")
 	}
 	resp, err := c.UpdateAccount(ctx, req)
 	if err != nil {
@@ -179,7 +190,7 @@ func accountUpdate(ctx context.Context, c accountingv1.AdminServiceClient, p par
 
 // groupFields is the JSON name of a usage row's group, per grouping.
 var groupFields = map[ledger.UsageGroup]string{ledger.ByModel: "model", ledger.ByKey: "key_id", ledger.ByDay: "day",
-	ledger.ByChannel: "channel"}
+	ledger.ByChannel: "channel", ledger.ByProject: "project_id"}
 
 func usage(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
 	account, err := required(p, "usage", "account", "ID")
@@ -192,7 +203,7 @@ func usage(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (an
 	}
 	group, ok := ledger.UsageGroupNamed(by)
 	if !ok {
-		return nil, usagef("--by takes model, key, day or channel, not %q", by)
+		return nil, usagef("--by takes model, key, day, channel or project, not %q", by)
 	}
 	for _, f := range []string{"from", "to"} {
 		if _, err := time.Parse(time.DateOnly, p.flags[f]); p.has(f) && err != nil {
@@ -200,7 +211,7 @@ func usage(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (an
 		}
 	}
 	resp, err := c.GetUsage(ctx, &accountingv1.GetUsageRequest{
-		AccountId: account, KeyId: strings.TrimSpace(p.flags["key"]),
+		AccountId: account, KeyId: strings.TrimSpace(p.flags["key"]), ProjectId: strings.TrimSpace(p.flags["project"]),
 		FromDay: p.flags["from"], ToDay: p.flags["to"], GroupBy: contract.UsageGroupToProto(group),
 	})
 	if err != nil {

@@ -53,11 +53,14 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
 
   account create [--tier NAME] [--label L]
   account show ID
-  account update ID [--label L]            (--label "": no label)
+  account update ID [--label L] [--low-balance CREDITS | --no-low-balance]
+                                          (--label "": no label; --low-balance: the
+                                           balance.low alert's threshold)
   account topup ID --amount CREDITS
   account suspend ID | unsuspend ID
   key create --account ID [--name N] [--models m1,m2] [--daily-limit CREDITS]
              [--monthly-limit CREDITS] [--expires RFC3339] [--admin]
+             [--project PID] [--rpm N] [--tpm N]
   key show KEYID | disable KEYID | enable KEYID | revoke KEYID
   account list [--label TEXT] [--limit N] [--after ID]
                                           (newest first; --label: those whose label contains
@@ -67,11 +70,25 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
              [--daily-limit CREDITS | --no-daily-limit]
              [--monthly-limit CREDITS | --no-monthly-limit]
              [--expires RFC3339 | --no-expiry]
-  usage --account ID [--key KEYID] [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--by model|key|day|channel]
+             [--project PID | --no-project] [--rpm N | --no-rpm] [--tpm N | --no-tpm]
+  project create --account ID --name N [--parent PID] [--daily-limit CREDITS]
+             [--monthly-limit CREDITS] [--limit CREDITS] [--rpm N] [--tpm N] [--models m1,m2]
+  project show PID | delete PID   (delete: refused while it has keys or child projects)
+  project list --account ID
+  project update PID [--name N] [--daily-limit CREDITS | --no-daily-limit]
+             [--monthly-limit CREDITS | --no-monthly-limit] [--limit CREDITS | --no-limit]
+             [--rpm N | --no-rpm] [--tpm N | --no-tpm] [--models m1,m2 | --all-models]
+  usage --account ID [--key KEYID] [--project PID] [--from YYYY-MM-DD] [--to YYYY-MM-DD]
+             [--by model|key|day|channel|project]
   ledger --account ID [--limit N] [--before ENTRY_ID]
   reconcile --from YYYY-MM-DD --to YYYY-MM-DD
   tier list
   tier set NAME --rpm-before N --rpm-after N --in-flight N --in-flight-high-cost N
+  webhook create --account ID --url URL [--events e1,e2] [--allow-private]
+                                          (the secret is printed once; default events: all)
+  webhook list --account ID
+  webhook delete WID | test WID
+  webhook deliveries WID [--limit N]
 
 The admin token comes from --admin-token-file, else $GATEWAY_ADMIN_TOKEN, else
 .run/admin-token. The address defaults to $GATEWAY_ACCOUNTING_ADDR, else the one make
@@ -105,36 +122,51 @@ type command struct {
 var globalFlags = map[string]flagKind{"accounting-addr": stringFlag, "admin-token-file": stringFlag, "help": boolFlag, "h": boolFlag}
 
 var commands = map[string]command{
-	"account create":    {flags: map[string]flagKind{"tier": stringFlag, "label": stringFlag}, entity: "account", run: accountCreate},
-	"account update":    {flags: map[string]flagKind{"label": stringFlag}, nargs: 1, entity: "account", run: accountUpdate},
+	"account create": {flags: map[string]flagKind{"tier": stringFlag, "label": stringFlag}, entity: "account", run: accountCreate},
+	"account update": {flags: map[string]flagKind{"label": stringFlag, "low-balance": stringFlag, "no-low-balance": boolFlag},
+		nargs: 1, entity: "account", run: accountUpdate},
 	"account show":      {nargs: 1, entity: "account", run: accountShow},
 	"account topup":     {flags: map[string]flagKind{"amount": stringFlag}, nargs: 1, entity: "account", run: accountTopUp},
 	"account suspend":   {nargs: 1, entity: "account", run: accountSuspend(true)},
 	"account unsuspend": {nargs: 1, entity: "account", run: accountSuspend(false)},
-	"key create": {flags: map[string]flagKind{
+	"key create": {flags: with(keyPlacementFlags, map[string]flagKind{
 		"account": stringFlag, "name": stringFlag, "models": stringFlag, "daily-limit": stringFlag,
 		"monthly-limit": stringFlag, "expires": stringFlag, "admin": boolFlag,
-	}, entity: "account", run: keyCreate},
+	}), entity: "account", run: keyCreate},
 	"key show":     {nargs: 1, entity: "key", run: keyShow},
 	"key disable":  {nargs: 1, entity: "key", run: keyDisable(true)},
 	"key enable":   {nargs: 1, entity: "key", run: keyDisable(false)},
 	"key revoke":   {nargs: 1, entity: "key", run: keyRevoke},
 	"account list": {flags: map[string]flagKind{"limit": stringFlag, "after": stringFlag, "label": stringFlag}, entity: "account", run: accountList},
 	"key list":     {flags: map[string]flagKind{"account": stringFlag}, entity: "account", run: keyList},
-	"key update": {flags: map[string]flagKind{
+	"key update": {flags: with(keyPlacementFlags, map[string]flagKind{
 		"name": stringFlag, "models": stringFlag, "all-models": boolFlag,
 		"daily-limit": stringFlag, "no-daily-limit": boolFlag, "monthly-limit": stringFlag,
 		"no-monthly-limit": boolFlag, "expires": stringFlag, "no-expiry": boolFlag,
-	}, nargs: 1, entity: "key", run: keyUpdate},
+		"no-project": boolFlag, "no-rpm": boolFlag, "no-tpm": boolFlag,
+	}), nargs: 1, entity: "key", run: keyUpdate},
 	"usage": {flags: map[string]flagKind{
-		"account": stringFlag, "key": stringFlag, "from": stringFlag, "to": stringFlag, "by": stringFlag,
-	}, entity: "account or key", run: usage},
+		"account": stringFlag, "key": stringFlag, "project": stringFlag, "from": stringFlag, "to": stringFlag,
+		"by": stringFlag,
+	}, entity: "account, key or project", run: usage},
 	"ledger":    {flags: map[string]flagKind{"account": stringFlag, "limit": stringFlag, "before": stringFlag}, entity: "account", run: ledgerList},
 	"reconcile": {flags: map[string]flagKind{"from": stringFlag, "to": stringFlag}, entity: "range", run: reconcile},
 	"tier list": {entity: "tier", run: tierList},
+	"webhook create": {flags: map[string]flagKind{"account": stringFlag, "url": stringFlag, "events": stringFlag,
+		"allow-private": boolFlag}, entity: "account", run: webhookCreate},
+	"webhook list":       {flags: map[string]flagKind{"account": stringFlag}, entity: "account", run: webhookList},
+	"webhook delete":     {nargs: 1, entity: "webhook", run: webhookDelete},
+	"webhook test":       {nargs: 1, entity: "webhook", run: webhookTest},
+	"webhook deliveries": {flags: map[string]flagKind{"limit": stringFlag}, nargs: 1, entity: "webhook", run: webhookDeliveries},
 	"tier set": {flags: map[string]flagKind{
 		"rpm-before": stringFlag, "rpm-after": stringFlag, "in-flight": stringFlag, "in-flight-high-cost": stringFlag,
 	}, nargs: 1, entity: "tier", run: tierSet},
+}
+
+func init() {
+	for name, c := range projectCommands {
+		commands[name] = c
+	}
 }
 
 // Run executes one gatewayctl command line (without the program name).
@@ -328,6 +360,7 @@ var reasonText = map[ledger.Reason]string{
 	ledger.ReasonReservationSettled:       "reservation already settled",
 	ledger.ReasonAlreadyExists:            "already exists",
 	ledger.ReasonModelNotAllowed:          "model not allowed",
+	ledger.ReasonInUse:                    "in use",
 }
 
 // describe turns a failed call into the one line the operator reads.
@@ -444,6 +477,9 @@ func keyCreate(ctx context.Context, c accountingv1.AdminServiceClient, p parsed)
 		if req.ExpiresAt, err = parseExpires(p.flags["expires"]); err != nil {
 			return nil, err
 		}
+	}
+	if err := keyPlacementCreate(p, req); err != nil {
+		return nil, err
 	}
 	resp, err := c.CreateKey(ctx, req)
 	if err != nil {

@@ -55,12 +55,12 @@ func keysOf(m map[string]any) []string {
 }
 
 var accountFields = []string{"available", "available_micros", "balance", "balance_micros", "created_at", "id",
-	"in_flight", "in_flight_high_cost", "label", "reserved", "reserved_micros", "suspended", "tier", "topped_up"}
+	"in_flight", "in_flight_high_cost", "label", "low_balance", "low_balance_micros", "reserved", "reserved_micros", "suspended", "tier", "topped_up"}
 
 var keyFields = []string{"account_id", "admin", "created_at", "daily_limit", "daily_limit_micros", "disabled",
 	"expires_at", "held_month", "held_month_micros", "held_today", "held_today_micros", "id", "models",
-	"monthly_limit", "monthly_limit_micros", "name", "prefix", "revoked", "spent_month", "spent_month_micros",
-	"spent_today", "spent_today_micros"}
+	"monthly_limit", "monthly_limit_micros", "name", "prefix", "project_id", "revoked", "rpm", "spent_month",
+	"spent_month_micros", "spent_today", "spent_today_micros", "tpm"}
 
 func TestCommands(t *testing.T) {
 	mem := servertest.NewMemory()
@@ -233,7 +233,7 @@ func TestFailures(t *testing.T) {
 		{"key update bad limit", env, []string{"key", "update", "k", "--monthly-limit", "x"}, 2, "--monthly-limit"},
 		{"key list without account", env, []string{"key", "list"}, 2, "needs --account"},
 		{"usage without account", env, []string{"usage"}, 2, "needs --account"},
-		{"usage bad by", env, []string{"usage", "--account", id, "--by", "week"}, 2, "--by takes model, key, day or channel"},
+		{"usage bad by", env, []string{"usage", "--account", id, "--by", "week"}, 2, "--by takes model, key, day, channel or project"},
 		{"usage bad day", env, []string{"usage", "--account", id, "--from", "2026-13-01"}, 2, "--from wants a UTC day"},
 		{"ledger without account", env, []string{"ledger"}, 2, "needs --account"},
 		{"ledger bad cursor", env, []string{"ledger", "--account", id, "--before", "x"}, 2, "--before wants an entry id"},

@@ -32,23 +32,26 @@ func timeOrNil(ts *timestamppb.Timestamp) *string {
 
 // Account is the JSON shape of an account.
 type Account struct {
-	ID               string      `json:"id"`
-	Tier             string      `json:"tier"`
-	Label            string      `json:"label"`
-	Balance          json.Number `json:"balance"`
-	BalanceMicros    int64       `json:"balance_micros"`
-	Reserved         json.Number `json:"reserved"`
-	ReservedMicros   int64       `json:"reserved_micros"`
-	Available        json.Number `json:"available"`
-	AvailableMicros  int64       `json:"available_micros"`
-	Suspended        bool        `json:"suspended"`
-	ToppedUp         bool        `json:"topped_up"`
-	InFlight         int32       `json:"in_flight"`
-	InFlightHighCost int32       `json:"in_flight_high_cost"`
-	CreatedAt        *string     `json:"created_at"`
+	ID               string       `json:"id"`
+	Tier             string       `json:"tier"`
+	Label            string       `json:"label"`
+	Balance          json.Number  `json:"balance"`
+	BalanceMicros    int64        `json:"balance_micros"`
+	Reserved         json.Number  `json:"reserved"`
+	ReservedMicros   int64        `json:"reserved_micros"`
+	Available        json.Number  `json:"available"`
+	AvailableMicros  int64        `json:"available_micros"`
+	Suspended        bool         `json:"suspended"`
+	ToppedUp         bool         `json:"topped_up"`
+	InFlight         int32        `json:"in_flight"`
+	InFlightHighCost int32        `json:"in_flight_high_cost"`
+	CreatedAt        *string      `json:"created_at"`
+	LowBalance       *json.Number `json:"low_balance"`
+	LowBalanceMicros *int64       `json:"low_balance_micros"`
 }
 
 func accountJSON(a *accountingv1.Account) Account {
+	low, lowMicros := optCredits(a.LowBalanceMicros)
 	return Account{
 		ID:               a.GetId(),
 		Tier:             a.GetTier(),
@@ -64,6 +67,8 @@ func accountJSON(a *accountingv1.Account) Account {
 		InFlight:         a.GetInFlight(),
 		InFlightHighCost: a.GetInFlightHighCost(),
 		CreatedAt:        timeOrNil(a.GetCreatedAt()),
+		LowBalance:       low,
+		LowBalanceMicros: lowMicros,
 	}
 }
 
@@ -92,6 +97,9 @@ type Key struct {
 	HeldMonth          json.Number  `json:"held_month"`
 	HeldMonthMicros    int64        `json:"held_month_micros"`
 	CreatedAt          *string      `json:"created_at"`
+	ProjectID          string       `json:"project_id"` // "" in no project
+	RPM                *int64       `json:"rpm"`
+	TPM                *int64       `json:"tpm"`
 }
 
 func keyJSON(k *accountingv1.Key) Key {
@@ -114,6 +122,9 @@ func keyJSON(k *accountingv1.Key) Key {
 		HeldMonth:        credits(k.GetHeldMonthMicros()),
 		HeldMonthMicros:  k.GetHeldMonthMicros(),
 		CreatedAt:        timeOrNil(k.GetCreatedAt()),
+		ProjectID:        k.GetProjectId(),
+		RPM:              k.Rpm,
+		TPM:              k.Tpm,
 	}
 	out.DailyLimit, out.DailyLimitMicros = optCredits(k.DailyLimitMicros)
 	out.MonthlyLimit, out.MonthlyLimitMicros = optCredits(k.MonthlyLimitMicros)

@@ -103,3 +103,89 @@ func walLSN(b *testing.B, pool *pgxpool.Pool) (lsn int64) {
 	}
 	return lsn
 }
+
+// BenchmarkReserveCommitProjects measures reserve+commit pairs through the journal
+// engine (its derived tables off) for keys in no project ("none") and for keys three
+// projects deep ("3-deep": every project on the path with a daily, monthly and lifetime
+// limit, an rpm and a tpm, the key with its own rpm and tpm), one run for both so their
+// ratio holds on a noisy machine: 32 callers over 256 accounts, each request with a
+// token bound of 300 of which 300 are used.
+func BenchmarkReserveCommitProjects(b *testing.B) {
+	for _, deep := range []bool{false, true} {
+		name := map[bool]string{false: "none", true: "3-deep"}[deep]
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			const callers = 32
+			pool := storetest.NewPool(b, storetest.NewDB(b), callers+4)
+			s, _ := enginetest.Start(b, pool, false)
+			keys := benchProjectKeys(b, s, 256, deep)
+			var seq atomic.Int64
+			pair := func() bool {
+				i := seq.Add(1)
+				r, err := s.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprintf("bench-%d", i),
+					KeyID: keys[int(i)%len(keys)], Model: "demo-chat", Amount: 2_000, Pool: ledger.PoolGeneral, Tokens: 300})
+				if err != nil {
+					b.Errorf("Reserve: %v", err)
+					return false
+				}
+				if _, err := s.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 1_500,
+					Usage: ledger.Usage{InputTokens: 100, OutputTokens: 200}, UpstreamModel: "up", Channel: "c"}); err != nil {
+					b.Errorf("Commit: %v", err)
+					return false
+				}
+				return true
+			}
+			b.ResetTimer()
+			b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() && pair() {
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+		})
+	}
+}
+
+// benchProjectKeys makes n accounts with ample credits and one key each, on
+// storetest.BulkTier; with deep, each key is in the third level of a chain of projects
+// with every limit set, none of which the benchmark reaches.
+func benchProjectKeys(b *testing.B, s ledger.Store, n int, deep bool) []string {
+	b.Helper()
+	ctx := context.Background()
+	if _, err := s.PutTier(ctx, storetest.BulkTier); err != nil {
+		b.Fatal(err)
+	}
+	money, rate := ledger.Micros(1<<50), int64(1<<30)
+	keys := make([]string, n)
+	for i := range keys {
+		a, err := s.CreateAccount(ctx, ledger.NewAccount{Tier: storetest.BulkTier.Name})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.TopUp(ctx, a.ID, money, ""); err != nil {
+			b.Fatal(err)
+		}
+		nk := ledger.NewKey{AccountID: a.ID, DailyLimit: &money, MonthlyLimit: &money}
+		nk.Hash = fmt.Appendf(nil, "%032d", i)
+		if deep {
+			parent := ""
+			for level := range 3 {
+				p, err := s.CreateProject(ctx, ledger.NewProject{AccountID: a.ID, ParentID: parent,
+					Name: fmt.Sprintf("level-%d", level+1), DailyLimit: &money, MonthlyLimit: &money, Limit: &money,
+					RPM: &rate, TPM: &rate})
+				if err != nil {
+					b.Fatal(err)
+				}
+				parent = p.ID
+			}
+			nk.ProjectID, nk.RPM, nk.TPM = parent, &rate, &rate
+		}
+		k, err := s.CreateKey(ctx, nk)
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys[i] = k.ID
+	}
+	return keys
+}

@@ -45,8 +45,8 @@ type Options struct {
 	// that is gone (a restart after a crash), and is claimed at once instead of after
 	// it lapses.
 	AddrBound bool
-	// Lease is how long ownership lasts without a renewal (default 5 s): a dead owner
-	// is replaced within about that long.
+	// Lease is how long ownership lasts without a renewal (default DefaultLease): a
+	// dead owner is replaced within about that long.
 	Lease time.Duration
 	// Poll is how often a standby reads the journal's new records (default 50 ms).
 	Poll time.Duration
@@ -85,7 +85,7 @@ func (o *Options) defaults() {
 		o.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
 	if o.Lease <= 0 {
-		o.Lease = 5 * time.Second
+		o.Lease = DefaultLease
 	}
 	if o.Poll <= 0 {
 		o.Poll = 50 * time.Millisecond
@@ -116,6 +116,13 @@ func (o *Options) defaults() {
 	}
 }
 
+// DefaultLease is the owner's lease unless configured: renewed every quarter of it, so
+// a dead owner is replaced about a second after it died — within the admission's time
+// budget, which waits for the new owner. The price: an owner that cannot renew for a
+// second (a stalled database, a process starved of CPU) loses the ledger to a standby
+// and rebuilds itself as one; and four renewals a second.
+const DefaultLease = time.Second
+
 // ErrStopped answers the calls in flight when the owner stopped (fail-stop).
 var ErrStopped = fmt.Errorf("ledger owner stopped: %w", ledger.ErrUnavailable)
 
@@ -132,6 +139,9 @@ type Engine struct {
 	ownerAddr atomic.Pointer[string]
 	// leaseEnd is the local time (UnixNano) until which this owner's lease surely holds.
 	leaseEnd atomic.Int64
+	// contact is when (UnixNano) the journal last answered this process: a read, a
+	// lease taken, renewed or found held by another.
+	contact atomic.Int64
 	// durable is the last seq the journal holds (owner) or this state folded (standby).
 	durable atomic.Int64
 
@@ -142,6 +152,10 @@ type Engine struct {
 	materializing atomic.Bool
 	// opsDecided counts the Reserve, Commit and Release operations decided.
 	opsDecided atomic.Int64
+
+	// lateRefused counts the operations not decided because their caller's context
+	// ended before the decide loop reached them.
+	lateRefused atomic.Int64
 
 	// appends and appended count the journal appends and their records.
 	appends, appended atomic.Int64
@@ -167,6 +181,9 @@ type Engine struct {
 }
 
 type op struct {
+	// ctx is the caller's: an operation whose caller gave up before the decide loop
+	// reached it is not decided (nil: an internal operation, always decided).
+	ctx  context.Context
 	cmd  machine.Command
 	ans  machine.Answer
 	done chan struct{}
@@ -209,12 +226,46 @@ func (e *Engine) OwnerAddr() string { return *e.ownerAddr.Load() }
 // Owning reports whether this process is the shard's owner now.
 func (e *Engine) Owning() bool { return e.owning.Load() }
 
+// Ready says whether this process can take the ledger's calls now (nil), or why not:
+// it owns the ledger and its lease is in force, or it is a standby that heard from the
+// journal within fresh (so it follows it and can take over) and knows an owner other
+// than itself. A replica fenced or cut off from the database is ready again as soon as
+// it follows the journal and knows the owner, not only once it owns the ledger again.
+func (e *Engine) Ready(fresh time.Duration) error {
+	select {
+	case <-e.failed:
+		return errors.New("the ledger engine stopped")
+	default:
+	}
+	now := time.Now()
+	if e.owning.Load() {
+		if now.UnixNano() > e.leaseEnd.Load() {
+			return errors.New("owner: the lease is not renewed")
+		}
+		return nil
+	}
+	if last := e.contact.Load(); last == 0 || now.Sub(time.Unix(0, last)) > fresh {
+		return errors.New("standby: the journal does not answer")
+	}
+	if addr := e.OwnerAddr(); addr == "" || addr == e.opts.Addr {
+		return errors.New("standby: the owner is not known")
+	}
+	return nil
+}
+
+// heard notes that the journal answered.
+func (e *Engine) heard() { e.contact.Store(time.Now().UnixNano()) }
+
 // Stats returns how many journal appends this owner made, how many records they held
 // and how many Reserve, Commit and Release operations it decided: operations per
 // append is the batching the load gives.
 func (e *Engine) Stats() (appends, records, ops int64) {
 	return e.appends.Load(), e.appended.Load(), e.opsDecided.Load()
 }
+
+// LateRefused is how many operations were not decided because their caller's
+// deadline passed (or it cancelled) while they queued for the decide loop.
+func (e *Engine) LateRefused() int64 { return e.lateRefused.Load() }
 
 // Durable is the last journal seq this process's state holds durably.
 func (e *Engine) Durable() int64 { return e.durable.Load() }
@@ -286,7 +337,7 @@ func (e *Engine) do(ctx context.Context, c machine.Command) (machine.Answer, err
 			return machine.Answer{}, e.notOwner()
 		}
 	}
-	o := &op{cmd: c, done: make(chan struct{})}
+	o := &op{ctx: ctx, cmd: c, done: make(chan struct{})}
 	select {
 	case e.ops <- o:
 	case <-e.failed:

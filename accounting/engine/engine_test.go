@@ -404,3 +404,53 @@ func TestSettlementsRideTheNextFlush(t *testing.T) {
 		t.Errorf("%d appends for the commit and the read, want 1", now-appends)
 	}
 }
+
+// TestLateOperationIsNotDecided: a reserve whose caller's deadline passed while it
+// queued (here behind a lease renewal that hangs, as in a paused process) is answered
+// with the deadline and decided not at all: it holds nothing once the owner goes on.
+func TestLateOperationIsNotDecided(t *testing.T) {
+	j := newMemJournal()
+	a := start(t, j, Options{Lease: 200 * time.Millisecond, Poll: 5 * time.Millisecond})
+	waitOwning(t, a, 5*time.Second)
+	acct, k := fund(t, a, "late", 1_000_000)
+
+	// The renewals hang; once the lease ran out, the decide loop renews before it
+	// answers anything more, and hangs there too.
+	resume := j.pause()
+	time.Sleep(300 * time.Millisecond)
+	first := make(chan error, 1)
+	go func() {
+		_, err := a.Reserve(context.Background(), ledger.ReserveRequest{RequestID: "in-time", KeyID: k.ID, Amount: 1000, Pool: ledger.PoolGeneral})
+		first <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the loop took it and hangs in the renewal
+	var late sync.WaitGroup
+	for i := range 5 {
+		late.Add(1)
+		go func() {
+			defer late.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_, err := a.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprintf("late-%d", i), KeyID: k.ID, Amount: 7000, Pool: ledger.PoolGeneral})
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("late reserve: %v, want the deadline", err)
+			}
+		}()
+	}
+	late.Wait()
+	resume()
+	if err := <-first; err != nil {
+		t.Fatalf("reserve in time: %v", err)
+	}
+	// A read after them is decided after them: the account is what they left.
+	got, err := a.GetAccount(context.Background(), acct.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Reserved != 1000 {
+		t.Fatalf("reserved %d after the late reserves, want 1000 (the one in time only)", got.Reserved)
+	}
+	if n := a.LateRefused(); n != 5 {
+		t.Fatalf("%d operations refused as late, want 5", n)
+	}
+}

@@ -76,6 +76,7 @@ func (e *Engine) fold(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	e.heard()
 	for _, r := range recs {
 		if r.Seq != e.seq+1 {
 			return 0, fmt.Errorf("journal gap: seq %d after %d", r.Seq, e.seq)
@@ -110,6 +111,7 @@ func (e *Engine) follow(ctx context.Context) error {
 			lease, err := acquire(ctx, e.name, e.opts.Addr, e.opts.Lease)
 			switch {
 			case err == nil:
+				e.heard()
 				// Acquire waited for the old owner's last append: everything it will
 				// ever have written is readable now.
 				e.epoch = lease.Epoch
@@ -118,6 +120,7 @@ func (e *Engine) follow(ctx context.Context) error {
 				e.ownerAddr.Store(&addr)
 				return e.catchUp(ctx)
 			case errors.Is(err, journal.ErrHeld):
+				e.heard()
 				var held *journal.HeldError
 				if errors.As(err, &held) {
 					addr := held.Lease.Addr
@@ -151,6 +154,7 @@ func (e *Engine) learnOwner(ctx context.Context) {
 		e.log.Debug("ledger standby: reading the owner failed", zap.Error(err))
 		return
 	}
+	e.heard()
 	if lease.Owner != "" {
 		addr := lease.Addr
 		e.ownerAddr.Store(&addr)

@@ -144,8 +144,18 @@ func (e *Engine) own(ctx context.Context) error {
 	}
 }
 
-// decide decides o against the state and adds it to cur (a new batch when nil).
+// decide decides o against the state and adds it to cur (a new batch when nil). An
+// operation whose caller's context ended (its deadline passed while it queued: a
+// paused process, a slow journal) is answered with the context's error and not
+// decided: its caller has given up, and a hold it would make could only tie up the
+// balance and the in-flight slots until it expires.
 func (e *Engine) decide(cur *batch, o *op) *batch {
+	if o.ctx != nil && o.ctx.Err() != nil {
+		o.ans = machine.Answer{Err: o.ctx.Err()}
+		close(o.done)
+		e.lateRefused.Add(1)
+		return cur
+	}
 	if cur == nil {
 		cur = &batch{first: e.seq + 1, settling: true, born: time.Now()}
 	}
@@ -258,6 +268,7 @@ func (e *Engine) renewNow(ctx context.Context) error {
 		}
 		return err
 	}
+	e.heard()
 	// No later than the lease's end as the database counts it: it counts from when it
 	// received the renewal, after it was sent.
 	for {

@@ -117,9 +117,11 @@ func (s Store) Renew(ctx context.Context, id string, ttl time.Duration) (time.Ti
 }
 
 // ExpireDue expires on the owner; on a standby there is nothing of its own to expire
-// (the owner's sweeper does it), so it answers 0 rather than an error.
+// (the owner's sweeper does it), so it answers 0 rather than an error — also on one
+// that owned the ledger before (fenced, or cut off from the database): its sweeper is
+// no sign of what it can do.
 func (s Store) ExpireDue(ctx context.Context, limit int) (int, error) {
-	if !s.Owning() && s.Err() == nil {
+	if !s.Owning() && !s.stopped() {
 		return 0, nil
 	}
 	a, err := s.do(ctx, machine.ExpireDue{Limit: limit, At: s.now()})
@@ -129,7 +131,7 @@ func (s Store) ExpireDue(ctx context.Context, limit int) (int, error) {
 // GraceLapsed gives every hold whose lease already ran out grace more, for the
 // sweeper's first sweep after accounting was away (see the app's sweeper).
 func (s Store) GraceLapsed(ctx context.Context, grace time.Duration) (int, error) {
-	if !s.Owning() && s.Err() == nil {
+	if !s.Owning() && !s.stopped() {
 		return 0, nil
 	}
 	a, err := s.do(ctx, machine.GraceLapsed{Grace: grace, At: s.now()})
@@ -201,4 +203,14 @@ func (s Store) ArchiveSettled(ctx context.Context, after time.Duration, limit in
 
 func (s Store) Changes(ctx context.Context) (<-chan ledger.Change, error) {
 	return s.Reports.Changes(ctx)
+}
+
+// stopped reports whether Run returned: the engine answers nothing more.
+func (s Store) stopped() bool {
+	select {
+	case <-s.Failed():
+		return true
+	default:
+		return false
+	}
 }

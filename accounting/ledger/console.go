@@ -28,12 +28,18 @@ type KeyUpdate struct {
 	DailyLimit    Set[*Micros]
 	MonthlyLimit  Set[*Micros]
 	ExpiresAt     Set[*time.Time]
+	// ProjectID moves the key into a project of its account ("": out of any); RPM and
+	// TPM set (or, nil, clear) its own rate limits.
+	ProjectID Set[string]
+	RPM, TPM  Set[*int64]
 }
 
 // AccountUpdate changes some of an account's settings; fields not Set keep their value.
 type AccountUpdate struct {
 	ID    string
 	Label Set[string]
+	// LowBalance sets the balance.low threshold (nil: none); it must not be negative.
+	LowBalance Set[*Micros]
 }
 
 // AccountQuery selects a page of the account list (Store.ListAccounts).
@@ -53,9 +59,13 @@ const (
 	ByDay
 	// ByChannel groups by the channel that served the charge and its upstream model.
 	ByChannel
+	// ByProject groups each charge under the project its key was in when the request
+	// was admitted ("" for none): its own project only, not the ancestors.
+	ByProject
 )
 
-var usageGroupNames = map[UsageGroup]string{ByModel: "model", ByKey: "key", ByDay: "day", ByChannel: "channel"}
+var usageGroupNames = map[UsageGroup]string{ByModel: "model", ByKey: "key", ByDay: "day", ByChannel: "channel",
+	ByProject: "project"}
 
 // String is the group's name as operators type it (gatewayctl usage --by, the console).
 func (g UsageGroup) String() string { return usageGroupNames[g] }
@@ -75,12 +85,15 @@ func UsageGroupNamed(name string) (UsageGroup, bool) {
 type UsageQuery struct {
 	AccountID string
 	KeyID     string // empty: every key
+	// ProjectID: only the charges of keys in this project or its descendants (when
+	// the request was admitted); empty: every charge.
+	ProjectID string
 	From, To  time.Time
 	By        UsageGroup
 }
 
-// UsageRow is the charges of one group: the model, key id, day ("2006-01-02") or
-// channel (with UpstreamModel).
+// UsageRow is the charges of one group: the model, key id, day ("2006-01-02"),
+// channel (with UpstreamModel) or project id.
 type UsageRow struct {
 	Group         string
 	UpstreamModel string // ByChannel only

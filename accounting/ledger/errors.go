@@ -50,6 +50,9 @@ const (
 	ReasonAlreadyExists
 	// ReasonModelNotAllowed: the key or a project it is in does not allow the model.
 	ReasonModelNotAllowed
+	// ReasonInUse: what the call would remove is still in use (a project with keys,
+	// child projects or requests in flight).
+	ReasonInUse
 )
 
 var reasonNames = map[Reason]string{
@@ -63,6 +66,7 @@ var reasonNames = map[Reason]string{
 	ReasonInvalidArgument:          "invalid_argument",
 	ReasonAlreadyExists:            "already_exists",
 	ReasonModelNotAllowed:          "model_not_allowed",
+	ReasonInUse:                    "in_use",
 }
 
 func (r Reason) String() string {

@@ -49,6 +49,9 @@ type Account struct {
 	InFlight         int // general pool slots in use (every in-flight request)
 	InFlightHighCost int
 	CreatedAt        time.Time
+	// LowBalance is the threshold under which the account's available credits raise a
+	// balance.low alert; nil: none.
+	LowBalance *Micros
 }
 
 // NewAccount is what CreateAccount needs.
@@ -74,6 +77,8 @@ type Key struct {
 	Disabled      bool
 	Revoked       bool
 	CreatedAt     time.Time
+	ProjectID     string // "" when in no project
+	RPM, TPM      *int64 // the key's own rate limits (nil: none)
 
 	// Spend in the current UTC day and month (filled by GetKey).
 	SpentToday, HeldToday Micros
@@ -107,6 +112,10 @@ type NewKey struct {
 	MonthlyLimit  *Micros
 	ExpiresAt     *time.Time
 	AdminCreated  bool
+	// ProjectID places the key in a project of its account ("": none); RPM and TPM
+	// are its own rate limits (nil: none).
+	ProjectID string
+	RPM, TPM  *int64
 	// Hash is the SHA-256 of the secret; Prefix a short non-secret part of it.
 	Hash   []byte
 	Prefix string
@@ -284,6 +293,16 @@ type Store interface {
 	Tiers(ctx context.Context) ([]Tier, error)
 	// PutTier creates or changes a tier; new reservations use it at once.
 	PutTier(ctx context.Context, t Tier) (Tier, error)
+
+	// CreateProject, GetProject, ListProjects (an account's, by id), UpdateProject and
+	// DeleteProject keep an account's projects; a project's spend and holds are the
+	// ledger's state now. DeleteProject is refused (ReasonInUse) while the project has
+	// keys, child projects or requests in flight, and returns it as it was.
+	CreateProject(ctx context.Context, p NewProject) (Project, error)
+	GetProject(ctx context.Context, id string) (Project, error)
+	ListProjects(ctx context.Context, accountID string) ([]Project, error)
+	UpdateProject(ctx context.Context, u ProjectUpdate) (Project, error)
+	DeleteProject(ctx context.Context, id string) (Project, error)
 
 	// Changes delivers key and account changes made by any process on the database
 	// until ctx ends. The first value is a ChangeReset; another follows whenever the

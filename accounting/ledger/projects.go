@@ -2,6 +2,17 @@ package ledger
 
 import "time"
 
+// MaxProjectNameChars bounds a project's name, as a key's.
+const MaxProjectNameChars = MaxKeyNameChars
+
+// CheckProjectName reports an empty name or one longer than MaxProjectNameChars.
+func CheckProjectName(name string) error {
+	if name == "" {
+		return Refuse(ReasonInvalidArgument, "a project needs a name")
+	}
+	return checkLabel("name", name, MaxProjectNameChars)
+}
+
 // MaxProjectLevels is how deep projects nest: a top-level project is level 1.
 const MaxProjectLevels = 4
 

@@ -2,8 +2,10 @@
 // of its own (served at /metrics on the health listener):
 //
 //   - accounting_grpc_request_duration_seconds{method,code}: a unary server interceptor
-//     times every call by method and gRPC status code (refused credentials included),
-//     and ObserveCall each operation an Apply made, under its own method;
+//     times every call by method and gRPC status code (refused credentials included);
+//   - accounting_forwarded_calls_total and accounting_redirected_calls_total: the calls
+//     a standby forwarded to the owner, and those it answered with the owner's address
+//     (CountSecondHop): each a call that takes a second hop;
 //   - accounting_ledger_errors_total{op}: a decorator of ledger.Store counts the store
 //     operations that failed for a reason other than a refusal, a missing row or a
 //     caller that went away: the database errors;
@@ -44,6 +46,8 @@ type Metrics struct {
 	ledgerErrors *prometheus.CounterVec
 	expired      prometheus.Counter
 	archived     prometheus.Counter
+	forwarded    prometheus.Counter
+	redirected   prometheus.Counter
 }
 
 // New returns the collectors, registered on a new registry together with the Go
@@ -68,8 +72,16 @@ func New() *Metrics {
 			Name: "accounting_reservations_archived_total",
 			Help: "Settled reservations the sweeper moved from reservations to reservations_archive.",
 		}),
+		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "accounting_forwarded_calls_total",
+			Help: "Unary calls this process, a standby, sent on to the ledger's owner.",
+		}),
+		redirected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "accounting_redirected_calls_total",
+			Help: "Unary calls this process, a standby, answered with the owner's address for the caller to call it.",
+		}),
 	}
-	m.reg.MustRegister(m.calls, m.ledgerErrors, m.expired, m.archived,
+	m.reg.MustRegister(m.calls, m.ledgerErrors, m.expired, m.archived, m.forwarded, m.redirected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -115,6 +127,16 @@ func (m *Metrics) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // ended with err, a status error or nil.
 func (m *Metrics) ObserveCall(method string, err error, elapsed time.Duration) {
 	m.calls.WithLabelValues(method, status.Code(err).String()).Observe(elapsed.Seconds())
+}
+
+// CountSecondHop counts a call a standby answered for the owner: redirected (told the
+// owner's address) or forwarded.
+func (m *Metrics) CountSecondHop(redirected bool) {
+	if redirected {
+		m.redirected.Inc()
+		return
+	}
+	m.forwarded.Inc()
 }
 
 func methodName(full string) string {

@@ -3,6 +3,8 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +173,22 @@ func TestCountArchive(t *testing.T) {
 	}
 	if got := value(t, m, "accounting_ledger_errors_total", "op", "ArchiveSettled"); got != 1 {
 		t.Errorf("ArchiveSettled errors = %v, want 1", got)
+	}
+}
+
+func TestAlertMetrics(t *testing.T) {
+	m := metrics.New()
+	a := m.Alerts()
+	a.Generated("balance.low")
+	a.Attempted(true)
+	a.Attempted(false)
+	a.Undelivered(3 * time.Second)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`accounting_alert_events_total{type="balance.low"} 1`, "accounting_webhook_attempts_total 2",
+		"accounting_webhook_failures_total 1", "accounting_webhook_oldest_undelivered_seconds 3"} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %q", want)
+		}
 	}
 }

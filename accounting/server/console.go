@@ -109,7 +109,8 @@ func (a *AdminServer) GetUsage(ctx context.Context, req *accountingv1.GetUsageRe
 	if to.Before(from) {
 		return nil, invalidArgument("to_day is before from_day")
 	}
-	r, err := a.s.store.Usage(ctx, ledger.UsageQuery{AccountID: req.GetAccountId(), KeyID: req.GetKeyId(), From: from, To: to, By: by})
+	r, err := a.s.store.Usage(ctx, ledger.UsageQuery{AccountID: req.GetAccountId(), KeyID: req.GetKeyId(),
+		ProjectID: req.GetProjectId(), From: from, To: to, By: by})
 	if err != nil {
 		return nil, a.s.fail(ctx, "GetUsage", err)
 	}

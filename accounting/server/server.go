@@ -41,6 +41,8 @@ type Options struct {
 	// returned (nil when it succeeded) and how long it took. The unary interceptors do
 	// not see them; Apply as a whole is a call of its own.
 	Observe func(method string, err error, elapsed time.Duration)
+	// Webhooks keeps the alert subscriptions; nil: the webhook calls are unimplemented.
+	Webhooks ledger.Webhooks
 }
 
 // Server holds the two services. Register both with Register.
@@ -51,12 +53,13 @@ type Server struct {
 	now     func() time.Time
 	random  io.Reader
 	observe func(method string, err error, elapsed time.Duration)
+	hooks   ledger.Webhooks
 }
 
 // New returns a Server over store whose WatchChanges streams are fed by hub (whose Run
 // the caller starts).
 func New(store ledger.Store, hub *Hub, opts Options) *Server {
-	s := &Server{store: store, hub: hub, log: opts.Logger, now: opts.Now, random: opts.Random, observe: opts.Observe}
+	s := &Server{store: store, hub: hub, log: opts.Logger, now: opts.Now, random: opts.Random, observe: opts.Observe, hooks: opts.Webhooks}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
@@ -342,6 +345,17 @@ func (a *AdminServer) UpdateAccount(ctx context.Context, req *accountingv1.Updat
 		}
 		u.Label = ledger.To(req.GetLabel())
 	}
+	switch {
+	case req.LowBalanceMicros != nil && req.GetClearLowBalance():
+		return nil, invalidArgument("low_balance_micros and clear_low_balance exclude each other")
+	case req.LowBalanceMicros != nil:
+		if req.GetLowBalanceMicros() < 0 {
+			return nil, invalidArgument("a low-balance threshold must not be negative")
+		}
+		u.LowBalance = ledger.To(ptrTo(req.GetLowBalanceMicros()))
+	case req.GetClearLowBalance():
+		u.LowBalance = ledger.To[*ledger.Micros](nil)
+	}
 	acc, err := a.s.store.UpdateAccount(ctx, u)
 	if err != nil {
 		return nil, a.s.fail(ctx, "UpdateAccount", err)
@@ -386,6 +400,9 @@ func (a *AdminServer) CreateKey(ctx context.Context, req *accountingv1.CreateKey
 		MonthlyLimit:  copyMicros(req.MonthlyLimitMicros),
 		ExpiresAt:     expires,
 		AdminCreated:  req.GetAdminCreated(),
+		ProjectID:     req.GetProjectId(),
+		RPM:           copyMicros(req.Rpm),
+		TPM:           copyMicros(req.Tpm),
 		Hash:          HashSecret(secret),
 		Prefix:        secretPrefix(secret),
 	})

@@ -100,3 +100,60 @@ func TestChangesAcrossStores(t *testing.T) {
 	for range ch { // closes once ctx has ended
 	}
 }
+
+// until reads changes until want arrives, failing t when it does not within 10 s.
+func until(t *testing.T, ch <-chan ledger.Change, want ledger.Change) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				t.Fatal("changes channel closed")
+			}
+			if c == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %+v within 10s", want)
+		}
+	}
+}
+
+// A project change announces its account (extproc's grants of the account's keys carry
+// the allowlists of their projects), and so does a change of a project's ancestor; a
+// key moved between projects announces the key.
+func TestChangesProjects(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bg := context.Background()
+	a := f.account(t, "default", 0)
+	other := f.account(t, "default", 0)
+	top, err := f.s.CreateProject(bg, ledger.NewProject{AccountID: a.ID, Name: "top"})
+	must(t, err)
+	child, err := f.s.CreateProject(bg, ledger.NewProject{AccountID: a.ID, ParentID: top.ID, Name: "child"})
+	must(t, err)
+	k, _ := f.key(t, a.ID, func(nk *ledger.NewKey) { nk.ProjectID = child.ID })
+	f.caughtUp(t)
+
+	ch, err := f.s.Changes(ctx)
+	must(t, err)
+	until(t, ch, ledger.Change{Kind: ledger.ChangeReset})
+
+	accountChange := ledger.Change{Kind: ledger.ChangeAccount, AccountID: a.ID}
+	must(t, errOf(f.s.UpdateProject(bg, ledger.ProjectUpdate{ID: top.ID, Models: ledger.To([]string{"demo-chat"})})))
+	until(t, ch, accountChange)
+	rpm := int64(5)
+	must(t, errOf(f.s.UpdateProject(bg, ledger.ProjectUpdate{ID: child.ID, RPM: ledger.To(&rpm)})))
+	until(t, ch, accountChange)
+	must(t, errOf(f.s.UpdateKey(bg, ledger.KeyUpdate{ID: k.ID, ProjectID: ledger.To(top.ID)})))
+	until(t, ch, ledger.Change{Kind: ledger.ChangeKey, KeyID: k.ID})
+
+	// Another account's project change names that account only.
+	p, err := f.s.CreateProject(bg, ledger.NewProject{AccountID: other.ID, Name: "other"})
+	must(t, err)
+	must(t, errOf(f.s.UpdateProject(bg, ledger.ProjectUpdate{ID: p.ID, Name: ledger.To("renamed")})))
+	until(t, ch, ledger.Change{Kind: ledger.ChangeAccount, AccountID: other.ID})
+}

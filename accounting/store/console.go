@@ -9,12 +9,12 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 )
 
-const accountColumns = `id::text, tier, label, balance, reserved, suspended, topped_up, in_flight, in_flight_high_cost, created_at`
+const accountColumns = `id::text, tier, label, balance, reserved, suspended, topped_up, in_flight, in_flight_high_cost, created_at, low_balance`
 
 func scanAccount(row pgx.Row) (ledger.Account, error) {
 	var a ledger.Account
 	err := row.Scan(&a.ID, &a.Tier, &a.Label, &a.Balance, &a.Reserved, &a.Suspended, &a.ToppedUp,
-		&a.InFlight, &a.InFlightHighCost, &a.CreatedAt)
+		&a.InFlight, &a.InFlightHighCost, &a.CreatedAt, &a.LowBalance)
 	a.CreatedAt = a.CreatedAt.UTC()
 	return a, err
 }
@@ -73,6 +73,7 @@ var usageGroups = map[ledger.UsageGroup]struct{ group, upstream string }{
 	ledger.ByKey:     {"key_id::text", "''"},
 	ledger.ByDay:     {"to_char(day, 'YYYY-MM-DD')", "''"},
 	ledger.ByChannel: {"channel", "upstream_model"},
+	ledger.ByProject: {"project_id", "''"},
 }
 
 // Usage sums an account's charges from the daily rollup, which every charge updates
@@ -100,13 +101,17 @@ func (s *Store) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageRep
 			return ledger.UsageReport{}, notFoundOr("usage", err)
 		}
 	}
-	rows, err := s.pool.Query(ctx, `
+	tree, of, extra, err := s.projectFilter(ctx, q.AccountID, q.ProjectID)
+	if err != nil {
+		return ledger.UsageReport{}, err
+	}
+	rows, err := s.pool.Query(ctx, tree+`
 		SELECT `+group.group+`, `+group.upstream+`, sum(requests), sum(input_tokens), sum(output_tokens),
 			sum(cache_read_tokens), sum(cache_write_tokens), sum(charged)
 		FROM usage_daily
-		WHERE account_id = $1 AND day BETWEEN $2::date AND $3::date AND ($4::uuid IS NULL OR key_id = $4::uuid)
+		WHERE account_id = $1 AND day BETWEEN $2::date AND $3::date AND ($4::uuid IS NULL OR key_id = $4::uuid)`+of+`
 		GROUP BY 1, 2 ORDER BY 1, 2`,
-		q.AccountID, day(q.From), day(q.To), nullIfEmpty(q.KeyID))
+		append([]any{q.AccountID, day(q.From), day(q.To), nullIfEmpty(q.KeyID)}, extra...)...)
 	if err != nil {
 		return ledger.UsageReport{}, dbError("usage", err)
 	}

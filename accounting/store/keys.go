@@ -11,11 +11,13 @@ import (
 )
 
 const keyColumns = `k.id::text, k.account_id::text, k.name, k.prefix, k.allowed_models, k.daily_limit,
-	k.monthly_limit, k.expires_at, k.admin_created, k.disabled, k.revoked_at IS NOT NULL, k.created_at`
+	k.monthly_limit, k.expires_at, k.admin_created, k.disabled, k.revoked_at IS NOT NULL, k.created_at,
+	coalesce(k.project_id::text, ''), k.rpm, k.tpm`
 
 func keyDest(k *ledger.Key) []any {
 	return []any{&k.ID, &k.AccountID, &k.Name, &k.Prefix, &k.AllowedModels, &k.DailyLimit,
-		&k.MonthlyLimit, &k.ExpiresAt, &k.AdminCreated, &k.Disabled, &k.Revoked, &k.CreatedAt}
+		&k.MonthlyLimit, &k.ExpiresAt, &k.AdminCreated, &k.Disabled, &k.Revoked, &k.CreatedAt,
+		&k.ProjectID, &k.RPM, &k.TPM}
 }
 
 func normalizeKey(k *ledger.Key) {

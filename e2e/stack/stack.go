@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -191,6 +192,9 @@ func (s *Stack) start(ctx context.Context) error {
 		return err
 	}
 	if s.ServiceToken, err = writeToken(filepath.Join(s.RunDir, "service-token")); err != nil {
+		return err
+	}
+	if err := keepWebhookKey(filepath.Join(s.RunDir, webhookKeyFile)); err != nil {
 		return err
 	}
 	if err := s.ensurePostgres(ctx); err != nil {
@@ -546,6 +550,30 @@ func writeToken(path string) (string, error) {
 	return tok, f.Close()
 }
 
+// webhookKeyFile holds the key accounting seals webhook secrets with. Unlike the
+// tokens it is kept across runs: the database keeps the secrets it sealed.
+const webhookKeyFile = "webhook-key"
+
+// keepWebhookKey writes a random AES-256 key (base64) to path unless a file is there.
+func keepWebhookKey(path string) error {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(base64.StdEncoding.EncodeToString(b) + "\n"); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // AdminTokenFile is the file holding the stack's admin token: relative to the
 // repository root when inside it (.run/admin-token), else absolute.
 func (s *Stack) AdminTokenFile() string {
@@ -559,7 +587,7 @@ func (s *Stack) AdminTokenFile() string {
 // secretVars are the environment variables that carry a secret: each child gets only
 // the ones it uses (childEnv), whatever the caller's environment holds.
 var secretVars = append([]string{
-	"DATABASE_URL", "GATEWAY_SERVICE_TOKEN", "GATEWAY_ADMIN_TOKEN",
+	"DATABASE_URL", "GATEWAY_SERVICE_TOKEN", "GATEWAY_ADMIN_TOKEN", "ACCOUNTING_WEBHOOK_KEY", "ACCOUNTING_WEBHOOK_KEY_FILE",
 }, demoenv.Vars()...)
 
 // childEnv is the environment of one part of the stack ("mock", "accounting",
@@ -597,6 +625,7 @@ func (s *Stack) childEnv(part string) []string {
 			"DATABASE_URL="+s.DatabaseURL,
 			"GATEWAY_SERVICE_TOKEN="+s.ServiceToken,
 			"GATEWAY_ADMIN_TOKEN="+s.AdminToken,
+			"ACCOUNTING_WEBHOOK_KEY_FILE="+filepath.Join(s.RunDir, webhookKeyFile),
 		)
 	case "console":
 		// Where the admin token is, named on the sign-in page: never the token itself.

@@ -87,11 +87,6 @@ type Config struct {
 	// failover cluster, served over xDS with the channels' health (EXTPROC_FAILOVER,
 	// --failover; on by default). Off, each request goes to the one channel it picked.
 	Failover bool
-	// LedgerInFlight is how many Reserve, Commit and Release calls to accounting may be
-	// in flight before further ones queue and go together in one Apply
-	// (EXTPROC_LEDGER_IN_FLIGHT, --ledger-in-flight; ledgerclient.DefaultMaxInFlight);
-	// negative: every operation is a call of its own.
-	LedgerInFlight int
 	// AuthFailures bounds the failed keys answered 401 per client address before they
 	// are answered 429 (EXTPROC_AUTH_FAILURE_BURST, --auth-failure-burst;
 	// EXTPROC_AUTH_FAILURE_RATE, --auth-failure-rate; lifecycle.AuthFailures).
@@ -108,7 +103,7 @@ const DefaultDrainTimeout = 30 * time.Second
 // Defaults returns the configuration from the environment (EXTPROC_ADDR,
 // ACCOUNTING_ADDR, GATEWAY_SERVICE_TOKEN, GATEWAY_CATALOG, EXTPROC_METRICS_ADDR,
 // GATEWAY_PUBLIC_HOSTS, EXTPROC_DRAIN_TIMEOUT, EXTPROC_HOLD_LEASE, EXTPROC_PPROF,
-// EXTPROC_FAILOVER, EXTPROC_LEDGER_IN_FLIGHT, EXTPROC_AUTH_FAILURE_BURST,
+// EXTPROC_FAILOVER, EXTPROC_AUTH_FAILURE_BURST,
 // EXTPROC_AUTH_FAILURE_RATE) with the local stack's defaults. An
 // unparsable value is an error.
 func Defaults(getenv func(string) string) (Config, error) {
@@ -129,7 +124,6 @@ func Defaults(getenv func(string) string) (Config, error) {
 		HoldLease:      lifecycle.DefaultLeaseTTL,
 		CatalogPoll:    2 * time.Second,
 		Failover:       true,
-		LedgerInFlight: ledgerclient.DefaultMaxInFlight,
 		AuthFailures:   lifecycle.AuthFailures{Burst: lifecycle.DefaultAuthFailureBurst, Rate: lifecycle.DefaultAuthFailureRate},
 	}
 	if v := getenv("EXTPROC_AUTH_FAILURE_BURST"); v != "" {
@@ -145,13 +139,6 @@ func Defaults(getenv func(string) string) (Config, error) {
 			return cfg, fmt.Errorf("EXTPROC_AUTH_FAILURE_RATE: %q is not a positive number", v)
 		}
 		cfg.AuthFailures.Rate = f
-	}
-	if v := getenv("EXTPROC_LEDGER_IN_FLIGHT"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n == 0 {
-			return cfg, fmt.Errorf("EXTPROC_LEDGER_IN_FLIGHT: %q is not a non-zero integer", v)
-		}
-		cfg.LedgerInFlight = n
 	}
 	if v := getenv("EXTPROC_FAILOVER"); v != "" {
 		on, err := strconv.ParseBool(v)
@@ -197,7 +184,6 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.HoldLease, "hold-lease", cfg.HoldLease, "lease of every hold, renewed every third of it while its request runs (env EXTPROC_HOLD_LEASE)")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env EXTPROC_PPROF)")
 	fs.BoolVar(&cfg.Failover, "failover", cfg.Failover, "route chat requests with several channels through their failover clusters (env EXTPROC_FAILOVER)")
-	fs.IntVar(&cfg.LedgerInFlight, "ledger-in-flight", cfg.LedgerInFlight, "ledger calls in flight before further ones go together in one Apply; negative: never (env EXTPROC_LEDGER_IN_FLIGHT)")
 	fs.IntVar(&cfg.AuthFailures.Burst, "auth-failure-burst", cfg.AuthFailures.Burst, "failed API keys answered 401 per client address at once; further ones are answered 429 (env EXTPROC_AUTH_FAILURE_BURST)")
 	fs.Float64Var(&cfg.AuthFailures.Rate, "auth-failure-rate", cfg.AuthFailures.Rate, "failed API keys per second and client address refilled into the burst (env EXTPROC_AUTH_FAILURE_RATE)")
 	if err := fs.Parse(args); err != nil {
@@ -213,10 +199,6 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if cfg.HoldLease < 3*time.Second {
 		fmt.Fprintln(stderr, "extproc: --hold-lease must be at least 3s")
-		return 2
-	}
-	if cfg.LedgerInFlight == 0 {
-		fmt.Fprintln(stderr, "extproc: --ledger-in-flight must not be 0")
 		return 2
 	}
 	log, stopLog := logging.Buffered(stderr, "extproc")
@@ -269,7 +251,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return configError{err}
 	}
 	defer func() { _ = conn.Close() }()
-	ledgerClient := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{Log: log, MaxInFlight: cfg.LedgerInFlight})
+	// Each replica the client learns is dialled as the connection is: the calls go to
+	// the owner, one hop.
+	ledgerClient := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{Log: log,
+		Dial: func(addr string) (*grpc.ClientConn, error) { return client.Dial(ctx, addr, token, dialOpts...) }})
+	defer ledgerClient.Close()
 	// A channel's failure is served to Envoy as its endpoint's health at once (and the
 	// end of a cooldown within a second, by the loop below).
 	healthChanged := make(chan struct{}, 1)

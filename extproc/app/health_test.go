@@ -1,7 +1,6 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"net"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"github.com/llmgw/gateway/accounting/authn"
 	"github.com/llmgw/gateway/accounting/server"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 )
@@ -24,14 +22,9 @@ func TestDefaultsFromEnv(t *testing.T) {
 		drain   time.Duration
 		hosts   int
 		pprof   bool
-		ledger  int // LedgerInFlight; 0 means ledgerclient.DefaultMaxInFlight
 		wantErr bool
 	}{
 		{name: "defaults", drain: DefaultDrainTimeout},
-		{name: "ledger calls never coalesced", env: map[string]string{"EXTPROC_LEDGER_IN_FLIGHT": "-1"}, drain: DefaultDrainTimeout, ledger: -1},
-		{name: "ledger calls in flight", env: map[string]string{"EXTPROC_LEDGER_IN_FLIGHT": "4"}, drain: DefaultDrainTimeout, ledger: 4},
-		{name: "ledger calls zero", env: map[string]string{"EXTPROC_LEDGER_IN_FLIGHT": "0"}, wantErr: true},
-		{name: "ledger calls not a number", env: map[string]string{"EXTPROC_LEDGER_IN_FLIGHT": "many"}, wantErr: true},
 		{name: "drain from env", env: map[string]string{"EXTPROC_DRAIN_TIMEOUT": "45s"}, drain: 45 * time.Second},
 		{name: "bad drain", env: map[string]string{"EXTPROC_DRAIN_TIMEOUT": "soon"}, wantErr: true},
 		{name: "pprof on", env: map[string]string{"EXTPROC_PPROF": "1"}, drain: DefaultDrainTimeout, pprof: true},
@@ -49,9 +42,6 @@ func TestDefaultsFromEnv(t *testing.T) {
 			}
 			if cfg.DrainTimeout != tt.drain || len(cfg.PublicHosts) != tt.hosts || cfg.Pprof != tt.pprof {
 				t.Errorf("drain %v hosts %v", cfg.DrainTimeout, cfg.PublicHosts)
-			}
-			if want := cmp.Or(tt.ledger, ledgerclient.DefaultMaxInFlight); cfg.LedgerInFlight != want {
-				t.Errorf("ledger in flight %d, want %d", cfg.LedgerInFlight, want)
 			}
 		})
 	}

@@ -18,58 +18,49 @@ import (
 
 // BenchmarkLedgerPairs measures reserve+commit pairs per second through this client,
 // over real gRPC on loopback into accounting on PostgreSQL (256 accounts, 32 callers on
-// one connection, as one extproc replica would call it): "own" sends every operation as
-// a call of its own, "coalesced" queues the operations made while one call is in flight
-// and sends them as one Apply (the default). Both run in the same process, one after
-// the other: compare them within one run. go-µs/pair is the CPU time of this process
-// (callers, gRPC on both ends, accounting and its store) per pair, pg-µs/pair that of
-// every PostgreSQL process of the machine.
+// one connection, as one extproc replica would call it), every operation a call of its
+// own. go-µs/pair is the CPU time of this process (callers, gRPC on both ends,
+// accounting and its store) per pair, pg-µs/pair that of every PostgreSQL process of
+// the machine.
 func BenchmarkLedgerPairs(b *testing.B) {
-	for _, bc := range []struct {
-		name        string
-		maxInFlight int
-	}{{"own", -1}, {"coalesced", 0}} {
-		b.Run(bc.name, func(b *testing.B) {
-			ctx := context.Background()
-			// The ledger accounting runs by default: the journal engine and its tables.
-			pool := storetest.NewPool(b, storetest.NewDB(b), 16)
-			st, e := enginetest.Start(b, pool, true)
-			f := servertest.Start(b, st, servertest.Options{})
-			_, keys := accountsWithKeys(b, f.Admin(b, servertest.AdminToken), wideTier, 256, 1<<50)
-			conn, err := client.Dial(ctx, f.Addr, servertest.ServiceToken)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer conn.Close()
-			led := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{MaxInFlight: bc.maxInFlight})
+	ctx := context.Background()
+	// The ledger accounting runs by default: the journal engine and its tables.
+	pool := storetest.NewPool(b, storetest.NewDB(b), 16)
+	st, e := enginetest.Start(b, pool, true)
+	f := servertest.Start(b, st, servertest.Options{})
+	_, keys := accountsWithKeys(b, f.Admin(b, servertest.AdminToken), wideTier, 256, 1<<50)
+	conn, err := client.Dial(ctx, f.Addr, servertest.ServiceToken)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	led := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{})
 
-			var seq atomic.Int64
-			b.SetParallelism(16) // × GOMAXPROCS callers
-			cpu := loadtest.StartCPU()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					i := seq.Add(1)
-					r, err := led.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprintf("bench-%d", i),
-						KeyID: keys[int(i)%len(keys)], Model: "demo-chat", Amount: 2_000, Pool: ledger.PoolGeneral})
-					if err != nil {
-						b.Errorf("Reserve: %v", err)
-						return
-					}
-					if _, err := led.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 1_500,
-						Usage: ledger.Usage{InputTokens: 100, OutputTokens: 200}, UpstreamModel: "up", Channel: "c"}); err != nil {
-						b.Errorf("Commit: %v", err)
-						return
-					}
-				}
-			})
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
-			cpu.Report(b.ReportMetric, b.N, "pair")
-			enginetest.WaitMaterialized(b, pool, e)
-			if err := storetest.CheckInvariants(ctx, pool); err != nil {
-				b.Fatal(err)
+	var seq atomic.Int64
+	b.SetParallelism(16) // × GOMAXPROCS callers
+	cpu := loadtest.StartCPU()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := seq.Add(1)
+			r, err := led.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprintf("bench-%d", i),
+				KeyID: keys[int(i)%len(keys)], Model: "demo-chat", Amount: 2_000, Pool: ledger.PoolGeneral})
+			if err != nil {
+				b.Errorf("Reserve: %v", err)
+				return
 			}
-		})
+			if _, err := led.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 1_500,
+				Usage: ledger.Usage{InputTokens: 100, OutputTokens: 200}, UpstreamModel: "up", Channel: "c"}); err != nil {
+				b.Errorf("Commit: %v", err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+	cpu.Report(b.ReportMetric, b.N, "pair")
+	enginetest.WaitMaterialized(b, pool, e)
+	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -22,21 +22,23 @@
 // NegativeMaxAge at most: the change stream does not name an unknown key's hash.
 // Other refusals always go back to accounting.
 //
-// # Coalescing
+// # Routing
 //
-// Reserve, Commit and Release are calls of their own while fewer than
-// Options.MaxInFlight (default 1) are in flight; the ones made meanwhile queue and go
-// together in one Apply when a call comes back, so that under load one round trip and
-// one server-side handling carry many operations (coalesce.go). A call out for
-// Options.StaleAfter (default 10 ms) stops holding back the ones behind it. An operation
-// whose context carries a trace is always a call of its own.
+// Every unary call goes to the replica that owns the ledger, once a standby named it
+// (route.go): with Options.Dial, the client asks standbys for redirects instead of
+// forwarding and keeps a connection per replica it learned. Reserve, Commit, Release and
+// Renew are each a call of their own: the owner's decide loop is the one place where
+// operations are batched.
 //
 // # Load balancing
 //
-// DialOptions selects gRPC's round_robin policy: with a target that resolves to every
-// accounting replica (dns:///accounting-headless:50052) calls spread over all of them,
-// and a replica that goes away is dropped from the rotation, instead of pick_first's
-// one connection per process.
+// DialOptions selects a round robin policy: with a target that resolves to every
+// accounting replica (dns:///accounting-headless:50052) the calls made before the owner
+// is known, and the change stream, spread over all of them, and a replica that goes
+// away is dropped from the rotation, instead of pick_first's one connection per
+// process. A replica that stops answering (paused) is skipped within a second or so
+// (pick.go), and every call waits, within its deadline, for an owner while the
+// ledger's owner is replaced (retry.go).
 package ledgerclient
 
 import (
@@ -53,20 +55,27 @@ import (
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/keepalive"
 )
 
-// ServiceConfig is the default gRPC service config of the accounting connection: the
-// round_robin load-balancing policy.
-const ServiceConfig = `{"loadBalancingConfig":[{"round_robin":{}}]}`
+// ServiceConfig is the default gRPC service config of the accounting connection: round
+// robin over the replicas that answer (BalancerName, pick.go).
+const ServiceConfig = `{"loadBalancingConfig":[{"` + BalancerName + `":{}}]}`
 
-// DialOptions are the options extproc dials accounting with (see the package doc). With
-// traced (tracing is on), the OpenTelemetry client instrumentation makes each ledger
-// call a span of the request's trace, propagated to accounting; without, no handler
-// runs at all (even a no-op one costs each call some work).
+// Keepalive pings an idle accounting connection, so that a replica gone without a word
+// (its host, or the network) is noticed and the connection made again. grpc-go pings
+// no more often than every 10 s (accounting permits that); a paused replica is noticed
+// sooner by the picker (pick.go).
+var Keepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}
+
+// DialOptions are the options extproc dials accounting with (see the package doc): the
+// service config, keepalive, and the wait for an owner (retry.go). With traced (tracing
+// is on), the OpenTelemetry client instrumentation makes each ledger call a span of
+// the request's trace, propagated to accounting; without, no handler runs at all (even
+// a no-op one costs each call some work).
 func DialOptions(traced bool) []grpc.DialOption {
-	opts := []grpc.DialOption{grpc.WithDefaultServiceConfig(ServiceConfig)}
+	opts := []grpc.DialOption{grpc.WithDefaultServiceConfig(ServiceConfig), grpc.WithKeepaliveParams(Keepalive),
+		grpc.WithChainUnaryInterceptor(waitForOwner)}
 	if traced {
 		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
 	}
@@ -92,21 +101,19 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	Now                    func() time.Time
 	Log                    *zap.Logger
-	// MaxInFlight is how many Reserve, Commit and Release calls may be in flight before
-	// further ones queue and go together in one Apply (see coalesce.go); default
-	// DefaultMaxInFlight; negative: every operation is a call of its own.
-	MaxInFlight int
-	// StaleAfter is how long a call may be in flight before the operations queued behind
-	// it go without waiting for it; default DefaultStaleAfter.
-	StaleAfter time.Duration
+	// Dial connects to one accounting replica at the address it advertises (with the
+	// options the client's own connection was dialled with). Set, the client follows
+	// standbys' redirects to the owner (route.go); nil, every call goes through the
+	// connection New was given and standbys forward them.
+	Dial func(addr string) (*grpc.ClientConn, error)
 }
 
 // Client is a lifecycle.Ledger over accountingv1.LedgerServiceClient. Safe for
 // concurrent use.
 type Client struct {
-	rpc  accountingv1.LedgerServiceClient
-	opts Options
-	co   *coalescer
+	rpc   accountingv1.LedgerServiceClient // every replica: the change stream
+	opts  Options
+	route *router // the unary calls
 
 	mu        sync.Mutex
 	connected bool // the watch stream is up and has delivered its RESET
@@ -145,15 +152,13 @@ func New(rpc accountingv1.LedgerServiceClient, opts Options) *Client {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	if opts.MaxInFlight == 0 {
-		opts.MaxInFlight = DefaultMaxInFlight
-	}
-	if opts.StaleAfter <= 0 {
-		opts.StaleAfter = DefaultStaleAfter
-	}
 	return &Client{rpc: rpc, opts: opts, entries: map[string]entry{}, refused: map[string]time.Time{},
-		co: &coalescer{rpc: rpc, limit: opts.MaxInFlight, staleAfter: opts.StaleAfter, log: opts.Log}}
+		route: newRouter(rpc, opts.Dial, opts.Log)}
 }
+
+// Close closes the connections the client made to the replicas it learned (not the
+// one it was given).
+func (c *Client) Close() { c.route.close() }
 
 // Connected reports whether the change stream is up (and the cache in use).
 func (c *Client) Connected() bool {
@@ -179,7 +184,7 @@ func (c *Client) Authenticate(ctx context.Context, keyHash []byte) (ledger.Grant
 	}
 	c.mu.Unlock()
 
-	resp, err := c.rpc.Authenticate(ctx, &accountingv1.AuthenticateRequest{KeyHash: keyHash})
+	resp, err := call(ctx, c.route, &accountingv1.AuthenticateRequest{KeyHash: keyHash}, accountingv1.LedgerServiceClient.Authenticate)
 	if err != nil {
 		err = contract.FromStatus(err)
 		var ref *ledger.Refusal
@@ -210,13 +215,12 @@ func (c *Client) Authenticate(ctx context.Context, keyHash []byte) (ledger.Grant
 
 // Reserve implements lifecycle.Ledger.
 func (c *Client) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.Reservation, error) {
-	res, err := c.co.do(ctx, &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Reserve{Reserve: &accountingv1.ReserveRequest{
+	resp, err := call(ctx, c.route, &accountingv1.ReserveRequest{
 		RequestId: r.RequestID, KeyId: r.KeyID, Model: r.Model, AmountMicros: r.Amount,
 		Pool: contract.PoolToProto(r.Pool), TtlSeconds: int32(r.TTL / time.Second), TokenBound: r.Tokens,
-	}}})
-	resp := res.GetReserve()
-	if err := resultError(res, err, resp != nil); err != nil {
-		return ledger.Reservation{}, err
+	}, accountingv1.LedgerServiceClient.Reserve)
+	if err != nil {
+		return ledger.Reservation{}, contract.FromStatus(err)
 	}
 	out := ledger.Reservation{
 		ID: resp.GetReservationId(), AccountID: resp.GetAccountId(), KeyID: r.KeyID, Model: r.Model,
@@ -230,48 +234,31 @@ func (c *Client) Reserve(ctx context.Context, r ledger.ReserveRequest) (ledger.R
 
 // Commit implements lifecycle.Ledger.
 func (c *Client) Commit(ctx context.Context, cr ledger.CommitRequest) (ledger.CommitResult, error) {
-	res, err := c.co.do(ctx, &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Commit{Commit: &accountingv1.CommitRequest{
+	resp, err := call(ctx, c.route, &accountingv1.CommitRequest{
 		ReservationId: cr.ReservationID, ActualMicros: cr.Actual,
 		Usage:         contract.UsageToProto(cr.Usage),
 		UpstreamModel: cr.UpstreamModel, Channel: cr.Channel,
-	}}})
-	resp := res.GetCommit()
-	if err := resultError(res, err, resp != nil); err != nil {
-		return ledger.CommitResult{}, err
+	}, accountingv1.LedgerServiceClient.Commit)
+	if err != nil {
+		return ledger.CommitResult{}, contract.FromStatus(err)
 	}
 	return ledger.CommitResult{Charged: resp.GetChargedMicros(), Capped: resp.GetCapped(), Replayed: resp.GetReplayed()}, nil
 }
 
 // Release implements lifecycle.Ledger.
 func (c *Client) Release(ctx context.Context, id, reason string) (ledger.ReleaseResult, error) {
-	res, err := c.co.do(ctx, &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Release{Release: &accountingv1.ReleaseRequest{
-		ReservationId: id, Reason: reason,
-	}}})
-	resp := res.GetRelease()
-	if err := resultError(res, err, resp != nil); err != nil {
-		return ledger.ReleaseResult{}, err
+	resp, err := call(ctx, c.route, &accountingv1.ReleaseRequest{ReservationId: id, Reason: reason},
+		accountingv1.LedgerServiceClient.Release)
+	if err != nil {
+		return ledger.ReleaseResult{}, contract.FromStatus(err)
 	}
 	return ledger.ReleaseResult{State: contract.StateFromProto(resp.GetState()), Charged: resp.GetChargedMicros()}, nil
 }
 
-// resultError is the error of an operation's result: the error of the call that
-// carried it, the error it was answered with, or, when the result is not of the
-// operation's kind (ok false), an Internal one. All as refusals where they are.
-func resultError(res *accountingv1.LedgerOpResult, err error, ok bool) error {
-	switch {
-	case err != nil:
-		return contract.FromStatus(err)
-	case res.GetError() != nil:
-		return contract.FromStatus(contract.OpStatus(res.GetError()))
-	case !ok:
-		return status.Error(codes.Internal, "accounting answered an operation with a result of another kind")
-	}
-	return nil
-}
-
 // Renew pushes a held reservation's expiry forward.
 func (c *Client) Renew(ctx context.Context, id string, ttl time.Duration) (time.Time, error) {
-	resp, err := c.rpc.Renew(ctx, &accountingv1.RenewRequest{ReservationId: id, TtlSeconds: int32(ttl / time.Second)})
+	resp, err := call(ctx, c.route, &accountingv1.RenewRequest{ReservationId: id, TtlSeconds: int32(ttl / time.Second)},
+		accountingv1.LedgerServiceClient.Renew)
 	if err != nil {
 		return time.Time{}, contract.FromStatus(err)
 	}
@@ -359,8 +346,8 @@ func (c *Client) disconnect() {
 
 // RecordVideoTask implements lifecycle.Ledger.
 func (c *Client) RecordVideoTask(ctx context.Context, taskID, keyID, model string, origin ledger.TaskOrigin) error {
-	_, err := c.rpc.RecordVideoTask(ctx, &accountingv1.RecordVideoTaskRequest{TaskId: taskID, KeyId: keyID, Model: model,
-		Channel: origin.Channel, UpstreamTaskId: origin.UpstreamTaskID})
+	_, err := call(ctx, c.route, &accountingv1.RecordVideoTaskRequest{TaskId: taskID, KeyId: keyID, Model: model,
+		Channel: origin.Channel, UpstreamTaskId: origin.UpstreamTaskID}, accountingv1.LedgerServiceClient.RecordVideoTask)
 	if err != nil {
 		return contract.FromStatus(err)
 	}
@@ -370,7 +357,7 @@ func (c *Client) RecordVideoTask(ctx context.Context, taskID, keyID, model strin
 // GetVideoTask implements lifecycle.Ledger: an unknown task is ledger.ErrNotFound; the
 // age is accounting's.
 func (c *Client) GetVideoTask(ctx context.Context, taskID string) (lifecycle.VideoTask, error) {
-	resp, err := c.rpc.GetVideoTask(ctx, &accountingv1.GetVideoTaskRequest{TaskId: taskID})
+	resp, err := call(ctx, c.route, &accountingv1.GetVideoTaskRequest{TaskId: taskID}, accountingv1.LedgerServiceClient.GetVideoTask)
 	if err != nil {
 		return lifecycle.VideoTask{}, contract.FromStatus(err)
 	}

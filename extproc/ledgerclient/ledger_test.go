@@ -22,31 +22,27 @@ import (
 )
 
 // Many callers reserving, committing and releasing at once on a few accounts, through
-// one client that coalesces them into Applies, against accounting on PostgreSQL: every
+// one client, against accounting on PostgreSQL: every
 // answer is what the ledger did (the charges the callers were told of are exactly the
 // accounts' spend, refusals changed nothing), and the ledger's invariants hold. Also with
 // two accounting servers on one ledger, dialled as a list of their addresses, the
 // client's calls spread over both (round robin, as over a headless Service).
-func TestCoalescedOperationsAgainstTheLedger(t *testing.T) {
+func TestOperationsAgainstTheLedger(t *testing.T) {
 	for _, replicas := range []int{1, 2} {
 		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) {
-			coalescedAgainstTheLedger(t, replicas)
+			operationsAgainstTheLedger(t, replicas)
 		})
 	}
 }
 
-func coalescedAgainstTheLedger(t *testing.T, replicas int) {
+func operationsAgainstTheLedger(t *testing.T, replicas int) {
 	ctx := context.Background()
 	st, pool := enginetest.NewLedger(t, 8)
-	var applies atomic.Int64
 	served := make([]atomic.Int64, replicas) // ledger calls (not admin calls) each replica served
 	addrs := make([]string, replicas)
 	var f *servertest.Fixture
 	for i := range addrs {
 		count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-			if strings.HasSuffix(info.FullMethod, "/Apply") {
-				applies.Add(1)
-			}
 			if strings.HasPrefix(info.FullMethod, "/accounting.v1.LedgerService/") {
 				served[i].Add(1)
 			}
@@ -120,70 +116,67 @@ func coalescedAgainstTheLedger(t *testing.T, replicas int) {
 	if refusals.Load() == 0 {
 		t.Error("no reserve was refused: the accounts' balances were meant to run out")
 	}
-	if applies.Load() == 0 {
-		t.Error("no Apply was made: 48 callers never overlapped")
-	}
 	for i := range served {
 		if served[i].Load() == 0 {
 			t.Errorf("replica %d served no call: the calls were not spread", i)
 		}
 	}
-	t.Logf("%d Applies, %d refusals", applies.Load(), refusals.Load())
+	t.Logf("%d refusals", refusals.Load())
 }
 
-// An Apply whose answer is lost after accounting made it (a connection cut) fails each
-// of its operations as Unavailable, and each retried as its own call is answered as a
-// replay: every hold committed once and charged once, on PostgreSQL.
-func TestLostApplyAnswerReplaysOnce(t *testing.T) {
+// Commits whose answers are lost after accounting made them (a connection cut) fail
+// Unavailable, and each retried is answered as a replay: every hold committed once and
+// charged once, on PostgreSQL.
+func TestLostCommitAnswerReplaysOnce(t *testing.T) {
 	ctx := context.Background()
 	st, pool := enginetest.NewLedger(t, 8)
-	g := startGatedOn(t, st, 10_000, ledgerclient.Options{MaxInFlight: 1, StaleAfter: never})
-	g.set(false, false)
+	var lose atomic.Bool
+	loseCommits := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		if lose.Load() && strings.HasSuffix(info.FullMethod, "/Commit") {
+			return nil, status.Error(codes.Unavailable, "connection lost after the commit was made")
+		}
+		return resp, err
+	}
+	f := servertest.Start(t, st, servertest.Options{ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(loseCommits)}})
+	admin := f.Admin(t, servertest.AdminToken)
+	accounts, keys := accountsWithKeys(t, admin, "", 1, 10_000)
+	led := ledgerclient.New(f.Ledger(t, servertest.ServiceToken), ledgerclient.Options{})
 	var holds []ledger.Reservation
 	for i := range 3 {
-		r, err := g.reserve(ctx, fmt.Sprintf("hold-%d", i), 1_000)
+		r, err := led.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprintf("hold-%d", i), KeyID: keys[0], Amount: 1_000, Pool: ledger.PoolGeneral})
 		if err != nil {
 			t.Fatal(err)
 		}
 		holds = append(holds, r)
 	}
-	g.set(true, true) // the next Reserve is held, so the commits queue behind it
-	go func() { _, _ = g.reserve(ctx, "slot", 100) }()
-	<-g.held
+	lose.Store(true)
 	errs := make([]error, len(holds))
 	var wg sync.WaitGroup
 	for i, r := range holds {
-		wg.Go(func() {
-			_, errs[i] = g.led.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 700})
-		})
+		wg.Go(func() { _, errs[i] = led.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 700}) })
 	}
-	g.queued(t, len(holds))
-	close(g.gate)
 	wg.Wait()
 	for i, err := range errs {
 		if status.Code(err) != codes.Unavailable {
-			t.Fatalf("commit %d through the lost Apply: %v, want Unavailable", i, err)
+			t.Fatalf("commit %d with its answer lost: %v, want Unavailable", i, err)
 		}
 	}
-	g.set(false, false)
+	lose.Store(false)
 	for i, r := range holds {
-		c, err := g.led.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 700})
+		c, err := led.Commit(ctx, ledger.CommitRequest{ReservationID: r.ID, Actual: 700})
 		if err != nil || !c.Replayed || c.Charged != 700 {
 			t.Errorf("retried commit %d: %+v, %v; want a replay charging 700", i, c, err)
 		}
 	}
-	a, err := g.admin.GetAccount(ctx, &accountingv1.GetAccountRequest{AccountId: g.account})
+	a, err := admin.GetAccount(ctx, &accountingv1.GetAccountRequest{AccountId: accounts[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The three commits charged once each; the held "slot" reservation is still held.
-	if got := a.GetAccount().GetBalanceMicros(); got != 10_000-3*700 {
-		t.Errorf("balance %d, want %d", got, 10_000-3*700)
+	if got := a.GetAccount().GetBalanceMicros(); got != 10_000-3*700 || a.GetAccount().GetReservedMicros() != 0 {
+		t.Errorf("balance %d reserved %d, want %d and nothing held", got, a.GetAccount().GetReservedMicros(), 10_000-3*700)
 	}
 	if err := storetest.CheckInvariants(ctx, pool); err != nil {
 		t.Fatal(err)
-	}
-	if log := fmt.Sprint(g.callLog()); !strings.Contains(log, "Apply(3)") {
-		t.Errorf("calls = %s, want the three commits in one Apply", log)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/server/servertest"
@@ -83,27 +84,23 @@ func TestTokenBoundTravelsToTheLedger(t *testing.T) {
 			t.Fatalf("after the commit gave back 500 tokens: %v", err)
 		}
 	})
-	t.Run("project tpm over Apply", func(t *testing.T) {
+	t.Run("project tpm over the Reserve call", func(t *testing.T) {
 		mem, f, _, key := tpmLedger(t)
 		decide(t, mem, func(at time.Time) machine.Command {
 			return machine.UpdateProject{Update: ledger.ProjectUpdate{ID: "proj_1", TPM: ledger.To(ptr(int64(1000)))}, At: at}
 		})
-		op := func(id string, tokens int64) *accountingv1.LedgerOp {
-			return &accountingv1.LedgerOp{Op: &accountingv1.LedgerOp_Reserve{Reserve: &accountingv1.ReserveRequest{
+		reserve := func(id string, tokens int64) (*accountingv1.ReserveResponse, error) {
+			return f.Ledger(t, servertest.ServiceToken).Reserve(ctx, &accountingv1.ReserveRequest{
 				RequestId: id, KeyId: key, Model: "m", AmountMicros: 10, Pool: accountingv1.Pool_POOL_GENERAL, TokenBound: tokens,
-			}}}
+			})
 		}
-		res, err := f.Ledger(t, servertest.ServiceToken).Apply(ctx, &accountingv1.ApplyRequest{Ops: []*accountingv1.LedgerOp{op("a1", 700)}})
-		if err != nil || res.GetResults()[0].GetReserve() == nil {
-			t.Fatalf("apply: %v %v", res, err)
+		if _, err := reserve("a1", 700); err != nil {
+			t.Fatalf("reserve: %v", err)
 		}
-		res, err = f.Ledger(t, servertest.ServiceToken).Apply(ctx, &accountingv1.ApplyRequest{Ops: []*accountingv1.LedgerOp{op("a2", 700)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := res.GetResults()[0].GetError().GetRefusal()
-		if r.GetReason() != accountingv1.Reason_REASON_RATE_LIMIT_EXCEEDED || r.GetLimit() != "project:proj_1:tpm" || r.GetRetryAfterSeconds() < 1 {
-			t.Errorf("refusal %v, want rate_limit_exceeded on project:proj_1:tpm with a retry-after", r)
+		_, err := reserve("a2", 700)
+		var r *ledger.Refusal
+		if !errors.As(contract.FromStatus(err), &r) || r.Reason != ledger.ReasonRateLimitExceeded || r.Limit != "project:proj_1:tpm" || r.RetryAfter < 1 {
+			t.Errorf("refusal %v, want rate_limit_exceeded on project:proj_1:tpm with a retry-after", err)
 		}
 	})
 	t.Run("negative bound", func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,6 @@ import (
 	"github.com/llmgw/gateway/extproc/catalog"
 	"github.com/llmgw/gateway/extproc/envoy"
 	"github.com/llmgw/gateway/extproc/health"
-	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -347,14 +347,13 @@ func UpstreamKind(o lifecycle.Reply) string {
 }
 
 // AccountingInterceptor times every unary accounting call by method (the last element
-// of the full method name: Authenticate, Reserve, Commit, Release, ...); an Apply counts
-// as one call of each operation's method, each taking the Apply's time.
+// of the full method name: Authenticate, Reserve, Commit, Release, ...). A call a
+// standby redirected to the owner is two calls.
 func (m *Metrics) AccountingInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		start := time.Now()
 		err := invoker(ctx, method, req, reply, cc, opts...)
-		elapsed := time.Since(start).Seconds()
-		ledgerclient.EachOperation(method, req, func(op string) { m.accounting.WithLabelValues(op).Observe(elapsed) })
+		m.accounting.WithLabelValues(method[strings.LastIndexByte(method, '/')+1:]).Observe(time.Since(start).Seconds())
 		return err
 	}
 }

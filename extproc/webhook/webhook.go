@@ -22,7 +22,8 @@
 // when the provider calls it later (DNS rebinding), or a public destination that answers
 // the provider's call with a redirect to an internal address. The provider's own egress
 // rules (and not following redirects) are the defence there; this check keeps the
-// obvious and the resolvable cases out. No part of the gateway calls a webhook itself.
+// obvious and the resolvable cases out. Accounting's alert webhooks (accounting/alerts)
+// apply the same rules at subscription and refuse non-public addresses when they dial.
 //
 // It depends on the standard library and apierr only.
 package webhook

@@ -120,6 +120,10 @@ func message(e machine.Event) (*journalv1.Event, error) {
 			ProjectId: en.id(e.ProjectID), At: en.time(e.At)}}
 	case machine.KeyPlaced:
 		m.Kind = &journalv1.Event_KeyPlaced{KeyPlaced: keyPlaced(&en, e)}
+	case machine.LowBalanceSet:
+		m.Kind = &journalv1.Event_LowBalanceSet{LowBalanceSet: lowBalanceSet(&en, e)}
+	case machine.Alerted:
+		m.Kind = &journalv1.Event_Alerted{Alerted: alerted(&en, e)}
 	default:
 		return nil, fmt.Errorf("codec: %T is not an event of the machine", e)
 	}
@@ -193,6 +197,10 @@ func event(m *journalv1.Event) (machine.Event, error) {
 		e = machine.ProjectDeleted{ProjectID: d.id(v.ProjectId), At: decodeTime(v.At)}
 	case *journalv1.Event_KeyPlaced:
 		e = keyPlacedEvent(&d, k.KeyPlaced)
+	case *journalv1.Event_LowBalanceSet:
+		e = lowBalanceSetEvent(&d, k.LowBalanceSet)
+	case *journalv1.Event_Alerted:
+		e = alertedEvent(&d, k.Alerted)
 	}
 	switch {
 	case d.err != nil:

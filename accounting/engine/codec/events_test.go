@@ -64,6 +64,10 @@ func full() []machine.Event {
 		machine.ProjectDeleted{ProjectID: projID, At: later},
 		machine.KeyPlaced{KeyID: keyID, ProjectID: projID, RPM: &rpm, TPM: &tpm, At: later},
 		machine.AccountLabeled{AccountID: acctID, Label: "Acme, billing", At: later},
+		machine.LowBalanceSet{AccountID: acctID, Threshold: &limit, At: later},
+		machine.Alerted{ID: "evt_5f0c2d9a8b7e6f1d0c3b2a4958675a1b", Type: machine.AlertBudgetThreshold, AccountID: acctID,
+			KeyID: keyID, ProjectID: projID, Window: machine.WindowMonth, Start: at.AddDate(0, 0, -16), Percent: 95,
+			Limit: limit, Spent: 23_750_000, Threshold: 2_000_000, Available: -5, At: later},
 	}
 }
 
@@ -84,5 +88,6 @@ func zero() []machine.Event {
 		machine.Reserved{At: at}, // expires at the zero time: a delta far below zero
 		machine.Forgotten{Before: time.Date(1969, 12, 31, 23, 59, 59, 999999000, time.UTC), At: epoch},
 		machine.ToppedUp{Amount: -1}, machine.TierPut{Tier: ledger.Tier{RPMBeforeTopUp: -1}},
+		machine.LowBalanceSet{}, machine.LowBalanceSet{Threshold: &zeroLim}, machine.Alerted{}, machine.Alerted{Start: epoch},
 	}
 }

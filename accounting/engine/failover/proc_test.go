@@ -31,6 +31,9 @@ type proc struct {
 	metricsAddr string
 	db          string
 
+	// defaults, when set, runs it with the default lease (no --ledger-lease).
+	defaults bool
+
 	cmd  *exec.Cmd
 	logs *logtest.Buffer
 	done chan struct{} // closed once the process exited
@@ -64,9 +67,12 @@ func (p *proc) start(t testing.TB) {
 	t.Helper()
 	p.logs = &logtest.Buffer{}
 	p.done = make(chan struct{})
-	p.cmd = exec.Command(binary, "--listen", p.addr, "--advertise", p.addr, "--metrics-listen", p.metricsAddr,
-		"--database-url", p.db, "--ledger-lease", lease.String(),
-		"--sweep-interval", "200ms", "--shutdown-timeout", "2s")
+	args := []string{"--listen", p.addr, "--advertise", p.addr, "--metrics-listen", p.metricsAddr,
+		"--database-url", p.db, "--sweep-interval", "200ms", "--shutdown-timeout", "2s"}
+	if !p.defaults {
+		args = append(args, "--ledger-lease", lease.String())
+	}
+	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), "GATEWAY_SERVICE_TOKEN="+serviceToken, "GATEWAY_ADMIN_TOKEN="+adminToken)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {

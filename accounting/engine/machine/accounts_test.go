@@ -36,7 +36,7 @@ func TestAccountsAndTopUps(t *testing.T) {
 		{"unknown account", TopUp{AccountID: missing, Amount: 5}, ledger.ErrNotFound, 115, 0},
 		{"suspend unknown", SetAccountSuspended{AccountID: missing, Suspended: true}, ledger.ErrNotFound, 115, 0},
 		{"get unknown", GetAccount{AccountID: missing}, ledger.ErrNotFound, 115, 0},
-		{"suspend", SetAccountSuspended{AccountID: uuidOf(1, 1), Suspended: true}, nil, 115, 1},
+		{"suspend", SetAccountSuspended{AccountID: uuidOf(1, 1), Suspended: true}, nil, 115, 2}, // and its alert
 		{"suspend again", SetAccountSuspended{AccountID: uuidOf(1, 1), Suspended: true}, nil, 115, 0},
 	}
 	for _, tt := range tests {

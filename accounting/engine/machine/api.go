@@ -169,6 +169,7 @@ type State struct {
 	projects     map[string]*project
 	expiry       expiryHeap // held reservations by expiry, with stale entries
 	held         int        // held reservations
+	alerts       uint64     // alerts generated: part of the next alert's id
 	// complete is true while every window's Committed is the sum of charges of the
 	// reservations the state knows (nothing forgotten since it was checked).
 	complete bool

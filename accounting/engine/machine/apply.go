@@ -49,6 +49,11 @@ func (s *State) apply(e Event) {
 		s.applyProjectDeleted(&e)
 	case KeyPlaced:
 		s.applyKeyPlaced(&e)
+	case LowBalanceSet:
+		a := s.mustAccount(e.AccountID)
+		a.lowBalance, a.lowFired = e.Threshold, false
+	case Alerted:
+		s.applyAlerted(&e)
 	default:
 		panic(fmt.Sprintf("machine: unknown event %T", e))
 	}
@@ -90,6 +95,9 @@ func (s *State) applyToppedUp(e *ToppedUp) {
 	a := s.mustAccount(e.AccountID)
 	a.balance += e.Amount
 	a.toppedUp = true
+	if a.lowFired && a.balance-a.reserved >= *a.lowBalance {
+		a.lowFired = false // lifted above the threshold: armed again
+	}
 	if e.IdempotencyKey != "" {
 		if a.topUpKeys == nil {
 			a.topUpKeys = map[string]struct{}{}
@@ -110,6 +118,12 @@ func (s *State) applyKeyCreated(e *KeyCreated) {
 
 func (s *State) applyKeyChanged(e *KeyChanged) {
 	k := s.mustKey(e.KeyID)
+	if !equalPtr(k.daily, e.DailyLimit) {
+		rearm(k.windows, periodDay, e.DailyLimit)
+	}
+	if !equalPtr(k.monthly, e.MonthlyLimit) {
+		rearm(k.windows, periodMonth, e.MonthlyLimit)
+	}
 	k.name, k.allowedModels, k.daily, k.monthly = e.Name, e.AllowedModels, e.DailyLimit, e.MonthlyLimit
 	k.expiresAt, k.disabled, k.revokedAt = e.ExpiresAt, e.Disabled, e.RevokedAt
 }

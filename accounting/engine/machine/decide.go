@@ -60,7 +60,13 @@ func (s *State) decide(c Command) (Answer, []Event) {
 		if a.suspended == c.Suspended {
 			return Answer{Account: a.view()}, nil
 		}
-		evs := s.record(AccountSuspended{AccountID: a.id, Suspended: c.Suspended, At: norm(c.At)})
+		at := norm(c.At)
+		evs := s.record(AccountSuspended{AccountID: a.id, Suspended: c.Suspended, At: at})
+		typ := AlertAccountUnsuspended
+		if c.Suspended {
+			typ = AlertAccountSuspended
+		}
+		evs = append(evs, s.alert(Alerted{Type: typ, AccountID: a.id, At: at}))
 		return Answer{Account: a.view()}, evs
 	case UpdateAccount:
 		return s.updateAccount(&c)
@@ -77,12 +83,17 @@ func (s *State) decide(c Command) (Answer, []Event) {
 	case SetKeyDisabled:
 		return s.changeKey(c.KeyID, c.At, false, func(e *KeyChanged) { e.Disabled = c.Disabled })
 	case RevokeKey:
-		return s.changeKey(c.KeyID, c.At, false, func(e *KeyChanged) {
+		ans, evs := s.changeKey(c.KeyID, c.At, false, func(e *KeyChanged) {
 			if e.RevokedAt == nil {
 				at := norm(c.At)
 				e.RevokedAt = &at
 			}
 		})
+		if len(evs) > 0 {
+			k := s.keys[c.KeyID]
+			evs = append(evs, s.alert(Alerted{Type: AlertKeyRevoked, AccountID: k.acct.id, KeyID: k.id, At: *k.revokedAt}))
+		}
+		return ans, evs
 	case UpdateKey:
 		return s.updateKey(&c)
 	case RecordVideoTask:
@@ -157,10 +168,19 @@ func (s *State) updateAccount(c *UpdateAccount) (Answer, []Event) {
 	if a == nil {
 		return refused(ledger.ErrNotFound), nil
 	}
-	if !u.Label.Set || u.Label.Value == a.label {
-		return Answer{Account: a.view()}, nil
+	if u.LowBalance.Set && u.LowBalance.Value != nil && *u.LowBalance.Value < 0 {
+		return invalid("a low-balance threshold must not be negative"), nil
 	}
-	evs := s.record(AccountLabeled{AccountID: a.id, Label: u.Label.Value, At: norm(c.At)})
+	at := norm(c.At)
+	var evs []Event
+	if u.Label.Set && u.Label.Value != a.label {
+		evs = append(evs, s.record(AccountLabeled{AccountID: a.id, Label: u.Label.Value, At: at})...)
+	}
+	if u.LowBalance.Set && !equalPtr(u.LowBalance.Value, a.lowBalance) {
+		evs = append(evs, s.record(LowBalanceSet{AccountID: a.id, Threshold: clonePtr(u.LowBalance.Value), At: at})...)
+		// A threshold set above what is available alerts at once: the account is below it.
+		evs = append(evs, s.lowBalanceAlert(a, at)...)
+	}
 	return Answer{Account: a.view()}, evs
 }
 
@@ -192,18 +212,28 @@ func (s *State) createKey(c *CreateKey) (Answer, []Event) {
 	case nk.MonthlyLimit != nil && *nk.MonthlyLimit < 0:
 		return invalid("the monthly limit must not be negative"), nil
 	}
-	if s.accounts[nk.AccountID] == nil {
+	a := s.accounts[nk.AccountID]
+	if a == nil {
 		return refused(ledger.ErrNotFound), nil
 	}
 	if s.byHash[string(nk.Hash)] != nil || s.keys[c.ID] != nil {
 		return refused(ledger.Refuse(ledger.ReasonAlreadyExists, "create key: already exists")), nil
 	}
+	if d := s.validPlacement(a, nk.ProjectID, nk.RPM, nk.TPM); d != "" {
+		return invalid(d), nil
+	}
+	at := norm(c.At)
 	evs := s.record(KeyCreated{
 		ID: c.ID, AccountID: nk.AccountID, Name: nk.Name, Prefix: nk.Prefix, Hash: slices.Clone(nk.Hash),
 		AllowedModels: models(nk.AllowedModels), DailyLimit: clonePtr(nk.DailyLimit),
 		MonthlyLimit: clonePtr(nk.MonthlyLimit), ExpiresAt: normPtr(nk.ExpiresAt),
-		AdminCreated: nk.AdminCreated, At: norm(c.At),
+		AdminCreated: nk.AdminCreated, At: at,
 	})
+	// A placement is its own event, decided with the creation: both or neither.
+	if nk.ProjectID != "" || nk.RPM != nil || nk.TPM != nil {
+		evs = append(evs, s.record(KeyPlaced{KeyID: c.ID, ProjectID: nk.ProjectID, RPM: clonePtr(nk.RPM),
+			TPM: clonePtr(nk.TPM), At: at})...)
+	}
 	return Answer{Key: s.keys[c.ID].view()}, evs
 }
 
@@ -271,7 +301,17 @@ func (s *State) updateKey(c *UpdateKey) (Answer, []Event) {
 	if slices.Contains(u.AllowedModels.Value, "") {
 		return invalid("allowed models must not contain empty names"), nil
 	}
-	return s.changeKey(u.ID, c.At, true, func(e *KeyChanged) {
+	k := s.keys[u.ID]
+	if k == nil {
+		return refused(ledger.ErrNotFound), nil
+	}
+	// The placement is checked before anything is recorded, and recorded with the
+	// change: both or neither.
+	placed, moved, d := s.placement(k, ledger.KeyPlacement{KeyID: k.id, ProjectID: u.ProjectID, RPM: u.RPM, TPM: u.TPM}, norm(c.At))
+	if d != "" {
+		return invalid(d), nil
+	}
+	ans, evs := s.changeKey(u.ID, c.At, true, func(e *KeyChanged) {
 		if u.Name.Set {
 			e.Name = u.Name.Value
 		}
@@ -288,6 +328,11 @@ func (s *State) updateKey(c *UpdateKey) (Answer, []Event) {
 			e.ExpiresAt = normPtr(u.ExpiresAt.Value)
 		}
 	})
+	if moved {
+		evs = append(evs, s.record(placed)...)
+		ans.Key = k.viewAt(placed.At)
+	}
+	return ans, evs
 }
 
 func (s *State) authenticate(c *Authenticate) Answer {

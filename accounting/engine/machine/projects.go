@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -223,9 +224,10 @@ func (s *State) deleteProject(c *DeleteProject) (Answer, []Event) {
 	case p == nil:
 		return refused(ledger.ErrNotFound), nil
 	case p.keys > 0 || p.children > 0:
-		return refused(ledger.Refuse(ledger.ReasonInvalidArgument, "the project still has keys or child projects")), nil
+		return refused(ledger.Refuse(ledger.ReasonInUse, fmt.Sprintf(
+			"%s still has %d keys and %d child projects: move or delete them first", p.who(), p.keys, p.children))), nil
 	case p.holds > 0:
-		return refused(ledger.Refuse(ledger.ReasonInvalidArgument, "the project still has requests in flight")), nil
+		return refused(ledger.Refuse(ledger.ReasonInUse, p.who()+" still has requests in flight: retry when they end")), nil
 	}
 	at := norm(c.At)
 	v := p.viewAt(at)
@@ -233,36 +235,51 @@ func (s *State) deleteProject(c *DeleteProject) (Answer, []Event) {
 }
 
 func (s *State) placeKey(c *PlaceKey) (Answer, []Event) {
-	pl := c.Placement
-	k := s.keys[pl.KeyID]
+	k := s.keys[c.Placement.KeyID]
 	if k == nil {
 		return refused(ledger.ErrNotFound), nil
 	}
 	at := norm(c.At)
-	e := KeyPlaced{KeyID: k.id, RPM: k.rpm, TPM: k.tpm, At: at}
-	if k.project != nil {
-		e.ProjectID = k.project.id
-	}
-	if pl.ProjectID.Set {
-		e.ProjectID = pl.ProjectID.Value
-	}
-	setTo(&e.RPM, pl.RPM)
-	setTo(&e.TPM, pl.TPM)
-	if d := validRates(e.RPM, e.TPM); d != "" {
+	e, changed, d := s.placement(k, c.Placement, at)
+	if d != "" {
 		return invalid(d), nil
 	}
-	if e.ProjectID != "" {
-		if p := s.projects[e.ProjectID]; p == nil || p.acct != k.acct {
-			return invalid("the project is not a project of the key's account"), nil
-		}
-	}
 	var evs []Event
-	if cur := k.project; (cur == nil) != (e.ProjectID == "") || cur != nil && cur.id != e.ProjectID ||
-		!equalPtr(k.rpm, e.RPM) || !equalPtr(k.tpm, e.TPM) {
-		e.RPM, e.TPM = clonePtr(e.RPM), clonePtr(e.TPM)
+	if changed {
 		evs = s.record(e)
 	}
 	return Answer{Key: k.viewAt(at)}, evs
+}
+
+// placement is the KeyPlaced event that pl makes of k at at, and whether it changes
+// anything; d is the detail of an invalid placement, or "".
+func (s *State) placement(k *key, pl ledger.KeyPlacement, at time.Time) (e KeyPlaced, changed bool, d string) {
+	e = KeyPlaced{KeyID: k.id, ProjectID: k.projectID(), RPM: k.rpm, TPM: k.tpm, At: at}
+	setTo(&e.ProjectID, pl.ProjectID)
+	setTo(&e.RPM, pl.RPM)
+	setTo(&e.TPM, pl.TPM)
+	if d := s.validPlacement(k.acct, e.ProjectID, e.RPM, e.TPM); d != "" {
+		return e, false, d
+	}
+	if e.ProjectID == k.projectID() && equalPtr(k.rpm, e.RPM) && equalPtr(k.tpm, e.TPM) {
+		return e, false, ""
+	}
+	e.RPM, e.TPM = clonePtr(e.RPM), clonePtr(e.TPM)
+	return e, true, ""
+}
+
+// validPlacement is the detail of an invalid placement of a key of a in project (""
+// for none) with rpm and tpm, or "".
+func (s *State) validPlacement(a *account, project string, rpm, tpm *int64) string {
+	if d := validRates(rpm, tpm); d != "" {
+		return d
+	}
+	if project != "" {
+		if p := s.projects[project]; p == nil || p.acct != a {
+			return "the project is not a project of the key's account"
+		}
+	}
+	return ""
 }
 
 func (s *State) listProjects(c *ListProjects) Answer {
@@ -306,6 +323,15 @@ func (s *State) applyProjectCreated(e *ProjectCreated) {
 
 func (s *State) applyProjectChanged(e *ProjectChanged) {
 	p := s.mustProject(e.ProjectID)
+	if !equalPtr(p.daily, e.DailyLimit) {
+		rearm(p.windows, periodDay, e.DailyLimit)
+	}
+	if !equalPtr(p.monthly, e.MonthlyLimit) {
+		rearm(p.windows, periodMonth, e.MonthlyLimit)
+	}
+	if !equalPtr(p.limit, e.Limit) {
+		rearm([]*window{&p.life}, periodLifetime, e.Limit)
+	}
 	p.name, p.daily, p.monthly, p.limit, p.models = e.Name, e.DailyLimit, e.MonthlyLimit, e.Limit, e.Models
 	p.rates.set(e.RPM, e.TPM, e.At)
 }

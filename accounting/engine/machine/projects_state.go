@@ -27,6 +27,7 @@ type ProjectState struct {
 	Spent        ledger.Micros // lifetime committed
 	Held         ledger.Micros // lifetime held
 	Rates        RateState     `json:",omitzero"`
+	LifeFired    uint8         `json:",omitempty"` // lifetime budget thresholds alerted
 }
 
 // ProjectWindow is one project's spend in one UTC day ("d") or month ("m"), its
@@ -37,6 +38,7 @@ type ProjectWindow struct {
 	Start     time.Time
 	Committed ledger.Micros
 	Held      ledger.Micros
+	Fired     uint8 `json:",omitempty"` // budget thresholds alerted
 }
 
 // RateState is what a key's or project's rpm and tpm count: the admissions of the last
@@ -87,7 +89,7 @@ func (s *State) snapshotProjects(sn *Snapshot) {
 			ID: p.id, AccountID: p.acct.id, Name: p.name, DailyLimit: clonePtr(p.daily),
 			MonthlyLimit: clonePtr(p.monthly), Limit: clonePtr(p.limit), RPM: clonePtr(p.rpm), TPM: clonePtr(p.tpm),
 			Models: slices.Clone(p.models), CreatedAt: p.createdAt, Spent: p.life.committed, Held: p.life.held,
-			Rates: p.rates.state(),
+			Rates: p.rates.state(), LifeFired: p.life.fired,
 		}
 		if p.parent != nil {
 			ps.ParentID = p.parent.id
@@ -95,7 +97,7 @@ func (s *State) snapshotProjects(sn *Snapshot) {
 		sn.Projects = append(sn.Projects, ps)
 		for _, w := range p.windows {
 			sn.ProjectWindows = append(sn.ProjectWindows, ProjectWindow{ProjectID: p.id, Period: w.period,
-				Start: w.start, Committed: w.committed, Held: w.held})
+				Start: w.start, Committed: w.committed, Held: w.held, Fired: w.fired})
 		}
 	}
 }
@@ -106,7 +108,7 @@ func restoreProjects(s *State, sn *Snapshot) {
 		p := &project{
 			id: ps.ID, acct: s.mustAccount(ps.AccountID), name: ps.Name, daily: clonePtr(ps.DailyLimit),
 			monthly: clonePtr(ps.MonthlyLimit), limit: clonePtr(ps.Limit), models: models(ps.Models),
-			createdAt: ps.CreatedAt, life: window{period: periodLifetime, committed: ps.Spent, held: ps.Held},
+			createdAt: ps.CreatedAt, life: window{period: periodLifetime, committed: ps.Spent, held: ps.Held, fired: ps.LifeFired},
 		}
 		p.rates.restore(ps.RPM, ps.TPM, &ps.Rates)
 		s.projects[p.id] = p
@@ -126,7 +128,7 @@ func restoreProjects(s *State, sn *Snapshot) {
 	}
 	for _, ws := range sn.ProjectWindows {
 		w := s.mustProject(ws.ProjectID).windows.open(ws.Period, ws.Start)
-		w.committed, w.held = ws.Committed, ws.Held
+		w.committed, w.held, w.fired = ws.Committed, ws.Held, ws.Fired
 	}
 }
 

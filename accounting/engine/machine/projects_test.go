@@ -168,7 +168,7 @@ func TestDeleteProject(t *testing.T) {
 	r := h.mustReserve(k, 10, ledger.PoolGeneral)
 	refusedWhile := func(what, id string) {
 		t.Helper()
-		if ans, evs := h.do(DeleteProject{ProjectID: id, At: h.now}); ledger.ReasonOf(ans.Err) != ledger.ReasonInvalidArgument || len(evs) != 0 {
+		if ans, evs := h.do(DeleteProject{ProjectID: id, At: h.now}); ledger.ReasonOf(ans.Err) != ledger.ReasonInUse || len(evs) != 0 {
 			t.Fatalf("deleting %s: %v, %d events", what, ans.Err, len(evs))
 		}
 	}

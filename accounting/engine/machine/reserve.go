@@ -109,7 +109,11 @@ func (s *State) reserve(c *Reserve) (Answer, []Event) {
 		Pool: r.Pool, At: now, ExpiresAt: now.Add(ttl.Truncate(time.Microsecond)), Tokens: r.Tokens,
 	}
 	s.applyReserved(&e)
-	return Answer{Reservation: s.reservations[e.ID].view()}, []Event{e}
+	evs := []Event{e}
+	if r.Amount > 0 {
+		evs = append(evs, s.lowBalanceAlert(a, now)...) // available counts holds: a hold can take it below
+	}
+	return Answer{Reservation: s.reservations[e.ID].view()}, evs
 }
 
 // spendLimits checks k's monthly then daily limit for amount more at now.
@@ -198,7 +202,11 @@ func (s *State) commit(c *Commit) (Answer, []Event) {
 		UpstreamModel: q.UpstreamModel, Channel: q.Channel, At: norm(c.At),
 	}
 	s.applyCommitted(&e)
-	return Answer{Commit: ledger.CommitResult{Charged: e.Charged, Capped: q.Actual > r.amount}}, []Event{e}
+	evs := []Event{e}
+	if e.Charged > 0 {
+		evs = append(evs, s.budgetAlerts(r, r.key, e.At)...)
+	}
+	return Answer{Commit: ledger.CommitResult{Charged: e.Charged, Capped: q.Actual > r.amount}}, evs
 }
 
 func (s *State) release(c *Release) (Answer, []Event) {

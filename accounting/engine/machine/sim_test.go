@@ -67,6 +67,7 @@ type sim struct {
 	charges  ledger.Micros
 	step     int
 	crashes  int
+	alertIDs map[string]bool // every alert id generated, to prove none twice
 	pm       *projModel
 }
 
@@ -88,7 +89,7 @@ func TestSimulation(t *testing.T) {
 	t.Logf("seed %d (rerun with -seed %d)", seed, seed)
 	m := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), s: New(), now: t0,
 		balance: map[string]ledger.Micros{}, reserved: map[string]ledger.Micros{}, res: map[string]*modelRes{},
-		pm: newProjModel()}
+		pm: newProjModel(), alertIDs: map[string]bool{}}
 	m.snap = New().Snapshot()
 	for m.step = 0; m.step < 6000; m.step++ {
 		m.advance()
@@ -157,7 +158,8 @@ func (m *sim) command() Command {
 	case r < 64:
 		return SetAccountSuspended{AccountID: acct, Suspended: m.rng.IntN(3) == 0, At: m.now}
 	case r < 65:
-		return UpdateAccount{Update: ledger.AccountUpdate{ID: acct, Label: ledger.To(fmt.Sprint("team ", m.rng.IntN(3)))}, At: m.now}
+		return UpdateAccount{Update: ledger.AccountUpdate{ID: acct, Label: ledger.To(fmt.Sprint("team ", m.rng.IntN(3))),
+			LowBalance: ledger.To(m.limit())}, At: m.now}
 	case r < 68:
 		g := 1 + m.rng.IntN(6)
 		return PutTier{Tier: ledger.Tier{Name: "sim", RPMBeforeTopUp: m.rng.IntN(10), RPMAfterTopUp: 5 + m.rng.IntN(50),
@@ -210,6 +212,14 @@ func (m *sim) do(c Command) {
 	if ans.Err != nil && len(evs) > 0 {
 		m.fatalf("%#v refused (%v) with events", c, ans.Err)
 	}
+	for _, e := range evs {
+		if a, ok := e.(Alerted); ok {
+			if m.alertIDs[a.ID] {
+				m.fatalf("alert id %s generated twice", a.ID)
+			}
+			m.alertIDs[a.ID] = true
+		}
+	}
 	m.events = append(m.events, evs...)
 	for _, e := range evs {
 		m.fold(e)
@@ -254,7 +264,7 @@ func (m *sim) do(c Command) {
 func (s *State) norm(t time.Time) time.Time { return norm(t) }
 
 func (m *sim) checkReserve(c Reserve, ans Answer, evs []Event, before map[string]ledger.Micros) {
-	if len(evs) == 1 {
+	if len(evs) > 0 { // Reserved, and balance.low when it took the account below its threshold
 		m.resIDs = append(m.resIDs, c.ID)
 		if avail, ok := before[ans.Reservation.AccountID]; !ok || avail < c.Request.Amount {
 			m.fatalf("admitted %d with %d available", c.Request.Amount, avail)
@@ -283,7 +293,7 @@ func (m *sim) checkCommit(c Commit, ans Answer, evs []Event) {
 		if !errors.Is(ans.Err, ledger.ErrNotFound) {
 			m.fatalf("commit of an unknown reservation: %+v", ans)
 		}
-	case len(evs) == 1:
+	case len(evs) > 0: // Committed, and the budget alerts it caused
 		want := ledger.CommitResult{Charged: min(c.Request.Actual, mr.amount), Capped: c.Request.Actual > mr.amount}
 		if ans.Commit != want {
 			m.fatalf("commit %+v, want %+v", ans.Commit, want)

@@ -24,6 +24,7 @@ type Snapshot struct {
 	VideoTasks     []ledger.VideoTask
 	Projects       []ProjectState  `json:",omitempty"`
 	ProjectWindows []ProjectWindow `json:",omitempty"`
+	Alerts         uint64          `json:",omitempty"` // alerts generated
 }
 
 // AccountState is an account with what its limits count.
@@ -40,6 +41,8 @@ type AccountState struct {
 	RPMMinute        time.Time // zero: never
 	RPMCount         int
 	CreatedAt        time.Time
+	LowBalance       *ledger.Micros `json:",omitempty"`
+	LowFired         bool           `json:",omitempty"` // balance.low fired; a top-up above arms it
 }
 
 // KeyState is a key as stored (spend lives in Windows).
@@ -85,6 +88,7 @@ type SpendWindow struct {
 	Start     time.Time
 	Committed ledger.Micros
 	Held      ledger.Micros
+	Fired     uint8 `json:",omitempty"` // budget thresholds alerted (bit i: 50, 80, 95, 100 %)
 }
 
 // TopUpKey is an idempotency key a top-up of an account used.
@@ -101,6 +105,7 @@ func (s *State) Snapshot() Snapshot {
 			ID: a.id, Tier: a.tier.Name, Label: a.label, Balance: a.balance, Reserved: a.reserved, Suspended: a.suspended,
 			ToppedUp: a.toppedUp, InFlight: a.inFlight, InFlightHighCost: a.inFlightHigh,
 			RPMMinute: a.rpmMinute, RPMCount: a.rpmCount, CreatedAt: a.createdAt,
+			LowBalance: clonePtr(a.lowBalance), LowFired: a.lowFired,
 		})
 		for k := range a.topUpKeys {
 			sn.TopUpKeys = append(sn.TopUpKeys, TopUpKey{AccountID: a.id, Key: k})
@@ -119,7 +124,7 @@ func (s *State) Snapshot() Snapshot {
 		})
 		for _, w := range k.windows {
 			sn.Windows = append(sn.Windows, SpendWindow{KeyID: k.id, Period: w.period, Start: w.start,
-				Committed: w.committed, Held: w.held})
+				Committed: w.committed, Held: w.held, Fired: w.fired})
 		}
 	}
 	for _, r := range s.reservations {
@@ -134,6 +139,7 @@ func (s *State) Snapshot() Snapshot {
 		sn.VideoTasks = append(sn.VideoTasks, *t)
 	}
 	s.snapshotProjects(&sn)
+	sn.Alerts = s.alerts
 	sn.sort()
 	return sn
 }
@@ -160,6 +166,7 @@ func (sn *Snapshot) sort() {
 // reservation it does not hold is not a snapshot of any state: Restore panics.
 func Restore(sn Snapshot) *State {
 	s := empty()
+	s.alerts = sn.Alerts
 	for _, t := range sn.Tiers {
 		s.putTier(t)
 	}
@@ -168,6 +175,7 @@ func Restore(sn Snapshot) *State {
 			id: as.ID, tier: s.tiers[as.Tier], label: as.Label, balance: as.Balance, reserved: as.Reserved, suspended: as.Suspended,
 			toppedUp: as.ToppedUp, inFlight: as.InFlight, inFlightHigh: as.InFlightHighCost,
 			rpmMinute: as.RPMMinute, rpmCount: as.RPMCount, createdAt: as.CreatedAt,
+			lowBalance: clonePtr(as.LowBalance), lowFired: as.LowFired,
 		}
 		if a.tier == nil {
 			panic("machine: snapshot account of unknown tier " + as.Tier)
@@ -195,7 +203,7 @@ func Restore(sn Snapshot) *State {
 	}
 	for _, ws := range sn.Windows {
 		w := s.mustKey(ws.KeyID).openWindow(ws.Period, ws.Start)
-		w.committed, w.held = ws.Committed, ws.Held
+		w.committed, w.held, w.fired = ws.Committed, ws.Held, ws.Fired
 	}
 	for _, rs := range sn.Reservations {
 		k := s.mustKey(rs.KeyID)

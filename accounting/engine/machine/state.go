@@ -39,6 +39,8 @@ type account struct {
 	rpmCount     int
 	createdAt    time.Time
 	topUpKeys    map[string]struct{} // nil until the first idempotent top-up
+	lowBalance   *ledger.Micros      // the balance.low threshold; nil: none
+	lowFired     bool                // balance.low fired since the threshold was set or a top-up lifted it
 }
 
 type key struct {
@@ -67,6 +69,7 @@ type window struct {
 	end       time.Time
 	committed ledger.Micros
 	held      ledger.Micros
+	fired     uint8 // the budget thresholds that alerted in it (bit i: thresholds[i])
 }
 
 type reservation struct {
@@ -207,7 +210,7 @@ func (a *account) view() ledger.Account {
 	return ledger.Account{
 		ID: a.id, Tier: a.tier.Name, Label: a.label, Balance: a.balance, Reserved: a.reserved,
 		Suspended: a.suspended, ToppedUp: a.toppedUp, InFlight: a.inFlight,
-		InFlightHighCost: a.inFlightHigh, CreatedAt: a.createdAt,
+		InFlightHighCost: a.inFlightHigh, CreatedAt: a.createdAt, LowBalance: a.lowBalance,
 	}
 }
 
@@ -217,7 +220,7 @@ func (k *key) view() ledger.Key {
 		ID: k.id, AccountID: k.acct.id, Name: k.name, Prefix: k.prefix,
 		AllowedModels: k.allowedModels, DailyLimit: k.daily, MonthlyLimit: k.monthly,
 		ExpiresAt: k.expiresAt, AdminCreated: k.adminCreated, Disabled: k.disabled,
-		Revoked: k.revokedAt != nil, CreatedAt: k.createdAt,
+		Revoked: k.revokedAt != nil, CreatedAt: k.createdAt, ProjectID: k.projectID(), RPM: k.rpm, TPM: k.tpm,
 	}
 }
 

@@ -11,6 +11,6 @@
 // is written exactly once across crashes and retries.
 //
 // It takes events, not journal records: it must not import the journal, gRPC or any
-// transport. It imports the state machine only for its event and snapshot types, and
-// pgx for the database.
+// transport. It imports the state machine only for its event and snapshot types,
+// accounting/alerts for an alert's webhook body, and pgx for the database.
 package materialize

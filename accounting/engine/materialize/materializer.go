@@ -28,6 +28,12 @@ import (
 //     the columns the store's ledger_commit writes; usage_daily follows by its trigger.
 //   - key_spend: held and committed, per window of the reservation's creation time.
 //   - video_tasks.
+//   - projects: created, changed and deleted (marked, never removed); api_keys'
+//     project and rates as placed; and each charge's project (ledger_entries.project_id,
+//     usage_daily.project_id): the one its key was in when the request was admitted,
+//     where the ledger held and charged it.
+//   - accounts.low_balance; each alert into the webhook outbox (webhook_events, and a
+//     webhook_deliveries row per subscribed webhook of its account).
 //   - reservations, with the values ledger_reserve, ledger_commit, ledger_release,
 //     ledger_expire_due and a renewal write, coalesced per call: a reservation reserved
 //     in the call is inserted once in its state at the call's end (settled, or held with
@@ -38,12 +44,21 @@ import (
 //     are unique).
 //
 // A Committed or Released event names only its reservation, so the Materializer keeps
-// the held reservations (their Reserved events) of its shard, started from a snapshot.
+// the held reservations (their Reserved events) of its shard, started from a snapshot,
+// with the project each was admitted in; and, for that, the project of every key in
+// one.
 type Materializer struct {
 	pool  *pgxpool.Pool
 	shard int
-	seq   int64                       // the last event folded into holds
-	holds map[string]machine.Reserved // held reservations, by id
+	seq   int64 // the last event folded
+	folded
+}
+
+// folded is what the Materializer follows of the events besides writing them.
+type folded struct {
+	holds       map[string]machine.Reserved // held reservations, by id
+	heldProject map[string]string           // a held reservation's project, when it has one
+	keyProject  map[string]string           // a key's project, when it is in one
 }
 
 // New returns the Materializer of shard on pool whose held reservations are those of
@@ -51,11 +66,20 @@ type Materializer struct {
 // at the event after seq; events at or below the shard's stored seq are only folded,
 // not written, so it may start from a snapshot older than what was written.
 func New(pool *pgxpool.Pool, shard int, from machine.Snapshot, seq int64) *Materializer {
-	m := &Materializer{pool: pool, shard: shard, seq: seq, holds: make(map[string]machine.Reserved)}
+	m := &Materializer{pool: pool, shard: shard, seq: seq, folded: folded{holds: make(map[string]machine.Reserved),
+		heldProject: make(map[string]string), keyProject: make(map[string]string)}}
 	for _, r := range from.Reservations {
 		if r.State == ledger.StateHeld {
 			m.holds[r.ID] = machine.Reserved{ID: r.ID, RequestID: r.RequestID, AccountID: r.AccountID,
 				KeyID: r.KeyID, Model: r.Model, Amount: r.Amount, Pool: r.Pool, At: r.CreatedAt, ExpiresAt: r.ExpiresAt}
+			if len(r.Projects) > 0 {
+				m.heldProject[r.ID] = r.Projects[0]
+			}
+		}
+	}
+	for _, k := range from.Keys {
+		if k.ProjectID != "" {
+			m.keyProject[k.ID] = k.ProjectID
 		}
 	}
 	return m
@@ -97,7 +121,7 @@ func (m *Materializer) Apply(ctx context.Context, seqs []int64, events []machine
 	if len(seqs) == 0 {
 		return nil
 	}
-	holds := overlay{base: m.holds, changed: make(map[string]*machine.Reserved)}
+	f := folding{holds: newOverlay(m.holds), heldProject: newOverlay(m.heldProject), keyProject: newOverlay(m.keyProject)}
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		var stored int64
 		// Takes the shard's row lock (made on first use) for the transaction.
@@ -110,7 +134,7 @@ func (m *Materializer) Apply(ctx context.Context, seqs []int64, events []machine
 		}
 		var w writes
 		for i, e := range events {
-			if err := w.add(e, &holds, seqs[i] > stored); err != nil {
+			if err := w.add(e, &f, seqs[i] > stored); err != nil {
 				return err
 			}
 		}
@@ -131,38 +155,53 @@ func (m *Materializer) Apply(ctx context.Context, seqs []int64, events []machine
 	if err != nil {
 		return fmt.Errorf("materialize: events %d..%d: %w", seqs[0], seqs[len(seqs)-1], err)
 	}
-	holds.commit()
+	f.holds.commit()
+	f.heldProject.commit()
+	f.keyProject.commit()
 	m.seq = seqs[len(seqs)-1]
 	return nil
 }
 
-// overlay is the held reservations as a call's events change them, kept apart from
-// base until the call's transaction commits.
-type overlay struct {
-	base    map[string]machine.Reserved
-	changed map[string]*machine.Reserved // nil: settled
+// folding is folded as a call's events change it, kept apart until the call's
+// transaction commits.
+type folding struct {
+	holds       overlay[machine.Reserved]
+	heldProject overlay[string]
+	keyProject  overlay[string]
 }
 
-func (o *overlay) get(id string) (machine.Reserved, bool) {
-	if r, ok := o.changed[id]; ok {
-		if r == nil {
-			return machine.Reserved{}, false
+// overlay is a map as a call's events change it, kept apart from base until the call's
+// transaction commits.
+type overlay[V any] struct {
+	base    map[string]V
+	changed map[string]*V // nil: removed
+}
+
+func newOverlay[V any](base map[string]V) overlay[V] {
+	return overlay[V]{base: base, changed: make(map[string]*V)}
+}
+
+func (o *overlay[V]) get(id string) (V, bool) {
+	if v, ok := o.changed[id]; ok {
+		if v == nil {
+			var zero V
+			return zero, false
 		}
-		return *r, true
+		return *v, true
 	}
-	r, ok := o.base[id]
-	return r, ok
+	v, ok := o.base[id]
+	return v, ok
 }
 
-func (o *overlay) put(r machine.Reserved) { o.changed[r.ID] = &r }
-func (o *overlay) drop(id string)         { o.changed[id] = nil }
+func (o *overlay[V]) put(id string, v V) { o.changed[id] = &v }
+func (o *overlay[V]) drop(id string)     { o.changed[id] = nil }
 
-func (o *overlay) commit() {
-	for id, r := range o.changed {
-		if r == nil {
+func (o *overlay[V]) commit() {
+	for id, v := range o.changed {
+		if v == nil {
 			delete(o.base, id)
 		} else {
-			o.base[id] = *r
+			o.base[id] = *v
 		}
 	}
 }

@@ -17,7 +17,9 @@ func (w *writes) batch(inserted *int64) (*pgx.Batch, resInserts, error) {
 	b := &pgx.Batch{}
 	w.queueTiers(b)
 	w.queueAccounts(b)
+	w.queueProjects(b)
 	w.queueKeys(b)
+	w.queuePlacements(b)
 	ins, err := w.queueReservations(b, inserted)
 	if err != nil {
 		return nil, ins, err
@@ -28,6 +30,7 @@ func (w *writes) batch(inserted *int64) (*pgx.Batch, resInserts, error) {
 	w.queueLabels(b)
 	w.queueSpend(b)
 	w.queueVideos(b)
+	w.queueAlerts(b)
 	return b, ins, nil
 }
 
@@ -131,8 +134,8 @@ func (w *writes) queueEntries(b *pgx.Batch) {
 	n := len(w.entries)
 	accounts, kinds := make([]string, n), make([]string, n)
 	amounts := make([]int64, n)
-	res, idem, keys, models, upstream, channels := make([]*string, n), make([]*string, n), make([]*string, n),
-		make([]*string, n), make([]*string, n), make([]*string, n)
+	res, idem, keys, models, upstream, channels, projects := make([]*string, n), make([]*string, n), make([]*string, n),
+		make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	in, out := make([]*int64, n), make([]*int64, n)
 	units, components, tiers := make([]*string, n), make([]*string, n), make([]*string, n)
 	ats := make([]time.Time, n)
@@ -141,20 +144,23 @@ func (w *writes) queueEntries(b *pgx.Batch) {
 		res[i], idem[i], keys[i], models[i], upstream[i], channels[i] = e.reservationID, e.idempotencyKey, e.keyID,
 			e.model, e.upstream, e.channel
 		in[i], out[i], units[i], components[i], tiers[i] = e.input, e.output, e.units, e.components, e.serviceTier
+		projects[i] = e.project
 	}
 	// In journal order (ORDER BY the ordinality): entry ids follow the events.
 	b.Queue(`
 		INSERT INTO ledger_entries (account_id, kind, amount, reservation_id, idempotency_key, key_id, model,
-			upstream_model, channel, input_tokens, output_tokens, units, components, service_tier, created_at)
+			upstream_model, channel, input_tokens, output_tokens, units, components, service_tier, created_at,
+			project_id)
 		SELECT account::uuid, kind, amount, res::uuid, idem, key::uuid, model, upstream, channel, tin, tout,
-			units::jsonb, components::jsonb, tier, at
+			units::jsonb, components::jsonb, tier, at, project::uuid
 		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
 			$8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[],
-			$15::timestamptz[])
+			$15::timestamptz[], $16::text[])
 			WITH ORDINALITY AS u(account, kind, amount, res, idem, key, model, upstream, channel, tin, tout,
-				units, components, tier, at, n)
+				units, components, tier, at, project, n)
 		ORDER BY n`,
-		accounts, kinds, amounts, res, idem, keys, models, upstream, channels, in, out, units, components, tiers, ats)
+		accounts, kinds, amounts, res, idem, keys, models, upstream, channels, in, out, units, components, tiers, ats,
+		projects)
 }
 
 // queueMoney updates the balances, holds and pools; not the flags, so that the

@@ -26,6 +26,8 @@ type writes struct {
 	spend      map[window]*spend
 	videos     []ledger.VideoTask
 	rows       map[string]*resRow // reservations rows, by id
+	projects
+	alertWrites
 }
 
 // money is an account's balance, hold and pool changes.
@@ -58,6 +60,7 @@ type entry struct {
 	keyID, model   *string
 	upstream       *string
 	channel        *string
+	project        *string
 	input, output  *int64
 	units          *string
 	components     *string
@@ -66,11 +69,15 @@ type entry struct {
 }
 
 // add gathers e when write is set (its seq is past the stored one), and folds it into
-// holds either way.
-func (w *writes) add(e machine.Event, holds *overlay, write bool) error {
+// f either way.
+func (w *writes) add(e machine.Event, f *folding, write bool) error {
+	holds := &f.holds
 	switch e := e.(type) {
 	case machine.Reserved:
-		holds.put(e)
+		holds.put(e.ID, e)
+		if p, ok := f.keyProject.get(e.KeyID); ok {
+			f.heldProject.put(e.ID, p)
+		}
 		if write {
 			w.hold(e, 1)
 			w.reserve(e)
@@ -81,9 +88,11 @@ func (w *writes) add(e machine.Event, holds *overlay, write bool) error {
 			return fmt.Errorf("commit of reservation %s, which is not held", e.ReservationID)
 		}
 		holds.drop(e.ReservationID)
+		project, _ := f.heldProject.get(e.ReservationID)
+		f.heldProject.drop(e.ReservationID)
 		if write {
 			w.hold(r, -1)
-			w.charge(r, e)
+			w.charge(r, e, project)
 			actual := int64(e.Actual)
 			return w.settle(r, ledger.StateCommitted, &actual, e.Charged, "", e.At)
 		}
@@ -93,6 +102,7 @@ func (w *writes) add(e machine.Event, holds *overlay, write bool) error {
 			return fmt.Errorf("release of reservation %s, which is not held", e.ReservationID)
 		}
 		holds.drop(e.ReservationID)
+		f.heldProject.drop(e.ReservationID)
 		if write {
 			w.hold(r, -1)
 			return w.settle(r, e.State, nil, 0, e.Reason, e.At)
@@ -100,10 +110,19 @@ func (w *writes) add(e machine.Event, holds *overlay, write bool) error {
 	case machine.Renewed:
 		if r, ok := holds.get(e.ReservationID); ok {
 			r.ExpiresAt = e.ExpiresAt
-			holds.put(r)
+			holds.put(r.ID, r)
 			if write {
 				w.renew(r)
 			}
+		}
+	case machine.KeyPlaced:
+		if e.ProjectID == "" {
+			f.keyProject.drop(e.KeyID)
+		} else {
+			f.keyProject.put(e.KeyID, e.ProjectID)
+		}
+		if write {
+			w.placements = put(w.placements, e.KeyID, e)
 		}
 	case machine.Forgotten:
 		// Only settled reservations and ended windows are forgotten: their rows stay (the
@@ -132,14 +151,16 @@ func (w *writes) addRecord(e machine.Event) error {
 		w.flagsOf(e.AccountID).suspended = &e.Suspended
 	case machine.AccountLabeled:
 		w.labels = put(w.labels, e.AccountID, e.Label)
+	case machine.Alerted, machine.LowBalanceSet:
+		w.addAlert(e)
 	case machine.KeyCreated:
 		w.keys = append(w.keys, e)
 	case machine.KeyChanged:
 		w.keyChanges = put(w.keyChanges, e.KeyID, e)
 	case machine.VideoTaskRecorded:
 		w.videos = append(w.videos, e.Task)
-	case machine.ProjectCreated, machine.ProjectChanged, machine.ProjectDeleted, machine.KeyPlaced:
-		// Projects have no derived tables yet: the owner's state is the only reader.
+	case machine.ProjectCreated, machine.ProjectChanged, machine.ProjectDeleted:
+		w.addProject(e)
 	default:
 		return fmt.Errorf("unknown event %T", e)
 	}
@@ -162,7 +183,7 @@ func (w *writes) hold(r machine.Reserved, sign int) {
 }
 
 // charge records r's commit: the entry ledger_commit writes, the balance, the windows.
-func (w *writes) charge(r machine.Reserved, c machine.Committed) {
+func (w *writes) charge(r machine.Reserved, c machine.Committed, project string) {
 	w.moneyOf(r.AccountID).balance -= c.Charged
 	if r.Amount > 0 {
 		for _, win := range windowsOf(r) {
@@ -171,7 +192,7 @@ func (w *writes) charge(r machine.Reserved, c machine.Committed) {
 	}
 	in, out := c.Usage.InputTokens, c.Usage.OutputTokens
 	w.entries = append(w.entries, entry{accountID: r.AccountID, kind: "charge", amount: -c.Charged,
-		reservationID: &r.ID, keyID: &r.KeyID, model: &r.Model, upstream: nonEmpty(c.UpstreamModel),
+		reservationID: &r.ID, keyID: &r.KeyID, project: nonEmpty(project), model: &r.Model, upstream: nonEmpty(c.UpstreamModel),
 		channel: nonEmpty(c.Channel), input: &in, output: &out, units: unitsJSON(c.Usage.Units),
 		components: componentsJSON(c.Usage.Components), serviceTier: nonEmpty(c.Usage.ServiceTier), at: c.At})
 }

@@ -103,6 +103,7 @@ func (m *Memory) read(c machine.Command) (machine.Answer, error) {
 func own(k ledger.Key) ledger.Key {
 	k.AllowedModels = slices.Clone(k.AllowedModels)
 	k.DailyLimit, k.MonthlyLimit, k.ExpiresAt = clone(k.DailyLimit), clone(k.MonthlyLimit), clone(k.ExpiresAt)
+	k.RPM, k.TPM = clone(k.RPM), clone(k.TPM)
 	return k
 }
 

@@ -43,6 +43,8 @@ type Options struct {
 	ServerOptions []grpc.ServerOption
 	// Observe is the server's server.Options.Observe.
 	Observe func(method string, err error, elapsed time.Duration)
+	// Webhooks is the server's server.Options.Webhooks.
+	Webhooks ledger.Webhooks
 }
 
 // Start serves store on 127.0.0.1 until the test ends.
@@ -62,7 +64,7 @@ func Start(tb testing.TB, store ledger.Store, opts Options) *Fixture {
 	}
 	hub := server.NewHub(store, log, opts.SubscriberBuffer)
 	srv := grpc.NewServer(append(az.ServerOptions(), opts.ServerOptions...)...)
-	server.New(store, hub, server.Options{Logger: log, Now: opts.Now, Observe: opts.Observe}).Register(srv)
+	server.New(store, hub, server.Options{Logger: log, Now: opts.Now, Observe: opts.Observe, Webhooks: opts.Webhooks}).Register(srv)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -204,7 +204,7 @@ func dropDB(ctx context.Context, name string) error {
 //     reservations or in reservations_archive (migration 0010), never in both;
 //   - every key spend window's held and committed = the held amounts and the charges
 //     of the key's reservations created in that window;
-//   - the usage rollup holds, per account, UTC day, key and model, exactly the count,
+//   - the usage rollup holds, per account, UTC day, key, model (and project), exactly the count,
 //     tokens and charges of the ledger's charge entries.
 //
 // It returns one error listing every violation.
@@ -219,6 +219,16 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
 	all := `(SELECT ` + cols + ` FROM reservations)`
 	if hasArchive {
 		all = `(SELECT ` + cols + ` FROM reservations UNION ALL SELECT ` + cols + ` FROM reservations_archive)`
+	}
+	// The rollup is per project from migration 0018 on.
+	var hasProjects bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_name = 'usage_daily' AND column_name = 'project_id')`).Scan(&hasProjects); err != nil {
+		return fmt.Errorf("invariants: %w", err)
+	}
+	entryProject, sameProject := `''`, ``
+	if hasProjects {
+		entryProject, sameProject = `coalesce(project_id::text, '')`, ` AND e.project_id = u.project_id`
 	}
 	checks := []struct{ name, sql string }{
 		{"balance differs from the sum of the ledger", `
@@ -269,14 +279,14 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
 			e AS (
 				SELECT account_id, (created_at AT TIME ZONE 'UTC')::date AS day, key_id, coalesce(model, '') AS model,
 				       coalesce(channel, '') AS channel, coalesce(upstream_model, '') AS upstream_model,
-				       count(*) AS requests, sum(coalesce(input_tokens, 0)) AS input_tokens,
+				       ` + entryProject + ` AS project_id, count(*) AS requests, sum(coalesce(input_tokens, 0)) AS input_tokens,
 				       sum(coalesce(output_tokens, 0)) AS output_tokens, sum(cache_read) AS cache_read,
 				       sum(cache_write) AS cache_write, -sum(amount) AS charged
-				FROM c GROUP BY 1, 2, 3, 4, 5, 6)
+				FROM c GROUP BY 1, 2, 3, 4, 5, 6, 7)
 			SELECT coalesce(u.account_id, e.account_id)::text || ' ' || coalesce(u.day, e.day)::text
 			FROM usage_daily u
 			FULL JOIN e ON e.account_id = u.account_id AND e.day = u.day AND e.key_id = u.key_id AND e.model = u.model
-				AND e.channel = u.channel AND e.upstream_model = u.upstream_model
+				AND e.channel = u.channel AND e.upstream_model = u.upstream_model` + sameProject + `
 			WHERE u.account_id IS NULL OR e.account_id IS NULL OR u.requests <> e.requests
 			   OR u.input_tokens <> e.input_tokens OR u.output_tokens <> e.output_tokens OR u.charged <> e.charged
 			   OR u.cache_read_tokens <> e.cache_read OR u.cache_write_tokens <> e.cache_write`},

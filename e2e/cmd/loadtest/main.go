@@ -276,6 +276,9 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 			p50: q(g.Latencies, .5), p90: q(g.Latencies, .9), p99: q(g.Latencies, .99), p999: q(g.Latencies, .999),
 			direct50: q(dr.Latencies, .5), direct99: q(dr.Latencies, .99)}
 		r.added50, r.added99 = r.p50-r.direct50, r.p99-r.direct99
+		// A call that took two hops is counted by both replicas.
+		hops := grew(forwardedCalls) + grew(redirectedCalls)
+		r.twoHops = 100 * ratio(hops, grewAll(ledger0, ledger1, accountingCalls)-hops)
 		for j, p := range append(parts, "postgres", generator) {
 			per := loadtest.Used(before[p], after[p]) / time.Duration(max(g.Sent, 1))
 			r.cpu[j] = float64(per) / float64(time.Millisecond)
@@ -322,10 +325,13 @@ func saveProfile(addr, kind, path string, d time.Duration) error {
 }
 
 // The series the rows' ledger columns come from: the group commit's counters (the
-// batching), and the Reserve histograms of extproc's calls (each operation an Apply
-// carried counted with the Apply's time) and of the accounting replicas' handling (each
-// operation of an Apply under its own method).
+// batching), the Reserve histograms of extproc's calls and of the accounting replicas'
+// handling, and the calls the replicas handled and those a standby forwarded or
+// answered with the owner's address (two hops).
 const (
+	accountingCalls   = "accounting_grpc_request_duration_seconds_count"
+	forwardedCalls    = "accounting_forwarded_calls_total"
+	redirectedCalls   = "accounting_redirected_calls_total"
 	groupTransactions = "accounting_ledger_group_transactions_total"
 	groupOperations   = "accounting_ledger_group_operations_total"
 	extprocReserve    = "gateway_accounting_call_duration_seconds"
@@ -364,6 +370,21 @@ func delta(a, b map[string]float64, series string) float64 {
 		return math.NaN()
 	}
 	return vb - va
+}
+
+// grewAll is how much the series of the metric name grew in all, whatever their labels
+// (a series that appeared in between grew from 0); NaN when b could not be read.
+func grewAll(a, b map[string]float64, name string) float64 {
+	if b == nil {
+		return math.NaN()
+	}
+	sum := 0.0
+	for series, v := range b {
+		if series == name || strings.HasPrefix(series, name+"{") {
+			sum += v - a[series]
+		}
+	}
+	return sum
 }
 
 // ratio is n/d, NaN when d is not positive (or unknown).

@@ -11,8 +11,9 @@ import (
 // in milliseconds and context switches per request by part (the front, extproc,
 // accounting, PostgreSQL, the load generator), peak RSS in MB by process, the ledger
 // operations per transaction, and a Reserve's mean time in milliseconds as extproc saw it
-// (its call, the network and accounting's queue included; not a wait in extproc's own
-// queue for an Apply) and as accounting served it (NaN when unknown).
+// (its call, the network and accounting's queue included) and as accounting served it,
+// and the share of accounting's calls that took two hops (a standby forwarded them or
+// named the owner), in percent (NaN when unknown).
 type row struct {
 	code                  string // which checkout ran ("" when only one did)
 	rate                  int
@@ -25,6 +26,7 @@ type row struct {
 	rss                   [3]float64
 	operationsPerTransact float64
 	reserve               [2]float64
+	twoHops               float64
 }
 
 // header is the table's first two lines; parts names the front, extproc and accounting.
@@ -36,7 +38,7 @@ func header(parts []string, withCode bool) string {
 	return "| " + code + "rate | gateway p50 / p90 / p99 / p99.9 | direct p50 / p99 | added p50 / p99 | success | CPU per request: " +
 		strings.Join(parts, " / ") + " / postgres / " + generator + " | context switches per request: " +
 		strings.Join(parts, " / ") + " / postgres / " + generator + " | peak RSS: " + strings.Join(parts, " / ") +
-		" | ledger operations per transaction | Reserve (mean): extproc's call / accounting's |\n|" + sep + "---|---|---|---|---|---|---|---|---|---|"
+		" | ledger operations per transaction | Reserve (mean): extproc's call / accounting's | calls taking two hops |\n|" + sep + "---|---|---|---|---|---|---|---|---|---|---|"
 }
 
 func (r row) String() string {
@@ -61,11 +63,12 @@ func (r row) String() string {
 		}
 		return fmt.Sprintf(format, x)
 	}
-	return fmt.Sprintf("| %s%d rps | %s / %s / %s / %s ms | %s / %s ms | %s / %s ms | %.2f %% (%d of %d) | %s ms | %s | %s | %s | %s / %s ms |",
+	return fmt.Sprintf("| %s%d rps | %s / %s / %s / %s ms | %s / %s ms | %s / %s ms | %.2f %% (%d of %d) | %s ms | %s | %s | %s | %s / %s ms | %s |",
 		code, r.rate, f(r.p50), f(r.p90), f(r.p99), f(r.p999), f(r.direct50), f(r.direct99),
 		f(r.added50), f(r.added99), 100*float64(r.ok)/float64(max(r.sent, 1)), r.ok, r.sent,
 		strings.Join(cpu, " / "), strings.Join(switches, " / "), strings.Join(rss, " / "),
-		known(r.operationsPerTransact, "%.1f"), known(r.reserve[0], "%.2f"), known(r.reserve[1], "%.2f"))
+		known(r.operationsPerTransact, "%.1f"), known(r.reserve[0], "%.2f"), known(r.reserve[1], "%.2f"),
+		known(r.twoHops, "%.2f %%"))
 }
 
 // median is the rows of several runs of one code and rate in one row: the median of
@@ -103,6 +106,7 @@ func median(runs []row) row {
 	for i := range m.reserve {
 		m.reserve[i] = med(func(r row) float64 { return r.reserve[i] })
 	}
+	m.twoHops = med(func(r row) float64 { return r.twoHops })
 	for _, r := range runs {
 		m.ok, m.sent = m.ok+r.ok, m.sent+r.sent
 	}

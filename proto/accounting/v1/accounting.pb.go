@@ -48,6 +48,9 @@ const (
 	Reason_REASON_ALREADY_EXISTS      Reason = 10
 	// The model is not on the allowlist of the key or of a project the key is in.
 	Reason_REASON_MODEL_NOT_ALLOWED Reason = 11
+	// What the call would remove is still in use (a project with keys, child projects
+	// or requests in flight).
+	Reason_REASON_IN_USE Reason = 12
 )
 
 // Enum value maps for Reason.
@@ -65,6 +68,7 @@ var (
 		9:  "REASON_INVALID_ARGUMENT",
 		10: "REASON_ALREADY_EXISTS",
 		11: "REASON_MODEL_NOT_ALLOWED",
+		12: "REASON_IN_USE",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                0,
@@ -79,6 +83,7 @@ var (
 		"REASON_INVALID_ARGUMENT":           9,
 		"REASON_ALREADY_EXISTS":             10,
 		"REASON_MODEL_NOT_ALLOWED":          11,
+		"REASON_IN_USE":                     12,
 	}
 )
 
@@ -278,6 +283,9 @@ const (
 	UsageGroup_USAGE_GROUP_DAY         UsageGroup = 3
 	// By the channel that served the charge, with its upstream model.
 	UsageGroup_USAGE_GROUP_CHANNEL UsageGroup = 4
+	// By the project of the charge's key when the request was admitted (its own
+	// project, not the ancestors); the group is empty for keys in no project.
+	UsageGroup_USAGE_GROUP_PROJECT UsageGroup = 5
 )
 
 // Enum value maps for UsageGroup.
@@ -288,6 +296,7 @@ var (
 		2: "USAGE_GROUP_KEY",
 		3: "USAGE_GROUP_DAY",
 		4: "USAGE_GROUP_CHANNEL",
+		5: "USAGE_GROUP_PROJECT",
 	}
 	UsageGroup_value = map[string]int32{
 		"USAGE_GROUP_UNSPECIFIED": 0,
@@ -295,6 +304,7 @@ var (
 		"USAGE_GROUP_KEY":         2,
 		"USAGE_GROUP_DAY":         3,
 		"USAGE_GROUP_CHANNEL":     4,
+		"USAGE_GROUP_PROJECT":     5,
 	}
 )
 
@@ -449,6 +459,54 @@ func (x *Refusal) GetAvailableMicros() int64 {
 	return 0
 }
 
+// NotOwner is the detail of the UNAVAILABLE status a standby answers a call that
+// carries "x-ledger-redirect: 1" with (and of any call made at a process that stopped
+// owning the ledger): nothing was decided, and the owner is at owner_addr.
+type NotOwner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gRPC address (host:port) the owner advertises.
+	OwnerAddr     string `protobuf:"bytes,1,opt,name=owner_addr,json=ownerAddr,proto3" json:"owner_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotOwner) Reset() {
+	*x = NotOwner{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotOwner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotOwner) ProtoMessage() {}
+
+func (x *NotOwner) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotOwner.ProtoReflect.Descriptor instead.
+func (*NotOwner) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NotOwner) GetOwnerAddr() string {
+	if x != nil {
+		return x.OwnerAddr
+	}
+	return ""
+}
+
 type AuthenticateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// SHA-256 of the API key secret, 32 bytes.
@@ -459,7 +517,7 @@ type AuthenticateRequest struct {
 
 func (x *AuthenticateRequest) Reset() {
 	*x = AuthenticateRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +529,7 @@ func (x *AuthenticateRequest) String() string {
 func (*AuthenticateRequest) ProtoMessage() {}
 
 func (x *AuthenticateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[1]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +542,7 @@ func (x *AuthenticateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthenticateRequest.ProtoReflect.Descriptor instead.
 func (*AuthenticateRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{1}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AuthenticateRequest) GetKeyHash() []byte {
@@ -503,7 +561,7 @@ type AuthenticateResponse struct {
 
 func (x *AuthenticateResponse) Reset() {
 	*x = AuthenticateResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +573,7 @@ func (x *AuthenticateResponse) String() string {
 func (*AuthenticateResponse) ProtoMessage() {}
 
 func (x *AuthenticateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[2]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +586,7 @@ func (x *AuthenticateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthenticateResponse.ProtoReflect.Descriptor instead.
 func (*AuthenticateResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{2}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AuthenticateResponse) GetGrant() *KeyGrant {
@@ -563,7 +621,7 @@ type KeyGrant struct {
 
 func (x *KeyGrant) Reset() {
 	*x = KeyGrant{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +633,7 @@ func (x *KeyGrant) String() string {
 func (*KeyGrant) ProtoMessage() {}
 
 func (x *KeyGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[3]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +646,7 @@ func (x *KeyGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyGrant.ProtoReflect.Descriptor instead.
 func (*KeyGrant) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{3}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *KeyGrant) GetKeyId() string {
@@ -678,7 +736,7 @@ type ModelScope struct {
 
 func (x *ModelScope) Reset() {
 	*x = ModelScope{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +748,7 @@ func (x *ModelScope) String() string {
 func (*ModelScope) ProtoMessage() {}
 
 func (x *ModelScope) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[4]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +761,7 @@ func (x *ModelScope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelScope.ProtoReflect.Descriptor instead.
 func (*ModelScope) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{4}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ModelScope) GetModels() []string {
@@ -736,7 +794,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +806,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[5]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +819,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{5}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReserveRequest) GetRequestId() string {
@@ -825,7 +883,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +895,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[6]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +908,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{6}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReserveResponse) GetReservationId() string {
@@ -899,7 +957,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +969,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[7]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +982,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{7}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -975,7 +1033,7 @@ type ChargeComponent struct {
 
 func (x *ChargeComponent) Reset() {
 	*x = ChargeComponent{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1045,7 @@ func (x *ChargeComponent) String() string {
 func (*ChargeComponent) ProtoMessage() {}
 
 func (x *ChargeComponent) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[8]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1058,7 @@ func (x *ChargeComponent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChargeComponent.ProtoReflect.Descriptor instead.
 func (*ChargeComponent) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{8}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ChargeComponent) GetName() string {
@@ -1046,7 +1104,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1116,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[9]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1129,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{9}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CommitRequest) GetReservationId() string {
@@ -1122,7 +1180,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1192,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[10]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1205,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{10}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CommitResponse) GetChargedMicros() int64 {
@@ -1182,7 +1240,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1252,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[11]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1265,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{11}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseRequest) GetReservationId() string {
@@ -1236,7 +1294,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1306,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[12]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1319,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{12}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReleaseResponse) GetState() ReservationState {
@@ -1278,372 +1336,6 @@ func (x *ReleaseResponse) GetChargedMicros() int64 {
 	return 0
 }
 
-type ApplyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ops           []*LedgerOp            `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ApplyRequest) Reset() {
-	*x = ApplyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ApplyRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ApplyRequest) ProtoMessage() {}
-
-func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[13]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
-func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{13}
-}
-
-func (x *ApplyRequest) GetOps() []*LedgerOp {
-	if x != nil {
-		return x.Ops
-	}
-	return nil
-}
-
-// LedgerOp is one call of an Apply.
-type LedgerOp struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Op:
-	//
-	//	*LedgerOp_Reserve
-	//	*LedgerOp_Commit
-	//	*LedgerOp_Release
-	Op            isLedgerOp_Op `protobuf_oneof:"op"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LedgerOp) Reset() {
-	*x = LedgerOp{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LedgerOp) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LedgerOp) ProtoMessage() {}
-
-func (x *LedgerOp) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LedgerOp.ProtoReflect.Descriptor instead.
-func (*LedgerOp) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
-}
-
-func (x *LedgerOp) GetOp() isLedgerOp_Op {
-	if x != nil {
-		return x.Op
-	}
-	return nil
-}
-
-func (x *LedgerOp) GetReserve() *ReserveRequest {
-	if x != nil {
-		if x, ok := x.Op.(*LedgerOp_Reserve); ok {
-			return x.Reserve
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOp) GetCommit() *CommitRequest {
-	if x != nil {
-		if x, ok := x.Op.(*LedgerOp_Commit); ok {
-			return x.Commit
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOp) GetRelease() *ReleaseRequest {
-	if x != nil {
-		if x, ok := x.Op.(*LedgerOp_Release); ok {
-			return x.Release
-		}
-	}
-	return nil
-}
-
-type isLedgerOp_Op interface {
-	isLedgerOp_Op()
-}
-
-type LedgerOp_Reserve struct {
-	Reserve *ReserveRequest `protobuf:"bytes,1,opt,name=reserve,proto3,oneof"`
-}
-
-type LedgerOp_Commit struct {
-	Commit *CommitRequest `protobuf:"bytes,2,opt,name=commit,proto3,oneof"`
-}
-
-type LedgerOp_Release struct {
-	Release *ReleaseRequest `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
-}
-
-func (*LedgerOp_Reserve) isLedgerOp_Op() {}
-
-func (*LedgerOp_Commit) isLedgerOp_Op() {}
-
-func (*LedgerOp_Release) isLedgerOp_Op() {}
-
-type ApplyResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// One per operation, in order.
-	Results       []*LedgerOpResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ApplyResponse) Reset() {
-	*x = ApplyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ApplyResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ApplyResponse) ProtoMessage() {}
-
-func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
-func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
-}
-
-func (x *ApplyResponse) GetResults() []*LedgerOpResult {
-	if x != nil {
-		return x.Results
-	}
-	return nil
-}
-
-// LedgerOpResult is what the operation's own call would have answered.
-type LedgerOpResult struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Result:
-	//
-	//	*LedgerOpResult_Reserve
-	//	*LedgerOpResult_Commit
-	//	*LedgerOpResult_Release
-	//	*LedgerOpResult_Error
-	Result        isLedgerOpResult_Result `protobuf_oneof:"result"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LedgerOpResult) Reset() {
-	*x = LedgerOpResult{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LedgerOpResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LedgerOpResult) ProtoMessage() {}
-
-func (x *LedgerOpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LedgerOpResult.ProtoReflect.Descriptor instead.
-func (*LedgerOpResult) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
-}
-
-func (x *LedgerOpResult) GetResult() isLedgerOpResult_Result {
-	if x != nil {
-		return x.Result
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetReserve() *ReserveResponse {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Reserve); ok {
-			return x.Reserve
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetCommit() *CommitResponse {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Commit); ok {
-			return x.Commit
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetRelease() *ReleaseResponse {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Release); ok {
-			return x.Release
-		}
-	}
-	return nil
-}
-
-func (x *LedgerOpResult) GetError() *OpError {
-	if x != nil {
-		if x, ok := x.Result.(*LedgerOpResult_Error); ok {
-			return x.Error
-		}
-	}
-	return nil
-}
-
-type isLedgerOpResult_Result interface {
-	isLedgerOpResult_Result()
-}
-
-type LedgerOpResult_Reserve struct {
-	Reserve *ReserveResponse `protobuf:"bytes,1,opt,name=reserve,proto3,oneof"`
-}
-
-type LedgerOpResult_Commit struct {
-	Commit *CommitResponse `protobuf:"bytes,2,opt,name=commit,proto3,oneof"`
-}
-
-type LedgerOpResult_Release struct {
-	Release *ReleaseResponse `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
-}
-
-type LedgerOpResult_Error struct {
-	Error *OpError `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
-}
-
-func (*LedgerOpResult_Reserve) isLedgerOpResult_Result() {}
-
-func (*LedgerOpResult_Commit) isLedgerOpResult_Result() {}
-
-func (*LedgerOpResult_Release) isLedgerOpResult_Result() {}
-
-func (*LedgerOpResult_Error) isLedgerOpResult_Result() {}
-
-// OpError is the status an operation's own call would have failed with.
-type OpError struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The gRPC status code (google.golang.org/grpc/codes), never OK.
-	Code    int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// The refusal, for a refused operation (as the call's status details carry it).
-	Refusal       *Refusal `protobuf:"bytes,3,opt,name=refusal,proto3" json:"refusal,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *OpError) Reset() {
-	*x = OpError{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *OpError) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*OpError) ProtoMessage() {}
-
-func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use OpError.ProtoReflect.Descriptor instead.
-func (*OpError) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
-}
-
-func (x *OpError) GetCode() int32 {
-	if x != nil {
-		return x.Code
-	}
-	return 0
-}
-
-func (x *OpError) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *OpError) GetRefusal() *Refusal {
-	if x != nil {
-		return x.Refusal
-	}
-	return nil
-}
-
 type RenewRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ReservationId string                 `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
@@ -1654,7 +1346,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1358,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1371,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewRequest) GetReservationId() string {
@@ -1705,7 +1397,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1409,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1422,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RenewResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -1748,7 +1440,7 @@ type WatchChangesRequest struct {
 
 func (x *WatchChangesRequest) Reset() {
 	*x = WatchChangesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1452,7 @@ func (x *WatchChangesRequest) String() string {
 func (*WatchChangesRequest) ProtoMessage() {}
 
 func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1465,7 @@ func (x *WatchChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesRequest.ProtoReflect.Descriptor instead.
 func (*WatchChangesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{16}
 }
 
 type WatchChangesResponse struct {
@@ -1787,7 +1479,7 @@ type WatchChangesResponse struct {
 
 func (x *WatchChangesResponse) Reset() {
 	*x = WatchChangesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1491,7 @@ func (x *WatchChangesResponse) String() string {
 func (*WatchChangesResponse) ProtoMessage() {}
 
 func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1504,7 @@ func (x *WatchChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChangesResponse.ProtoReflect.Descriptor instead.
 func (*WatchChangesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchChangesResponse) GetKind() ChangeKind {
@@ -1852,7 +1544,7 @@ type RecordVideoTaskRequest struct {
 
 func (x *RecordVideoTaskRequest) Reset() {
 	*x = RecordVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1556,7 @@ func (x *RecordVideoTaskRequest) String() string {
 func (*RecordVideoTaskRequest) ProtoMessage() {}
 
 func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1569,7 @@ func (x *RecordVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RecordVideoTaskRequest) GetTaskId() string {
@@ -1924,7 +1616,7 @@ type RecordVideoTaskResponse struct {
 
 func (x *RecordVideoTaskResponse) Reset() {
 	*x = RecordVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +1628,7 @@ func (x *RecordVideoTaskResponse) String() string {
 func (*RecordVideoTaskResponse) ProtoMessage() {}
 
 func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +1641,7 @@ func (x *RecordVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*RecordVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RecordVideoTaskResponse) GetTask() *VideoTask {
@@ -1968,7 +1660,7 @@ type GetVideoTaskRequest struct {
 
 func (x *GetVideoTaskRequest) Reset() {
 	*x = GetVideoTaskRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +1672,7 @@ func (x *GetVideoTaskRequest) String() string {
 func (*GetVideoTaskRequest) ProtoMessage() {}
 
 func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +1685,7 @@ func (x *GetVideoTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetVideoTaskRequest) GetTaskId() string {
@@ -2012,7 +1704,7 @@ type GetVideoTaskResponse struct {
 
 func (x *GetVideoTaskResponse) Reset() {
 	*x = GetVideoTaskResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +1716,7 @@ func (x *GetVideoTaskResponse) String() string {
 func (*GetVideoTaskResponse) ProtoMessage() {}
 
 func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +1729,7 @@ func (x *GetVideoTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVideoTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetVideoTaskResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetVideoTaskResponse) GetTask() *VideoTask {
@@ -2067,7 +1759,7 @@ type VideoTask struct {
 
 func (x *VideoTask) Reset() {
 	*x = VideoTask{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +1771,7 @@ func (x *VideoTask) String() string {
 func (*VideoTask) ProtoMessage() {}
 
 func (x *VideoTask) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +1784,7 @@ func (x *VideoTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VideoTask.ProtoReflect.Descriptor instead.
 func (*VideoTask) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *VideoTask) GetTaskId() string {
@@ -2171,14 +1863,16 @@ type Account struct {
 	InFlight         int32                  `protobuf:"varint,9,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	InFlightHighCost int32                  `protobuf:"varint,10,opt,name=in_flight_high_cost,json=inFlightHighCost,proto3" json:"in_flight_high_cost,omitempty"`
 	// The operator's name for the account; empty: none.
-	Label         string `protobuf:"bytes,11,opt,name=label,proto3" json:"label,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Label string `protobuf:"bytes,11,opt,name=label,proto3" json:"label,omitempty"`
+	// The balance.low alert's threshold in micro-credits; absent: none.
+	LowBalanceMicros *int64 `protobuf:"varint,12,opt,name=low_balance_micros,json=lowBalanceMicros,proto3,oneof" json:"low_balance_micros,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +1884,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +1897,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Account) GetId() string {
@@ -2283,6 +1977,13 @@ func (x *Account) GetLabel() string {
 	return ""
 }
 
+func (x *Account) GetLowBalanceMicros() int64 {
+	if x != nil && x.LowBalanceMicros != nil {
+		return *x.LowBalanceMicros
+	}
+	return 0
+}
+
 type CreateAccountRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tier name; "default" when empty.
@@ -2295,7 +1996,7 @@ type CreateAccountRequest struct {
 
 func (x *CreateAccountRequest) Reset() {
 	*x = CreateAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2008,7 @@ func (x *CreateAccountRequest) String() string {
 func (*CreateAccountRequest) ProtoMessage() {}
 
 func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2021,7 @@ func (x *CreateAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountRequest.ProtoReflect.Descriptor instead.
 func (*CreateAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateAccountRequest) GetTier() string {
@@ -2342,14 +2043,18 @@ type UpdateAccountRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	AccountId string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
 	// The new label (as in CreateAccountRequest); empty clears it.
-	Label         *string `protobuf:"bytes,2,opt,name=label,proto3,oneof" json:"label,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Label *string `protobuf:"bytes,2,opt,name=label,proto3,oneof" json:"label,omitempty"`
+	// The new balance.low threshold in micro-credits (≥ 0).
+	LowBalanceMicros *int64 `protobuf:"varint,3,opt,name=low_balance_micros,json=lowBalanceMicros,proto3,oneof" json:"low_balance_micros,omitempty"`
+	// Removes the balance.low threshold (low_balance_micros must be absent).
+	ClearLowBalance bool `protobuf:"varint,4,opt,name=clear_low_balance,json=clearLowBalance,proto3" json:"clear_low_balance,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *UpdateAccountRequest) Reset() {
 	*x = UpdateAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2066,7 @@ func (x *UpdateAccountRequest) String() string {
 func (*UpdateAccountRequest) ProtoMessage() {}
 
 func (x *UpdateAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2079,7 @@ func (x *UpdateAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAccountRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdateAccountRequest) GetAccountId() string {
@@ -2391,6 +2096,20 @@ func (x *UpdateAccountRequest) GetLabel() string {
 	return ""
 }
 
+func (x *UpdateAccountRequest) GetLowBalanceMicros() int64 {
+	if x != nil && x.LowBalanceMicros != nil {
+		return *x.LowBalanceMicros
+	}
+	return 0
+}
+
+func (x *UpdateAccountRequest) GetClearLowBalance() bool {
+	if x != nil {
+		return x.ClearLowBalance
+	}
+	return false
+}
+
 type UpdateAccountResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Account       *Account               `protobuf:"bytes,1,opt,name=account,proto3" json:"account,omitempty"`
@@ -2400,7 +2119,7 @@ type UpdateAccountResponse struct {
 
 func (x *UpdateAccountResponse) Reset() {
 	*x = UpdateAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2131,7 @@ func (x *UpdateAccountResponse) String() string {
 func (*UpdateAccountResponse) ProtoMessage() {}
 
 func (x *UpdateAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2144,7 @@ func (x *UpdateAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAccountResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateAccountResponse) GetAccount() *Account {
@@ -2444,7 +2163,7 @@ type GetAccountRequest struct {
 
 func (x *GetAccountRequest) Reset() {
 	*x = GetAccountRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2175,7 @@ func (x *GetAccountRequest) String() string {
 func (*GetAccountRequest) ProtoMessage() {}
 
 func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2188,7 @@ func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountRequest.ProtoReflect.Descriptor instead.
 func (*GetAccountRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetAccountRequest) GetAccountId() string {
@@ -2491,7 +2210,7 @@ type TopUpRequest struct {
 
 func (x *TopUpRequest) Reset() {
 	*x = TopUpRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2222,7 @@ func (x *TopUpRequest) String() string {
 func (*TopUpRequest) ProtoMessage() {}
 
 func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2235,7 @@ func (x *TopUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpRequest.ProtoReflect.Descriptor instead.
 func (*TopUpRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopUpRequest) GetAccountId() string {
@@ -2550,7 +2269,7 @@ type SetAccountSuspendedRequest struct {
 
 func (x *SetAccountSuspendedRequest) Reset() {
 	*x = SetAccountSuspendedRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2281,7 @@ func (x *SetAccountSuspendedRequest) String() string {
 func (*SetAccountSuspendedRequest) ProtoMessage() {}
 
 func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2294,7 @@ func (x *SetAccountSuspendedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetAccountSuspendedRequest) GetAccountId() string {
@@ -2611,14 +2330,19 @@ type Key struct {
 	SpentMonthMicros int64 `protobuf:"varint,14,opt,name=spent_month_micros,json=spentMonthMicros,proto3" json:"spent_month_micros,omitempty"`
 	HeldMonthMicros  int64 `protobuf:"varint,15,opt,name=held_month_micros,json=heldMonthMicros,proto3" json:"held_month_micros,omitempty"`
 	// A short, non-secret prefix of the key for humans ("gw-ab12…").
-	Prefix        string `protobuf:"bytes,16,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Prefix string `protobuf:"bytes,16,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// The project the key is in; empty for none.
+	ProjectId string `protobuf:"bytes,17,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The key's own requests-per-minute and tokens-per-minute limits; absent for none.
+	Rpm           *int64 `protobuf:"varint,18,opt,name=rpm,proto3,oneof" json:"rpm,omitempty"`
+	Tpm           *int64 `protobuf:"varint,19,opt,name=tpm,proto3,oneof" json:"tpm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2354,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +2367,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Key) GetId() string {
@@ -2758,6 +2482,27 @@ func (x *Key) GetPrefix() string {
 	return ""
 }
 
+func (x *Key) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *Key) GetRpm() int64 {
+	if x != nil && x.Rpm != nil {
+		return *x.Rpm
+	}
+	return 0
+}
+
+func (x *Key) GetTpm() int64 {
+	if x != nil && x.Tpm != nil {
+		return *x.Tpm
+	}
+	return 0
+}
+
 type CreateKeyRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	AccountId          string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
@@ -2767,13 +2512,17 @@ type CreateKeyRequest struct {
 	MonthlyLimitMicros *int64                 `protobuf:"varint,5,opt,name=monthly_limit_micros,json=monthlyLimitMicros,proto3,oneof" json:"monthly_limit_micros,omitempty"`
 	ExpiresAt          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	AdminCreated       bool                   `protobuf:"varint,7,opt,name=admin_created,json=adminCreated,proto3" json:"admin_created,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// A project of the account to put the key in; empty for none.
+	ProjectId     string `protobuf:"bytes,8,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	Rpm           *int64 `protobuf:"varint,9,opt,name=rpm,proto3,oneof" json:"rpm,omitempty"`
+	Tpm           *int64 `protobuf:"varint,10,opt,name=tpm,proto3,oneof" json:"tpm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2785,7 +2534,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2798,7 +2547,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateKeyRequest) GetAccountId() string {
@@ -2850,6 +2599,27 @@ func (x *CreateKeyRequest) GetAdminCreated() bool {
 	return false
 }
 
+func (x *CreateKeyRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *CreateKeyRequest) GetRpm() int64 {
+	if x != nil && x.Rpm != nil {
+		return *x.Rpm
+	}
+	return 0
+}
+
+func (x *CreateKeyRequest) GetTpm() int64 {
+	if x != nil && x.Tpm != nil {
+		return *x.Tpm
+	}
+	return 0
+}
+
 type CreateKeyResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   *Key                   `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -2861,7 +2631,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +2643,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +2656,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateKeyResponse) GetKey() *Key {
@@ -2912,7 +2682,7 @@ type GetKeyRequest struct {
 
 func (x *GetKeyRequest) Reset() {
 	*x = GetKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2924,7 +2694,7 @@ func (x *GetKeyRequest) String() string {
 func (*GetKeyRequest) ProtoMessage() {}
 
 func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2937,7 +2707,7 @@ func (x *GetKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetKeyRequest) GetKeyId() string {
@@ -2957,7 +2727,7 @@ type SetKeyDisabledRequest struct {
 
 func (x *SetKeyDisabledRequest) Reset() {
 	*x = SetKeyDisabledRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +2739,7 @@ func (x *SetKeyDisabledRequest) String() string {
 func (*SetKeyDisabledRequest) ProtoMessage() {}
 
 func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +2752,7 @@ func (x *SetKeyDisabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledRequest.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetKeyDisabledRequest) GetKeyId() string {
@@ -3008,7 +2778,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +2790,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +2803,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -3052,7 +2822,7 @@ type CreateAccountResponse struct {
 
 func (x *CreateAccountResponse) Reset() {
 	*x = CreateAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +2834,7 @@ func (x *CreateAccountResponse) String() string {
 func (*CreateAccountResponse) ProtoMessage() {}
 
 func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +2847,7 @@ func (x *CreateAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAccountResponse.ProtoReflect.Descriptor instead.
 func (*CreateAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateAccountResponse) GetAccount() *Account {
@@ -3096,7 +2866,7 @@ type GetAccountResponse struct {
 
 func (x *GetAccountResponse) Reset() {
 	*x = GetAccountResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3108,7 +2878,7 @@ func (x *GetAccountResponse) String() string {
 func (*GetAccountResponse) ProtoMessage() {}
 
 func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3121,7 +2891,7 @@ func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountResponse.ProtoReflect.Descriptor instead.
 func (*GetAccountResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetAccountResponse) GetAccount() *Account {
@@ -3140,7 +2910,7 @@ type TopUpResponse struct {
 
 func (x *TopUpResponse) Reset() {
 	*x = TopUpResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3152,7 +2922,7 @@ func (x *TopUpResponse) String() string {
 func (*TopUpResponse) ProtoMessage() {}
 
 func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3165,7 +2935,7 @@ func (x *TopUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopUpResponse.ProtoReflect.Descriptor instead.
 func (*TopUpResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TopUpResponse) GetAccount() *Account {
@@ -3184,7 +2954,7 @@ type SetAccountSuspendedResponse struct {
 
 func (x *SetAccountSuspendedResponse) Reset() {
 	*x = SetAccountSuspendedResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3196,7 +2966,7 @@ func (x *SetAccountSuspendedResponse) String() string {
 func (*SetAccountSuspendedResponse) ProtoMessage() {}
 
 func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3209,7 +2979,7 @@ func (x *SetAccountSuspendedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountSuspendedResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountSuspendedResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetAccountSuspendedResponse) GetAccount() *Account {
@@ -3228,7 +2998,7 @@ type GetKeyResponse struct {
 
 func (x *GetKeyResponse) Reset() {
 	*x = GetKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +3010,7 @@ func (x *GetKeyResponse) String() string {
 func (*GetKeyResponse) ProtoMessage() {}
 
 func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +3023,7 @@ func (x *GetKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetKeyResponse) GetKey() *Key {
@@ -3272,7 +3042,7 @@ type SetKeyDisabledResponse struct {
 
 func (x *SetKeyDisabledResponse) Reset() {
 	*x = SetKeyDisabledResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3284,7 +3054,7 @@ func (x *SetKeyDisabledResponse) String() string {
 func (*SetKeyDisabledResponse) ProtoMessage() {}
 
 func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3297,7 +3067,7 @@ func (x *SetKeyDisabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyDisabledResponse.ProtoReflect.Descriptor instead.
 func (*SetKeyDisabledResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetKeyDisabledResponse) GetKey() *Key {
@@ -3316,7 +3086,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +3098,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +3111,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RevokeKeyResponse) GetKey() *Key {
@@ -3365,7 +3135,7 @@ type ListAccountsRequest struct {
 
 func (x *ListAccountsRequest) Reset() {
 	*x = ListAccountsRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3147,7 @@ func (x *ListAccountsRequest) String() string {
 func (*ListAccountsRequest) ProtoMessage() {}
 
 func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3160,7 @@ func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsRequest.ProtoReflect.Descriptor instead.
 func (*ListAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListAccountsRequest) GetLimit() int32 {
@@ -3425,7 +3195,7 @@ type ListAccountsResponse struct {
 
 func (x *ListAccountsResponse) Reset() {
 	*x = ListAccountsResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3207,7 @@ func (x *ListAccountsResponse) String() string {
 func (*ListAccountsResponse) ProtoMessage() {}
 
 func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3220,7 @@ func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsResponse.ProtoReflect.Descriptor instead.
 func (*ListAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListAccountsResponse) GetAccounts() []*Account {
@@ -3476,7 +3246,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +3258,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3501,7 +3271,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListKeysRequest) GetAccountId() string {
@@ -3520,7 +3290,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3532,7 +3302,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3545,7 +3315,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -3565,7 +3335,7 @@ type ModelList struct {
 
 func (x *ModelList) Reset() {
 	*x = ModelList{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3577,7 +3347,7 @@ func (x *ModelList) String() string {
 func (*ModelList) ProtoMessage() {}
 
 func (x *ModelList) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3590,7 +3360,7 @@ func (x *ModelList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelList.ProtoReflect.Descriptor instead.
 func (*ModelList) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ModelList) GetModels() []string {
@@ -3610,7 +3380,7 @@ type LimitUpdate struct {
 
 func (x *LimitUpdate) Reset() {
 	*x = LimitUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3622,7 +3392,7 @@ func (x *LimitUpdate) String() string {
 func (*LimitUpdate) ProtoMessage() {}
 
 func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3635,7 +3405,7 @@ func (x *LimitUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitUpdate.ProtoReflect.Descriptor instead.
 func (*LimitUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LimitUpdate) GetMicros() int64 {
@@ -3655,7 +3425,7 @@ type ExpiryUpdate struct {
 
 func (x *ExpiryUpdate) Reset() {
 	*x = ExpiryUpdate{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3667,7 +3437,7 @@ func (x *ExpiryUpdate) String() string {
 func (*ExpiryUpdate) ProtoMessage() {}
 
 func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3680,7 +3450,7 @@ func (x *ExpiryUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpiryUpdate.ProtoReflect.Descriptor instead.
 func (*ExpiryUpdate) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ExpiryUpdate) GetExpiresAt() *timestamppb.Timestamp {
@@ -3699,13 +3469,17 @@ type UpdateKeyRequest struct {
 	DailyLimit    *LimitUpdate           `protobuf:"bytes,4,opt,name=daily_limit,json=dailyLimit,proto3" json:"daily_limit,omitempty"`
 	MonthlyLimit  *LimitUpdate           `protobuf:"bytes,5,opt,name=monthly_limit,json=monthlyLimit,proto3" json:"monthly_limit,omitempty"`
 	Expiry        *ExpiryUpdate          `protobuf:"bytes,6,opt,name=expiry,proto3" json:"expiry,omitempty"`
+	// Moves the key into this project of its account; present and empty: out of any.
+	ProjectId     *string     `protobuf:"bytes,7,opt,name=project_id,json=projectId,proto3,oneof" json:"project_id,omitempty"`
+	Rpm           *RateUpdate `protobuf:"bytes,8,opt,name=rpm,proto3" json:"rpm,omitempty"`
+	Tpm           *RateUpdate `protobuf:"bytes,9,opt,name=tpm,proto3" json:"tpm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateKeyRequest) Reset() {
 	*x = UpdateKeyRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3717,7 +3491,7 @@ func (x *UpdateKeyRequest) String() string {
 func (*UpdateKeyRequest) ProtoMessage() {}
 
 func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3730,7 +3504,7 @@ func (x *UpdateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateKeyRequest) GetKeyId() string {
@@ -3775,6 +3549,72 @@ func (x *UpdateKeyRequest) GetExpiry() *ExpiryUpdate {
 	return nil
 }
 
+func (x *UpdateKeyRequest) GetProjectId() string {
+	if x != nil && x.ProjectId != nil {
+		return *x.ProjectId
+	}
+	return ""
+}
+
+func (x *UpdateKeyRequest) GetRpm() *RateUpdate {
+	if x != nil {
+		return x.Rpm
+	}
+	return nil
+}
+
+func (x *UpdateKeyRequest) GetTpm() *RateUpdate {
+	if x != nil {
+		return x.Tpm
+	}
+	return nil
+}
+
+// RateUpdate sets a rate limit (value present) or clears it (value absent).
+type RateUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Value         *int64                 `protobuf:"varint,1,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateUpdate) Reset() {
+	*x = RateUpdate{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateUpdate) ProtoMessage() {}
+
+func (x *RateUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateUpdate.ProtoReflect.Descriptor instead.
+func (*RateUpdate) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *RateUpdate) GetValue() int64 {
+	if x != nil && x.Value != nil {
+		return *x.Value
+	}
+	return 0
+}
+
 type UpdateKeyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           *Key                   `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -3784,7 +3624,7 @@ type UpdateKeyResponse struct {
 
 func (x *UpdateKeyResponse) Reset() {
 	*x = UpdateKeyResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +3636,7 @@ func (x *UpdateKeyResponse) String() string {
 func (*UpdateKeyResponse) ProtoMessage() {}
 
 func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +3649,7 @@ func (x *UpdateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKeyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpdateKeyResponse) GetKey() *Key {
@@ -3829,14 +3669,16 @@ type GetUsageRequest struct {
 	FromDay string `protobuf:"bytes,3,opt,name=from_day,json=fromDay,proto3" json:"from_day,omitempty"`
 	ToDay   string `protobuf:"bytes,4,opt,name=to_day,json=toDay,proto3" json:"to_day,omitempty"`
 	// USAGE_GROUP_MODEL when unspecified.
-	GroupBy       UsageGroup `protobuf:"varint,5,opt,name=group_by,json=groupBy,proto3,enum=accounting.v1.UsageGroup" json:"group_by,omitempty"`
+	GroupBy UsageGroup `protobuf:"varint,5,opt,name=group_by,json=groupBy,proto3,enum=accounting.v1.UsageGroup" json:"group_by,omitempty"`
+	// Only the charges of keys in this project or its descendants when set.
+	ProjectId     string `protobuf:"bytes,6,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3848,7 +3690,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3861,7 +3703,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetUsageRequest) GetAccountId() string {
@@ -3899,6 +3741,13 @@ func (x *GetUsageRequest) GetGroupBy() UsageGroup {
 	return UsageGroup_USAGE_GROUP_UNSPECIFIED
 }
 
+func (x *GetUsageRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
 type UsageRow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The model, the key id, the day ("YYYY-MM-DD") or the channel; empty in the total.
@@ -3919,7 +3768,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +3780,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +3793,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UsageRow) GetGroup() string {
@@ -4013,7 +3862,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4025,7 +3874,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4038,7 +3887,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -4068,7 +3917,7 @@ type ListLedgerEntriesRequest struct {
 
 func (x *ListLedgerEntriesRequest) Reset() {
 	*x = ListLedgerEntriesRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4080,7 +3929,7 @@ func (x *ListLedgerEntriesRequest) String() string {
 func (*ListLedgerEntriesRequest) ProtoMessage() {}
 
 func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4093,7 +3942,7 @@ func (x *ListLedgerEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListLedgerEntriesRequest) GetAccountId() string {
@@ -4143,7 +3992,7 @@ type LedgerEntry struct {
 
 func (x *LedgerEntry) Reset() {
 	*x = LedgerEntry{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4155,7 +4004,7 @@ func (x *LedgerEntry) String() string {
 func (*LedgerEntry) ProtoMessage() {}
 
 func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4168,7 +4017,7 @@ func (x *LedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntry.ProtoReflect.Descriptor instead.
 func (*LedgerEntry) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LedgerEntry) GetId() int64 {
@@ -4273,7 +4122,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4285,7 +4134,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4298,7 +4147,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ReconcileRequest) GetFromDay() string {
@@ -4331,7 +4180,7 @@ type ReconcileRow struct {
 
 func (x *ReconcileRow) Reset() {
 	*x = ReconcileRow{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4192,7 @@ func (x *ReconcileRow) String() string {
 func (*ReconcileRow) ProtoMessage() {}
 
 func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4205,7 @@ func (x *ReconcileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRow.ProtoReflect.Descriptor instead.
 func (*ReconcileRow) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ReconcileRow) GetDay() string {
@@ -4411,7 +4260,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4423,7 +4272,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4436,7 +4285,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReconcileResponse) GetRows() []*ReconcileRow {
@@ -4457,7 +4306,7 @@ type ListLedgerEntriesResponse struct {
 
 func (x *ListLedgerEntriesResponse) Reset() {
 	*x = ListLedgerEntriesResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4469,7 +4318,7 @@ func (x *ListLedgerEntriesResponse) String() string {
 func (*ListLedgerEntriesResponse) ProtoMessage() {}
 
 func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4482,7 +4331,7 @@ func (x *ListLedgerEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLedgerEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListLedgerEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListLedgerEntriesResponse) GetEntries() []*LedgerEntry {
@@ -4513,7 +4362,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4525,7 +4374,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4538,7 +4387,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Tier) GetName() string {
@@ -4584,7 +4433,7 @@ type ListTiersRequest struct {
 
 func (x *ListTiersRequest) Reset() {
 	*x = ListTiersRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4596,7 +4445,7 @@ func (x *ListTiersRequest) String() string {
 func (*ListTiersRequest) ProtoMessage() {}
 
 func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4609,7 +4458,7 @@ func (x *ListTiersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersRequest.ProtoReflect.Descriptor instead.
 func (*ListTiersRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{63}
 }
 
 type ListTiersResponse struct {
@@ -4621,7 +4470,7 @@ type ListTiersResponse struct {
 
 func (x *ListTiersResponse) Reset() {
 	*x = ListTiersResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4633,7 +4482,7 @@ func (x *ListTiersResponse) String() string {
 func (*ListTiersResponse) ProtoMessage() {}
 
 func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4646,7 +4495,7 @@ func (x *ListTiersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTiersResponse.ProtoReflect.Descriptor instead.
 func (*ListTiersResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{67}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListTiersResponse) GetTiers() []*Tier {
@@ -4665,7 +4514,7 @@ type SetTierRequest struct {
 
 func (x *SetTierRequest) Reset() {
 	*x = SetTierRequest{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4677,7 +4526,7 @@ func (x *SetTierRequest) String() string {
 func (*SetTierRequest) ProtoMessage() {}
 
 func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4690,7 +4539,7 @@ func (x *SetTierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierRequest.ProtoReflect.Descriptor instead.
 func (*SetTierRequest) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{68}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SetTierRequest) GetTier() *Tier {
@@ -4709,7 +4558,7 @@ type SetTierResponse struct {
 
 func (x *SetTierResponse) Reset() {
 	*x = SetTierResponse{}
-	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4721,7 +4570,7 @@ func (x *SetTierResponse) String() string {
 func (*SetTierResponse) ProtoMessage() {}
 
 func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
+	mi := &file_accounting_v1_accounting_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4734,12 +4583,1388 @@ func (x *SetTierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTierResponse.ProtoReflect.Descriptor instead.
 func (*SetTierResponse) Descriptor() ([]byte, []int) {
-	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{69}
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SetTierResponse) GetTier() *Tier {
 	if x != nil {
 		return x.Tier
+	}
+	return nil
+}
+
+// Project is a node of an account's tree of projects.
+type Project struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	AccountId string                 `protobuf:"bytes,2,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	// Empty for a top-level project.
+	ParentId string `protobuf:"bytes,3,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Name     string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	// Spend limits of the UTC day, the UTC month and the project's lifetime; absent for
+	// none.
+	DailyLimitMicros   *int64 `protobuf:"varint,5,opt,name=daily_limit_micros,json=dailyLimitMicros,proto3,oneof" json:"daily_limit_micros,omitempty"`
+	MonthlyLimitMicros *int64 `protobuf:"varint,6,opt,name=monthly_limit_micros,json=monthlyLimitMicros,proto3,oneof" json:"monthly_limit_micros,omitempty"`
+	LimitMicros        *int64 `protobuf:"varint,7,opt,name=limit_micros,json=limitMicros,proto3,oneof" json:"limit_micros,omitempty"`
+	Rpm                *int64 `protobuf:"varint,8,opt,name=rpm,proto3,oneof" json:"rpm,omitempty"`
+	Tpm                *int64 `protobuf:"varint,9,opt,name=tpm,proto3,oneof" json:"tpm,omitempty"`
+	// The models it allows; empty allows every model.
+	Models []string `protobuf:"bytes,10,rep,name=models,proto3" json:"models,omitempty"`
+	// Committed charges in the current UTC day, month and ever, and the holds in flight,
+	// the project's descendants included.
+	SpentTodayMicros int64                  `protobuf:"varint,11,opt,name=spent_today_micros,json=spentTodayMicros,proto3" json:"spent_today_micros,omitempty"`
+	SpentMonthMicros int64                  `protobuf:"varint,12,opt,name=spent_month_micros,json=spentMonthMicros,proto3" json:"spent_month_micros,omitempty"`
+	SpentMicros      int64                  `protobuf:"varint,13,opt,name=spent_micros,json=spentMicros,proto3" json:"spent_micros,omitempty"`
+	ReservedMicros   int64                  `protobuf:"varint,14,opt,name=reserved_micros,json=reservedMicros,proto3" json:"reserved_micros,omitempty"`
+	CreatedAt        *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Project) Reset() {
+	*x = Project{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Project) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Project) ProtoMessage() {}
+
+func (x *Project) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Project.ProtoReflect.Descriptor instead.
+func (*Project) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *Project) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Project) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *Project) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *Project) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Project) GetDailyLimitMicros() int64 {
+	if x != nil && x.DailyLimitMicros != nil {
+		return *x.DailyLimitMicros
+	}
+	return 0
+}
+
+func (x *Project) GetMonthlyLimitMicros() int64 {
+	if x != nil && x.MonthlyLimitMicros != nil {
+		return *x.MonthlyLimitMicros
+	}
+	return 0
+}
+
+func (x *Project) GetLimitMicros() int64 {
+	if x != nil && x.LimitMicros != nil {
+		return *x.LimitMicros
+	}
+	return 0
+}
+
+func (x *Project) GetRpm() int64 {
+	if x != nil && x.Rpm != nil {
+		return *x.Rpm
+	}
+	return 0
+}
+
+func (x *Project) GetTpm() int64 {
+	if x != nil && x.Tpm != nil {
+		return *x.Tpm
+	}
+	return 0
+}
+
+func (x *Project) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *Project) GetSpentTodayMicros() int64 {
+	if x != nil {
+		return x.SpentTodayMicros
+	}
+	return 0
+}
+
+func (x *Project) GetSpentMonthMicros() int64 {
+	if x != nil {
+		return x.SpentMonthMicros
+	}
+	return 0
+}
+
+func (x *Project) GetSpentMicros() int64 {
+	if x != nil {
+		return x.SpentMicros
+	}
+	return 0
+}
+
+func (x *Project) GetReservedMicros() int64 {
+	if x != nil {
+		return x.ReservedMicros
+	}
+	return 0
+}
+
+func (x *Project) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type CreateProjectRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AccountId string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	// A project of the same account; empty for a top-level project.
+	ParentId           string `protobuf:"bytes,2,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Name               string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	DailyLimitMicros   *int64 `protobuf:"varint,4,opt,name=daily_limit_micros,json=dailyLimitMicros,proto3,oneof" json:"daily_limit_micros,omitempty"`
+	MonthlyLimitMicros *int64 `protobuf:"varint,5,opt,name=monthly_limit_micros,json=monthlyLimitMicros,proto3,oneof" json:"monthly_limit_micros,omitempty"`
+	LimitMicros        *int64 `protobuf:"varint,6,opt,name=limit_micros,json=limitMicros,proto3,oneof" json:"limit_micros,omitempty"`
+	Rpm                *int64 `protobuf:"varint,7,opt,name=rpm,proto3,oneof" json:"rpm,omitempty"`
+	Tpm                *int64 `protobuf:"varint,8,opt,name=tpm,proto3,oneof" json:"tpm,omitempty"`
+	// Empty allows every model.
+	Models        []string `protobuf:"bytes,9,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateProjectRequest) Reset() {
+	*x = CreateProjectRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateProjectRequest) ProtoMessage() {}
+
+func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
+func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *CreateProjectRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *CreateProjectRequest) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *CreateProjectRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateProjectRequest) GetDailyLimitMicros() int64 {
+	if x != nil && x.DailyLimitMicros != nil {
+		return *x.DailyLimitMicros
+	}
+	return 0
+}
+
+func (x *CreateProjectRequest) GetMonthlyLimitMicros() int64 {
+	if x != nil && x.MonthlyLimitMicros != nil {
+		return *x.MonthlyLimitMicros
+	}
+	return 0
+}
+
+func (x *CreateProjectRequest) GetLimitMicros() int64 {
+	if x != nil && x.LimitMicros != nil {
+		return *x.LimitMicros
+	}
+	return 0
+}
+
+func (x *CreateProjectRequest) GetRpm() int64 {
+	if x != nil && x.Rpm != nil {
+		return *x.Rpm
+	}
+	return 0
+}
+
+func (x *CreateProjectRequest) GetTpm() int64 {
+	if x != nil && x.Tpm != nil {
+		return *x.Tpm
+	}
+	return 0
+}
+
+func (x *CreateProjectRequest) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+type CreateProjectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateProjectResponse) Reset() {
+	*x = CreateProjectResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateProjectResponse) ProtoMessage() {}
+
+func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateProjectResponse.ProtoReflect.Descriptor instead.
+func (*CreateProjectResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *CreateProjectResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+type GetProjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProjectId     string                 `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProjectRequest) Reset() {
+	*x = GetProjectRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProjectRequest) ProtoMessage() {}
+
+func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
+func (*GetProjectRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *GetProjectRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+type GetProjectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProjectResponse) Reset() {
+	*x = GetProjectResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProjectResponse) ProtoMessage() {}
+
+func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
+func (*GetProjectResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *GetProjectResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+type ListProjectsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectsRequest) Reset() {
+	*x = ListProjectsRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectsRequest) ProtoMessage() {}
+
+func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
+func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ListProjectsRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+type ListProjectsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Projects      []*Project             `protobuf:"bytes,1,rep,name=projects,proto3" json:"projects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectsResponse) Reset() {
+	*x = ListProjectsResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectsResponse) ProtoMessage() {}
+
+func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
+func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ListProjectsResponse) GetProjects() []*Project {
+	if x != nil {
+		return x.Projects
+	}
+	return nil
+}
+
+type UpdateProjectRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ProjectId    string                 `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	Name         *string                `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	DailyLimit   *LimitUpdate           `protobuf:"bytes,3,opt,name=daily_limit,json=dailyLimit,proto3" json:"daily_limit,omitempty"`
+	MonthlyLimit *LimitUpdate           `protobuf:"bytes,4,opt,name=monthly_limit,json=monthlyLimit,proto3" json:"monthly_limit,omitempty"`
+	Limit        *LimitUpdate           `protobuf:"bytes,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	Rpm          *RateUpdate            `protobuf:"bytes,6,opt,name=rpm,proto3" json:"rpm,omitempty"`
+	Tpm          *RateUpdate            `protobuf:"bytes,7,opt,name=tpm,proto3" json:"tpm,omitempty"`
+	// An empty list allows every model.
+	Models        *ModelList `protobuf:"bytes,8,opt,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProjectRequest) Reset() {
+	*x = UpdateProjectRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProjectRequest) ProtoMessage() {}
+
+func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
+func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *UpdateProjectRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *UpdateProjectRequest) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *UpdateProjectRequest) GetDailyLimit() *LimitUpdate {
+	if x != nil {
+		return x.DailyLimit
+	}
+	return nil
+}
+
+func (x *UpdateProjectRequest) GetMonthlyLimit() *LimitUpdate {
+	if x != nil {
+		return x.MonthlyLimit
+	}
+	return nil
+}
+
+func (x *UpdateProjectRequest) GetLimit() *LimitUpdate {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *UpdateProjectRequest) GetRpm() *RateUpdate {
+	if x != nil {
+		return x.Rpm
+	}
+	return nil
+}
+
+func (x *UpdateProjectRequest) GetTpm() *RateUpdate {
+	if x != nil {
+		return x.Tpm
+	}
+	return nil
+}
+
+func (x *UpdateProjectRequest) GetModels() *ModelList {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+type UpdateProjectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProjectResponse) Reset() {
+	*x = UpdateProjectResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProjectResponse) ProtoMessage() {}
+
+func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
+func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *UpdateProjectResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+type DeleteProjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProjectId     string                 `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProjectRequest) Reset() {
+	*x = DeleteProjectRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProjectRequest) ProtoMessage() {}
+
+func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
+func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *DeleteProjectRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+// The project as it was when it was deleted.
+type DeleteProjectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProjectResponse) Reset() {
+	*x = DeleteProjectResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProjectResponse) ProtoMessage() {}
+
+func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
+func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *DeleteProjectResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+// Webhook is an account's subscription to alert events.
+type Webhook struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	AccountId string                 `protobuf:"bytes,2,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	Url       string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// The event types it receives; empty: every type.
+	Events []string `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// "whsec_" + base64; only in CreateWebhookResponse.
+	Secret        string                 `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"`
+	AllowPrivate  bool                   `protobuf:"varint,6,opt,name=allow_private,json=allowPrivate,proto3" json:"allow_private,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Webhook) Reset() {
+	*x = Webhook{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Webhook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Webhook) ProtoMessage() {}
+
+func (x *Webhook) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Webhook.ProtoReflect.Descriptor instead.
+func (*Webhook) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *Webhook) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Webhook) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *Webhook) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Webhook) GetEvents() []string {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *Webhook) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *Webhook) GetAllowPrivate() bool {
+	if x != nil {
+		return x.AllowPrivate
+	}
+	return false
+}
+
+func (x *Webhook) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type CreateWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	Url           string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	Events        []string               `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	AllowPrivate  bool                   `protobuf:"varint,4,opt,name=allow_private,json=allowPrivate,proto3" json:"allow_private,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebhookRequest) Reset() {
+	*x = CreateWebhookRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebhookRequest) ProtoMessage() {}
+
+func (x *CreateWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebhookRequest.ProtoReflect.Descriptor instead.
+func (*CreateWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *CreateWebhookRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *CreateWebhookRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *CreateWebhookRequest) GetEvents() []string {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *CreateWebhookRequest) GetAllowPrivate() bool {
+	if x != nil {
+		return x.AllowPrivate
+	}
+	return false
+}
+
+type CreateWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhook       *Webhook               `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebhookResponse) Reset() {
+	*x = CreateWebhookResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebhookResponse) ProtoMessage() {}
+
+func (x *CreateWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebhookResponse.ProtoReflect.Descriptor instead.
+func (*CreateWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *CreateWebhookResponse) GetWebhook() *Webhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+type ListWebhooksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhooksRequest) Reset() {
+	*x = ListWebhooksRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhooksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhooksRequest) ProtoMessage() {}
+
+func (x *ListWebhooksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhooksRequest.ProtoReflect.Descriptor instead.
+func (*ListWebhooksRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ListWebhooksRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+type ListWebhooksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhooks      []*Webhook             `protobuf:"bytes,1,rep,name=webhooks,proto3" json:"webhooks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhooksResponse) Reset() {
+	*x = ListWebhooksResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhooksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhooksResponse) ProtoMessage() {}
+
+func (x *ListWebhooksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhooksResponse.ProtoReflect.Descriptor instead.
+func (*ListWebhooksResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ListWebhooksResponse) GetWebhooks() []*Webhook {
+	if x != nil {
+		return x.Webhooks
+	}
+	return nil
+}
+
+type DeleteWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WebhookId     string                 `protobuf:"bytes,1,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWebhookRequest) Reset() {
+	*x = DeleteWebhookRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWebhookRequest) ProtoMessage() {}
+
+func (x *DeleteWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWebhookRequest.ProtoReflect.Descriptor instead.
+func (*DeleteWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *DeleteWebhookRequest) GetWebhookId() string {
+	if x != nil {
+		return x.WebhookId
+	}
+	return ""
+}
+
+type DeleteWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWebhookResponse) Reset() {
+	*x = DeleteWebhookResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWebhookResponse) ProtoMessage() {}
+
+func (x *DeleteWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWebhookResponse.ProtoReflect.Descriptor instead.
+func (*DeleteWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{84}
+}
+
+type TestWebhookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WebhookId     string                 `protobuf:"bytes,1,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestWebhookRequest) Reset() {
+	*x = TestWebhookRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestWebhookRequest) ProtoMessage() {}
+
+func (x *TestWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestWebhookRequest.ProtoReflect.Descriptor instead.
+func (*TestWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *TestWebhookRequest) GetWebhookId() string {
+	if x != nil {
+		return x.WebhookId
+	}
+	return ""
+}
+
+type TestWebhookResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The webhook.test event's id (its webhook-id header).
+	EventId       string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestWebhookResponse) Reset() {
+	*x = TestWebhookResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestWebhookResponse) ProtoMessage() {}
+
+func (x *TestWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestWebhookResponse.ProtoReflect.Descriptor instead.
+func (*TestWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *TestWebhookResponse) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+type ListWebhookDeliveriesRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	WebhookId string                 `protobuf:"bytes,1,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	// At most this many; 20 when 0, at most 500.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhookDeliveriesRequest) Reset() {
+	*x = ListWebhookDeliveriesRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhookDeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhookDeliveriesRequest) ProtoMessage() {}
+
+func (x *ListWebhookDeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhookDeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*ListWebhookDeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *ListWebhookDeliveriesRequest) GetWebhookId() string {
+	if x != nil {
+		return x.WebhookId
+	}
+	return ""
+}
+
+func (x *ListWebhookDeliveriesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// WebhookDelivery is one event's delivery to one webhook.
+type WebhookDelivery struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	EventId  string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Type     string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Attempts int32                  `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The HTTP status of the last attempt; 0: no answer; absent: no attempt yet.
+	LastStatus *int32 `protobuf:"varint,4,opt,name=last_status,json=lastStatus,proto3,oneof" json:"last_status,omitempty"`
+	// Absent until delivered.
+	DeliveredAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=delivered_at,json=deliveredAt,proto3" json:"delivered_at,omitempty"`
+	// Absent once delivered or given up.
+	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WebhookDelivery) Reset() {
+	*x = WebhookDelivery{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WebhookDelivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WebhookDelivery) ProtoMessage() {}
+
+func (x *WebhookDelivery) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WebhookDelivery.ProtoReflect.Descriptor instead.
+func (*WebhookDelivery) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *WebhookDelivery) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *WebhookDelivery) GetLastStatus() int32 {
+	if x != nil && x.LastStatus != nil {
+		return *x.LastStatus
+	}
+	return 0
+}
+
+func (x *WebhookDelivery) GetDeliveredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliveredAt
+	}
+	return nil
+}
+
+func (x *WebhookDelivery) GetNextAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptAt
+	}
+	return nil
+}
+
+type ListWebhookDeliveriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*WebhookDelivery     `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhookDeliveriesResponse) Reset() {
+	*x = ListWebhookDeliveriesResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhookDeliveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhookDeliveriesResponse) ProtoMessage() {}
+
+func (x *ListWebhookDeliveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhookDeliveriesResponse.ProtoReflect.Descriptor instead.
+func (*ListWebhookDeliveriesResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *ListWebhookDeliveriesResponse) GetDeliveries() []*WebhookDelivery {
+	if x != nil {
+		return x.Deliveries
 	}
 	return nil
 }
@@ -4754,7 +5979,10 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x13retry_after_seconds\x18\x02 \x01(\x05R\x11retryAfterSeconds\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\tR\x05limit\x12.\n" +
 	"\x10available_micros\x18\x04 \x01(\x03H\x00R\x0favailableMicros\x88\x01\x01B\x13\n" +
-	"\x11_available_micros\"0\n" +
+	"\x11_available_micros\")\n" +
+	"\bNotOwner\x12\x1d\n" +
+	"\n" +
+	"owner_addr\x18\x01 \x01(\tR\townerAddr\"0\n" +
 	"\x13AuthenticateRequest\x12\x19\n" +
 	"\bkey_hash\x18\x01 \x01(\fR\akeyHash\"E\n" +
 	"\x14AuthenticateResponse\x12-\n" +
@@ -4829,26 +6057,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"o\n" +
 	"\x0fReleaseResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.accounting.v1.ReservationStateR\x05state\x12%\n" +
-	"\x0echarged_micros\x18\x02 \x01(\x03R\rchargedMicros\"9\n" +
-	"\fApplyRequest\x12)\n" +
-	"\x03ops\x18\x01 \x03(\v2\x17.accounting.v1.LedgerOpR\x03ops\"\xbe\x01\n" +
-	"\bLedgerOp\x129\n" +
-	"\areserve\x18\x01 \x01(\v2\x1d.accounting.v1.ReserveRequestH\x00R\areserve\x126\n" +
-	"\x06commit\x18\x02 \x01(\v2\x1c.accounting.v1.CommitRequestH\x00R\x06commit\x129\n" +
-	"\arelease\x18\x03 \x01(\v2\x1d.accounting.v1.ReleaseRequestH\x00R\areleaseB\x04\n" +
-	"\x02op\"H\n" +
-	"\rApplyResponse\x127\n" +
-	"\aresults\x18\x01 \x03(\v2\x1d.accounting.v1.LedgerOpResultR\aresults\"\xfb\x01\n" +
-	"\x0eLedgerOpResult\x12:\n" +
-	"\areserve\x18\x01 \x01(\v2\x1e.accounting.v1.ReserveResponseH\x00R\areserve\x127\n" +
-	"\x06commit\x18\x02 \x01(\v2\x1d.accounting.v1.CommitResponseH\x00R\x06commit\x12:\n" +
-	"\arelease\x18\x03 \x01(\v2\x1e.accounting.v1.ReleaseResponseH\x00R\arelease\x12.\n" +
-	"\x05error\x18\x04 \x01(\v2\x16.accounting.v1.OpErrorH\x00R\x05errorB\b\n" +
-	"\x06result\"i\n" +
-	"\aOpError\x12\x12\n" +
-	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\x120\n" +
-	"\arefusal\x18\x03 \x01(\v2\x16.accounting.v1.RefusalR\arefusal\"V\n" +
+	"\x0echarged_micros\x18\x02 \x01(\x03R\rchargedMicros\"V\n" +
 	"\fRenewRequest\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\tR\rreservationId\x12\x1f\n" +
 	"\vttl_seconds\x18\x02 \x01(\x05R\n" +
@@ -4886,7 +6095,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\vage_seconds\x18\a \x01(\x03R\n" +
 	"ageSeconds\x12\x18\n" +
 	"\achannel\x18\b \x01(\tR\achannel\x12(\n" +
-	"\x10upstream_task_id\x18\t \x01(\tR\x0eupstreamTaskId\"\x80\x03\n" +
+	"\x10upstream_task_id\x18\t \x01(\tR\x0eupstreamTaskId\"\xca\x03\n" +
 	"\aAccount\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x12%\n" +
@@ -4900,15 +6109,20 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\tin_flight\x18\t \x01(\x05R\binFlight\x12-\n" +
 	"\x13in_flight_high_cost\x18\n" +
 	" \x01(\x05R\x10inFlightHighCost\x12\x14\n" +
-	"\x05label\x18\v \x01(\tR\x05label\"@\n" +
+	"\x05label\x18\v \x01(\tR\x05label\x121\n" +
+	"\x12low_balance_micros\x18\f \x01(\x03H\x00R\x10lowBalanceMicros\x88\x01\x01B\x15\n" +
+	"\x13_low_balance_micros\"@\n" +
 	"\x14CreateAccountRequest\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x14\n" +
-	"\x05label\x18\x02 \x01(\tR\x05label\"Z\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\"\xd0\x01\n" +
 	"\x14UpdateAccountRequest\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\x12\x19\n" +
-	"\x05label\x18\x02 \x01(\tH\x00R\x05label\x88\x01\x01B\b\n" +
-	"\x06_label\"I\n" +
+	"\x05label\x18\x02 \x01(\tH\x00R\x05label\x88\x01\x01\x121\n" +
+	"\x12low_balance_micros\x18\x03 \x01(\x03H\x01R\x10lowBalanceMicros\x88\x01\x01\x12*\n" +
+	"\x11clear_low_balance\x18\x04 \x01(\bR\x0fclearLowBalanceB\b\n" +
+	"\x06_labelB\x15\n" +
+	"\x13_low_balance_micros\"I\n" +
 	"\x15UpdateAccountResponse\x120\n" +
 	"\aaccount\x18\x01 \x01(\v2\x16.accounting.v1.AccountR\aaccount\"2\n" +
 	"\x11GetAccountRequest\x12\x1d\n" +
@@ -4922,7 +6136,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x1aSetAccountSuspendedRequest\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\x12\x1c\n" +
-	"\tsuspended\x18\x02 \x01(\bR\tsuspended\"\xa6\x05\n" +
+	"\tsuspended\x18\x02 \x01(\bR\tsuspended\"\x83\x06\n" +
 	"\x03Key\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -4943,9 +6157,15 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x11held_today_micros\x18\r \x01(\x03R\x0fheldTodayMicros\x12,\n" +
 	"\x12spent_month_micros\x18\x0e \x01(\x03R\x10spentMonthMicros\x12*\n" +
 	"\x11held_month_micros\x18\x0f \x01(\x03R\x0fheldMonthMicros\x12\x16\n" +
-	"\x06prefix\x18\x10 \x01(\tR\x06prefixB\x15\n" +
+	"\x06prefix\x18\x10 \x01(\tR\x06prefix\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x11 \x01(\tR\tprojectId\x12\x15\n" +
+	"\x03rpm\x18\x12 \x01(\x03H\x02R\x03rpm\x88\x01\x01\x12\x15\n" +
+	"\x03tpm\x18\x13 \x01(\x03H\x03R\x03tpm\x88\x01\x01B\x15\n" +
 	"\x13_daily_limit_microsB\x17\n" +
-	"\x15_monthly_limit_micros\"\xe6\x02\n" +
+	"\x15_monthly_limit_microsB\x06\n" +
+	"\x04_rpmB\x06\n" +
+	"\x04_tpm\"\xc3\x03\n" +
 	"\x10CreateKeyRequest\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\x12\x12\n" +
@@ -4955,9 +6175,16 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x14monthly_limit_micros\x18\x05 \x01(\x03H\x01R\x12monthlyLimitMicros\x88\x01\x01\x129\n" +
 	"\n" +
 	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12#\n" +
-	"\radmin_created\x18\a \x01(\bR\fadminCreatedB\x15\n" +
+	"\radmin_created\x18\a \x01(\bR\fadminCreated\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\b \x01(\tR\tprojectId\x12\x15\n" +
+	"\x03rpm\x18\t \x01(\x03H\x02R\x03rpm\x88\x01\x01\x12\x15\n" +
+	"\x03tpm\x18\n" +
+	" \x01(\x03H\x03R\x03tpm\x88\x01\x01B\x15\n" +
 	"\x13_daily_limit_microsB\x17\n" +
-	"\x15_monthly_limit_micros\"Q\n" +
+	"\x15_monthly_limit_microsB\x06\n" +
+	"\x04_rpmB\x06\n" +
+	"\x04_tpm\"Q\n" +
 	"\x11CreateKeyResponse\x12$\n" +
 	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"&\n" +
@@ -5001,7 +6228,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\a_micros\"I\n" +
 	"\fExpiryUpdate\x129\n" +
 	"\n" +
-	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xbf\x02\n" +
+	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xcc\x03\n" +
 	"\x10UpdateKeyRequest\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x17\n" +
 	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12?\n" +
@@ -5009,17 +6236,28 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\vdaily_limit\x18\x04 \x01(\v2\x1a.accounting.v1.LimitUpdateR\n" +
 	"dailyLimit\x12?\n" +
 	"\rmonthly_limit\x18\x05 \x01(\v2\x1a.accounting.v1.LimitUpdateR\fmonthlyLimit\x123\n" +
-	"\x06expiry\x18\x06 \x01(\v2\x1b.accounting.v1.ExpiryUpdateR\x06expiryB\a\n" +
-	"\x05_name\"9\n" +
+	"\x06expiry\x18\x06 \x01(\v2\x1b.accounting.v1.ExpiryUpdateR\x06expiry\x12\"\n" +
+	"\n" +
+	"project_id\x18\a \x01(\tH\x01R\tprojectId\x88\x01\x01\x12+\n" +
+	"\x03rpm\x18\b \x01(\v2\x19.accounting.v1.RateUpdateR\x03rpm\x12+\n" +
+	"\x03tpm\x18\t \x01(\v2\x19.accounting.v1.RateUpdateR\x03tpmB\a\n" +
+	"\x05_nameB\r\n" +
+	"\v_project_id\"1\n" +
+	"\n" +
+	"RateUpdate\x12\x19\n" +
+	"\x05value\x18\x01 \x01(\x03H\x00R\x05value\x88\x01\x01B\b\n" +
+	"\x06_value\"9\n" +
 	"\x11UpdateKeyResponse\x12$\n" +
-	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"\xaf\x01\n" +
+	"\x03key\x18\x01 \x01(\v2\x12.accounting.v1.KeyR\x03key\"\xce\x01\n" +
 	"\x0fGetUsageRequest\x12\x1d\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tR\taccountId\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x19\n" +
 	"\bfrom_day\x18\x03 \x01(\tR\afromDay\x12\x15\n" +
 	"\x06to_day\x18\x04 \x01(\tR\x05toDay\x124\n" +
-	"\bgroup_by\x18\x05 \x01(\x0e2\x19.accounting.v1.UsageGroupR\agroupBy\"\xac\x02\n" +
+	"\bgroup_by\x18\x05 \x01(\x0e2\x19.accounting.v1.UsageGroupR\agroupBy\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x06 \x01(\tR\tprojectId\"\xac\x02\n" +
 	"\bUsageRow\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1a\n" +
 	"\brequests\x18\x02 \x01(\x03R\brequests\x12!\n" +
@@ -5084,7 +6322,127 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x0eSetTierRequest\x12'\n" +
 	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier\":\n" +
 	"\x0fSetTierResponse\x12'\n" +
-	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier*\xec\x02\n" +
+	"\x04tier\x18\x01 \x01(\v2\x13.accounting.v1.TierR\x04tier\"\xf5\x04\n" +
+	"\aProject\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x02 \x01(\tR\taccountId\x12\x1b\n" +
+	"\tparent_id\x18\x03 \x01(\tR\bparentId\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x121\n" +
+	"\x12daily_limit_micros\x18\x05 \x01(\x03H\x00R\x10dailyLimitMicros\x88\x01\x01\x125\n" +
+	"\x14monthly_limit_micros\x18\x06 \x01(\x03H\x01R\x12monthlyLimitMicros\x88\x01\x01\x12&\n" +
+	"\flimit_micros\x18\a \x01(\x03H\x02R\vlimitMicros\x88\x01\x01\x12\x15\n" +
+	"\x03rpm\x18\b \x01(\x03H\x03R\x03rpm\x88\x01\x01\x12\x15\n" +
+	"\x03tpm\x18\t \x01(\x03H\x04R\x03tpm\x88\x01\x01\x12\x16\n" +
+	"\x06models\x18\n" +
+	" \x03(\tR\x06models\x12,\n" +
+	"\x12spent_today_micros\x18\v \x01(\x03R\x10spentTodayMicros\x12,\n" +
+	"\x12spent_month_micros\x18\f \x01(\x03R\x10spentMonthMicros\x12!\n" +
+	"\fspent_micros\x18\r \x01(\x03R\vspentMicros\x12'\n" +
+	"\x0freserved_micros\x18\x0e \x01(\x03R\x0ereservedMicros\x129\n" +
+	"\n" +
+	"created_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAtB\x15\n" +
+	"\x13_daily_limit_microsB\x17\n" +
+	"\x15_monthly_limit_microsB\x0f\n" +
+	"\r_limit_microsB\x06\n" +
+	"\x04_rpmB\x06\n" +
+	"\x04_tpm\"\x8f\x03\n" +
+	"\x14CreateProjectRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\x12\x1b\n" +
+	"\tparent_id\x18\x02 \x01(\tR\bparentId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x121\n" +
+	"\x12daily_limit_micros\x18\x04 \x01(\x03H\x00R\x10dailyLimitMicros\x88\x01\x01\x125\n" +
+	"\x14monthly_limit_micros\x18\x05 \x01(\x03H\x01R\x12monthlyLimitMicros\x88\x01\x01\x12&\n" +
+	"\flimit_micros\x18\x06 \x01(\x03H\x02R\vlimitMicros\x88\x01\x01\x12\x15\n" +
+	"\x03rpm\x18\a \x01(\x03H\x03R\x03rpm\x88\x01\x01\x12\x15\n" +
+	"\x03tpm\x18\b \x01(\x03H\x04R\x03tpm\x88\x01\x01\x12\x16\n" +
+	"\x06models\x18\t \x03(\tR\x06modelsB\x15\n" +
+	"\x13_daily_limit_microsB\x17\n" +
+	"\x15_monthly_limit_microsB\x0f\n" +
+	"\r_limit_microsB\x06\n" +
+	"\x04_rpmB\x06\n" +
+	"\x04_tpm\"I\n" +
+	"\x15CreateProjectResponse\x120\n" +
+	"\aproject\x18\x01 \x01(\v2\x16.accounting.v1.ProjectR\aproject\"2\n" +
+	"\x11GetProjectRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\"F\n" +
+	"\x12GetProjectResponse\x120\n" +
+	"\aproject\x18\x01 \x01(\v2\x16.accounting.v1.ProjectR\aproject\"4\n" +
+	"\x13ListProjectsRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\"J\n" +
+	"\x14ListProjectsResponse\x122\n" +
+	"\bprojects\x18\x01 \x03(\v2\x16.accounting.v1.ProjectR\bprojects\"\x93\x03\n" +
+	"\x14UpdateProjectRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x17\n" +
+	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12;\n" +
+	"\vdaily_limit\x18\x03 \x01(\v2\x1a.accounting.v1.LimitUpdateR\n" +
+	"dailyLimit\x12?\n" +
+	"\rmonthly_limit\x18\x04 \x01(\v2\x1a.accounting.v1.LimitUpdateR\fmonthlyLimit\x120\n" +
+	"\x05limit\x18\x05 \x01(\v2\x1a.accounting.v1.LimitUpdateR\x05limit\x12+\n" +
+	"\x03rpm\x18\x06 \x01(\v2\x19.accounting.v1.RateUpdateR\x03rpm\x12+\n" +
+	"\x03tpm\x18\a \x01(\v2\x19.accounting.v1.RateUpdateR\x03tpm\x120\n" +
+	"\x06models\x18\b \x01(\v2\x18.accounting.v1.ModelListR\x06modelsB\a\n" +
+	"\x05_name\"I\n" +
+	"\x15UpdateProjectResponse\x120\n" +
+	"\aproject\x18\x01 \x01(\v2\x16.accounting.v1.ProjectR\aproject\"5\n" +
+	"\x14DeleteProjectRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\"I\n" +
+	"\x15DeleteProjectResponse\x120\n" +
+	"\aproject\x18\x01 \x01(\v2\x16.accounting.v1.ProjectR\aproject\"\xda\x01\n" +
+	"\aWebhook\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x02 \x01(\tR\taccountId\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x16\n" +
+	"\x06events\x18\x04 \x03(\tR\x06events\x12\x16\n" +
+	"\x06secret\x18\x05 \x01(\tR\x06secret\x12#\n" +
+	"\rallow_private\x18\x06 \x01(\bR\fallowPrivate\x129\n" +
+	"\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x84\x01\n" +
+	"\x14CreateWebhookRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
+	"\x06events\x18\x03 \x03(\tR\x06events\x12#\n" +
+	"\rallow_private\x18\x04 \x01(\bR\fallowPrivate\"I\n" +
+	"\x15CreateWebhookResponse\x120\n" +
+	"\awebhook\x18\x01 \x01(\v2\x16.accounting.v1.WebhookR\awebhook\"4\n" +
+	"\x13ListWebhooksRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\"J\n" +
+	"\x14ListWebhooksResponse\x122\n" +
+	"\bwebhooks\x18\x01 \x03(\v2\x16.accounting.v1.WebhookR\bwebhooks\"5\n" +
+	"\x14DeleteWebhookRequest\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\x01 \x01(\tR\twebhookId\"\x17\n" +
+	"\x15DeleteWebhookResponse\"3\n" +
+	"\x12TestWebhookRequest\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\x01 \x01(\tR\twebhookId\"0\n" +
+	"\x13TestWebhookResponse\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\"S\n" +
+	"\x1cListWebhookDeliveriesRequest\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\x01 \x01(\tR\twebhookId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\x95\x02\n" +
+	"\x0fWebhookDelivery\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
+	"\battempts\x18\x03 \x01(\x05R\battempts\x12$\n" +
+	"\vlast_status\x18\x04 \x01(\x05H\x00R\n" +
+	"lastStatus\x88\x01\x01\x12=\n" +
+	"\fdelivered_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vdeliveredAt\x12B\n" +
+	"\x0fnext_attempt_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAtB\x0e\n" +
+	"\f_last_status\"_\n" +
+	"\x1dListWebhookDeliveriesResponse\x12>\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x1e.accounting.v1.WebhookDeliveryR\n" +
+	"deliveries*\xff\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REASON_INVALID_API_KEY\x10\x01\x12\x1c\n" +
@@ -5098,7 +6456,8 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x17REASON_INVALID_ARGUMENT\x10\t\x12\x19\n" +
 	"\x15REASON_ALREADY_EXISTS\x10\n" +
 	"\x12\x1c\n" +
-	"\x18REASON_MODEL_NOT_ALLOWED\x10\v*B\n" +
+	"\x18REASON_MODEL_NOT_ALLOWED\x10\v\x12\x11\n" +
+	"\rREASON_IN_USE\x10\f*B\n" +
 	"\x04Pool\x12\x14\n" +
 	"\x10POOL_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPOOL_GENERAL\x10\x01\x12\x12\n" +
@@ -5114,28 +6473,28 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHANGE_KIND_RESET\x10\x01\x12\x13\n" +
 	"\x0fCHANGE_KIND_KEY\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_ACCOUNT\x10\x03*\x83\x01\n" +
+	"\x13CHANGE_KIND_ACCOUNT\x10\x03*\x9c\x01\n" +
 	"\n" +
 	"UsageGroup\x12\x1b\n" +
 	"\x17USAGE_GROUP_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11USAGE_GROUP_MODEL\x10\x01\x12\x13\n" +
 	"\x0fUSAGE_GROUP_KEY\x10\x02\x12\x13\n" +
 	"\x0fUSAGE_GROUP_DAY\x10\x03\x12\x17\n" +
-	"\x13USAGE_GROUP_CHANNEL\x10\x04*U\n" +
+	"\x13USAGE_GROUP_CHANNEL\x10\x04\x12\x17\n" +
+	"\x13USAGE_GROUP_PROJECT\x10\x05*U\n" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTRY_KIND_TOP_UP\x10\x01\x12\x15\n" +
-	"\x11ENTRY_KIND_CHARGE\x10\x022\xe1\x05\n" +
+	"\x11ENTRY_KIND_CHARGE\x10\x022\x9d\x05\n" +
 	"\rLedgerService\x12W\n" +
 	"\fAuthenticate\x12\".accounting.v1.AuthenticateRequest\x1a#.accounting.v1.AuthenticateResponse\x12H\n" +
 	"\aReserve\x12\x1d.accounting.v1.ReserveRequest\x1a\x1e.accounting.v1.ReserveResponse\x12E\n" +
 	"\x06Commit\x12\x1c.accounting.v1.CommitRequest\x1a\x1d.accounting.v1.CommitResponse\x12H\n" +
 	"\aRelease\x12\x1d.accounting.v1.ReleaseRequest\x1a\x1e.accounting.v1.ReleaseResponse\x12B\n" +
-	"\x05Apply\x12\x1b.accounting.v1.ApplyRequest\x1a\x1c.accounting.v1.ApplyResponse\x12B\n" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
-	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xa6\v\n" +
+	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xc1\x12\n" +
 	"\fAdminService\x12Z\n" +
 	"\rCreateAccount\x12#.accounting.v1.CreateAccountRequest\x1a$.accounting.v1.CreateAccountResponse\x12Q\n" +
 	"\n" +
@@ -5154,7 +6513,18 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x11ListLedgerEntries\x12'.accounting.v1.ListLedgerEntriesRequest\x1a(.accounting.v1.ListLedgerEntriesResponse\x12N\n" +
 	"\tReconcile\x12\x1f.accounting.v1.ReconcileRequest\x1a .accounting.v1.ReconcileResponse\x12N\n" +
 	"\tListTiers\x12\x1f.accounting.v1.ListTiersRequest\x1a .accounting.v1.ListTiersResponse\x12H\n" +
-	"\aSetTier\x12\x1d.accounting.v1.SetTierRequest\x1a\x1e.accounting.v1.SetTierResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
+	"\aSetTier\x12\x1d.accounting.v1.SetTierRequest\x1a\x1e.accounting.v1.SetTierResponse\x12Z\n" +
+	"\rCreateProject\x12#.accounting.v1.CreateProjectRequest\x1a$.accounting.v1.CreateProjectResponse\x12Q\n" +
+	"\n" +
+	"GetProject\x12 .accounting.v1.GetProjectRequest\x1a!.accounting.v1.GetProjectResponse\x12W\n" +
+	"\fListProjects\x12\".accounting.v1.ListProjectsRequest\x1a#.accounting.v1.ListProjectsResponse\x12Z\n" +
+	"\rUpdateProject\x12#.accounting.v1.UpdateProjectRequest\x1a$.accounting.v1.UpdateProjectResponse\x12Z\n" +
+	"\rDeleteProject\x12#.accounting.v1.DeleteProjectRequest\x1a$.accounting.v1.DeleteProjectResponse\x12Z\n" +
+	"\rCreateWebhook\x12#.accounting.v1.CreateWebhookRequest\x1a$.accounting.v1.CreateWebhookResponse\x12W\n" +
+	"\fListWebhooks\x12\".accounting.v1.ListWebhooksRequest\x1a#.accounting.v1.ListWebhooksResponse\x12Z\n" +
+	"\rDeleteWebhook\x12#.accounting.v1.DeleteWebhookRequest\x1a$.accounting.v1.DeleteWebhookResponse\x12T\n" +
+	"\vTestWebhook\x12!.accounting.v1.TestWebhookRequest\x1a\".accounting.v1.TestWebhookResponse\x12r\n" +
+	"\x15ListWebhookDeliveries\x12+.accounting.v1.ListWebhookDeliveriesRequest\x1a,.accounting.v1.ListWebhookDeliveriesResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
 
 var (
 	file_accounting_v1_accounting_proto_rawDescOnce sync.Once
@@ -5169,203 +6539,251 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_accounting_v1_accounting_proto_goTypes = []any{
-	(Reason)(0),                         // 0: accounting.v1.Reason
-	(Pool)(0),                           // 1: accounting.v1.Pool
-	(ReservationState)(0),               // 2: accounting.v1.ReservationState
-	(ChangeKind)(0),                     // 3: accounting.v1.ChangeKind
-	(UsageGroup)(0),                     // 4: accounting.v1.UsageGroup
-	(EntryKind)(0),                      // 5: accounting.v1.EntryKind
-	(*Refusal)(nil),                     // 6: accounting.v1.Refusal
-	(*AuthenticateRequest)(nil),         // 7: accounting.v1.AuthenticateRequest
-	(*AuthenticateResponse)(nil),        // 8: accounting.v1.AuthenticateResponse
-	(*KeyGrant)(nil),                    // 9: accounting.v1.KeyGrant
-	(*ModelScope)(nil),                  // 10: accounting.v1.ModelScope
-	(*ReserveRequest)(nil),              // 11: accounting.v1.ReserveRequest
-	(*ReserveResponse)(nil),             // 12: accounting.v1.ReserveResponse
-	(*Usage)(nil),                       // 13: accounting.v1.Usage
-	(*ChargeComponent)(nil),             // 14: accounting.v1.ChargeComponent
-	(*CommitRequest)(nil),               // 15: accounting.v1.CommitRequest
-	(*CommitResponse)(nil),              // 16: accounting.v1.CommitResponse
-	(*ReleaseRequest)(nil),              // 17: accounting.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),             // 18: accounting.v1.ReleaseResponse
-	(*ApplyRequest)(nil),                // 19: accounting.v1.ApplyRequest
-	(*LedgerOp)(nil),                    // 20: accounting.v1.LedgerOp
-	(*ApplyResponse)(nil),               // 21: accounting.v1.ApplyResponse
-	(*LedgerOpResult)(nil),              // 22: accounting.v1.LedgerOpResult
-	(*OpError)(nil),                     // 23: accounting.v1.OpError
-	(*RenewRequest)(nil),                // 24: accounting.v1.RenewRequest
-	(*RenewResponse)(nil),               // 25: accounting.v1.RenewResponse
-	(*WatchChangesRequest)(nil),         // 26: accounting.v1.WatchChangesRequest
-	(*WatchChangesResponse)(nil),        // 27: accounting.v1.WatchChangesResponse
-	(*RecordVideoTaskRequest)(nil),      // 28: accounting.v1.RecordVideoTaskRequest
-	(*RecordVideoTaskResponse)(nil),     // 29: accounting.v1.RecordVideoTaskResponse
-	(*GetVideoTaskRequest)(nil),         // 30: accounting.v1.GetVideoTaskRequest
-	(*GetVideoTaskResponse)(nil),        // 31: accounting.v1.GetVideoTaskResponse
-	(*VideoTask)(nil),                   // 32: accounting.v1.VideoTask
-	(*Account)(nil),                     // 33: accounting.v1.Account
-	(*CreateAccountRequest)(nil),        // 34: accounting.v1.CreateAccountRequest
-	(*UpdateAccountRequest)(nil),        // 35: accounting.v1.UpdateAccountRequest
-	(*UpdateAccountResponse)(nil),       // 36: accounting.v1.UpdateAccountResponse
-	(*GetAccountRequest)(nil),           // 37: accounting.v1.GetAccountRequest
-	(*TopUpRequest)(nil),                // 38: accounting.v1.TopUpRequest
-	(*SetAccountSuspendedRequest)(nil),  // 39: accounting.v1.SetAccountSuspendedRequest
-	(*Key)(nil),                         // 40: accounting.v1.Key
-	(*CreateKeyRequest)(nil),            // 41: accounting.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),           // 42: accounting.v1.CreateKeyResponse
-	(*GetKeyRequest)(nil),               // 43: accounting.v1.GetKeyRequest
-	(*SetKeyDisabledRequest)(nil),       // 44: accounting.v1.SetKeyDisabledRequest
-	(*RevokeKeyRequest)(nil),            // 45: accounting.v1.RevokeKeyRequest
-	(*CreateAccountResponse)(nil),       // 46: accounting.v1.CreateAccountResponse
-	(*GetAccountResponse)(nil),          // 47: accounting.v1.GetAccountResponse
-	(*TopUpResponse)(nil),               // 48: accounting.v1.TopUpResponse
-	(*SetAccountSuspendedResponse)(nil), // 49: accounting.v1.SetAccountSuspendedResponse
-	(*GetKeyResponse)(nil),              // 50: accounting.v1.GetKeyResponse
-	(*SetKeyDisabledResponse)(nil),      // 51: accounting.v1.SetKeyDisabledResponse
-	(*RevokeKeyResponse)(nil),           // 52: accounting.v1.RevokeKeyResponse
-	(*ListAccountsRequest)(nil),         // 53: accounting.v1.ListAccountsRequest
-	(*ListAccountsResponse)(nil),        // 54: accounting.v1.ListAccountsResponse
-	(*ListKeysRequest)(nil),             // 55: accounting.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),            // 56: accounting.v1.ListKeysResponse
-	(*ModelList)(nil),                   // 57: accounting.v1.ModelList
-	(*LimitUpdate)(nil),                 // 58: accounting.v1.LimitUpdate
-	(*ExpiryUpdate)(nil),                // 59: accounting.v1.ExpiryUpdate
-	(*UpdateKeyRequest)(nil),            // 60: accounting.v1.UpdateKeyRequest
-	(*UpdateKeyResponse)(nil),           // 61: accounting.v1.UpdateKeyResponse
-	(*GetUsageRequest)(nil),             // 62: accounting.v1.GetUsageRequest
-	(*UsageRow)(nil),                    // 63: accounting.v1.UsageRow
-	(*GetUsageResponse)(nil),            // 64: accounting.v1.GetUsageResponse
-	(*ListLedgerEntriesRequest)(nil),    // 65: accounting.v1.ListLedgerEntriesRequest
-	(*LedgerEntry)(nil),                 // 66: accounting.v1.LedgerEntry
-	(*ReconcileRequest)(nil),            // 67: accounting.v1.ReconcileRequest
-	(*ReconcileRow)(nil),                // 68: accounting.v1.ReconcileRow
-	(*ReconcileResponse)(nil),           // 69: accounting.v1.ReconcileResponse
-	(*ListLedgerEntriesResponse)(nil),   // 70: accounting.v1.ListLedgerEntriesResponse
-	(*Tier)(nil),                        // 71: accounting.v1.Tier
-	(*ListTiersRequest)(nil),            // 72: accounting.v1.ListTiersRequest
-	(*ListTiersResponse)(nil),           // 73: accounting.v1.ListTiersResponse
-	(*SetTierRequest)(nil),              // 74: accounting.v1.SetTierRequest
-	(*SetTierResponse)(nil),             // 75: accounting.v1.SetTierResponse
-	nil,                                 // 76: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),       // 77: google.protobuf.Timestamp
+	(Reason)(0),                           // 0: accounting.v1.Reason
+	(Pool)(0),                             // 1: accounting.v1.Pool
+	(ReservationState)(0),                 // 2: accounting.v1.ReservationState
+	(ChangeKind)(0),                       // 3: accounting.v1.ChangeKind
+	(UsageGroup)(0),                       // 4: accounting.v1.UsageGroup
+	(EntryKind)(0),                        // 5: accounting.v1.EntryKind
+	(*Refusal)(nil),                       // 6: accounting.v1.Refusal
+	(*NotOwner)(nil),                      // 7: accounting.v1.NotOwner
+	(*AuthenticateRequest)(nil),           // 8: accounting.v1.AuthenticateRequest
+	(*AuthenticateResponse)(nil),          // 9: accounting.v1.AuthenticateResponse
+	(*KeyGrant)(nil),                      // 10: accounting.v1.KeyGrant
+	(*ModelScope)(nil),                    // 11: accounting.v1.ModelScope
+	(*ReserveRequest)(nil),                // 12: accounting.v1.ReserveRequest
+	(*ReserveResponse)(nil),               // 13: accounting.v1.ReserveResponse
+	(*Usage)(nil),                         // 14: accounting.v1.Usage
+	(*ChargeComponent)(nil),               // 15: accounting.v1.ChargeComponent
+	(*CommitRequest)(nil),                 // 16: accounting.v1.CommitRequest
+	(*CommitResponse)(nil),                // 17: accounting.v1.CommitResponse
+	(*ReleaseRequest)(nil),                // 18: accounting.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),               // 19: accounting.v1.ReleaseResponse
+	(*RenewRequest)(nil),                  // 20: accounting.v1.RenewRequest
+	(*RenewResponse)(nil),                 // 21: accounting.v1.RenewResponse
+	(*WatchChangesRequest)(nil),           // 22: accounting.v1.WatchChangesRequest
+	(*WatchChangesResponse)(nil),          // 23: accounting.v1.WatchChangesResponse
+	(*RecordVideoTaskRequest)(nil),        // 24: accounting.v1.RecordVideoTaskRequest
+	(*RecordVideoTaskResponse)(nil),       // 25: accounting.v1.RecordVideoTaskResponse
+	(*GetVideoTaskRequest)(nil),           // 26: accounting.v1.GetVideoTaskRequest
+	(*GetVideoTaskResponse)(nil),          // 27: accounting.v1.GetVideoTaskResponse
+	(*VideoTask)(nil),                     // 28: accounting.v1.VideoTask
+	(*Account)(nil),                       // 29: accounting.v1.Account
+	(*CreateAccountRequest)(nil),          // 30: accounting.v1.CreateAccountRequest
+	(*UpdateAccountRequest)(nil),          // 31: accounting.v1.UpdateAccountRequest
+	(*UpdateAccountResponse)(nil),         // 32: accounting.v1.UpdateAccountResponse
+	(*GetAccountRequest)(nil),             // 33: accounting.v1.GetAccountRequest
+	(*TopUpRequest)(nil),                  // 34: accounting.v1.TopUpRequest
+	(*SetAccountSuspendedRequest)(nil),    // 35: accounting.v1.SetAccountSuspendedRequest
+	(*Key)(nil),                           // 36: accounting.v1.Key
+	(*CreateKeyRequest)(nil),              // 37: accounting.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),             // 38: accounting.v1.CreateKeyResponse
+	(*GetKeyRequest)(nil),                 // 39: accounting.v1.GetKeyRequest
+	(*SetKeyDisabledRequest)(nil),         // 40: accounting.v1.SetKeyDisabledRequest
+	(*RevokeKeyRequest)(nil),              // 41: accounting.v1.RevokeKeyRequest
+	(*CreateAccountResponse)(nil),         // 42: accounting.v1.CreateAccountResponse
+	(*GetAccountResponse)(nil),            // 43: accounting.v1.GetAccountResponse
+	(*TopUpResponse)(nil),                 // 44: accounting.v1.TopUpResponse
+	(*SetAccountSuspendedResponse)(nil),   // 45: accounting.v1.SetAccountSuspendedResponse
+	(*GetKeyResponse)(nil),                // 46: accounting.v1.GetKeyResponse
+	(*SetKeyDisabledResponse)(nil),        // 47: accounting.v1.SetKeyDisabledResponse
+	(*RevokeKeyResponse)(nil),             // 48: accounting.v1.RevokeKeyResponse
+	(*ListAccountsRequest)(nil),           // 49: accounting.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),          // 50: accounting.v1.ListAccountsResponse
+	(*ListKeysRequest)(nil),               // 51: accounting.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),              // 52: accounting.v1.ListKeysResponse
+	(*ModelList)(nil),                     // 53: accounting.v1.ModelList
+	(*LimitUpdate)(nil),                   // 54: accounting.v1.LimitUpdate
+	(*ExpiryUpdate)(nil),                  // 55: accounting.v1.ExpiryUpdate
+	(*UpdateKeyRequest)(nil),              // 56: accounting.v1.UpdateKeyRequest
+	(*RateUpdate)(nil),                    // 57: accounting.v1.RateUpdate
+	(*UpdateKeyResponse)(nil),             // 58: accounting.v1.UpdateKeyResponse
+	(*GetUsageRequest)(nil),               // 59: accounting.v1.GetUsageRequest
+	(*UsageRow)(nil),                      // 60: accounting.v1.UsageRow
+	(*GetUsageResponse)(nil),              // 61: accounting.v1.GetUsageResponse
+	(*ListLedgerEntriesRequest)(nil),      // 62: accounting.v1.ListLedgerEntriesRequest
+	(*LedgerEntry)(nil),                   // 63: accounting.v1.LedgerEntry
+	(*ReconcileRequest)(nil),              // 64: accounting.v1.ReconcileRequest
+	(*ReconcileRow)(nil),                  // 65: accounting.v1.ReconcileRow
+	(*ReconcileResponse)(nil),             // 66: accounting.v1.ReconcileResponse
+	(*ListLedgerEntriesResponse)(nil),     // 67: accounting.v1.ListLedgerEntriesResponse
+	(*Tier)(nil),                          // 68: accounting.v1.Tier
+	(*ListTiersRequest)(nil),              // 69: accounting.v1.ListTiersRequest
+	(*ListTiersResponse)(nil),             // 70: accounting.v1.ListTiersResponse
+	(*SetTierRequest)(nil),                // 71: accounting.v1.SetTierRequest
+	(*SetTierResponse)(nil),               // 72: accounting.v1.SetTierResponse
+	(*Project)(nil),                       // 73: accounting.v1.Project
+	(*CreateProjectRequest)(nil),          // 74: accounting.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),         // 75: accounting.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),             // 76: accounting.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),            // 77: accounting.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),           // 78: accounting.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),          // 79: accounting.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),          // 80: accounting.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),         // 81: accounting.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),          // 82: accounting.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),         // 83: accounting.v1.DeleteProjectResponse
+	(*Webhook)(nil),                       // 84: accounting.v1.Webhook
+	(*CreateWebhookRequest)(nil),          // 85: accounting.v1.CreateWebhookRequest
+	(*CreateWebhookResponse)(nil),         // 86: accounting.v1.CreateWebhookResponse
+	(*ListWebhooksRequest)(nil),           // 87: accounting.v1.ListWebhooksRequest
+	(*ListWebhooksResponse)(nil),          // 88: accounting.v1.ListWebhooksResponse
+	(*DeleteWebhookRequest)(nil),          // 89: accounting.v1.DeleteWebhookRequest
+	(*DeleteWebhookResponse)(nil),         // 90: accounting.v1.DeleteWebhookResponse
+	(*TestWebhookRequest)(nil),            // 91: accounting.v1.TestWebhookRequest
+	(*TestWebhookResponse)(nil),           // 92: accounting.v1.TestWebhookResponse
+	(*ListWebhookDeliveriesRequest)(nil),  // 93: accounting.v1.ListWebhookDeliveriesRequest
+	(*WebhookDelivery)(nil),               // 94: accounting.v1.WebhookDelivery
+	(*ListWebhookDeliveriesResponse)(nil), // 95: accounting.v1.ListWebhookDeliveriesResponse
+	nil,                                   // 96: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),         // 97: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
-	0,  // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
-	9,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	77, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
-	1,  // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	77, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	76, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
-	14, // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
-	13, // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
-	2,  // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
-	20, // 10: accounting.v1.ApplyRequest.ops:type_name -> accounting.v1.LedgerOp
-	11, // 11: accounting.v1.LedgerOp.reserve:type_name -> accounting.v1.ReserveRequest
-	15, // 12: accounting.v1.LedgerOp.commit:type_name -> accounting.v1.CommitRequest
-	17, // 13: accounting.v1.LedgerOp.release:type_name -> accounting.v1.ReleaseRequest
-	22, // 14: accounting.v1.ApplyResponse.results:type_name -> accounting.v1.LedgerOpResult
-	12, // 15: accounting.v1.LedgerOpResult.reserve:type_name -> accounting.v1.ReserveResponse
-	16, // 16: accounting.v1.LedgerOpResult.commit:type_name -> accounting.v1.CommitResponse
-	18, // 17: accounting.v1.LedgerOpResult.release:type_name -> accounting.v1.ReleaseResponse
-	23, // 18: accounting.v1.LedgerOpResult.error:type_name -> accounting.v1.OpError
-	6,  // 19: accounting.v1.OpError.refusal:type_name -> accounting.v1.Refusal
-	77, // 20: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 21: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
-	32, // 22: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	32, // 23: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	77, // 24: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	77, // 25: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
-	33, // 26: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
-	77, // 27: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	77, // 28: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	77, // 29: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	40, // 30: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
-	33, // 31: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
-	33, // 32: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
-	33, // 33: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
-	33, // 34: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
-	40, // 35: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
-	40, // 36: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
-	40, // 37: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
-	33, // 38: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
-	40, // 39: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	77, // 40: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
-	57, // 41: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
-	58, // 42: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
-	58, // 43: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
-	59, // 44: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
-	40, // 45: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
-	4,  // 46: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
-	63, // 47: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
-	63, // 48: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
-	5,  // 49: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	77, // 50: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
-	14, // 51: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
-	14, // 52: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
-	68, // 53: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
-	66, // 54: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
-	71, // 55: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
-	71, // 56: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
-	71, // 57: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	7,  // 58: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	11, // 59: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	15, // 60: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	17, // 61: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	19, // 62: accounting.v1.LedgerService.Apply:input_type -> accounting.v1.ApplyRequest
-	24, // 63: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	26, // 64: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	28, // 65: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	30, // 66: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	34, // 67: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	37, // 68: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	38, // 69: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	39, // 70: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	35, // 71: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
-	41, // 72: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	43, // 73: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	44, // 74: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	45, // 75: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	53, // 76: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	55, // 77: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	60, // 78: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	62, // 79: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	65, // 80: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	67, // 81: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
-	72, // 82: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	74, // 83: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	8,  // 84: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	12, // 85: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	16, // 86: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	18, // 87: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	21, // 88: accounting.v1.LedgerService.Apply:output_type -> accounting.v1.ApplyResponse
-	25, // 89: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	27, // 90: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	29, // 91: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	31, // 92: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	46, // 93: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	47, // 94: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	48, // 95: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	49, // 96: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	36, // 97: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
-	42, // 98: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	50, // 99: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	51, // 100: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	52, // 101: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	54, // 102: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	56, // 103: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	61, // 104: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	64, // 105: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	70, // 106: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	69, // 107: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
-	73, // 108: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	75, // 109: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	84, // [84:110] is the sub-list for method output_type
-	58, // [58:84] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	0,   // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
+	10,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
+	97,  // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	11,  // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
+	1,   // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
+	97,  // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	96,  // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	15,  // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
+	14,  // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
+	2,   // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
+	97,  // 10: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	3,   // 11: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
+	28,  // 12: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	28,  // 13: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
+	97,  // 14: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	97,  // 15: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	29,  // 16: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
+	97,  // 17: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	97,  // 18: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	97,  // 19: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	36,  // 20: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
+	29,  // 21: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
+	29,  // 22: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
+	29,  // 23: accounting.v1.TopUpResponse.account:type_name -> accounting.v1.Account
+	29,  // 24: accounting.v1.SetAccountSuspendedResponse.account:type_name -> accounting.v1.Account
+	36,  // 25: accounting.v1.GetKeyResponse.key:type_name -> accounting.v1.Key
+	36,  // 26: accounting.v1.SetKeyDisabledResponse.key:type_name -> accounting.v1.Key
+	36,  // 27: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
+	29,  // 28: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
+	36,  // 29: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
+	97,  // 30: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	53,  // 31: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
+	54,  // 32: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	54,  // 33: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	55,  // 34: accounting.v1.UpdateKeyRequest.expiry:type_name -> accounting.v1.ExpiryUpdate
+	57,  // 35: accounting.v1.UpdateKeyRequest.rpm:type_name -> accounting.v1.RateUpdate
+	57,  // 36: accounting.v1.UpdateKeyRequest.tpm:type_name -> accounting.v1.RateUpdate
+	36,  // 37: accounting.v1.UpdateKeyResponse.key:type_name -> accounting.v1.Key
+	4,   // 38: accounting.v1.GetUsageRequest.group_by:type_name -> accounting.v1.UsageGroup
+	60,  // 39: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
+	60,  // 40: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
+	5,   // 41: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
+	97,  // 42: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	15,  // 43: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
+	15,  // 44: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
+	65,  // 45: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
+	63,  // 46: accounting.v1.ListLedgerEntriesResponse.entries:type_name -> accounting.v1.LedgerEntry
+	68,  // 47: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
+	68,  // 48: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
+	68,  // 49: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
+	97,  // 50: accounting.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	73,  // 51: accounting.v1.CreateProjectResponse.project:type_name -> accounting.v1.Project
+	73,  // 52: accounting.v1.GetProjectResponse.project:type_name -> accounting.v1.Project
+	73,  // 53: accounting.v1.ListProjectsResponse.projects:type_name -> accounting.v1.Project
+	54,  // 54: accounting.v1.UpdateProjectRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
+	54,  // 55: accounting.v1.UpdateProjectRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
+	54,  // 56: accounting.v1.UpdateProjectRequest.limit:type_name -> accounting.v1.LimitUpdate
+	57,  // 57: accounting.v1.UpdateProjectRequest.rpm:type_name -> accounting.v1.RateUpdate
+	57,  // 58: accounting.v1.UpdateProjectRequest.tpm:type_name -> accounting.v1.RateUpdate
+	53,  // 59: accounting.v1.UpdateProjectRequest.models:type_name -> accounting.v1.ModelList
+	73,  // 60: accounting.v1.UpdateProjectResponse.project:type_name -> accounting.v1.Project
+	73,  // 61: accounting.v1.DeleteProjectResponse.project:type_name -> accounting.v1.Project
+	97,  // 62: accounting.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 63: accounting.v1.CreateWebhookResponse.webhook:type_name -> accounting.v1.Webhook
+	84,  // 64: accounting.v1.ListWebhooksResponse.webhooks:type_name -> accounting.v1.Webhook
+	97,  // 65: accounting.v1.WebhookDelivery.delivered_at:type_name -> google.protobuf.Timestamp
+	97,  // 66: accounting.v1.WebhookDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	94,  // 67: accounting.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> accounting.v1.WebhookDelivery
+	8,   // 68: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	12,  // 69: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	16,  // 70: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	18,  // 71: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	20,  // 72: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	22,  // 73: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	24,  // 74: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	26,  // 75: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	30,  // 76: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	33,  // 77: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	34,  // 78: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	35,  // 79: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	31,  // 80: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
+	37,  // 81: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	39,  // 82: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	40,  // 83: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	41,  // 84: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	49,  // 85: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	51,  // 86: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	56,  // 87: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	59,  // 88: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	62,  // 89: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	64,  // 90: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
+	69,  // 91: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	71,  // 92: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	74,  // 93: accounting.v1.AdminService.CreateProject:input_type -> accounting.v1.CreateProjectRequest
+	76,  // 94: accounting.v1.AdminService.GetProject:input_type -> accounting.v1.GetProjectRequest
+	78,  // 95: accounting.v1.AdminService.ListProjects:input_type -> accounting.v1.ListProjectsRequest
+	80,  // 96: accounting.v1.AdminService.UpdateProject:input_type -> accounting.v1.UpdateProjectRequest
+	82,  // 97: accounting.v1.AdminService.DeleteProject:input_type -> accounting.v1.DeleteProjectRequest
+	85,  // 98: accounting.v1.AdminService.CreateWebhook:input_type -> accounting.v1.CreateWebhookRequest
+	87,  // 99: accounting.v1.AdminService.ListWebhooks:input_type -> accounting.v1.ListWebhooksRequest
+	89,  // 100: accounting.v1.AdminService.DeleteWebhook:input_type -> accounting.v1.DeleteWebhookRequest
+	91,  // 101: accounting.v1.AdminService.TestWebhook:input_type -> accounting.v1.TestWebhookRequest
+	93,  // 102: accounting.v1.AdminService.ListWebhookDeliveries:input_type -> accounting.v1.ListWebhookDeliveriesRequest
+	9,   // 103: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	13,  // 104: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	17,  // 105: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	19,  // 106: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	21,  // 107: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	23,  // 108: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	25,  // 109: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	27,  // 110: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	42,  // 111: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	43,  // 112: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	44,  // 113: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	45,  // 114: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	32,  // 115: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
+	38,  // 116: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	46,  // 117: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	47,  // 118: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	48,  // 119: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	50,  // 120: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	52,  // 121: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	58,  // 122: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	61,  // 123: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	67,  // 124: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	66,  // 125: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	70,  // 126: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	72,  // 127: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	75,  // 128: accounting.v1.AdminService.CreateProject:output_type -> accounting.v1.CreateProjectResponse
+	77,  // 129: accounting.v1.AdminService.GetProject:output_type -> accounting.v1.GetProjectResponse
+	79,  // 130: accounting.v1.AdminService.ListProjects:output_type -> accounting.v1.ListProjectsResponse
+	81,  // 131: accounting.v1.AdminService.UpdateProject:output_type -> accounting.v1.UpdateProjectResponse
+	83,  // 132: accounting.v1.AdminService.DeleteProject:output_type -> accounting.v1.DeleteProjectResponse
+	86,  // 133: accounting.v1.AdminService.CreateWebhook:output_type -> accounting.v1.CreateWebhookResponse
+	88,  // 134: accounting.v1.AdminService.ListWebhooks:output_type -> accounting.v1.ListWebhooksResponse
+	90,  // 135: accounting.v1.AdminService.DeleteWebhook:output_type -> accounting.v1.DeleteWebhookResponse
+	92,  // 136: accounting.v1.AdminService.TestWebhook:output_type -> accounting.v1.TestWebhookResponse
+	95,  // 137: accounting.v1.AdminService.ListWebhookDeliveries:output_type -> accounting.v1.ListWebhookDeliveriesResponse
+	103, // [103:138] is the sub-list for method output_type
+	68,  // [68:103] is the sub-list for method input_type
+	68,  // [68:68] is the sub-list for extension type_name
+	68,  // [68:68] is the sub-list for extension extendee
+	0,   // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -5374,30 +6792,25 @@ func file_accounting_v1_accounting_proto_init() {
 		return
 	}
 	file_accounting_v1_accounting_proto_msgTypes[0].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[3].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[14].OneofWrappers = []any{
-		(*LedgerOp_Reserve)(nil),
-		(*LedgerOp_Commit)(nil),
-		(*LedgerOp_Release)(nil),
-	}
-	file_accounting_v1_accounting_proto_msgTypes[16].OneofWrappers = []any{
-		(*LedgerOpResult_Reserve)(nil),
-		(*LedgerOpResult_Commit)(nil),
-		(*LedgerOpResult_Release)(nil),
-		(*LedgerOpResult_Error)(nil),
-	}
-	file_accounting_v1_accounting_proto_msgTypes[29].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[34].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[35].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[52].OneofWrappers = []any{}
-	file_accounting_v1_accounting_proto_msgTypes[54].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[4].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[23].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[25].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[30].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[31].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[48].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[50].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[51].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[67].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[68].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[74].OneofWrappers = []any{}
+	file_accounting_v1_accounting_proto_msgTypes[88].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   71,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

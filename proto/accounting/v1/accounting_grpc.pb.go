@@ -31,7 +31,6 @@ const (
 	LedgerService_Reserve_FullMethodName         = "/accounting.v1.LedgerService/Reserve"
 	LedgerService_Commit_FullMethodName          = "/accounting.v1.LedgerService/Commit"
 	LedgerService_Release_FullMethodName         = "/accounting.v1.LedgerService/Release"
-	LedgerService_Apply_FullMethodName           = "/accounting.v1.LedgerService/Apply"
 	LedgerService_Renew_FullMethodName           = "/accounting.v1.LedgerService/Renew"
 	LedgerService_WatchChanges_FullMethodName    = "/accounting.v1.LedgerService/WatchChanges"
 	LedgerService_RecordVideoTask_FullMethodName = "/accounting.v1.LedgerService/RecordVideoTask"
@@ -44,6 +43,12 @@ const (
 //
 // Ledger holds the calls extproc makes on the hot path. Every call needs the service
 // credential in the "authorization: Bearer <token>" metadata.
+//
+// One accounting process owns the ledger; the others are standbys. A standby sends the
+// unary calls it gets on to the owner and returns its answer, unless the call carries
+// the "x-ledger-redirect: 1" metadata: then it answers UNAVAILABLE with a NotOwner
+// detail naming the owner's address, nothing decided, and the caller makes the call
+// again there.
 type LedgerServiceClient interface {
 	// Authenticate resolves the SHA-256 hash of an API key to everything needed to
 	// authorize a request. The secret itself never leaves extproc. A missing, disabled,
@@ -61,14 +66,6 @@ type LedgerServiceClient interface {
 	// Release returns a held reservation without charge. Idempotent: releasing a
 	// released reservation succeeds; releasing a committed one reports its outcome.
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
-	// Apply makes several Reserve, Commit and Release calls in one round trip: a caller
-	// sends, in one Apply, the calls that queued while its earlier ones were in flight.
-	// Each operation is decided exactly as its own call would be and independently of the
-	// others (one refused or failed operation fails no other); results come back in the
-	// order of the operations, each the call's response or the status it would have
-	// failed with. Apply itself fails only when it cannot be read: no operations, more
-	// than 256, or an operation of no known kind (InvalidArgument, nothing applied).
-	Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyResponse, error)
 	// Renew pushes a held reservation's expiry forward (long streams).
 	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
 	// WatchChanges streams key and account changes (revocation, disable, suspension,
@@ -130,16 +127,6 @@ func (c *ledgerServiceClient) Release(ctx context.Context, in *ReleaseRequest, o
 	return out, nil
 }
 
-func (c *ledgerServiceClient) Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ApplyResponse)
-	err := c.cc.Invoke(ctx, LedgerService_Apply_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (c *ledgerServiceClient) Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RenewResponse)
@@ -195,6 +182,12 @@ func (c *ledgerServiceClient) GetVideoTask(ctx context.Context, in *GetVideoTask
 //
 // Ledger holds the calls extproc makes on the hot path. Every call needs the service
 // credential in the "authorization: Bearer <token>" metadata.
+//
+// One accounting process owns the ledger; the others are standbys. A standby sends the
+// unary calls it gets on to the owner and returns its answer, unless the call carries
+// the "x-ledger-redirect: 1" metadata: then it answers UNAVAILABLE with a NotOwner
+// detail naming the owner's address, nothing decided, and the caller makes the call
+// again there.
 type LedgerServiceServer interface {
 	// Authenticate resolves the SHA-256 hash of an API key to everything needed to
 	// authorize a request. The secret itself never leaves extproc. A missing, disabled,
@@ -212,14 +205,6 @@ type LedgerServiceServer interface {
 	// Release returns a held reservation without charge. Idempotent: releasing a
 	// released reservation succeeds; releasing a committed one reports its outcome.
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
-	// Apply makes several Reserve, Commit and Release calls in one round trip: a caller
-	// sends, in one Apply, the calls that queued while its earlier ones were in flight.
-	// Each operation is decided exactly as its own call would be and independently of the
-	// others (one refused or failed operation fails no other); results come back in the
-	// order of the operations, each the call's response or the status it would have
-	// failed with. Apply itself fails only when it cannot be read: no operations, more
-	// than 256, or an operation of no known kind (InvalidArgument, nothing applied).
-	Apply(context.Context, *ApplyRequest) (*ApplyResponse, error)
 	// Renew pushes a held reservation's expiry forward (long streams).
 	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
 	// WatchChanges streams key and account changes (revocation, disable, suspension,
@@ -252,9 +237,6 @@ func (UnimplementedLedgerServiceServer) Commit(context.Context, *CommitRequest) 
 }
 func (UnimplementedLedgerServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
-}
-func (UnimplementedLedgerServiceServer) Apply(context.Context, *ApplyRequest) (*ApplyResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Apply not implemented")
 }
 func (UnimplementedLedgerServiceServer) Renew(context.Context, *RenewRequest) (*RenewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Renew not implemented")
@@ -361,24 +343,6 @@ func _LedgerService_Release_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
-func _LedgerService_Apply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ApplyRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(LedgerServiceServer).Apply(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: LedgerService_Apply_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(LedgerServiceServer).Apply(ctx, req.(*ApplyRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 func _LedgerService_Renew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RenewRequest)
 	if err := dec(in); err != nil {
@@ -468,10 +432,6 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _LedgerService_Release_Handler,
 		},
 		{
-			MethodName: "Apply",
-			Handler:    _LedgerService_Apply_Handler,
-		},
-		{
 			MethodName: "Renew",
 			Handler:    _LedgerService_Renew_Handler,
 		},
@@ -495,23 +455,33 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	AdminService_CreateAccount_FullMethodName       = "/accounting.v1.AdminService/CreateAccount"
-	AdminService_GetAccount_FullMethodName          = "/accounting.v1.AdminService/GetAccount"
-	AdminService_TopUp_FullMethodName               = "/accounting.v1.AdminService/TopUp"
-	AdminService_SetAccountSuspended_FullMethodName = "/accounting.v1.AdminService/SetAccountSuspended"
-	AdminService_UpdateAccount_FullMethodName       = "/accounting.v1.AdminService/UpdateAccount"
-	AdminService_CreateKey_FullMethodName           = "/accounting.v1.AdminService/CreateKey"
-	AdminService_GetKey_FullMethodName              = "/accounting.v1.AdminService/GetKey"
-	AdminService_SetKeyDisabled_FullMethodName      = "/accounting.v1.AdminService/SetKeyDisabled"
-	AdminService_RevokeKey_FullMethodName           = "/accounting.v1.AdminService/RevokeKey"
-	AdminService_ListAccounts_FullMethodName        = "/accounting.v1.AdminService/ListAccounts"
-	AdminService_ListKeys_FullMethodName            = "/accounting.v1.AdminService/ListKeys"
-	AdminService_UpdateKey_FullMethodName           = "/accounting.v1.AdminService/UpdateKey"
-	AdminService_GetUsage_FullMethodName            = "/accounting.v1.AdminService/GetUsage"
-	AdminService_ListLedgerEntries_FullMethodName   = "/accounting.v1.AdminService/ListLedgerEntries"
-	AdminService_Reconcile_FullMethodName           = "/accounting.v1.AdminService/Reconcile"
-	AdminService_ListTiers_FullMethodName           = "/accounting.v1.AdminService/ListTiers"
-	AdminService_SetTier_FullMethodName             = "/accounting.v1.AdminService/SetTier"
+	AdminService_CreateAccount_FullMethodName         = "/accounting.v1.AdminService/CreateAccount"
+	AdminService_GetAccount_FullMethodName            = "/accounting.v1.AdminService/GetAccount"
+	AdminService_TopUp_FullMethodName                 = "/accounting.v1.AdminService/TopUp"
+	AdminService_SetAccountSuspended_FullMethodName   = "/accounting.v1.AdminService/SetAccountSuspended"
+	AdminService_UpdateAccount_FullMethodName         = "/accounting.v1.AdminService/UpdateAccount"
+	AdminService_CreateKey_FullMethodName             = "/accounting.v1.AdminService/CreateKey"
+	AdminService_GetKey_FullMethodName                = "/accounting.v1.AdminService/GetKey"
+	AdminService_SetKeyDisabled_FullMethodName        = "/accounting.v1.AdminService/SetKeyDisabled"
+	AdminService_RevokeKey_FullMethodName             = "/accounting.v1.AdminService/RevokeKey"
+	AdminService_ListAccounts_FullMethodName          = "/accounting.v1.AdminService/ListAccounts"
+	AdminService_ListKeys_FullMethodName              = "/accounting.v1.AdminService/ListKeys"
+	AdminService_UpdateKey_FullMethodName             = "/accounting.v1.AdminService/UpdateKey"
+	AdminService_GetUsage_FullMethodName              = "/accounting.v1.AdminService/GetUsage"
+	AdminService_ListLedgerEntries_FullMethodName     = "/accounting.v1.AdminService/ListLedgerEntries"
+	AdminService_Reconcile_FullMethodName             = "/accounting.v1.AdminService/Reconcile"
+	AdminService_ListTiers_FullMethodName             = "/accounting.v1.AdminService/ListTiers"
+	AdminService_SetTier_FullMethodName               = "/accounting.v1.AdminService/SetTier"
+	AdminService_CreateProject_FullMethodName         = "/accounting.v1.AdminService/CreateProject"
+	AdminService_GetProject_FullMethodName            = "/accounting.v1.AdminService/GetProject"
+	AdminService_ListProjects_FullMethodName          = "/accounting.v1.AdminService/ListProjects"
+	AdminService_UpdateProject_FullMethodName         = "/accounting.v1.AdminService/UpdateProject"
+	AdminService_DeleteProject_FullMethodName         = "/accounting.v1.AdminService/DeleteProject"
+	AdminService_CreateWebhook_FullMethodName         = "/accounting.v1.AdminService/CreateWebhook"
+	AdminService_ListWebhooks_FullMethodName          = "/accounting.v1.AdminService/ListWebhooks"
+	AdminService_DeleteWebhook_FullMethodName         = "/accounting.v1.AdminService/DeleteWebhook"
+	AdminService_TestWebhook_FullMethodName           = "/accounting.v1.AdminService/TestWebhook"
+	AdminService_ListWebhookDeliveries_FullMethodName = "/accounting.v1.AdminService/ListWebhookDeliveries"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -557,6 +527,31 @@ type AdminServiceClient interface {
 	// SetTier creates or changes a tier; reservations that start after it returns use
 	// the new limits.
 	SetTier(ctx context.Context, in *SetTierRequest, opts ...grpc.CallOption) (*SetTierResponse, error)
+	// Projects divide an account: a tree of at most 4 levels, each with optional spend
+	// limits (UTC day, UTC month, lifetime), rpm, tpm and a model allowlist. A key is in
+	// at most one project of its account (CreateKey, UpdateKey). Spend and holds count
+	// the project and its descendants, as the ledger holds them now.
+	CreateProject(ctx context.Context, in *CreateProjectRequest, opts ...grpc.CallOption) (*CreateProjectResponse, error)
+	GetProject(ctx context.Context, in *GetProjectRequest, opts ...grpc.CallOption) (*GetProjectResponse, error)
+	// ListProjects returns an account's projects, by id.
+	ListProjects(ctx context.Context, in *ListProjectsRequest, opts ...grpc.CallOption) (*ListProjectsResponse, error)
+	// UpdateProject changes the settings the request carries and leaves the others. A
+	// lowered limit refuses new requests and touches nothing in flight.
+	UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*UpdateProjectResponse, error)
+	// DeleteProject is refused (FAILED_PRECONDITION, REASON_IN_USE) while the project
+	// has keys, child projects or requests in flight.
+	DeleteProject(ctx context.Context, in *DeleteProjectRequest, opts ...grpc.CallOption) (*DeleteProjectResponse, error)
+	// CreateWebhook subscribes an account's URL to alert events; the secret is in this
+	// answer only. Without allow_private the URL follows the video webhook_url's rules.
+	CreateWebhook(ctx context.Context, in *CreateWebhookRequest, opts ...grpc.CallOption) (*CreateWebhookResponse, error)
+	// ListWebhooks returns an account's webhooks, oldest first, never their secrets.
+	ListWebhooks(ctx context.Context, in *ListWebhooksRequest, opts ...grpc.CallOption) (*ListWebhooksResponse, error)
+	// DeleteWebhook unsubscribes a webhook; what it still had to receive is dropped.
+	DeleteWebhook(ctx context.Context, in *DeleteWebhookRequest, opts ...grpc.CallOption) (*DeleteWebhookResponse, error)
+	// TestWebhook sends the webhook a "webhook.test" event.
+	TestWebhook(ctx context.Context, in *TestWebhookRequest, opts ...grpc.CallOption) (*TestWebhookResponse, error)
+	// ListWebhookDeliveries returns a webhook's deliveries, newest first.
+	ListWebhookDeliveries(ctx context.Context, in *ListWebhookDeliveriesRequest, opts ...grpc.CallOption) (*ListWebhookDeliveriesResponse, error)
 }
 
 type adminServiceClient struct {
@@ -737,6 +732,106 @@ func (c *adminServiceClient) SetTier(ctx context.Context, in *SetTierRequest, op
 	return out, nil
 }
 
+func (c *adminServiceClient) CreateProject(ctx context.Context, in *CreateProjectRequest, opts ...grpc.CallOption) (*CreateProjectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateProjectResponse)
+	err := c.cc.Invoke(ctx, AdminService_CreateProject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetProject(ctx context.Context, in *GetProjectRequest, opts ...grpc.CallOption) (*GetProjectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetProjectResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetProject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListProjects(ctx context.Context, in *ListProjectsRequest, opts ...grpc.CallOption) (*ListProjectsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProjectsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListProjects_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*UpdateProjectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateProjectResponse)
+	err := c.cc.Invoke(ctx, AdminService_UpdateProject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteProject(ctx context.Context, in *DeleteProjectRequest, opts ...grpc.CallOption) (*DeleteProjectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteProjectResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteProject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) CreateWebhook(ctx context.Context, in *CreateWebhookRequest, opts ...grpc.CallOption) (*CreateWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateWebhookResponse)
+	err := c.cc.Invoke(ctx, AdminService_CreateWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListWebhooks(ctx context.Context, in *ListWebhooksRequest, opts ...grpc.CallOption) (*ListWebhooksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWebhooksResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListWebhooks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteWebhook(ctx context.Context, in *DeleteWebhookRequest, opts ...grpc.CallOption) (*DeleteWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteWebhookResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) TestWebhook(ctx context.Context, in *TestWebhookRequest, opts ...grpc.CallOption) (*TestWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TestWebhookResponse)
+	err := c.cc.Invoke(ctx, AdminService_TestWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListWebhookDeliveries(ctx context.Context, in *ListWebhookDeliveriesRequest, opts ...grpc.CallOption) (*ListWebhookDeliveriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWebhookDeliveriesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListWebhookDeliveries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -780,6 +875,31 @@ type AdminServiceServer interface {
 	// SetTier creates or changes a tier; reservations that start after it returns use
 	// the new limits.
 	SetTier(context.Context, *SetTierRequest) (*SetTierResponse, error)
+	// Projects divide an account: a tree of at most 4 levels, each with optional spend
+	// limits (UTC day, UTC month, lifetime), rpm, tpm and a model allowlist. A key is in
+	// at most one project of its account (CreateKey, UpdateKey). Spend and holds count
+	// the project and its descendants, as the ledger holds them now.
+	CreateProject(context.Context, *CreateProjectRequest) (*CreateProjectResponse, error)
+	GetProject(context.Context, *GetProjectRequest) (*GetProjectResponse, error)
+	// ListProjects returns an account's projects, by id.
+	ListProjects(context.Context, *ListProjectsRequest) (*ListProjectsResponse, error)
+	// UpdateProject changes the settings the request carries and leaves the others. A
+	// lowered limit refuses new requests and touches nothing in flight.
+	UpdateProject(context.Context, *UpdateProjectRequest) (*UpdateProjectResponse, error)
+	// DeleteProject is refused (FAILED_PRECONDITION, REASON_IN_USE) while the project
+	// has keys, child projects or requests in flight.
+	DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error)
+	// CreateWebhook subscribes an account's URL to alert events; the secret is in this
+	// answer only. Without allow_private the URL follows the video webhook_url's rules.
+	CreateWebhook(context.Context, *CreateWebhookRequest) (*CreateWebhookResponse, error)
+	// ListWebhooks returns an account's webhooks, oldest first, never their secrets.
+	ListWebhooks(context.Context, *ListWebhooksRequest) (*ListWebhooksResponse, error)
+	// DeleteWebhook unsubscribes a webhook; what it still had to receive is dropped.
+	DeleteWebhook(context.Context, *DeleteWebhookRequest) (*DeleteWebhookResponse, error)
+	// TestWebhook sends the webhook a "webhook.test" event.
+	TestWebhook(context.Context, *TestWebhookRequest) (*TestWebhookResponse, error)
+	// ListWebhookDeliveries returns a webhook's deliveries, newest first.
+	ListWebhookDeliveries(context.Context, *ListWebhookDeliveriesRequest) (*ListWebhookDeliveriesResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -840,6 +960,36 @@ func (UnimplementedAdminServiceServer) ListTiers(context.Context, *ListTiersRequ
 }
 func (UnimplementedAdminServiceServer) SetTier(context.Context, *SetTierRequest) (*SetTierResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetTier not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateProject(context.Context, *CreateProjectRequest) (*CreateProjectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateProject not implemented")
+}
+func (UnimplementedAdminServiceServer) GetProject(context.Context, *GetProjectRequest) (*GetProjectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetProject not implemented")
+}
+func (UnimplementedAdminServiceServer) ListProjects(context.Context, *ListProjectsRequest) (*ListProjectsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProjects not implemented")
+}
+func (UnimplementedAdminServiceServer) UpdateProject(context.Context, *UpdateProjectRequest) (*UpdateProjectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateProject not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteProject not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateWebhook(context.Context, *CreateWebhookRequest) (*CreateWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) ListWebhooks(context.Context, *ListWebhooksRequest) (*ListWebhooksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWebhooks not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteWebhook(context.Context, *DeleteWebhookRequest) (*DeleteWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) TestWebhook(context.Context, *TestWebhookRequest) (*TestWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TestWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) ListWebhookDeliveries(context.Context, *ListWebhookDeliveriesRequest) (*ListWebhookDeliveriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWebhookDeliveries not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -1168,6 +1318,186 @@ func _AdminService_SetTier_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_CreateProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateProjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateProject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateProject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateProject(ctx, req.(*CreateProjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetProjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetProject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetProject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetProject(ctx, req.(*GetProjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListProjects_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProjectsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListProjects(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListProjects_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListProjects(ctx, req.(*ListProjectsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_UpdateProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateProjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).UpdateProject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_UpdateProject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).UpdateProject(ctx, req.(*UpdateProjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteProjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteProject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteProject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteProject(ctx, req.(*DeleteProjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_CreateWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateWebhook(ctx, req.(*CreateWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListWebhooks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWebhooksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListWebhooks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListWebhooks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListWebhooks(ctx, req.(*ListWebhooksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteWebhook(ctx, req.(*DeleteWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_TestWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TestWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).TestWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_TestWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).TestWebhook(ctx, req.(*TestWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListWebhookDeliveries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWebhookDeliveriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListWebhookDeliveries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListWebhookDeliveries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListWebhookDeliveries(ctx, req.(*ListWebhookDeliveriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1242,6 +1572,46 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetTier",
 			Handler:    _AdminService_SetTier_Handler,
+		},
+		{
+			MethodName: "CreateProject",
+			Handler:    _AdminService_CreateProject_Handler,
+		},
+		{
+			MethodName: "GetProject",
+			Handler:    _AdminService_GetProject_Handler,
+		},
+		{
+			MethodName: "ListProjects",
+			Handler:    _AdminService_ListProjects_Handler,
+		},
+		{
+			MethodName: "UpdateProject",
+			Handler:    _AdminService_UpdateProject_Handler,
+		},
+		{
+			MethodName: "DeleteProject",
+			Handler:    _AdminService_DeleteProject_Handler,
+		},
+		{
+			MethodName: "CreateWebhook",
+			Handler:    _AdminService_CreateWebhook_Handler,
+		},
+		{
+			MethodName: "ListWebhooks",
+			Handler:    _AdminService_ListWebhooks_Handler,
+		},
+		{
+			MethodName: "DeleteWebhook",
+			Handler:    _AdminService_DeleteWebhook_Handler,
+		},
+		{
+			MethodName: "TestWebhook",
+			Handler:    _AdminService_TestWebhook_Handler,
+		},
+		{
+			MethodName: "ListWebhookDeliveries",
+			Handler:    _AdminService_ListWebhookDeliveries_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

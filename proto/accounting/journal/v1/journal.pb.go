@@ -62,6 +62,8 @@ type Event struct {
 	//	*Event_ProjectDeleted
 	//	*Event_KeyPlaced
 	//	*Event_AccountLabeled
+	//	*Event_LowBalanceSet
+	//	*Event_Alerted
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -257,6 +259,24 @@ func (x *Event) GetAccountLabeled() *AccountLabeled {
 	return nil
 }
 
+func (x *Event) GetLowBalanceSet() *LowBalanceSet {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_LowBalanceSet); ok {
+			return x.LowBalanceSet
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetAlerted() *Alerted {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Alerted); ok {
+			return x.Alerted
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -330,6 +350,15 @@ type Event_AccountLabeled struct {
 	AccountLabeled *AccountLabeled `protobuf:"bytes,13,opt,name=account_labeled,json=accountLabeled,proto3,oneof"`
 }
 
+type Event_LowBalanceSet struct {
+	// Alerts start at 30.
+	LowBalanceSet *LowBalanceSet `protobuf:"bytes,30,opt,name=low_balance_set,json=lowBalanceSet,proto3,oneof"`
+}
+
+type Event_Alerted struct {
+	Alerted *Alerted `protobuf:"bytes,31,opt,name=alerted,proto3,oneof"`
+}
+
 func (*Event_AccountCreated) isEvent_Kind() {}
 
 func (*Event_ToppedUp) isEvent_Kind() {}
@@ -363,6 +392,10 @@ func (*Event_ProjectDeleted) isEvent_Kind() {}
 func (*Event_KeyPlaced) isEvent_Kind() {}
 
 func (*Event_AccountLabeled) isEvent_Kind() {}
+
+func (*Event_LowBalanceSet) isEvent_Kind() {}
+
+func (*Event_Alerted) isEvent_Kind() {}
 
 type AccountCreated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2039,11 +2072,217 @@ func (x *KeyPlaced) GetAt() int64 {
 	return 0
 }
 
+// LowBalanceSet is an account's balance.low threshold (absent: none); it arms the alert.
+type LowBalanceSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     []byte                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	Threshold     *int64                 `protobuf:"varint,2,opt,name=threshold,proto3,oneof" json:"threshold,omitempty"`
+	At            int64                  `protobuf:"zigzag64,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LowBalanceSet) Reset() {
+	*x = LowBalanceSet{}
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LowBalanceSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LowBalanceSet) ProtoMessage() {}
+
+func (x *LowBalanceSet) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LowBalanceSet.ProtoReflect.Descriptor instead.
+func (*LowBalanceSet) Descriptor() ([]byte, []int) {
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *LowBalanceSet) GetAccountId() []byte {
+	if x != nil {
+		return x.AccountId
+	}
+	return nil
+}
+
+func (x *LowBalanceSet) GetThreshold() int64 {
+	if x != nil && x.Threshold != nil {
+		return *x.Threshold
+	}
+	return 0
+}
+
+func (x *LowBalanceSet) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
+// Alerted is one alert a decision caused, recorded in that decision's batch. key_id or
+// project_id names a budget's owner; window ("day", "month", "lifetime"), start (the
+// day's or month's first microsecond; 0 for a lifetime), percent, limit and spent
+// describe a budget.threshold; threshold and available a balance.low.
+type Alerted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Type          []byte                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	AccountId     []byte                 `protobuf:"bytes,3,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	KeyId         []byte                 `protobuf:"bytes,4,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	ProjectId     []byte                 `protobuf:"bytes,5,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	Window        []byte                 `protobuf:"bytes,6,opt,name=window,proto3" json:"window,omitempty"`
+	Start         *int64                 `protobuf:"zigzag64,7,opt,name=start,proto3,oneof" json:"start,omitempty"`
+	Percent       int64                  `protobuf:"varint,8,opt,name=percent,proto3" json:"percent,omitempty"`
+	Limit         int64                  `protobuf:"varint,9,opt,name=limit,proto3" json:"limit,omitempty"`
+	Spent         int64                  `protobuf:"varint,10,opt,name=spent,proto3" json:"spent,omitempty"`
+	Threshold     int64                  `protobuf:"varint,11,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	Available     int64                  `protobuf:"varint,12,opt,name=available,proto3" json:"available,omitempty"`
+	At            int64                  `protobuf:"zigzag64,13,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Alerted) Reset() {
+	*x = Alerted{}
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Alerted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Alerted) ProtoMessage() {}
+
+func (x *Alerted) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Alerted.ProtoReflect.Descriptor instead.
+func (*Alerted) Descriptor() ([]byte, []int) {
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Alerted) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *Alerted) GetType() []byte {
+	if x != nil {
+		return x.Type
+	}
+	return nil
+}
+
+func (x *Alerted) GetAccountId() []byte {
+	if x != nil {
+		return x.AccountId
+	}
+	return nil
+}
+
+func (x *Alerted) GetKeyId() []byte {
+	if x != nil {
+		return x.KeyId
+	}
+	return nil
+}
+
+func (x *Alerted) GetProjectId() []byte {
+	if x != nil {
+		return x.ProjectId
+	}
+	return nil
+}
+
+func (x *Alerted) GetWindow() []byte {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *Alerted) GetStart() int64 {
+	if x != nil && x.Start != nil {
+		return *x.Start
+	}
+	return 0
+}
+
+func (x *Alerted) GetPercent() int64 {
+	if x != nil {
+		return x.Percent
+	}
+	return 0
+}
+
+func (x *Alerted) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *Alerted) GetSpent() int64 {
+	if x != nil {
+		return x.Spent
+	}
+	return 0
+}
+
+func (x *Alerted) GetThreshold() int64 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *Alerted) GetAvailable() int64 {
+	if x != nil {
+		return x.Available
+	}
+	return 0
+}
+
+func (x *Alerted) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
 var File_accounting_journal_v1_journal_proto protoreflect.FileDescriptor
 
 const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\n" +
-	"#accounting/journal/v1/journal.proto\x12\x15accounting.journal.v1\"\xe7\t\n" +
+	"#accounting/journal/v1/journal.proto\x12\x15accounting.journal.v1\"\xf3\n" +
+	"\n" +
 	"\x05Event\x12P\n" +
 	"\x0faccount_created\x18\x01 \x01(\v2%.accounting.journal.v1.AccountCreatedH\x00R\x0eaccountCreated\x12>\n" +
 	"\ttopped_up\x18\x02 \x01(\v2\x1f.accounting.journal.v1.ToppedUpH\x00R\btoppedUp\x12V\n" +
@@ -2065,7 +2304,9 @@ const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\x0fproject_deleted\x18\x16 \x01(\v2%.accounting.journal.v1.ProjectDeletedH\x00R\x0eprojectDeleted\x12A\n" +
 	"\n" +
 	"key_placed\x18\x17 \x01(\v2 .accounting.journal.v1.KeyPlacedH\x00R\tkeyPlaced\x12P\n" +
-	"\x0faccount_labeled\x18\r \x01(\v2%.accounting.journal.v1.AccountLabeledH\x00R\x0eaccountLabeledB\x06\n" +
+	"\x0faccount_labeled\x18\r \x01(\v2%.accounting.journal.v1.AccountLabeledH\x00R\x0eaccountLabeled\x12N\n" +
+	"\x0flow_balance_set\x18\x1e \x01(\v2$.accounting.journal.v1.LowBalanceSetH\x00R\rlowBalanceSet\x12:\n" +
+	"\aalerted\x18\x1f \x01(\v2\x1e.accounting.journal.v1.AlertedH\x00R\aalertedB\x06\n" +
 	"\x04kind\"Z\n" +
 	"\x0eAccountCreated\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
@@ -2253,7 +2494,32 @@ const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\x03tpm\x18\x04 \x01(\x03H\x01R\x03tpm\x88\x01\x01\x12\x0e\n" +
 	"\x02at\x18\x05 \x01(\x12R\x02atB\x06\n" +
 	"\x04_rpmB\x06\n" +
-	"\x04_tpmB@Z>github.com/llmgw/gateway/proto/accounting/journal/v1;journalv1b\x06proto3"
+	"\x04_tpm\"o\n" +
+	"\rLowBalanceSet\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\fR\taccountId\x12!\n" +
+	"\tthreshold\x18\x02 \x01(\x03H\x00R\tthreshold\x88\x01\x01\x12\x0e\n" +
+	"\x02at\x18\x03 \x01(\x12R\x02atB\f\n" +
+	"\n" +
+	"_threshold\"\xd1\x02\n" +
+	"\aAlerted\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\fR\x04type\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x03 \x01(\fR\taccountId\x12\x15\n" +
+	"\x06key_id\x18\x04 \x01(\fR\x05keyId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x05 \x01(\fR\tprojectId\x12\x16\n" +
+	"\x06window\x18\x06 \x01(\fR\x06window\x12\x19\n" +
+	"\x05start\x18\a \x01(\x12H\x00R\x05start\x88\x01\x01\x12\x18\n" +
+	"\apercent\x18\b \x01(\x03R\apercent\x12\x14\n" +
+	"\x05limit\x18\t \x01(\x03R\x05limit\x12\x14\n" +
+	"\x05spent\x18\n" +
+	" \x01(\x03R\x05spent\x12\x1c\n" +
+	"\tthreshold\x18\v \x01(\x03R\tthreshold\x12\x1c\n" +
+	"\tavailable\x18\f \x01(\x03R\tavailable\x12\x0e\n" +
+	"\x02at\x18\r \x01(\x12R\x02atB\b\n" +
+	"\x06_startB@Z>github.com/llmgw/gateway/proto/accounting/journal/v1;journalv1b\x06proto3"
 
 var (
 	file_accounting_journal_v1_journal_proto_rawDescOnce sync.Once
@@ -2267,7 +2533,7 @@ func file_accounting_journal_v1_journal_proto_rawDescGZIP() []byte {
 	return file_accounting_journal_v1_journal_proto_rawDescData
 }
 
-var file_accounting_journal_v1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_accounting_journal_v1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_accounting_journal_v1_journal_proto_goTypes = []any{
 	(*Event)(nil),             // 0: accounting.journal.v1.Event
 	(*AccountCreated)(nil),    // 1: accounting.journal.v1.AccountCreated
@@ -2290,6 +2556,8 @@ var file_accounting_journal_v1_journal_proto_goTypes = []any{
 	(*ProjectChanged)(nil),    // 18: accounting.journal.v1.ProjectChanged
 	(*ProjectDeleted)(nil),    // 19: accounting.journal.v1.ProjectDeleted
 	(*KeyPlaced)(nil),         // 20: accounting.journal.v1.KeyPlaced
+	(*LowBalanceSet)(nil),     // 21: accounting.journal.v1.LowBalanceSet
+	(*Alerted)(nil),           // 22: accounting.journal.v1.Alerted
 }
 var file_accounting_journal_v1_journal_proto_depIdxs = []int32{
 	1,  // 0: accounting.journal.v1.Event.account_created:type_name -> accounting.journal.v1.AccountCreated
@@ -2309,14 +2577,16 @@ var file_accounting_journal_v1_journal_proto_depIdxs = []int32{
 	19, // 14: accounting.journal.v1.Event.project_deleted:type_name -> accounting.journal.v1.ProjectDeleted
 	20, // 15: accounting.journal.v1.Event.key_placed:type_name -> accounting.journal.v1.KeyPlaced
 	2,  // 16: accounting.journal.v1.Event.account_labeled:type_name -> accounting.journal.v1.AccountLabeled
-	10, // 17: accounting.journal.v1.Committed.usage:type_name -> accounting.journal.v1.Usage
-	11, // 18: accounting.journal.v1.Usage.units:type_name -> accounting.journal.v1.Unit
-	12, // 19: accounting.journal.v1.Usage.components:type_name -> accounting.journal.v1.Component
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	21, // 17: accounting.journal.v1.Event.low_balance_set:type_name -> accounting.journal.v1.LowBalanceSet
+	22, // 18: accounting.journal.v1.Event.alerted:type_name -> accounting.journal.v1.Alerted
+	10, // 19: accounting.journal.v1.Committed.usage:type_name -> accounting.journal.v1.Usage
+	11, // 20: accounting.journal.v1.Usage.units:type_name -> accounting.journal.v1.Unit
+	12, // 21: accounting.journal.v1.Usage.components:type_name -> accounting.journal.v1.Component
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_accounting_journal_v1_journal_proto_init() }
@@ -2342,19 +2612,23 @@ func file_accounting_journal_v1_journal_proto_init() {
 		(*Event_ProjectDeleted)(nil),
 		(*Event_KeyPlaced)(nil),
 		(*Event_AccountLabeled)(nil),
+		(*Event_LowBalanceSet)(nil),
+		(*Event_Alerted)(nil),
 	}
 	file_accounting_journal_v1_journal_proto_msgTypes[6].OneofWrappers = []any{}
 	file_accounting_journal_v1_journal_proto_msgTypes[7].OneofWrappers = []any{}
 	file_accounting_journal_v1_journal_proto_msgTypes[17].OneofWrappers = []any{}
 	file_accounting_journal_v1_journal_proto_msgTypes[18].OneofWrappers = []any{}
 	file_accounting_journal_v1_journal_proto_msgTypes[20].OneofWrappers = []any{}
+	file_accounting_journal_v1_journal_proto_msgTypes[21].OneofWrappers = []any{}
+	file_accounting_journal_v1_journal_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_journal_v1_journal_proto_rawDesc), len(file_accounting_journal_v1_journal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

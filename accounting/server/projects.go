@@ -1,0 +1,74 @@
+package server
+
+import (
+	"context"
+
+	"github.com/llmgw/gateway/accounting/contract"
+	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
+)
+
+// CreateProject adds a project to an account's tree.
+func (a *AdminServer) CreateProject(ctx context.Context, req *accountingv1.CreateProjectRequest) (*accountingv1.CreateProjectResponse, error) {
+	np, err := newProjectFromProto(req)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.s.store.CreateProject(ctx, np)
+	if err != nil {
+		return nil, a.s.fail(ctx, "CreateProject", err)
+	}
+	return &accountingv1.CreateProjectResponse{Project: contract.ProjectToProto(p)}, nil
+}
+
+// GetProject returns a project with its spend and holds now.
+func (a *AdminServer) GetProject(ctx context.Context, req *accountingv1.GetProjectRequest) (*accountingv1.GetProjectResponse, error) {
+	if req.GetProjectId() == "" {
+		return nil, invalidArgument("project_id is required")
+	}
+	p, err := a.s.store.GetProject(ctx, req.GetProjectId())
+	if err != nil {
+		return nil, a.s.fail(ctx, "GetProject", err)
+	}
+	return &accountingv1.GetProjectResponse{Project: contract.ProjectToProto(p)}, nil
+}
+
+// ListProjects returns an account's projects, by id.
+func (a *AdminServer) ListProjects(ctx context.Context, req *accountingv1.ListProjectsRequest) (*accountingv1.ListProjectsResponse, error) {
+	if req.GetAccountId() == "" {
+		return nil, invalidArgument("account_id is required")
+	}
+	ps, err := a.s.store.ListProjects(ctx, req.GetAccountId())
+	if err != nil {
+		return nil, a.s.fail(ctx, "ListProjects", err)
+	}
+	resp := &accountingv1.ListProjectsResponse{}
+	for _, p := range ps {
+		resp.Projects = append(resp.Projects, contract.ProjectToProto(p))
+	}
+	return resp, nil
+}
+
+// UpdateProject changes the settings the request carries.
+func (a *AdminServer) UpdateProject(ctx context.Context, req *accountingv1.UpdateProjectRequest) (*accountingv1.UpdateProjectResponse, error) {
+	u, err := projectUpdateFromProto(req)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.s.store.UpdateProject(ctx, u)
+	if err != nil {
+		return nil, a.s.fail(ctx, "UpdateProject", err)
+	}
+	return &accountingv1.UpdateProjectResponse{Project: contract.ProjectToProto(p)}, nil
+}
+
+// DeleteProject removes a project without keys, child projects or requests in flight.
+func (a *AdminServer) DeleteProject(ctx context.Context, req *accountingv1.DeleteProjectRequest) (*accountingv1.DeleteProjectResponse, error) {
+	if req.GetProjectId() == "" {
+		return nil, invalidArgument("project_id is required")
+	}
+	p, err := a.s.store.DeleteProject(ctx, req.GetProjectId())
+	if err != nil {
+		return nil, a.s.fail(ctx, "DeleteProject", err)
+	}
+	return &accountingv1.DeleteProjectResponse{Project: contract.ProjectToProto(p)}, nil
+}
