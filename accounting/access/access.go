@@ -64,23 +64,30 @@ const (
 	ListMembers   Action = "member.list"
 	AddMember     Action = "member.add"
 	RemoveMember  Action = "member.remove"
+	ListProjects  Action = "project.list"
+	GetProject    Action = "project.show"
+	CreateProject Action = "project.create"
+	UpdateProject Action = "project.update"
+	DeleteProject Action = "project.delete"
+	Webhooks      Action = "webhook" // every webhook call: admin only
 )
 
 // Actions are every action.
 var Actions = []Action{ListTiers, SetTier, ListAccounts, CreateAccount, GetAccount, UpdateAccount, SuspendAcct, TopUp,
 	Statement, Usage, Reconcile, ListKeys, GetKey, CreateKey, UpdateKey, DisableKey, EnableKey, RevokeKey,
-	ListMembers, AddMember, RemoveMember}
+	ListMembers, AddMember, RemoveMember, ListProjects, GetProject, CreateProject, UpdateProject, DeleteProject, Webhooks}
 
 // reads are the actions that change nothing.
-var reads = []Action{ListTiers, ListAccounts, GetAccount, Statement, Usage, ListKeys, GetKey, ListMembers}
+var reads = []Action{ListTiers, ListAccounts, GetAccount, Statement, Usage, ListKeys, GetKey, ListMembers, ListProjects, GetProject}
 
 // table is the one table of what each role may do (inside its scope).
 var table = map[Role][]Action{
-	Admin:    Actions,
-	Operator: append(slices.Clone(reads), CreateAccount, UpdateAccount, SuspendAcct, CreateKey, UpdateKey, DisableKey, EnableKey, RevokeKey),
-	Billing:  append(slices.Clone(reads), TopUp, Reconcile),
-	Viewer:   slices.Clone(reads),
-	Member:   {ListTiers, ListAccounts, GetAccount, Usage, ListKeys, GetKey, CreateKey, DisableKey, RevokeKey},
+	Admin: Actions,
+	Operator: append(slices.Clone(reads), CreateAccount, UpdateAccount, SuspendAcct, CreateKey, UpdateKey, DisableKey, EnableKey, RevokeKey,
+		CreateProject, UpdateProject, DeleteProject),
+	Billing: append(slices.Clone(reads), TopUp, Reconcile),
+	Viewer:  slices.Clone(reads),
+	Member:  {ListTiers, ListAccounts, GetAccount, Usage, ListKeys, GetKey, CreateKey, DisableKey, RevokeKey, ListProjects, GetProject},
 }
 
 // Allows reports whether role may do a inside its scope.
@@ -130,8 +137,9 @@ func (m Membership) sees(t Target) bool {
 }
 
 // accountReads are what a project's membership may do on its project's account
-// itself: see it, and list its keys (the server shows only the subtree's).
-var accountReads = []Action{GetAccount, ListKeys}
+// itself: see it, and list its keys and projects (the server shows only the
+// subtree's, through Shows).
+var accountReads = []Action{GetAccount, ListKeys, ListProjects}
 
 // Decision is Decide's answer.
 type Decision int
@@ -199,4 +207,16 @@ func (m Membership) Validate() error {
 		return fmt.Errorf("a project membership names the project's account")
 	}
 	return nil
+}
+
+// Shows reports whether a listing a, allowed by Decide, shows the item t: some
+// membership whose role may list covers t; an account listing also shows the account
+// of a project's membership (it is in sight).
+func Shows(ms []Membership, a Action, t Target) bool {
+	for _, m := range ms {
+		if Allows(m.Role, a) && (m.covers(t) || (a == ListAccounts && m.sees(t))) {
+			return true
+		}
+	}
+	return false
 }

@@ -12,6 +12,7 @@ var allowed = map[Action]string{
 	UpdateAccount: "AO", SuspendAcct: "AO", TopUp: "AB", Statement: "AOBV", Usage: "AOBVM", Reconcile: "AB",
 	ListKeys: "AOBVM", GetKey: "AOBVM", CreateKey: "AOM", UpdateKey: "AO", DisableKey: "AOM", EnableKey: "AO",
 	RevokeKey: "AOM", ListMembers: "AOBV", AddMember: "A", RemoveMember: "A",
+	ListProjects: "AOBVM", GetProject: "AOBVM", CreateProject: "AO", UpdateProject: "AO", DeleteProject: "AO", Webhooks: "A",
 }
 
 var letter = map[Role]string{Admin: "A", Operator: "O", Billing: "B", Viewer: "V", Member: "M"}
@@ -84,7 +85,7 @@ func TestEveryActionRoleScope(t *testing.T) {
 						want = map[bool]Decision{true: Allowed, false: Forbidden}[may]
 					case "sight":
 						want = Forbidden
-						if may && len(tg.Projects) == 0 && (a == GetAccount || a == ListKeys) {
+						if may && len(tg.Projects) == 0 && (a == GetAccount || a == ListKeys || a == ListProjects) {
 							want = Allowed
 						}
 					case "out":
@@ -135,5 +136,27 @@ func TestMembershipValidate(t *testing.T) {
 		if err := c.m.Validate(); (err == nil) != c.ok {
 			t.Errorf("%+v: %v", c.m, err)
 		}
+	}
+}
+
+// A listing shows what a listing membership covers; an account listing also the
+// account of a project membership; nothing to one who may not list.
+func TestShows(t *testing.T) {
+	ms := []Membership{{Role: Member, Account: "acme", Project: "research"}}
+	for _, c := range []struct {
+		a    Action
+		t    Target
+		want bool
+	}{
+		{ListKeys, research, true}, {ListKeys, vision, true}, {ListKeys, sales, false}, {ListKeys, acme, false},
+		{ListKeys, other, false}, {ListAccounts, acme, true}, {ListAccounts, other, false},
+		{ListProjects, research, true}, {ListProjects, sales, false}, {ListMembers, research, false},
+	} {
+		if got := Shows(ms, c.a, c.t); got != c.want {
+			t.Errorf("%s shows %v: %v, want %v", c.a, c.t, got, c.want)
+		}
+	}
+	if Shows(nil, ListAccounts, acme) {
+		t.Error("no membership shows an account")
 	}
 }

@@ -7,21 +7,14 @@ package store
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 )
 
-// Member is one role of one person over a scope: everything (AccountID ""), an
-// account (ProjectID ""), or a project subtree.
-type Member struct {
-	ID        string
-	Email     string
-	Role      string
-	AccountID string
-	ProjectID string
-	CreatedAt time.Time
-}
+// Member is one role of one person over a scope (ledger.Member).
+type Member = ledger.Member
+
+var _ ledger.Members = (*Store)(nil)
 
 const memberColumns = `id::text, email, role, coalesce(account_id::text, ''), coalesce(project_id, ''), created_at`
 

@@ -1,3 +1,0 @@
--- 0018 is another branch's migration, written in parallel: this empty file keeps the
--- numbering whole (tern refuses a gap) until it lands, and goes when it does.
-SELECT 1;
