@@ -89,6 +89,10 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
   webhook list --account ID
   webhook delete WID | test WID
   webhook deliveries WID [--limit N]
+  member add --email E --role admin|operator|billing|viewer|member [--account ID] [--project PID]
+                                          (--project alone is enough: the project names its account)
+  member list [--account ID]
+  member remove MID
 
 The admin token comes from --admin-token-file, else $GATEWAY_ADMIN_TOKEN, else
 .run/admin-token. The address defaults to $GATEWAY_ACCOUNTING_ADDR, else the one make
@@ -164,8 +168,10 @@ var commands = map[string]command{
 }
 
 func init() {
-	for name, c := range projectCommands {
-		commands[name] = c
+	for _, set := range []map[string]command{projectCommands, memberCommands} {
+		for name, c := range set {
+			commands[name] = c
+		}
 	}
 }
 
