@@ -202,8 +202,10 @@ func plainWords(err error) string {
 		return "Not found: " + st.Message()
 	case codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists:
 		return st.Message()
-	case codes.Unauthenticated, codes.PermissionDenied:
+	case codes.Unauthenticated:
 		return "The admin token was refused: sign in again."
+	case codes.PermissionDenied:
+		return "Your role may not do this."
 	case codes.Unavailable, codes.DeadlineExceeded:
 		return "The accounting service cannot be reached; try again."
 	}

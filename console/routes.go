@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmgw/gateway/accounting/ledger"
@@ -66,8 +68,26 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *session)) ht
 			render(w, http.StatusForbidden, "error", page{Title: "Refused", Error: "The form is stale or did not come from this console: reload the page and try again."})
 			return
 		}
+		if se.person != "" && !s.hasMembership(w, r, se) {
+			return
+		}
 		h(w, r, se)
 	}
+}
+
+// hasMembership asks accounting whether the person has any membership (every role may
+// list the tiers; a person with none is refused everything). Without one the session
+// ends and the person sees a page that says so, and nothing else.
+func (s *Server) hasMembership(w http.ResponseWriter, r *http.Request, se *session) bool {
+	_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListTiersResponse, error) {
+		return s.admin.ListTiers(ctx, &accountingv1.ListTiersRequest{}, o)
+	})
+	if status.Code(err) != codes.PermissionDenied {
+		return true // allowed, or an outage the page itself reports
+	}
+	s.sessions.end(w, r, se)
+	render(w, http.StatusForbidden, "nomembership", page{Title: "No membership", Person: se.person})
+	return false
 }
 
 // signInPath is where a visit without a session goes: the provider's sign-in when
@@ -81,6 +101,10 @@ func (s *Server) signInPath() string {
 
 // back redirects to a page with a note or an error (plain words, no secret).
 func back(w http.ResponseWriter, r *http.Request, path string, err error, note string) {
+	if status.Code(err) == codes.PermissionDenied {
+		refused(w, err)
+		return
+	}
 	q := url.Values{}
 	if err != nil {
 		q.Set("error", plainWords(err))
@@ -236,6 +260,10 @@ func projectRows(ps []*accountingv1.Project, keys []*accountingv1.Key) []project
 func (s *Server) account(w http.ResponseWriter, r *http.Request, se *session) {
 	d, err := s.accountData(r, se, r.PathValue("id"))
 	if err != nil {
+		if status.Code(err) == codes.PermissionDenied {
+			refused(w, err)
+			return
+		}
 		render(w, http.StatusNotFound, "error", page{Title: "Account", Error: plainWords(err)})
 		return
 	}
@@ -423,4 +451,9 @@ func nonEmpty(v string) *string {
 		return nil
 	}
 	return &v
+}
+
+// refused answers a request a person's role may not make: 403, in plain words.
+func refused(w http.ResponseWriter, err error) {
+	render(w, http.StatusForbidden, "error", page{Title: "Refused", Error: plainWords(err)})
 }

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
+	"github.com/llmgw/gateway/accounting/store"
 	"github.com/llmgw/gateway/console"
 	"github.com/llmgw/gateway/console/oidctest"
 )
@@ -40,6 +42,7 @@ func (c *clock) add(d time.Duration) {
 type ssoFixture struct {
 	t     *testing.T
 	conn  *grpc.ClientConn
+	fx    *servertest.Fixture
 	idp   *oidctest.Provider
 	clock *clock
 	jar   http.CookieJar
@@ -48,15 +51,22 @@ type ssoFixture struct {
 }
 
 func newSSOFixture(t *testing.T) *ssoFixture {
-	st, _ := enginetest.NewLedger(t, 8)
-	fx := servertest.Start(t, st, servertest.Options{})
+	st, pool := enginetest.NewLedger(t, 8)
+	members := store.New(pool, store.Options{})
+	fx := servertest.Start(t, st, servertest.Options{Members: members})
+	// The persons these tests sign in may do everything.
+	for _, email := range []string{"ada@example.com", "eve@example.com", "grace@example.com"} {
+		if _, err := members.AddMember(context.Background(), store.Member{Email: email, Role: "admin"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	conn, err := grpc.NewClient(fx.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	jar, _ := cookiejar.New(nil)
-	return &ssoFixture{t: t, conn: conn, idp: oidctest.Start(t, "console", "client-secret-1234"), clock: &clock{at: time.Now()}, jar: jar}
+	return &ssoFixture{t: t, conn: conn, fx: fx, idp: oidctest.Start(t, "console", "client-secret-1234"), clock: &clock{at: time.Now()}, jar: jar}
 }
 
 // start serves a console with the fixture's provider and accounting token (tok, when
