@@ -70,15 +70,19 @@ const (
 	UpdateProject Action = "project.update"
 	DeleteProject Action = "project.delete"
 	Webhooks      Action = "webhook" // every webhook call: admin only
+	ListAudit     Action = "audit.list"
 )
 
 // Actions are every action.
 var Actions = []Action{ListTiers, SetTier, ListAccounts, CreateAccount, GetAccount, UpdateAccount, SuspendAcct, TopUp,
 	Statement, Usage, Reconcile, ListKeys, GetKey, CreateKey, UpdateKey, DisableKey, EnableKey, RevokeKey,
-	ListMembers, AddMember, RemoveMember, ListProjects, GetProject, CreateProject, UpdateProject, DeleteProject, Webhooks}
+	ListMembers, AddMember, RemoveMember, ListProjects, GetProject, CreateProject, UpdateProject, DeleteProject, Webhooks, ListAudit}
+
+// Reads reports whether a changes nothing.
+func Reads(a Action) bool { return slices.Contains(reads, a) }
 
 // reads are the actions that change nothing.
-var reads = []Action{ListTiers, ListAccounts, GetAccount, Statement, Usage, ListKeys, GetKey, ListMembers, ListProjects, GetProject}
+var reads = []Action{ListTiers, ListAccounts, GetAccount, Statement, Usage, ListKeys, GetKey, ListMembers, ListProjects, GetProject, ListAudit}
 
 // table is the one table of what each role may do (inside its scope).
 var table = map[Role][]Action{

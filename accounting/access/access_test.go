@@ -13,6 +13,7 @@ var allowed = map[Action]string{
 	ListKeys: "AOBVM", GetKey: "AOBVM", CreateKey: "AOM", UpdateKey: "AO", DisableKey: "AOM", EnableKey: "AO",
 	RevokeKey: "AOM", ListMembers: "AOBV", AddMember: "A", RemoveMember: "A",
 	ListProjects: "AOBVM", GetProject: "AOBVM", CreateProject: "AO", UpdateProject: "AO", DeleteProject: "AO", Webhooks: "A",
+	ListAudit: "AOBV",
 }
 
 var letter = map[Role]string{Admin: "A", Operator: "O", Billing: "B", Viewer: "V", Member: "M"}

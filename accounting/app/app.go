@@ -350,8 +350,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		_, _ = lis.Close(), mlis.Close()
 		return err
 	}
+	admin := store.New(own.pool, store.Options{}) // members and the audit log: plain tables
 	srv := server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall,
-		Webhooks: &alerts.Webhooks{Pool: own.pool, Keys: hookKeys}, Members: store.New(own.pool, store.Options{})})
+		Webhooks: &alerts.Webhooks{Pool: own.pool, Keys: hookKeys}, Members: admin, Audit: admin})
 	// After the credentials and the forwarding: the owner authorizes the calls made
 	// for a person (the console's), by the person's memberships.
 	opts = append(opts, grpc.ChainUnaryInterceptor(srv.Authorize()))

@@ -71,6 +71,10 @@ type bearer string
 // may name a person, and then authorizes the call by that person's membership.
 const PersonMetadata = "x-gateway-person"
 
+// ViaMetadata says which tool a call without a person comes from ("gatewayctl"),
+// for the audit log; a call that names none is from "api".
+const ViaMetadata = "x-gateway-via"
+
 // PersonCredentials returns per-RPC credentials that send the caller's token and name
 // person (PersonMetadata) on every call.
 func PersonCredentials(token, person string) credentials.PerRPCCredentials {

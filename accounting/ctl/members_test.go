@@ -60,3 +60,38 @@ func TestMemberCommands(t *testing.T) {
 		t.Errorf("after remove: %v", got)
 	}
 }
+
+// TestAuditListCommand: changes made with gatewayctl are recorded as such, and audit
+// list prints them newest first in the contract's JSON, by page.
+func TestAuditListCommand(t *testing.T) {
+	st, pool := enginetest.NewLedger(t, 4)
+	db := store.New(pool, store.Options{})
+	f := servertest.Start(t, st, servertest.Options{Members: db, Audit: db})
+	env := map[string]string{"GATEWAY_ADMIN_TOKEN": servertest.AdminToken, "GATEWAY_ACCOUNTING_ADDR": f.Addr}
+
+	acct := decode(t, run(t, env, "account", "create"))["id"].(string)
+	decode(t, run(t, env, "account", "topup", acct, "--amount", "2"))
+	decode(t, run(t, env, "account", "create"))
+
+	out := decode(t, run(t, env, "audit", "list", "--account", acct, "--limit", "1"))
+	entries := out["entries"].([]any)
+	if len(entries) != 1 || out["next_before"] == "" {
+		t.Fatalf("first page: %v", out)
+	}
+	e := entries[0].(map[string]any)
+	expect(t, "entry", e, map[string]any{"actor": "admin-token", "via": "gatewayctl", "action": "account.topup", "target": acct},
+		[]string{"action", "actor", "after", "at", "before", "id", "target", "via"})
+	if e["before"] == nil || e["after"] == nil {
+		t.Errorf("top-up entry without before or after: %v", e)
+	}
+	rest := decode(t, run(t, env, "audit", "list", "--account", acct, "--before", out["next_before"].(string)))
+	if got := rest["entries"].([]any); len(got) != 1 || got[0].(map[string]any)["action"] != "account.create" || rest["next_before"] != "" {
+		t.Errorf("next page: %v", rest)
+	}
+	if all := decode(t, run(t, env, "audit", "list"))["entries"].([]any); len(all) != 3 {
+		t.Errorf("whole log: %v", all)
+	}
+	if r := run(t, env, "audit", "list", "--before", "x"); r.code != 2 {
+		t.Errorf("--before x: %+v", r)
+	}
+}

@@ -49,53 +49,91 @@ func personOf(ctx context.Context) (string, bool) {
 	return strings.ToLower(strings.TrimSpace(p)), true
 }
 
-// Authorize is the unary interceptor that authorizes the calls made for a person;
-// install it after the credential interceptor.
+// Authorize is the unary interceptor of the AdminService: it authorizes the calls
+// made for a person, and records every change in the audit log (audit.go). Install
+// it after the credential interceptor.
 func (s *Server) Authorize() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		person, named := personOf(ctx)
-		if !named {
+		if !strings.HasPrefix(info.FullMethod, adminPrefix) {
+			if named {
+				return nil, errNoMembership
+			}
 			return handler(ctx, req)
 		}
-		if !strings.HasPrefix(info.FullMethod, adminPrefix) || s.members == nil || person == "" {
-			return nil, errNoMembership
-		}
-		rows, err := s.members.MembershipsOf(ctx, person)
-		if err != nil {
-			return nil, s.fail(ctx, info.FullMethod, err)
-		}
-		if len(rows) == 0 {
-			return nil, errNoMembership
-		}
-		ms := make([]access.Membership, 0, len(rows))
-		for _, m := range rows {
-			ms = append(ms, access.Membership{Role: access.Role(m.Role), Account: m.AccountID, Project: m.ProjectID})
-		}
 		sc := &scope{s: s, paths: map[string][]string{}}
+		var ms []access.Membership
+		if named {
+			var err error
+			if ms, err = s.membershipsOf(ctx, person); err != nil {
+				return nil, err
+			}
+		}
 		checks, err := sc.checks(ctx, req)
+		if err != nil && !named {
+			// The handler answers for what it cannot find; no change, nothing to record.
+			return handler(ctx, req)
+		}
 		if err != nil {
 			return nil, s.fail(ctx, info.FullMethod, err)
 		}
-		if len(checks) == 0 {
-			return nil, errForbidden // a method the table does not name: nobody's
-		}
-		for _, c := range checks {
-			switch access.Decide(ms, c.action, c.target) {
-			case access.Hidden:
-				return nil, s.fail(ctx, info.FullMethod, ledger.ErrNotFound)
-			case access.Forbidden:
-				return nil, errForbidden
+		if named {
+			if len(checks) == 0 {
+				return nil, errForbidden // a method the table does not name: nobody's
 			}
+			for _, c := range checks {
+				switch access.Decide(ms, c.action, c.target) {
+				case access.Hidden:
+					return nil, s.fail(ctx, info.FullMethod, ledger.ErrNotFound)
+				case access.Forbidden:
+					return nil, errForbidden
+				}
+			}
+		}
+		var before []byte
+		change := len(checks) > 0 && changes(checks[0].action, req)
+		if change {
+			before = sc.before(ctx, req)
 		}
 		resp, err := handler(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		if err := sc.filter(ctx, ms, resp); err != nil {
-			return nil, s.fail(ctx, info.FullMethod, err)
+		if change {
+			s.record(ctx, person, named, checks[0], req, before, resp)
+		}
+		if named {
+			if err := sc.filter(ctx, ms, resp); err != nil {
+				return nil, s.fail(ctx, info.FullMethod, err)
+			}
 		}
 		return resp, nil
 	}
+}
+
+// membershipsOf returns a person's memberships; errNoMembership when none.
+func (s *Server) membershipsOf(ctx context.Context, person string) ([]access.Membership, error) {
+	if s.members == nil || person == "" {
+		return nil, errNoMembership
+	}
+	rows, err := s.members.MembershipsOf(ctx, person)
+	if err != nil {
+		return nil, s.fail(ctx, "MembershipsOf", err)
+	}
+	if len(rows) == 0 {
+		return nil, errNoMembership
+	}
+	ms := make([]access.Membership, 0, len(rows))
+	for _, m := range rows {
+		ms = append(ms, access.Membership{Role: access.Role(m.Role), Account: m.AccountID, Project: m.ProjectID})
+	}
+	return ms, nil
+}
+
+// isNotFound reports a missing row, as the store or the engine says it.
+func isNotFound(err error) bool {
+	st, ok := contract.RefusalStatus(err)
+	return ok && status.Code(st) == codes.NotFound
 }
 
 // check is one decision a call needs.
@@ -251,6 +289,11 @@ func (sc *scope) checks(ctx context.Context, req any) ([]check, error) {
 	case *accountingv1.AddMemberRequest:
 		t, err := sc.inProject(ctx, r.GetAccountId(), r.GetProjectId())
 		return withT(access.AddMember, t, err)
+	case *accountingv1.ListAuditRequest:
+		if r.GetAccountId() == "" {
+			return one(access.ListAudit, access.Target{}), nil
+		}
+		return one(access.ListAudit, acct(r.GetAccountId())), nil
 	case *accountingv1.RemoveMemberRequest:
 		if sc.s.members == nil {
 			return nil, nil
@@ -304,7 +347,7 @@ func (sc *scope) cachedIn(ctx context.Context, account, project string) (access.
 		return access.Target{Account: account, Projects: path}, nil
 	}
 	t, err := sc.inProject(ctx, account, project)
-	if st, ok := contract.RefusalStatus(err); ok && status.Code(st) == codes.NotFound {
+	if isNotFound(err) {
 		t, err = access.Target{Account: account}, nil
 	}
 	if err != nil {

@@ -46,6 +46,9 @@ type Options struct {
 	// Members keeps who may do what; nil: the member calls are unimplemented, and a
 	// call made for a person is refused (Authorize).
 	Members ledger.Members
+	// Audit keeps the audit log; nil: nothing is recorded and ListAudit is
+	// unimplemented.
+	Audit ledger.Audit
 }
 
 // Server holds the two services. Register both with Register.
@@ -58,12 +61,13 @@ type Server struct {
 	observe func(method string, err error, elapsed time.Duration)
 	hooks   ledger.Webhooks
 	members ledger.Members
+	audit   ledger.Audit
 }
 
 // New returns a Server over store whose WatchChanges streams are fed by hub (whose Run
 // the caller starts).
 func New(store ledger.Store, hub *Hub, opts Options) *Server {
-	s := &Server{store: store, hub: hub, log: opts.Logger, now: opts.Now, random: opts.Random, observe: opts.Observe, hooks: opts.Webhooks, members: opts.Members}
+	s := &Server{store: store, hub: hub, log: opts.Logger, now: opts.Now, random: opts.Random, observe: opts.Observe, hooks: opts.Webhooks, members: opts.Members, audit: opts.Audit}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}

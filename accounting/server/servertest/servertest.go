@@ -48,6 +48,8 @@ type Options struct {
 	// Members is the server's server.Options.Members; the server authorizes the calls
 	// made for a person (server.Authorize) after the credentials, as accounting does.
 	Members ledger.Members
+	// Audit is the server's server.Options.Audit.
+	Audit ledger.Audit
 }
 
 // Start serves store on 127.0.0.1 until the test ends.
@@ -67,7 +69,7 @@ func Start(tb testing.TB, store ledger.Store, opts Options) *Fixture {
 	}
 	hub := server.NewHub(store, log, opts.SubscriberBuffer)
 	api := server.New(store, hub, server.Options{Logger: log, Now: opts.Now, Observe: opts.Observe, Webhooks: opts.Webhooks,
-		Members: opts.Members})
+		Members: opts.Members, Audit: opts.Audit})
 	sopts := append(az.ServerOptions(), grpc.ChainUnaryInterceptor(api.Authorize()))
 	srv := grpc.NewServer(append(sopts, opts.ServerOptions...)...)
 	api.Register(srv)
