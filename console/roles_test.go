@@ -122,3 +122,23 @@ func TestSignedInPersonsByRole(t *testing.T) {
 		t.Errorf("still signed in as %q", who)
 	}
 }
+
+// The audit log page shows each change with who made it and how: a person's through
+// the console by their email.
+func TestAuditLogPage(t *testing.T) {
+	f := newSSOFixture(t)
+	base := f.start()
+	f.idp.SignInAs("ada@example.com", true)
+	if status, body := f.signIn(base, nil); status != 200 {
+		t.Fatalf("sign-in: %d %s", status, body)
+	}
+	_, body := f.get(base + "/accounts")
+	status, body := f.post(base+"/accounts", url.Values{"csrf": {match(t, csrfRE, body)}, "tier": {"default"}})
+	if status != http.StatusOK && status != http.StatusSeeOther {
+		t.Fatalf("create account: %d %s", status, body)
+	}
+	resp, body := f.get(base + "/audit")
+	if resp.StatusCode != 200 || !strings.Contains(body, "<td>ada@example.com</td><td>console</td><td>account.create</td>") {
+		t.Errorf("audit page: %d %s", resp.StatusCode, body)
+	}
+}

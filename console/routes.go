@@ -53,6 +53,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /accounts/{id}/usage", s.authed(s.usage))
 	s.mux.HandleFunc("GET /accounts/{id}/statement", s.authed(s.statement))
 	s.mux.HandleFunc("GET /tiers", s.authed(s.tiers))
+	s.mux.HandleFunc("GET /audit", s.authed(s.auditLog))
 	s.mux.HandleFunc("POST /tiers", s.authed(s.setTier))
 }
 
@@ -451,6 +452,18 @@ func nonEmpty(v string) *string {
 		return nil
 	}
 	return &v
+}
+
+// httpStatus is the HTTP status of a failed call: 403 refused to the role, 404 not
+// found, else 502.
+func httpStatus(err error) int {
+	switch status.Code(err) {
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.NotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusBadGateway
 }
 
 // refused answers a request a person's role may not make: 403, in plain words.
