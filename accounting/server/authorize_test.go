@@ -247,3 +247,43 @@ func TestPersonAuthorizedByMembership(t *testing.T) {
 		t.Errorf("after removal: %v", err)
 	}
 }
+
+// TestCheckAccessDecidesWithoutActing: CheckAccess answers as the call it names
+// would (allowed, 403, 404), changing nothing; without a person it allows.
+func TestCheckAccessDecidesWithoutActing(t *testing.T) {
+	st, pool := enginetest.NewLedger(t, 4)
+	f := servertest.Start(t, st, servertest.Options{Members: store.New(pool, store.Options{})})
+	admin := f.Admin(t, servertest.AdminToken)
+	ctx := context.Background()
+	acc, err := admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme := acc.GetAccount().GetId()
+	other, _ := admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{})
+	if _, err := admin.AddMember(ctx, &accountingv1.AddMemberRequest{Email: "vi@example.com", Role: "viewer", AccountId: acme}); err != nil {
+		t.Fatal(err)
+	}
+	vi := f.Person(t, "vi@example.com")
+	for _, c := range []struct {
+		req  *accountingv1.CheckAccessRequest
+		want codes.Code
+	}{
+		{&accountingv1.CheckAccessRequest{Method: "TopUp", AccountId: acme}, codes.PermissionDenied},
+		{&accountingv1.CheckAccessRequest{Method: "GetAccount", AccountId: acme}, codes.OK},
+		{&accountingv1.CheckAccessRequest{Method: "TopUp", AccountId: other.GetAccount().GetId()}, codes.NotFound},
+		{&accountingv1.CheckAccessRequest{Method: "SetTier"}, codes.PermissionDenied},
+		{&accountingv1.CheckAccessRequest{Method: "NoSuchMethod"}, codes.InvalidArgument},
+	} {
+		if _, err := vi.CheckAccess(ctx, c.req); status.Code(err) != c.want {
+			t.Errorf("%v: %v, want %v", c.req, err, c.want)
+		}
+	}
+	if _, err := admin.CheckAccess(ctx, &accountingv1.CheckAccessRequest{Method: "TopUp", AccountId: acme}); err != nil {
+		t.Errorf("the admin token: %v", err)
+	}
+	a, _ := admin.GetAccount(ctx, &accountingv1.GetAccountRequest{AccountId: acme})
+	if a.GetAccount().GetBalanceMicros() != 0 {
+		t.Error("a check changed the balance")
+	}
+}

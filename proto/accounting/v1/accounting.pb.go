@@ -6583,6 +6583,120 @@ func (x *ListAuditResponse) GetNextBeforeId() int64 {
 	return 0
 }
 
+type CheckAccessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An AdminService method's name, such as "TopUp".
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// What the call would name; the fields the method does not have are ignored.
+	AccountId     string `protobuf:"bytes,2,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	KeyId         string `protobuf:"bytes,3,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	ProjectId     string `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	Disabled      bool   `protobuf:"varint,5,opt,name=disabled,proto3" json:"disabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAccessRequest) Reset() {
+	*x = CheckAccessRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAccessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAccessRequest) ProtoMessage() {}
+
+func (x *CheckAccessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAccessRequest.ProtoReflect.Descriptor instead.
+func (*CheckAccessRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *CheckAccessRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *CheckAccessRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *CheckAccessRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *CheckAccessRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *CheckAccessRequest) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
+}
+
+type CheckAccessResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAccessResponse) Reset() {
+	*x = CheckAccessResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAccessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAccessResponse) ProtoMessage() {}
+
+func (x *CheckAccessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAccessResponse.ProtoReflect.Descriptor instead.
+func (*CheckAccessResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{101}
+}
+
 var File_accounting_v1_accounting_proto protoreflect.FileDescriptor
 
 const file_accounting_v1_accounting_proto_rawDesc = "" +
@@ -7107,7 +7221,16 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\x05R\x05limit\"n\n" +
 	"\x11ListAuditResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.accounting.v1.AuditEntryR\aentries\x12$\n" +
-	"\x0enext_before_id\x18\x02 \x01(\x03R\fnextBeforeId*\xff\x02\n" +
+	"\x0enext_before_id\x18\x02 \x01(\x03R\fnextBeforeId\"\x9d\x01\n" +
+	"\x12CheckAccessRequest\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x02 \x01(\tR\taccountId\x12\x15\n" +
+	"\x06key_id\x18\x03 \x01(\tR\x05keyId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x04 \x01(\tR\tprojectId\x12\x1a\n" +
+	"\bdisabled\x18\x05 \x01(\bR\bdisabled\"\x15\n" +
+	"\x13CheckAccessResponse*\xff\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REASON_INVALID_API_KEY\x10\x01\x12\x1c\n" +
@@ -7159,7 +7282,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
-	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\x90\x15\n" +
+	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xe6\x15\n" +
 	"\fAdminService\x12Z\n" +
 	"\rCreateAccount\x12#.accounting.v1.CreateAccountRequest\x1a$.accounting.v1.CreateAccountResponse\x12Q\n" +
 	"\n" +
@@ -7193,7 +7316,8 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\tAddMember\x12\x1f.accounting.v1.AddMemberRequest\x1a .accounting.v1.AddMemberResponse\x12T\n" +
 	"\vListMembers\x12!.accounting.v1.ListMembersRequest\x1a\".accounting.v1.ListMembersResponse\x12W\n" +
 	"\fRemoveMember\x12\".accounting.v1.RemoveMemberRequest\x1a#.accounting.v1.RemoveMemberResponse\x12N\n" +
-	"\tListAudit\x12\x1f.accounting.v1.ListAuditRequest\x1a .accounting.v1.ListAuditResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
+	"\tListAudit\x12\x1f.accounting.v1.ListAuditRequest\x1a .accounting.v1.ListAuditResponse\x12T\n" +
+	"\vCheckAccess\x12!.accounting.v1.CheckAccessRequest\x1a\".accounting.v1.CheckAccessResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
 
 var (
 	file_accounting_v1_accounting_proto_rawDescOnce sync.Once
@@ -7208,7 +7332,7 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                           // 0: accounting.v1.Reason
 	(Pool)(0),                             // 1: accounting.v1.Pool
@@ -7316,30 +7440,32 @@ var file_accounting_v1_accounting_proto_goTypes = []any{
 	(*AuditEntry)(nil),                    // 103: accounting.v1.AuditEntry
 	(*ListAuditRequest)(nil),              // 104: accounting.v1.ListAuditRequest
 	(*ListAuditResponse)(nil),             // 105: accounting.v1.ListAuditResponse
-	nil,                                   // 106: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),         // 107: google.protobuf.Timestamp
+	(*CheckAccessRequest)(nil),            // 106: accounting.v1.CheckAccessRequest
+	(*CheckAccessResponse)(nil),           // 107: accounting.v1.CheckAccessResponse
+	nil,                                   // 108: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),         // 109: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	0,   // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
 	10,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	107, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	109, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
 	11,  // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
 	1,   // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	107, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	106, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	109, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	108, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
 	15,  // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
 	14,  // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
 	2,   // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
-	107, // 10: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	109, // 10: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
 	3,   // 11: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
 	28,  // 12: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
 	28,  // 13: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	107, // 14: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	107, // 15: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	109, // 14: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	109, // 15: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
 	29,  // 16: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
-	107, // 17: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	107, // 18: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	107, // 19: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	109, // 17: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	109, // 18: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	109, // 19: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
 	36,  // 20: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
 	29,  // 21: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
 	29,  // 22: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
@@ -7350,7 +7476,7 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	36,  // 27: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
 	29,  // 28: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
 	36,  // 29: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	107, // 30: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	109, // 30: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
 	53,  // 31: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
 	54,  // 32: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
 	54,  // 33: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
@@ -7362,7 +7488,7 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	60,  // 39: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
 	60,  // 40: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
 	5,   // 41: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	107, // 42: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	109, // 42: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
 	15,  // 43: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
 	15,  // 44: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
 	65,  // 45: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
@@ -7370,7 +7496,7 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	68,  // 47: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
 	68,  // 48: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
 	68,  // 49: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	107, // 50: accounting.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	109, // 50: accounting.v1.Project.created_at:type_name -> google.protobuf.Timestamp
 	73,  // 51: accounting.v1.CreateProjectResponse.project:type_name -> accounting.v1.Project
 	73,  // 52: accounting.v1.GetProjectResponse.project:type_name -> accounting.v1.Project
 	73,  // 53: accounting.v1.ListProjectsResponse.projects:type_name -> accounting.v1.Project
@@ -7382,17 +7508,17 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	53,  // 59: accounting.v1.UpdateProjectRequest.models:type_name -> accounting.v1.ModelList
 	73,  // 60: accounting.v1.UpdateProjectResponse.project:type_name -> accounting.v1.Project
 	73,  // 61: accounting.v1.DeleteProjectResponse.project:type_name -> accounting.v1.Project
-	107, // 62: accounting.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
+	109, // 62: accounting.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
 	84,  // 63: accounting.v1.CreateWebhookResponse.webhook:type_name -> accounting.v1.Webhook
 	84,  // 64: accounting.v1.ListWebhooksResponse.webhooks:type_name -> accounting.v1.Webhook
-	107, // 65: accounting.v1.WebhookDelivery.delivered_at:type_name -> google.protobuf.Timestamp
-	107, // 66: accounting.v1.WebhookDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	109, // 65: accounting.v1.WebhookDelivery.delivered_at:type_name -> google.protobuf.Timestamp
+	109, // 66: accounting.v1.WebhookDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
 	94,  // 67: accounting.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> accounting.v1.WebhookDelivery
-	107, // 68: accounting.v1.Member.created_at:type_name -> google.protobuf.Timestamp
+	109, // 68: accounting.v1.Member.created_at:type_name -> google.protobuf.Timestamp
 	96,  // 69: accounting.v1.AddMemberResponse.member:type_name -> accounting.v1.Member
 	96,  // 70: accounting.v1.ListMembersResponse.members:type_name -> accounting.v1.Member
 	96,  // 71: accounting.v1.RemoveMemberResponse.member:type_name -> accounting.v1.Member
-	107, // 72: accounting.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	109, // 72: accounting.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
 	103, // 73: accounting.v1.ListAuditResponse.entries:type_name -> accounting.v1.AuditEntry
 	8,   // 74: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
 	12,  // 75: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
@@ -7433,47 +7559,49 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	99,  // 110: accounting.v1.AdminService.ListMembers:input_type -> accounting.v1.ListMembersRequest
 	101, // 111: accounting.v1.AdminService.RemoveMember:input_type -> accounting.v1.RemoveMemberRequest
 	104, // 112: accounting.v1.AdminService.ListAudit:input_type -> accounting.v1.ListAuditRequest
-	9,   // 113: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	13,  // 114: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	17,  // 115: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	19,  // 116: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	21,  // 117: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	23,  // 118: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	25,  // 119: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	27,  // 120: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	42,  // 121: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	43,  // 122: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	44,  // 123: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	45,  // 124: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	32,  // 125: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
-	38,  // 126: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	46,  // 127: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	47,  // 128: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	48,  // 129: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	50,  // 130: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	52,  // 131: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	58,  // 132: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	61,  // 133: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	67,  // 134: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	66,  // 135: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
-	70,  // 136: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	72,  // 137: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	75,  // 138: accounting.v1.AdminService.CreateProject:output_type -> accounting.v1.CreateProjectResponse
-	77,  // 139: accounting.v1.AdminService.GetProject:output_type -> accounting.v1.GetProjectResponse
-	79,  // 140: accounting.v1.AdminService.ListProjects:output_type -> accounting.v1.ListProjectsResponse
-	81,  // 141: accounting.v1.AdminService.UpdateProject:output_type -> accounting.v1.UpdateProjectResponse
-	83,  // 142: accounting.v1.AdminService.DeleteProject:output_type -> accounting.v1.DeleteProjectResponse
-	86,  // 143: accounting.v1.AdminService.CreateWebhook:output_type -> accounting.v1.CreateWebhookResponse
-	88,  // 144: accounting.v1.AdminService.ListWebhooks:output_type -> accounting.v1.ListWebhooksResponse
-	90,  // 145: accounting.v1.AdminService.DeleteWebhook:output_type -> accounting.v1.DeleteWebhookResponse
-	92,  // 146: accounting.v1.AdminService.TestWebhook:output_type -> accounting.v1.TestWebhookResponse
-	95,  // 147: accounting.v1.AdminService.ListWebhookDeliveries:output_type -> accounting.v1.ListWebhookDeliveriesResponse
-	98,  // 148: accounting.v1.AdminService.AddMember:output_type -> accounting.v1.AddMemberResponse
-	100, // 149: accounting.v1.AdminService.ListMembers:output_type -> accounting.v1.ListMembersResponse
-	102, // 150: accounting.v1.AdminService.RemoveMember:output_type -> accounting.v1.RemoveMemberResponse
-	105, // 151: accounting.v1.AdminService.ListAudit:output_type -> accounting.v1.ListAuditResponse
-	113, // [113:152] is the sub-list for method output_type
-	74,  // [74:113] is the sub-list for method input_type
+	106, // 113: accounting.v1.AdminService.CheckAccess:input_type -> accounting.v1.CheckAccessRequest
+	9,   // 114: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	13,  // 115: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	17,  // 116: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	19,  // 117: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	21,  // 118: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	23,  // 119: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	25,  // 120: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	27,  // 121: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	42,  // 122: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	43,  // 123: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	44,  // 124: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	45,  // 125: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	32,  // 126: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
+	38,  // 127: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	46,  // 128: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	47,  // 129: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	48,  // 130: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	50,  // 131: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	52,  // 132: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	58,  // 133: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	61,  // 134: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	67,  // 135: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	66,  // 136: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	70,  // 137: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	72,  // 138: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	75,  // 139: accounting.v1.AdminService.CreateProject:output_type -> accounting.v1.CreateProjectResponse
+	77,  // 140: accounting.v1.AdminService.GetProject:output_type -> accounting.v1.GetProjectResponse
+	79,  // 141: accounting.v1.AdminService.ListProjects:output_type -> accounting.v1.ListProjectsResponse
+	81,  // 142: accounting.v1.AdminService.UpdateProject:output_type -> accounting.v1.UpdateProjectResponse
+	83,  // 143: accounting.v1.AdminService.DeleteProject:output_type -> accounting.v1.DeleteProjectResponse
+	86,  // 144: accounting.v1.AdminService.CreateWebhook:output_type -> accounting.v1.CreateWebhookResponse
+	88,  // 145: accounting.v1.AdminService.ListWebhooks:output_type -> accounting.v1.ListWebhooksResponse
+	90,  // 146: accounting.v1.AdminService.DeleteWebhook:output_type -> accounting.v1.DeleteWebhookResponse
+	92,  // 147: accounting.v1.AdminService.TestWebhook:output_type -> accounting.v1.TestWebhookResponse
+	95,  // 148: accounting.v1.AdminService.ListWebhookDeliveries:output_type -> accounting.v1.ListWebhookDeliveriesResponse
+	98,  // 149: accounting.v1.AdminService.AddMember:output_type -> accounting.v1.AddMemberResponse
+	100, // 150: accounting.v1.AdminService.ListMembers:output_type -> accounting.v1.ListMembersResponse
+	102, // 151: accounting.v1.AdminService.RemoveMember:output_type -> accounting.v1.RemoveMemberResponse
+	105, // 152: accounting.v1.AdminService.ListAudit:output_type -> accounting.v1.ListAuditResponse
+	107, // 153: accounting.v1.AdminService.CheckAccess:output_type -> accounting.v1.CheckAccessResponse
+	114, // [114:154] is the sub-list for method output_type
+	74,  // [74:114] is the sub-list for method input_type
 	74,  // [74:74] is the sub-list for extension type_name
 	74,  // [74:74] is the sub-list for extension extendee
 	0,   // [0:74] is the sub-list for field type_name
@@ -7503,7 +7631,7 @@ func file_accounting_v1_accounting_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   101,
+			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -486,6 +486,7 @@ const (
 	AdminService_ListMembers_FullMethodName           = "/accounting.v1.AdminService/ListMembers"
 	AdminService_RemoveMember_FullMethodName          = "/accounting.v1.AdminService/RemoveMember"
 	AdminService_ListAudit_FullMethodName             = "/accounting.v1.AdminService/ListAudit"
+	AdminService_CheckAccess_FullMethodName           = "/accounting.v1.AdminService/CheckAccess"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -568,6 +569,10 @@ type AdminServiceClient interface {
 	// ListAudit returns the audit log, newest first: every change made through this
 	// service, who made it, how, and the record before and after (never a secret).
 	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
+	// CheckAccess answers whether the call named would be allowed for the person the
+	// call is made for, before the caller reads the rest of a form: OK,
+	// PermissionDenied or NotFound, as that call would answer. Without a person: OK.
+	CheckAccess(ctx context.Context, in *CheckAccessRequest, opts ...grpc.CallOption) (*CheckAccessResponse, error)
 }
 
 type adminServiceClient struct {
@@ -888,6 +893,16 @@ func (c *adminServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) CheckAccess(ctx context.Context, in *CheckAccessRequest, opts ...grpc.CallOption) (*CheckAccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckAccessResponse)
+	err := c.cc.Invoke(ctx, AdminService_CheckAccess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -968,6 +983,10 @@ type AdminServiceServer interface {
 	// ListAudit returns the audit log, newest first: every change made through this
 	// service, who made it, how, and the record before and after (never a secret).
 	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
+	// CheckAccess answers whether the call named would be allowed for the person the
+	// call is made for, before the caller reads the rest of a form: OK,
+	// PermissionDenied or NotFound, as that call would answer. Without a person: OK.
+	CheckAccess(context.Context, *CheckAccessRequest) (*CheckAccessResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -1070,6 +1089,9 @@ func (UnimplementedAdminServiceServer) RemoveMember(context.Context, *RemoveMemb
 }
 func (UnimplementedAdminServiceServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
+}
+func (UnimplementedAdminServiceServer) CheckAccess(context.Context, *CheckAccessRequest) (*CheckAccessResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckAccess not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -1650,6 +1672,24 @@ func _AdminService_ListAudit_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_CheckAccess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckAccessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CheckAccess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CheckAccess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CheckAccess(ctx, req.(*CheckAccessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1780,6 +1820,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAudit",
 			Handler:    _AdminService_ListAudit_Handler,
+		},
+		{
+			MethodName: "CheckAccess",
+			Handler:    _AdminService_CheckAccess_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
