@@ -73,10 +73,20 @@ func TestSignedInPersonsByRole(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(body, `id="account-id">`+acme+`<`) {
 		t.Fatalf("viewer's account page: %d %s", resp.StatusCode, body)
 	}
+	body0 := body
 	status, body := f.post(base+"/accounts/"+acme+"/topup", url.Values{"csrf": {match(t, csrfRE, body)},
 		"form": {match(t, topUpFormRE, body)}, "amount": {"5"}})
 	if status != http.StatusForbidden || !strings.Contains(body, "Your role may not do this") {
 		t.Errorf("viewer's top-up: %d %s", status, body)
+	}
+	// Refused before anything about the form: a wrong amount is not what it hears.
+	status, body = f.post(base+"/accounts/"+acme+"/topup", url.Values{"csrf": {match(t, csrfRE, body0)},
+		"form": {match(t, topUpFormRE, body0)}, "amount": {"not a number"}})
+	if status != http.StatusForbidden {
+		t.Errorf("viewer's top-up with a wrong amount: %d %s", status, body)
+	}
+	if status, body = f.post(base+"/tiers", url.Values{"csrf": {match(t, csrfRE, body0)}}); status != http.StatusForbidden {
+		t.Errorf("viewer's tier form: %d %s", status, body)
 	}
 	a, err := admin.GetAccount(ctx, &accountingv1.GetAccountRequest{AccountId: acme})
 	must(err)

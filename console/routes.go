@@ -42,19 +42,19 @@ func (s *Server) routes() {
 		render(w, 200, "signedout", page{Title: "Signed out", Data: s.sso != nil})
 	}))
 	s.mux.HandleFunc("GET /accounts", s.authed(s.accounts))
-	s.mux.HandleFunc("POST /accounts", s.authed(s.createAccount))
+	s.mux.HandleFunc("POST /accounts", s.authed(s.may("CreateAccount", "", s.createAccount)))
 	s.mux.HandleFunc("GET /accounts/{id}", s.authed(s.account))
-	s.mux.HandleFunc("POST /accounts/{id}/topup", s.authed(s.topUp))
-	s.mux.HandleFunc("POST /accounts/{id}/suspend", s.authed(s.suspend))
-	s.mux.HandleFunc("POST /accounts/{id}/update", s.authed(s.updateAccount))
-	s.mux.HandleFunc("POST /accounts/{id}/keys", s.authed(s.createKey))
-	s.mux.HandleFunc("POST /keys/{id}/update", s.authed(s.updateKey))
-	s.mux.HandleFunc("POST /keys/{id}/{action}", s.authed(s.keyAction))
+	s.mux.HandleFunc("POST /accounts/{id}/topup", s.authed(s.may("TopUp", "account", s.topUp)))
+	s.mux.HandleFunc("POST /accounts/{id}/suspend", s.authed(s.may("SetAccountSuspended", "account", s.suspend)))
+	s.mux.HandleFunc("POST /accounts/{id}/update", s.authed(s.may("UpdateAccount", "account", s.updateAccount)))
+	s.mux.HandleFunc("POST /accounts/{id}/keys", s.authed(s.may("CreateKey", "account", s.createKey)))
+	s.mux.HandleFunc("POST /keys/{id}/update", s.authed(s.may("UpdateKey", "key", s.updateKey)))
+	s.mux.HandleFunc("POST /keys/{id}/{action}", s.authed(s.may("", "key", s.keyAction)))
 	s.mux.HandleFunc("GET /accounts/{id}/usage", s.authed(s.usage))
 	s.mux.HandleFunc("GET /accounts/{id}/statement", s.authed(s.statement))
 	s.mux.HandleFunc("GET /tiers", s.authed(s.tiers))
 	s.mux.HandleFunc("GET /audit", s.authed(s.auditLog))
-	s.mux.HandleFunc("POST /tiers", s.authed(s.setTier))
+	s.mux.HandleFunc("POST /tiers", s.authed(s.may("SetTier", "", s.setTier)))
 }
 
 // authed wraps a page that needs a session (and, for a POST, its CSRF token).
@@ -73,6 +73,49 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *session)) ht
 			return
 		}
 		h(w, r, se)
+	}
+}
+
+// may wraps a form's handler: for a person, accounting decides the AdminService
+// method the form calls (CheckAccess) on the path's {id} (an account or a key)
+// before anything about the form is read, so that a role refused it gets 403 first.
+// An empty method is the key action's, named by the path's {action}.
+func (s *Server) may(method, idKind string, h func(http.ResponseWriter, *http.Request, *session)) func(http.ResponseWriter, *http.Request, *session) {
+	return func(w http.ResponseWriter, r *http.Request, se *session) {
+		if se.person == "" {
+			h(w, r, se)
+			return
+		}
+		req := &accountingv1.CheckAccessRequest{Method: method}
+		if method == "" {
+			switch r.PathValue("action") {
+			case "disable":
+				req.Method, req.Disabled = "SetKeyDisabled", true
+			case "enable":
+				req.Method = "SetKeyDisabled"
+			default:
+				req.Method = "RevokeKey"
+			}
+		}
+		switch idKind {
+		case "account":
+			req.AccountId = r.PathValue("id")
+		case "key":
+			req.KeyId = r.PathValue("id")
+		}
+		_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.CheckAccessResponse, error) {
+			return s.admin.CheckAccess(ctx, req, o)
+		})
+		switch status.Code(err) {
+		case codes.OK:
+			h(w, r, se)
+		case codes.PermissionDenied:
+			refused(w, err)
+		case codes.NotFound:
+			render(w, http.StatusNotFound, "error", page{Title: "Not found", Error: plainWords(err)})
+		default:
+			render(w, httpStatus(err), "error", page{Title: "Refused", Error: plainWords(err)})
+		}
 	}
 }
 
