@@ -22,6 +22,7 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"html/template"
 	"mime"
 	"net/http"
@@ -33,7 +34,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -71,6 +71,32 @@ type Options struct {
 	SignInFailures SignInFailures
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// SSO, when set, signs people in with the company's OpenID Connect provider
+	// (sso.go); the admin-token sign-in stays for break-glass.
+	SSO *SSO
+	// AccountingToken is the console's own credential to accounting, presented on the
+	// calls made for a signed-in person (who is named on each). Needed with SSO.
+	AccountingToken string
+	// SessionKey seals persons' sessions in their cookies (SessionKeyBytes). Nil:
+	// derived from AccountingToken and the SSO client secret (DeriveSessionKey), the
+	// same across restarts and replicas.
+	SessionKey []byte
+}
+
+// Validate reports every problem with o at once.
+func (o Options) Validate() error {
+	if o.SSO == nil {
+		return nil
+	}
+	var errs []error
+	errs = append(errs, o.SSO.Validate())
+	if o.AccountingToken == "" {
+		errs = append(errs, errors.New("single sign-on needs the console's own credential to accounting (the accounting token file)"))
+	}
+	if o.SessionKey != nil && len(o.SessionKey) != SessionKeyBytes {
+		errs = append(errs, fmt.Errorf("the session key must be %d bytes", SessionKeyBytes))
+	}
+	return errors.Join(errs...)
 }
 
 // Server is the console's HTTP handler.
@@ -79,21 +105,44 @@ type Server struct {
 	opts     Options
 	log      *zap.Logger
 	sessions *sessions
+	sso      *sso
 	signIns  *signInGuard
 	mux      *http.ServeMux
 }
 
 // New returns a console over conn, a connection to accounting without credentials of
-// its own (each call presents the signed-in operator's token).
+// its own (each call presents the signed-in operator's token, or for a person the
+// console's AccountingToken naming the person). It panics when o is not valid
+// (Options.Validate).
 func New(conn grpc.ClientConnInterface, o Options) *Server {
+	if err := o.Validate(); err != nil {
+		panic("console: " + err.Error())
+	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	var seal *sealer
+	if o.SSO != nil {
+		key := o.SessionKey
+		if key == nil {
+			var err error
+			if key, err = DeriveSessionKey(o.AccountingToken, o.SSO.ClientSecret); err != nil {
+				panic("console: " + err.Error())
+			}
+		}
+		var err error
+		if seal, err = newSealer(key); err != nil {
+			panic(err.Error())
+		}
+	}
 	s := &Server{admin: accountingv1.NewAdminServiceClient(conn), opts: o, log: o.Log,
-		sessions: newSessions(o.Now, o.SecureCookie), signIns: newSignInGuard(o.SignInFailures, o.Now), mux: http.NewServeMux()}
+		sessions: newSessions(o.Now, o.SecureCookie, seal, o.AccountingToken), signIns: newSignInGuard(o.SignInFailures, o.Now), mux: http.NewServeMux()}
+	if o.SSO != nil {
+		s.sso = newSSO(*o.SSO, o.Now)
+	}
 	s.routes()
 	return s
 }
@@ -137,11 +186,12 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 32 << 10}
 }
 
-// call runs f with the session's token presented to accounting.
+// call runs f with the session's credential presented to accounting: the admin
+// token, or for a person the console's own credential naming the person.
 func call[T any](r *http.Request, se *session, f func(context.Context, grpc.CallOption) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	return f(ctx, grpc.PerRPCCredentials(client.TokenCredentials(se.token)))
+	return f(ctx, grpc.PerRPCCredentials(se.credentials()))
 }
 
 // plainWords says what went wrong, for an operator.
@@ -152,8 +202,10 @@ func plainWords(err error) string {
 		return "Not found: " + st.Message()
 	case codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists:
 		return st.Message()
-	case codes.Unauthenticated, codes.PermissionDenied:
+	case codes.Unauthenticated:
 		return "The admin token was refused: sign in again."
+	case codes.PermissionDenied:
+		return "Your role may not do this."
 	case codes.Unavailable, codes.DeadlineExceeded:
 		return "The accounting service cannot be reached; try again."
 	}
@@ -167,9 +219,11 @@ func plainWords(err error) string {
 type page struct {
 	Title string
 	CSRF  string
-	Error string
-	Note  string
-	Data  any
+	// Person is the signed-in person's email ("" for the admin token).
+	Person string
+	Error  string
+	Note   string
+	Data   any
 }
 
 func render(w http.ResponseWriter, status int, name string, p page) {

@@ -77,7 +77,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, se *session) {
 		h := int(row.Charged * 100 / top)
 		d.Bars = append(d.Bars, bar{Label: row.Group, X: 10 + i*60, H: h, Y: 110 - h})
 	}
-	render(w, 200, "usage", page{Title: "Usage", CSRF: se.csrf, Data: d})
+	render(w, 200, "usage", page{Title: "Usage", CSRF: se.csrf, Person: se.person, Data: d})
 }
 
 func (s *Server) statement(w http.ResponseWriter, r *http.Request, se *session) {
@@ -131,7 +131,7 @@ func (s *Server) statement(w http.ResponseWriter, r *http.Request, se *session) 
 		e := contract.EntryFromProto(pe)
 		d.Entries = append(d.Entries, statementEntry{Entry: e, KeyName: names[e.KeyID]})
 	}
-	render(w, 200, "statement", page{Title: "Statement", CSRF: se.csrf, Data: d})
+	render(w, 200, "statement", page{Title: "Statement", CSRF: se.csrf, Person: se.person, Data: d})
 }
 
 // statementPage is the statement page's data.
@@ -191,7 +191,7 @@ func (s *Server) tiers(w http.ResponseWriter, r *http.Request, se *session) {
 	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListTiersResponse, error) {
 		return s.admin.ListTiers(ctx, &accountingv1.ListTiersRequest{}, o)
 	})
-	p := page{Title: "Tiers", CSRF: se.csrf, Error: r.URL.Query().Get("error"), Note: r.URL.Query().Get("note"), Data: res}
+	p := page{Title: "Tiers", CSRF: se.csrf, Person: se.person, Error: r.URL.Query().Get("error"), Note: r.URL.Query().Get("note"), Data: res}
 	if err != nil {
 		p.Error = plainWords(err)
 	}

@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmgw/gateway/accounting/ledger"
@@ -30,24 +32,29 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/accounts", http.StatusSeeOther) })
 	s.mux.HandleFunc("GET /signin", func(w http.ResponseWriter, r *http.Request) { s.signInPage(w, 200, "") })
 	s.mux.HandleFunc("POST /signin", s.signIn)
+	if s.sso != nil {
+		s.mux.HandleFunc("GET /auth/signin", s.ssoSignIn)
+		s.mux.HandleFunc("GET /auth/callback", s.ssoCallback)
+	}
 	s.mux.HandleFunc("POST /signout", s.authed(func(w http.ResponseWriter, r *http.Request, se *session) {
-		s.sessions.end(w, r)
+		s.sessions.end(w, r, se)
 		s.audit(r, se, "sign out", "", nil)
-		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+		render(w, 200, "signedout", page{Title: "Signed out", Data: s.sso != nil})
 	}))
 	s.mux.HandleFunc("GET /accounts", s.authed(s.accounts))
-	s.mux.HandleFunc("POST /accounts", s.authed(s.createAccount))
+	s.mux.HandleFunc("POST /accounts", s.authed(s.may("CreateAccount", "", s.createAccount)))
 	s.mux.HandleFunc("GET /accounts/{id}", s.authed(s.account))
-	s.mux.HandleFunc("POST /accounts/{id}/topup", s.authed(s.topUp))
-	s.mux.HandleFunc("POST /accounts/{id}/suspend", s.authed(s.suspend))
-	s.mux.HandleFunc("POST /accounts/{id}/update", s.authed(s.updateAccount))
-	s.mux.HandleFunc("POST /accounts/{id}/keys", s.authed(s.createKey))
-	s.mux.HandleFunc("POST /keys/{id}/update", s.authed(s.updateKey))
-	s.mux.HandleFunc("POST /keys/{id}/{action}", s.authed(s.keyAction))
+	s.mux.HandleFunc("POST /accounts/{id}/topup", s.authed(s.may("TopUp", "account", s.topUp)))
+	s.mux.HandleFunc("POST /accounts/{id}/suspend", s.authed(s.may("SetAccountSuspended", "account", s.suspend)))
+	s.mux.HandleFunc("POST /accounts/{id}/update", s.authed(s.may("UpdateAccount", "account", s.updateAccount)))
+	s.mux.HandleFunc("POST /accounts/{id}/keys", s.authed(s.may("CreateKey", "account", s.createKey)))
+	s.mux.HandleFunc("POST /keys/{id}/update", s.authed(s.may("UpdateKey", "key", s.updateKey)))
+	s.mux.HandleFunc("POST /keys/{id}/{action}", s.authed(s.may("", "key", s.keyAction)))
 	s.mux.HandleFunc("GET /accounts/{id}/usage", s.authed(s.usage))
 	s.mux.HandleFunc("GET /accounts/{id}/statement", s.authed(s.statement))
 	s.mux.HandleFunc("GET /tiers", s.authed(s.tiers))
-	s.mux.HandleFunc("POST /tiers", s.authed(s.setTier))
+	s.mux.HandleFunc("GET /audit", s.authed(s.auditLog))
+	s.mux.HandleFunc("POST /tiers", s.authed(s.may("SetTier", "", s.setTier)))
 }
 
 // authed wraps a page that needs a session (and, for a POST, its CSRF token).
@@ -55,19 +62,93 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *session)) ht
 	return func(w http.ResponseWriter, r *http.Request) {
 		se, ok := s.sessions.get(r)
 		if !ok {
-			http.Redirect(w, r, "/signin", http.StatusSeeOther)
+			http.Redirect(w, r, s.signInPath(), http.StatusSeeOther)
 			return
 		}
 		if r.Method == http.MethodPost && !se.validCSRF(r) {
 			render(w, http.StatusForbidden, "error", page{Title: "Refused", Error: "The form is stale or did not come from this console: reload the page and try again."})
 			return
 		}
+		if se.person != "" && !s.hasMembership(w, r, se) {
+			return
+		}
 		h(w, r, se)
 	}
 }
 
+// may wraps a form's handler: for a person, accounting decides the AdminService
+// method the form calls (CheckAccess) on the path's {id} (an account or a key)
+// before anything about the form is read, so that a role refused it gets 403 first.
+// An empty method is the key action's, named by the path's {action}.
+func (s *Server) may(method, idKind string, h func(http.ResponseWriter, *http.Request, *session)) func(http.ResponseWriter, *http.Request, *session) {
+	return func(w http.ResponseWriter, r *http.Request, se *session) {
+		if se.person == "" {
+			h(w, r, se)
+			return
+		}
+		req := &accountingv1.CheckAccessRequest{Method: method}
+		if method == "" {
+			switch r.PathValue("action") {
+			case "disable":
+				req.Method, req.Disabled = "SetKeyDisabled", true
+			case "enable":
+				req.Method = "SetKeyDisabled"
+			default:
+				req.Method = "RevokeKey"
+			}
+		}
+		switch idKind {
+		case "account":
+			req.AccountId = r.PathValue("id")
+		case "key":
+			req.KeyId = r.PathValue("id")
+		}
+		_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.CheckAccessResponse, error) {
+			return s.admin.CheckAccess(ctx, req, o)
+		})
+		switch status.Code(err) {
+		case codes.OK:
+			h(w, r, se)
+		case codes.PermissionDenied:
+			refused(w, err)
+		case codes.NotFound:
+			render(w, http.StatusNotFound, "error", page{Title: "Not found", Error: plainWords(err)})
+		default:
+			render(w, httpStatus(err), "error", page{Title: "Refused", Error: plainWords(err)})
+		}
+	}
+}
+
+// hasMembership asks accounting whether the person has any membership (every role may
+// list the tiers; a person with none is refused everything). Without one the session
+// ends and the person sees a page that says so, and nothing else.
+func (s *Server) hasMembership(w http.ResponseWriter, r *http.Request, se *session) bool {
+	_, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListTiersResponse, error) {
+		return s.admin.ListTiers(ctx, &accountingv1.ListTiersRequest{}, o)
+	})
+	if status.Code(err) != codes.PermissionDenied {
+		return true // allowed, or an outage the page itself reports
+	}
+	s.sessions.end(w, r, se)
+	render(w, http.StatusForbidden, "nomembership", page{Title: "No membership", Person: se.person})
+	return false
+}
+
+// signInPath is where a visit without a session goes: the provider's sign-in when
+// single sign-on is configured, else the admin-token sign-in.
+func (s *Server) signInPath() string {
+	if s.sso != nil {
+		return "/auth/signin"
+	}
+	return "/signin"
+}
+
 // back redirects to a page with a note or an error (plain words, no secret).
 func back(w http.ResponseWriter, r *http.Request, path string, err error, note string) {
+	if status.Code(err) == codes.PermissionDenied {
+		refused(w, err)
+		return
+	}
 	q := url.Values{}
 	if err != nil {
 		q.Set("error", plainWords(err))
@@ -103,7 +184,7 @@ func (s *Server) accounts(w http.ResponseWriter, r *http.Request, se *session) {
 	for _, t := range tiers.GetTiers() {
 		d.Tiers = append(d.Tiers, t.GetName())
 	}
-	p := page{Title: "Accounts", CSRF: se.csrf, Error: q.Get("error"), Note: q.Get("note"), Data: d}
+	p := page{Title: "Accounts", CSRF: se.csrf, Person: se.person, Error: q.Get("error"), Note: q.Get("note"), Data: d}
 	if err = errors.Join(err, errT); err != nil {
 		p.Error = plainWords(err)
 	}
@@ -223,10 +304,14 @@ func projectRows(ps []*accountingv1.Project, keys []*accountingv1.Key) []project
 func (s *Server) account(w http.ResponseWriter, r *http.Request, se *session) {
 	d, err := s.accountData(r, se, r.PathValue("id"))
 	if err != nil {
+		if status.Code(err) == codes.PermissionDenied {
+			refused(w, err)
+			return
+		}
 		render(w, http.StatusNotFound, "error", page{Title: "Account", Error: plainWords(err)})
 		return
 	}
-	render(w, 200, "account", page{Title: "Account " + d.Account.GetId(), CSRF: se.csrf,
+	render(w, 200, "account", page{Title: "Account " + d.Account.GetId(), CSRF: se.csrf, Person: se.person,
 		Error: r.URL.Query().Get("error"), Note: r.URL.Query().Get("note"), Data: d.withForms(se)})
 }
 
@@ -336,7 +421,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, se *session) 
 	// The secret is rendered on this answer only (not a redirect: it never enters a URL).
 	d = d.withForms(se)
 	d.Secret = res.GetSecret()
-	render(w, 200, "account", page{Title: "Account " + id, CSRF: se.csrf, Note: "Key created: copy its secret now, it is not shown again.", Data: d})
+	render(w, 200, "account", page{Title: "Account " + id, CSRF: se.csrf, Person: se.person, Note: "Key created: copy its secret now, it is not shown again.", Data: d})
 }
 
 func (s *Server) updateKey(w http.ResponseWriter, r *http.Request, se *session) {
@@ -410,4 +495,21 @@ func nonEmpty(v string) *string {
 		return nil
 	}
 	return &v
+}
+
+// httpStatus is the HTTP status of a failed call: 403 refused to the role, 404 not
+// found, else 502.
+func httpStatus(err error) int {
+	switch status.Code(err) {
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.NotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusBadGateway
+}
+
+// refused answers a request a person's role may not make: 403, in plain words.
+func refused(w http.ResponseWriter, err error) {
+	render(w, http.StatusForbidden, "error", page{Title: "Refused", Error: plainWords(err)})
 }

@@ -64,8 +64,15 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
+// signInData is the sign-in page's data: the admin token's file to name, and whether
+// people sign in with the company's provider.
+type signInData struct {
+	TokenFile string
+	SSO       bool
+}
+
 func (s *Server) signInPage(w http.ResponseWriter, status int, msg string) {
-	render(w, status, "signin", page{Title: "Sign in", Error: msg, Data: s.opts.AdminTokenFile})
+	render(w, status, "signin", page{Title: "Sign in", Error: msg, Data: signInData{TokenFile: s.opts.AdminTokenFile, SSO: s.sso != nil}})
 }
 
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {

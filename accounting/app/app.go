@@ -344,15 +344,20 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	)
-	gs := grpc.NewServer(opts...)
 	hub := server.NewHub(st, log.Named("changes"), 0)
 	hookKeys, err := alerts.LoadKeys(os.Getenv)
 	if err != nil {
 		_, _ = lis.Close(), mlis.Close()
 		return err
 	}
-	server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall,
-		Webhooks: &alerts.Webhooks{Pool: own.pool, Keys: hookKeys}}).Register(gs)
+	admin := store.New(own.pool, store.Options{}) // members and the audit log: plain tables
+	srv := server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall,
+		Webhooks: &alerts.Webhooks{Pool: own.pool, Keys: hookKeys}, Members: admin, Audit: admin})
+	// After the credentials and the forwarding: the owner authorizes the calls made
+	// for a person (the console's), by the person's memberships.
+	opts = append(opts, grpc.ChainUnaryInterceptor(srv.Authorize()))
+	gs := grpc.NewServer(opts...)
+	srv.Register(gs)
 	// The owner delivers the alerts' webhooks; a standby's worker waits.
 	hooks := &alerts.Worker{Pool: own.pool, Keys: hookKeys, Owning: own.engine.Owning, Log: log.Named("webhooks"),
 		Observer: m.Alerts()}

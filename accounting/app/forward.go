@@ -22,8 +22,9 @@ import (
 const forwardedHeader = "x-ledger-forwarded"
 
 // forwardedMetadata are the caller's headers a forwarded call carries: its credentials
-// (the owner checks them again) and its trace.
-var forwardedMetadata = []string{"authorization", "traceparent", "tracestate", "x-request-id"}
+// (the owner checks them again), the person it is made for (the owner authorizes it),
+// where it comes from (the owner's audit log says) and its trace.
+var forwardedMetadata = []string{"authorization", client.PersonMetadata, client.ViaMetadata, "traceparent", "tracestate", "x-request-id"}
 
 // forwarder answers the unary calls a standby receives: a caller that follows redirects
 // (contract.RedirectHeader: extproc) is told where the owner is, nothing decided, and

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/llmgw/gateway/accounting/authn"
@@ -89,6 +90,11 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
   webhook list --account ID
   webhook delete WID | test WID
   webhook deliveries WID [--limit N]
+  member add --email E --role admin|operator|billing|viewer|member [--account ID] [--project PID]
+                                          (--project alone is enough: the project names its account)
+  member list [--account ID]
+  member remove MID
+  audit list [--account ID] [--actor EMAIL] [--limit N] [--before AID]
 
 The admin token comes from --admin-token-file, else $GATEWAY_ADMIN_TOKEN, else
 .run/admin-token. The address defaults to $GATEWAY_ACCOUNTING_ADDR, else the one make
@@ -164,8 +170,10 @@ var commands = map[string]command{
 }
 
 func init() {
-	for name, c := range projectCommands {
-		commands[name] = c
+	for _, set := range []map[string]command{projectCommands, memberCommands, auditCommands} {
+		for name, c := range set {
+			commands[name] = c
+		}
 	}
 }
 
@@ -203,6 +211,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
+	// The audit log records changes made with gatewayctl as such.
+	ctx = metadata.AppendToOutgoingContext(ctx, client.ViaMetadata, "gatewayctl")
 	out, err := cmd.run(ctx, accountingv1.NewAdminServiceClient(conn), p)
 	if err != nil {
 		var ue usageError

@@ -43,6 +43,12 @@ type Options struct {
 	Observe func(method string, err error, elapsed time.Duration)
 	// Webhooks keeps the alert subscriptions; nil: the webhook calls are unimplemented.
 	Webhooks ledger.Webhooks
+	// Members keeps who may do what; nil: the member calls are unimplemented, and a
+	// call made for a person is refused (Authorize).
+	Members ledger.Members
+	// Audit keeps the audit log; nil: nothing is recorded and ListAudit is
+	// unimplemented.
+	Audit ledger.Audit
 }
 
 // Server holds the two services. Register both with Register.
@@ -54,12 +60,14 @@ type Server struct {
 	random  io.Reader
 	observe func(method string, err error, elapsed time.Duration)
 	hooks   ledger.Webhooks
+	members ledger.Members
+	audit   ledger.Audit
 }
 
 // New returns a Server over store whose WatchChanges streams are fed by hub (whose Run
 // the caller starts).
 func New(store ledger.Store, hub *Hub, opts Options) *Server {
-	s := &Server{store: store, hub: hub, log: opts.Logger, now: opts.Now, random: opts.Random, observe: opts.Observe, hooks: opts.Webhooks}
+	s := &Server{store: store, hub: hub, log: opts.Logger, now: opts.Now, random: opts.Random, observe: opts.Observe, hooks: opts.Webhooks, members: opts.Members, audit: opts.Audit}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}

@@ -45,6 +45,11 @@ type Options struct {
 	Observe func(method string, err error, elapsed time.Duration)
 	// Webhooks is the server's server.Options.Webhooks.
 	Webhooks ledger.Webhooks
+	// Members is the server's server.Options.Members; the server authorizes the calls
+	// made for a person (server.Authorize) after the credentials, as accounting does.
+	Members ledger.Members
+	// Audit is the server's server.Options.Audit.
+	Audit ledger.Audit
 }
 
 // Start serves store on 127.0.0.1 until the test ends.
@@ -63,8 +68,11 @@ func Start(tb testing.TB, store ledger.Store, opts Options) *Fixture {
 		tb.Fatal(err)
 	}
 	hub := server.NewHub(store, log, opts.SubscriberBuffer)
-	srv := grpc.NewServer(append(az.ServerOptions(), opts.ServerOptions...)...)
-	server.New(store, hub, server.Options{Logger: log, Now: opts.Now, Observe: opts.Observe, Webhooks: opts.Webhooks}).Register(srv)
+	api := server.New(store, hub, server.Options{Logger: log, Now: opts.Now, Observe: opts.Observe, Webhooks: opts.Webhooks,
+		Members: opts.Members, Audit: opts.Audit})
+	sopts := append(az.ServerOptions(), grpc.ChainUnaryInterceptor(api.Authorize()))
+	srv := grpc.NewServer(append(sopts, opts.ServerOptions...)...)
+	api.Register(srv)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -102,6 +110,19 @@ func (f *Fixture) Dial(tb testing.TB, token string) *grpc.ClientConn {
 // Ledger returns a LedgerService client presenting token.
 func (f *Fixture) Ledger(tb testing.TB, token string) accountingv1.LedgerServiceClient {
 	return accountingv1.NewLedgerServiceClient(f.Dial(tb, token))
+}
+
+// Person returns an AdminService client presenting the admin token for person, as
+// the console calls for a signed-in person.
+func (f *Fixture) Person(tb testing.TB, person string) accountingv1.AdminServiceClient {
+	tb.Helper()
+	cc, err := grpc.NewClient(f.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(client.PersonCredentials(AdminToken, person)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cc.Close() })
+	return accountingv1.NewAdminServiceClient(cc)
 }
 
 // Admin returns an AdminService client presenting token.

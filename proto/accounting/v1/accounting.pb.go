@@ -5969,6 +5969,734 @@ func (x *ListWebhookDeliveriesResponse) GetDeliveries() []*WebhookDelivery {
 	return nil
 }
 
+// Member is one role of one person over a scope: everything (account_id empty), an
+// account (project_id empty) or a project subtree.
+type Member struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Lower case.
+	Email string `protobuf:"bytes,2,opt,name=email,proto3" json:"email,omitempty"`
+	// admin, operator, billing, viewer or member.
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	AccountId     string                 `protobuf:"bytes,4,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	ProjectId     string                 `protobuf:"bytes,5,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *Member) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Member) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+func (x *Member) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Member) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *Member) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *Member) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type AddMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Email         string                 `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
+	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	AccountId     string                 `protobuf:"bytes,3,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	ProjectId     string                 `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberRequest) Reset() {
+	*x = AddMemberRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberRequest) ProtoMessage() {}
+
+func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddMemberRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *AddMemberRequest) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+type AddMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        *Member                `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberResponse) Reset() {
+	*x = AddMemberResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberResponse) ProtoMessage() {}
+
+func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
+func (*AddMemberResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *AddMemberResponse) GetMember() *Member {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+type ListMembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccountId     string                 `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersRequest) Reset() {
+	*x = ListMembersRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersRequest) ProtoMessage() {}
+
+func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
+func (*ListMembersRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *ListMembersRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+type ListMembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersResponse) Reset() {
+	*x = ListMembersResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersResponse) ProtoMessage() {}
+
+func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
+func (*ListMembersResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *ListMembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type RemoveMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *RemoveMemberRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        *Member                `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *RemoveMemberResponse) GetMember() *Member {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+// AuditEntry is one change made through the AdminService.
+type AuditEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	At    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	// The signed-in person's email, or "admin-token".
+	Actor string `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
+	// "console", "gatewayctl" or "api".
+	Via string `protobuf:"bytes,4,opt,name=via,proto3" json:"via,omitempty"`
+	// The access table's name of the action, such as "account.topup".
+	Action string `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"`
+	// The id (a tier: its name) of what changed.
+	Target    string `protobuf:"bytes,6,opt,name=target,proto3" json:"target,omitempty"`
+	AccountId string `protobuf:"bytes,7,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	// The record as the AdminService shows it, in JSON; empty when there was none.
+	BeforeJson    string `protobuf:"bytes,8,opt,name=before_json,json=beforeJson,proto3" json:"before_json,omitempty"`
+	AfterJson     string `protobuf:"bytes,9,opt,name=after_json,json=afterJson,proto3" json:"after_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *AuditEntry) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AuditEntry) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetBeforeJson() string {
+	if x != nil {
+		return x.BeforeJson
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetAfterJson() string {
+	if x != nil {
+		return x.AfterJson
+	}
+	return ""
+}
+
+type ListAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An account's changes, its projects', keys' and members' included.
+	AccountId string `protobuf:"bytes,1,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	Actor     string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Entries older than this id; 0: the newest.
+	BeforeId int64 `protobuf:"varint,3,opt,name=before_id,json=beforeId,proto3" json:"before_id,omitempty"`
+	// At most this many (1..1000); 0: 100.
+	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRequest) Reset() {
+	*x = ListAuditRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRequest) ProtoMessage() {}
+
+func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *ListAuditRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetBeforeId() int64 {
+	if x != nil {
+		return x.BeforeId
+	}
+	return 0
+}
+
+func (x *ListAuditRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListAuditResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*AuditEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The before_id of the next, older, page; 0: none.
+	NextBeforeId  int64 `protobuf:"varint,2,opt,name=next_before_id,json=nextBeforeId,proto3" json:"next_before_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditResponse) Reset() {
+	*x = ListAuditResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditResponse) ProtoMessage() {}
+
+func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *ListAuditResponse) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListAuditResponse) GetNextBeforeId() int64 {
+	if x != nil {
+		return x.NextBeforeId
+	}
+	return 0
+}
+
+type CheckAccessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An AdminService method's name, such as "TopUp".
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// What the call would name; the fields the method does not have are ignored.
+	AccountId     string `protobuf:"bytes,2,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	KeyId         string `protobuf:"bytes,3,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	ProjectId     string `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	Disabled      bool   `protobuf:"varint,5,opt,name=disabled,proto3" json:"disabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAccessRequest) Reset() {
+	*x = CheckAccessRequest{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAccessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAccessRequest) ProtoMessage() {}
+
+func (x *CheckAccessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAccessRequest.ProtoReflect.Descriptor instead.
+func (*CheckAccessRequest) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *CheckAccessRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *CheckAccessRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+func (x *CheckAccessRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *CheckAccessRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *CheckAccessRequest) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
+}
+
+type CheckAccessResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAccessResponse) Reset() {
+	*x = CheckAccessResponse{}
+	mi := &file_accounting_v1_accounting_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAccessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAccessResponse) ProtoMessage() {}
+
+func (x *CheckAccessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_v1_accounting_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAccessResponse.ProtoReflect.Descriptor instead.
+func (*CheckAccessResponse) Descriptor() ([]byte, []int) {
+	return file_accounting_v1_accounting_proto_rawDescGZIP(), []int{101}
+}
+
 var File_accounting_v1_accounting_proto protoreflect.FileDescriptor
 
 const file_accounting_v1_accounting_proto_rawDesc = "" +
@@ -6442,7 +7170,67 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x1dListWebhookDeliveriesResponse\x12>\n" +
 	"\n" +
 	"deliveries\x18\x01 \x03(\v2\x1e.accounting.v1.WebhookDeliveryR\n" +
-	"deliveries*\xff\x02\n" +
+	"deliveries\"\xbb\x01\n" +
+	"\x06Member\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05email\x18\x02 \x01(\tR\x05email\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x04 \x01(\tR\taccountId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x05 \x01(\tR\tprojectId\x129\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"z\n" +
+	"\x10AddMemberRequest\x12\x14\n" +
+	"\x05email\x18\x01 \x01(\tR\x05email\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x03 \x01(\tR\taccountId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x04 \x01(\tR\tprojectId\"B\n" +
+	"\x11AddMemberResponse\x12-\n" +
+	"\x06member\x18\x01 \x01(\v2\x15.accounting.v1.MemberR\x06member\"3\n" +
+	"\x12ListMembersRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\"F\n" +
+	"\x13ListMembersResponse\x12/\n" +
+	"\amembers\x18\x01 \x03(\v2\x15.accounting.v1.MemberR\amembers\"2\n" +
+	"\x13RemoveMemberRequest\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\"E\n" +
+	"\x14RemoveMemberResponse\x12-\n" +
+	"\x06member\x18\x01 \x01(\v2\x15.accounting.v1.MemberR\x06member\"\xff\x01\n" +
+	"\n" +
+	"AuditEntry\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
+	"\x05actor\x18\x03 \x01(\tR\x05actor\x12\x10\n" +
+	"\x03via\x18\x04 \x01(\tR\x03via\x12\x16\n" +
+	"\x06action\x18\x05 \x01(\tR\x06action\x12\x16\n" +
+	"\x06target\x18\x06 \x01(\tR\x06target\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\a \x01(\tR\taccountId\x12\x1f\n" +
+	"\vbefore_json\x18\b \x01(\tR\n" +
+	"beforeJson\x12\x1d\n" +
+	"\n" +
+	"after_json\x18\t \x01(\tR\tafterJson\"z\n" +
+	"\x10ListAuditRequest\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x01 \x01(\tR\taccountId\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1b\n" +
+	"\tbefore_id\x18\x03 \x01(\x03R\bbeforeId\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"n\n" +
+	"\x11ListAuditResponse\x123\n" +
+	"\aentries\x18\x01 \x03(\v2\x19.accounting.v1.AuditEntryR\aentries\x12$\n" +
+	"\x0enext_before_id\x18\x02 \x01(\x03R\fnextBeforeId\"\x9d\x01\n" +
+	"\x12CheckAccessRequest\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x02 \x01(\tR\taccountId\x12\x15\n" +
+	"\x06key_id\x18\x03 \x01(\tR\x05keyId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x04 \x01(\tR\tprojectId\x12\x1a\n" +
+	"\bdisabled\x18\x05 \x01(\bR\bdisabled\"\x15\n" +
+	"\x13CheckAccessResponse*\xff\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REASON_INVALID_API_KEY\x10\x01\x12\x1c\n" +
@@ -6494,7 +7282,7 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\x05Renew\x12\x1b.accounting.v1.RenewRequest\x1a\x1c.accounting.v1.RenewResponse\x12Y\n" +
 	"\fWatchChanges\x12\".accounting.v1.WatchChangesRequest\x1a#.accounting.v1.WatchChangesResponse0\x01\x12`\n" +
 	"\x0fRecordVideoTask\x12%.accounting.v1.RecordVideoTaskRequest\x1a&.accounting.v1.RecordVideoTaskResponse\x12W\n" +
-	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xc1\x12\n" +
+	"\fGetVideoTask\x12\".accounting.v1.GetVideoTaskRequest\x1a#.accounting.v1.GetVideoTaskResponse2\xe6\x15\n" +
 	"\fAdminService\x12Z\n" +
 	"\rCreateAccount\x12#.accounting.v1.CreateAccountRequest\x1a$.accounting.v1.CreateAccountResponse\x12Q\n" +
 	"\n" +
@@ -6524,7 +7312,12 @@ const file_accounting_v1_accounting_proto_rawDesc = "" +
 	"\fListWebhooks\x12\".accounting.v1.ListWebhooksRequest\x1a#.accounting.v1.ListWebhooksResponse\x12Z\n" +
 	"\rDeleteWebhook\x12#.accounting.v1.DeleteWebhookRequest\x1a$.accounting.v1.DeleteWebhookResponse\x12T\n" +
 	"\vTestWebhook\x12!.accounting.v1.TestWebhookRequest\x1a\".accounting.v1.TestWebhookResponse\x12r\n" +
-	"\x15ListWebhookDeliveries\x12+.accounting.v1.ListWebhookDeliveriesRequest\x1a,.accounting.v1.ListWebhookDeliveriesResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
+	"\x15ListWebhookDeliveries\x12+.accounting.v1.ListWebhookDeliveriesRequest\x1a,.accounting.v1.ListWebhookDeliveriesResponse\x12N\n" +
+	"\tAddMember\x12\x1f.accounting.v1.AddMemberRequest\x1a .accounting.v1.AddMemberResponse\x12T\n" +
+	"\vListMembers\x12!.accounting.v1.ListMembersRequest\x1a\".accounting.v1.ListMembersResponse\x12W\n" +
+	"\fRemoveMember\x12\".accounting.v1.RemoveMemberRequest\x1a#.accounting.v1.RemoveMemberResponse\x12N\n" +
+	"\tListAudit\x12\x1f.accounting.v1.ListAuditRequest\x1a .accounting.v1.ListAuditResponse\x12T\n" +
+	"\vCheckAccess\x12!.accounting.v1.CheckAccessRequest\x1a\".accounting.v1.CheckAccessResponseB;Z9github.com/llmgw/gateway/proto/accounting/v1;accountingv1b\x06proto3"
 
 var (
 	file_accounting_v1_accounting_proto_rawDescOnce sync.Once
@@ -6539,7 +7332,7 @@ func file_accounting_v1_accounting_proto_rawDescGZIP() []byte {
 }
 
 var file_accounting_v1_accounting_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
+var file_accounting_v1_accounting_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_accounting_v1_accounting_proto_goTypes = []any{
 	(Reason)(0),                           // 0: accounting.v1.Reason
 	(Pool)(0),                             // 1: accounting.v1.Pool
@@ -6637,30 +7430,42 @@ var file_accounting_v1_accounting_proto_goTypes = []any{
 	(*ListWebhookDeliveriesRequest)(nil),  // 93: accounting.v1.ListWebhookDeliveriesRequest
 	(*WebhookDelivery)(nil),               // 94: accounting.v1.WebhookDelivery
 	(*ListWebhookDeliveriesResponse)(nil), // 95: accounting.v1.ListWebhookDeliveriesResponse
-	nil,                                   // 96: accounting.v1.Usage.UnitsEntry
-	(*timestamppb.Timestamp)(nil),         // 97: google.protobuf.Timestamp
+	(*Member)(nil),                        // 96: accounting.v1.Member
+	(*AddMemberRequest)(nil),              // 97: accounting.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),             // 98: accounting.v1.AddMemberResponse
+	(*ListMembersRequest)(nil),            // 99: accounting.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),           // 100: accounting.v1.ListMembersResponse
+	(*RemoveMemberRequest)(nil),           // 101: accounting.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),          // 102: accounting.v1.RemoveMemberResponse
+	(*AuditEntry)(nil),                    // 103: accounting.v1.AuditEntry
+	(*ListAuditRequest)(nil),              // 104: accounting.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),             // 105: accounting.v1.ListAuditResponse
+	(*CheckAccessRequest)(nil),            // 106: accounting.v1.CheckAccessRequest
+	(*CheckAccessResponse)(nil),           // 107: accounting.v1.CheckAccessResponse
+	nil,                                   // 108: accounting.v1.Usage.UnitsEntry
+	(*timestamppb.Timestamp)(nil),         // 109: google.protobuf.Timestamp
 }
 var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	0,   // 0: accounting.v1.Refusal.reason:type_name -> accounting.v1.Reason
 	10,  // 1: accounting.v1.AuthenticateResponse.grant:type_name -> accounting.v1.KeyGrant
-	97,  // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
+	109, // 2: accounting.v1.KeyGrant.expires_at:type_name -> google.protobuf.Timestamp
 	11,  // 3: accounting.v1.KeyGrant.effective_models:type_name -> accounting.v1.ModelScope
 	1,   // 4: accounting.v1.ReserveRequest.pool:type_name -> accounting.v1.Pool
-	97,  // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
-	96,  // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
+	109, // 5: accounting.v1.ReserveResponse.expires_at:type_name -> google.protobuf.Timestamp
+	108, // 6: accounting.v1.Usage.units:type_name -> accounting.v1.Usage.UnitsEntry
 	15,  // 7: accounting.v1.Usage.components:type_name -> accounting.v1.ChargeComponent
 	14,  // 8: accounting.v1.CommitRequest.usage:type_name -> accounting.v1.Usage
 	2,   // 9: accounting.v1.ReleaseResponse.state:type_name -> accounting.v1.ReservationState
-	97,  // 10: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	109, // 10: accounting.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
 	3,   // 11: accounting.v1.WatchChangesResponse.kind:type_name -> accounting.v1.ChangeKind
 	28,  // 12: accounting.v1.RecordVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
 	28,  // 13: accounting.v1.GetVideoTaskResponse.task:type_name -> accounting.v1.VideoTask
-	97,  // 14: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
-	97,  // 15: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
+	109, // 14: accounting.v1.VideoTask.created_at:type_name -> google.protobuf.Timestamp
+	109, // 15: accounting.v1.Account.created_at:type_name -> google.protobuf.Timestamp
 	29,  // 16: accounting.v1.UpdateAccountResponse.account:type_name -> accounting.v1.Account
-	97,  // 17: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
-	97,  // 18: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
-	97,  // 19: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	109, // 17: accounting.v1.Key.expires_at:type_name -> google.protobuf.Timestamp
+	109, // 18: accounting.v1.Key.created_at:type_name -> google.protobuf.Timestamp
+	109, // 19: accounting.v1.CreateKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
 	36,  // 20: accounting.v1.CreateKeyResponse.key:type_name -> accounting.v1.Key
 	29,  // 21: accounting.v1.CreateAccountResponse.account:type_name -> accounting.v1.Account
 	29,  // 22: accounting.v1.GetAccountResponse.account:type_name -> accounting.v1.Account
@@ -6671,7 +7476,7 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	36,  // 27: accounting.v1.RevokeKeyResponse.key:type_name -> accounting.v1.Key
 	29,  // 28: accounting.v1.ListAccountsResponse.accounts:type_name -> accounting.v1.Account
 	36,  // 29: accounting.v1.ListKeysResponse.keys:type_name -> accounting.v1.Key
-	97,  // 30: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
+	109, // 30: accounting.v1.ExpiryUpdate.expires_at:type_name -> google.protobuf.Timestamp
 	53,  // 31: accounting.v1.UpdateKeyRequest.allowed_models:type_name -> accounting.v1.ModelList
 	54,  // 32: accounting.v1.UpdateKeyRequest.daily_limit:type_name -> accounting.v1.LimitUpdate
 	54,  // 33: accounting.v1.UpdateKeyRequest.monthly_limit:type_name -> accounting.v1.LimitUpdate
@@ -6683,7 +7488,7 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	60,  // 39: accounting.v1.GetUsageResponse.rows:type_name -> accounting.v1.UsageRow
 	60,  // 40: accounting.v1.GetUsageResponse.total:type_name -> accounting.v1.UsageRow
 	5,   // 41: accounting.v1.LedgerEntry.kind:type_name -> accounting.v1.EntryKind
-	97,  // 42: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
+	109, // 42: accounting.v1.LedgerEntry.created_at:type_name -> google.protobuf.Timestamp
 	15,  // 43: accounting.v1.LedgerEntry.components:type_name -> accounting.v1.ChargeComponent
 	15,  // 44: accounting.v1.ReconcileRow.components:type_name -> accounting.v1.ChargeComponent
 	65,  // 45: accounting.v1.ReconcileResponse.rows:type_name -> accounting.v1.ReconcileRow
@@ -6691,7 +7496,7 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	68,  // 47: accounting.v1.ListTiersResponse.tiers:type_name -> accounting.v1.Tier
 	68,  // 48: accounting.v1.SetTierRequest.tier:type_name -> accounting.v1.Tier
 	68,  // 49: accounting.v1.SetTierResponse.tier:type_name -> accounting.v1.Tier
-	97,  // 50: accounting.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	109, // 50: accounting.v1.Project.created_at:type_name -> google.protobuf.Timestamp
 	73,  // 51: accounting.v1.CreateProjectResponse.project:type_name -> accounting.v1.Project
 	73,  // 52: accounting.v1.GetProjectResponse.project:type_name -> accounting.v1.Project
 	73,  // 53: accounting.v1.ListProjectsResponse.projects:type_name -> accounting.v1.Project
@@ -6703,87 +7508,103 @@ var file_accounting_v1_accounting_proto_depIdxs = []int32{
 	53,  // 59: accounting.v1.UpdateProjectRequest.models:type_name -> accounting.v1.ModelList
 	73,  // 60: accounting.v1.UpdateProjectResponse.project:type_name -> accounting.v1.Project
 	73,  // 61: accounting.v1.DeleteProjectResponse.project:type_name -> accounting.v1.Project
-	97,  // 62: accounting.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
+	109, // 62: accounting.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
 	84,  // 63: accounting.v1.CreateWebhookResponse.webhook:type_name -> accounting.v1.Webhook
 	84,  // 64: accounting.v1.ListWebhooksResponse.webhooks:type_name -> accounting.v1.Webhook
-	97,  // 65: accounting.v1.WebhookDelivery.delivered_at:type_name -> google.protobuf.Timestamp
-	97,  // 66: accounting.v1.WebhookDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	109, // 65: accounting.v1.WebhookDelivery.delivered_at:type_name -> google.protobuf.Timestamp
+	109, // 66: accounting.v1.WebhookDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
 	94,  // 67: accounting.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> accounting.v1.WebhookDelivery
-	8,   // 68: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
-	12,  // 69: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
-	16,  // 70: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
-	18,  // 71: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
-	20,  // 72: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
-	22,  // 73: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
-	24,  // 74: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
-	26,  // 75: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
-	30,  // 76: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
-	33,  // 77: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
-	34,  // 78: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
-	35,  // 79: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
-	31,  // 80: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
-	37,  // 81: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
-	39,  // 82: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
-	40,  // 83: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
-	41,  // 84: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
-	49,  // 85: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
-	51,  // 86: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
-	56,  // 87: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
-	59,  // 88: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
-	62,  // 89: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
-	64,  // 90: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
-	69,  // 91: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
-	71,  // 92: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
-	74,  // 93: accounting.v1.AdminService.CreateProject:input_type -> accounting.v1.CreateProjectRequest
-	76,  // 94: accounting.v1.AdminService.GetProject:input_type -> accounting.v1.GetProjectRequest
-	78,  // 95: accounting.v1.AdminService.ListProjects:input_type -> accounting.v1.ListProjectsRequest
-	80,  // 96: accounting.v1.AdminService.UpdateProject:input_type -> accounting.v1.UpdateProjectRequest
-	82,  // 97: accounting.v1.AdminService.DeleteProject:input_type -> accounting.v1.DeleteProjectRequest
-	85,  // 98: accounting.v1.AdminService.CreateWebhook:input_type -> accounting.v1.CreateWebhookRequest
-	87,  // 99: accounting.v1.AdminService.ListWebhooks:input_type -> accounting.v1.ListWebhooksRequest
-	89,  // 100: accounting.v1.AdminService.DeleteWebhook:input_type -> accounting.v1.DeleteWebhookRequest
-	91,  // 101: accounting.v1.AdminService.TestWebhook:input_type -> accounting.v1.TestWebhookRequest
-	93,  // 102: accounting.v1.AdminService.ListWebhookDeliveries:input_type -> accounting.v1.ListWebhookDeliveriesRequest
-	9,   // 103: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
-	13,  // 104: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
-	17,  // 105: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
-	19,  // 106: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
-	21,  // 107: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
-	23,  // 108: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
-	25,  // 109: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
-	27,  // 110: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
-	42,  // 111: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
-	43,  // 112: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
-	44,  // 113: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
-	45,  // 114: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
-	32,  // 115: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
-	38,  // 116: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
-	46,  // 117: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
-	47,  // 118: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
-	48,  // 119: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
-	50,  // 120: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
-	52,  // 121: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
-	58,  // 122: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
-	61,  // 123: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
-	67,  // 124: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
-	66,  // 125: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
-	70,  // 126: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
-	72,  // 127: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
-	75,  // 128: accounting.v1.AdminService.CreateProject:output_type -> accounting.v1.CreateProjectResponse
-	77,  // 129: accounting.v1.AdminService.GetProject:output_type -> accounting.v1.GetProjectResponse
-	79,  // 130: accounting.v1.AdminService.ListProjects:output_type -> accounting.v1.ListProjectsResponse
-	81,  // 131: accounting.v1.AdminService.UpdateProject:output_type -> accounting.v1.UpdateProjectResponse
-	83,  // 132: accounting.v1.AdminService.DeleteProject:output_type -> accounting.v1.DeleteProjectResponse
-	86,  // 133: accounting.v1.AdminService.CreateWebhook:output_type -> accounting.v1.CreateWebhookResponse
-	88,  // 134: accounting.v1.AdminService.ListWebhooks:output_type -> accounting.v1.ListWebhooksResponse
-	90,  // 135: accounting.v1.AdminService.DeleteWebhook:output_type -> accounting.v1.DeleteWebhookResponse
-	92,  // 136: accounting.v1.AdminService.TestWebhook:output_type -> accounting.v1.TestWebhookResponse
-	95,  // 137: accounting.v1.AdminService.ListWebhookDeliveries:output_type -> accounting.v1.ListWebhookDeliveriesResponse
-	103, // [103:138] is the sub-list for method output_type
-	68,  // [68:103] is the sub-list for method input_type
-	68,  // [68:68] is the sub-list for extension type_name
-	68,  // [68:68] is the sub-list for extension extendee
-	0,   // [0:68] is the sub-list for field type_name
+	109, // 68: accounting.v1.Member.created_at:type_name -> google.protobuf.Timestamp
+	96,  // 69: accounting.v1.AddMemberResponse.member:type_name -> accounting.v1.Member
+	96,  // 70: accounting.v1.ListMembersResponse.members:type_name -> accounting.v1.Member
+	96,  // 71: accounting.v1.RemoveMemberResponse.member:type_name -> accounting.v1.Member
+	109, // 72: accounting.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	103, // 73: accounting.v1.ListAuditResponse.entries:type_name -> accounting.v1.AuditEntry
+	8,   // 74: accounting.v1.LedgerService.Authenticate:input_type -> accounting.v1.AuthenticateRequest
+	12,  // 75: accounting.v1.LedgerService.Reserve:input_type -> accounting.v1.ReserveRequest
+	16,  // 76: accounting.v1.LedgerService.Commit:input_type -> accounting.v1.CommitRequest
+	18,  // 77: accounting.v1.LedgerService.Release:input_type -> accounting.v1.ReleaseRequest
+	20,  // 78: accounting.v1.LedgerService.Renew:input_type -> accounting.v1.RenewRequest
+	22,  // 79: accounting.v1.LedgerService.WatchChanges:input_type -> accounting.v1.WatchChangesRequest
+	24,  // 80: accounting.v1.LedgerService.RecordVideoTask:input_type -> accounting.v1.RecordVideoTaskRequest
+	26,  // 81: accounting.v1.LedgerService.GetVideoTask:input_type -> accounting.v1.GetVideoTaskRequest
+	30,  // 82: accounting.v1.AdminService.CreateAccount:input_type -> accounting.v1.CreateAccountRequest
+	33,  // 83: accounting.v1.AdminService.GetAccount:input_type -> accounting.v1.GetAccountRequest
+	34,  // 84: accounting.v1.AdminService.TopUp:input_type -> accounting.v1.TopUpRequest
+	35,  // 85: accounting.v1.AdminService.SetAccountSuspended:input_type -> accounting.v1.SetAccountSuspendedRequest
+	31,  // 86: accounting.v1.AdminService.UpdateAccount:input_type -> accounting.v1.UpdateAccountRequest
+	37,  // 87: accounting.v1.AdminService.CreateKey:input_type -> accounting.v1.CreateKeyRequest
+	39,  // 88: accounting.v1.AdminService.GetKey:input_type -> accounting.v1.GetKeyRequest
+	40,  // 89: accounting.v1.AdminService.SetKeyDisabled:input_type -> accounting.v1.SetKeyDisabledRequest
+	41,  // 90: accounting.v1.AdminService.RevokeKey:input_type -> accounting.v1.RevokeKeyRequest
+	49,  // 91: accounting.v1.AdminService.ListAccounts:input_type -> accounting.v1.ListAccountsRequest
+	51,  // 92: accounting.v1.AdminService.ListKeys:input_type -> accounting.v1.ListKeysRequest
+	56,  // 93: accounting.v1.AdminService.UpdateKey:input_type -> accounting.v1.UpdateKeyRequest
+	59,  // 94: accounting.v1.AdminService.GetUsage:input_type -> accounting.v1.GetUsageRequest
+	62,  // 95: accounting.v1.AdminService.ListLedgerEntries:input_type -> accounting.v1.ListLedgerEntriesRequest
+	64,  // 96: accounting.v1.AdminService.Reconcile:input_type -> accounting.v1.ReconcileRequest
+	69,  // 97: accounting.v1.AdminService.ListTiers:input_type -> accounting.v1.ListTiersRequest
+	71,  // 98: accounting.v1.AdminService.SetTier:input_type -> accounting.v1.SetTierRequest
+	74,  // 99: accounting.v1.AdminService.CreateProject:input_type -> accounting.v1.CreateProjectRequest
+	76,  // 100: accounting.v1.AdminService.GetProject:input_type -> accounting.v1.GetProjectRequest
+	78,  // 101: accounting.v1.AdminService.ListProjects:input_type -> accounting.v1.ListProjectsRequest
+	80,  // 102: accounting.v1.AdminService.UpdateProject:input_type -> accounting.v1.UpdateProjectRequest
+	82,  // 103: accounting.v1.AdminService.DeleteProject:input_type -> accounting.v1.DeleteProjectRequest
+	85,  // 104: accounting.v1.AdminService.CreateWebhook:input_type -> accounting.v1.CreateWebhookRequest
+	87,  // 105: accounting.v1.AdminService.ListWebhooks:input_type -> accounting.v1.ListWebhooksRequest
+	89,  // 106: accounting.v1.AdminService.DeleteWebhook:input_type -> accounting.v1.DeleteWebhookRequest
+	91,  // 107: accounting.v1.AdminService.TestWebhook:input_type -> accounting.v1.TestWebhookRequest
+	93,  // 108: accounting.v1.AdminService.ListWebhookDeliveries:input_type -> accounting.v1.ListWebhookDeliveriesRequest
+	97,  // 109: accounting.v1.AdminService.AddMember:input_type -> accounting.v1.AddMemberRequest
+	99,  // 110: accounting.v1.AdminService.ListMembers:input_type -> accounting.v1.ListMembersRequest
+	101, // 111: accounting.v1.AdminService.RemoveMember:input_type -> accounting.v1.RemoveMemberRequest
+	104, // 112: accounting.v1.AdminService.ListAudit:input_type -> accounting.v1.ListAuditRequest
+	106, // 113: accounting.v1.AdminService.CheckAccess:input_type -> accounting.v1.CheckAccessRequest
+	9,   // 114: accounting.v1.LedgerService.Authenticate:output_type -> accounting.v1.AuthenticateResponse
+	13,  // 115: accounting.v1.LedgerService.Reserve:output_type -> accounting.v1.ReserveResponse
+	17,  // 116: accounting.v1.LedgerService.Commit:output_type -> accounting.v1.CommitResponse
+	19,  // 117: accounting.v1.LedgerService.Release:output_type -> accounting.v1.ReleaseResponse
+	21,  // 118: accounting.v1.LedgerService.Renew:output_type -> accounting.v1.RenewResponse
+	23,  // 119: accounting.v1.LedgerService.WatchChanges:output_type -> accounting.v1.WatchChangesResponse
+	25,  // 120: accounting.v1.LedgerService.RecordVideoTask:output_type -> accounting.v1.RecordVideoTaskResponse
+	27,  // 121: accounting.v1.LedgerService.GetVideoTask:output_type -> accounting.v1.GetVideoTaskResponse
+	42,  // 122: accounting.v1.AdminService.CreateAccount:output_type -> accounting.v1.CreateAccountResponse
+	43,  // 123: accounting.v1.AdminService.GetAccount:output_type -> accounting.v1.GetAccountResponse
+	44,  // 124: accounting.v1.AdminService.TopUp:output_type -> accounting.v1.TopUpResponse
+	45,  // 125: accounting.v1.AdminService.SetAccountSuspended:output_type -> accounting.v1.SetAccountSuspendedResponse
+	32,  // 126: accounting.v1.AdminService.UpdateAccount:output_type -> accounting.v1.UpdateAccountResponse
+	38,  // 127: accounting.v1.AdminService.CreateKey:output_type -> accounting.v1.CreateKeyResponse
+	46,  // 128: accounting.v1.AdminService.GetKey:output_type -> accounting.v1.GetKeyResponse
+	47,  // 129: accounting.v1.AdminService.SetKeyDisabled:output_type -> accounting.v1.SetKeyDisabledResponse
+	48,  // 130: accounting.v1.AdminService.RevokeKey:output_type -> accounting.v1.RevokeKeyResponse
+	50,  // 131: accounting.v1.AdminService.ListAccounts:output_type -> accounting.v1.ListAccountsResponse
+	52,  // 132: accounting.v1.AdminService.ListKeys:output_type -> accounting.v1.ListKeysResponse
+	58,  // 133: accounting.v1.AdminService.UpdateKey:output_type -> accounting.v1.UpdateKeyResponse
+	61,  // 134: accounting.v1.AdminService.GetUsage:output_type -> accounting.v1.GetUsageResponse
+	67,  // 135: accounting.v1.AdminService.ListLedgerEntries:output_type -> accounting.v1.ListLedgerEntriesResponse
+	66,  // 136: accounting.v1.AdminService.Reconcile:output_type -> accounting.v1.ReconcileResponse
+	70,  // 137: accounting.v1.AdminService.ListTiers:output_type -> accounting.v1.ListTiersResponse
+	72,  // 138: accounting.v1.AdminService.SetTier:output_type -> accounting.v1.SetTierResponse
+	75,  // 139: accounting.v1.AdminService.CreateProject:output_type -> accounting.v1.CreateProjectResponse
+	77,  // 140: accounting.v1.AdminService.GetProject:output_type -> accounting.v1.GetProjectResponse
+	79,  // 141: accounting.v1.AdminService.ListProjects:output_type -> accounting.v1.ListProjectsResponse
+	81,  // 142: accounting.v1.AdminService.UpdateProject:output_type -> accounting.v1.UpdateProjectResponse
+	83,  // 143: accounting.v1.AdminService.DeleteProject:output_type -> accounting.v1.DeleteProjectResponse
+	86,  // 144: accounting.v1.AdminService.CreateWebhook:output_type -> accounting.v1.CreateWebhookResponse
+	88,  // 145: accounting.v1.AdminService.ListWebhooks:output_type -> accounting.v1.ListWebhooksResponse
+	90,  // 146: accounting.v1.AdminService.DeleteWebhook:output_type -> accounting.v1.DeleteWebhookResponse
+	92,  // 147: accounting.v1.AdminService.TestWebhook:output_type -> accounting.v1.TestWebhookResponse
+	95,  // 148: accounting.v1.AdminService.ListWebhookDeliveries:output_type -> accounting.v1.ListWebhookDeliveriesResponse
+	98,  // 149: accounting.v1.AdminService.AddMember:output_type -> accounting.v1.AddMemberResponse
+	100, // 150: accounting.v1.AdminService.ListMembers:output_type -> accounting.v1.ListMembersResponse
+	102, // 151: accounting.v1.AdminService.RemoveMember:output_type -> accounting.v1.RemoveMemberResponse
+	105, // 152: accounting.v1.AdminService.ListAudit:output_type -> accounting.v1.ListAuditResponse
+	107, // 153: accounting.v1.AdminService.CheckAccess:output_type -> accounting.v1.CheckAccessResponse
+	114, // [114:154] is the sub-list for method output_type
+	74,  // [74:114] is the sub-list for method input_type
+	74,  // [74:74] is the sub-list for extension type_name
+	74,  // [74:74] is the sub-list for extension extendee
+	0,   // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_accounting_v1_accounting_proto_init() }
@@ -6810,7 +7631,7 @@ func file_accounting_v1_accounting_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_v1_accounting_proto_rawDesc), len(file_accounting_v1_accounting_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   91,
+			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
