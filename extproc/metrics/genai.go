@@ -9,6 +9,7 @@ package metrics
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -67,6 +68,8 @@ type genAI struct {
 	// tokens is gen_ai.client.token.usage; input and output its latest replacements.
 	tokens, input, output metric.Int64Histogram
 	duration, ttft, tpot  metric.Float64Histogram
+	// sets caches attribute sets by seriesKey.
+	sets sync.Map
 }
 
 // newGenAI makes the instruments on a meter provider read by a Prometheus exporter
@@ -107,53 +110,67 @@ func newGenAI(reg prometheus.Registerer, o options) (*genAI, error) {
 	return g, nil
 }
 
-// observe records a request routed to a provider: model and channel labels are
-// already bounded (the caller's), errType is "" for a success.
+// seriesKey is one combination of a request's GenAI attribute values.
+type seriesKey struct {
+	op, provider, model, response, errType string
+}
+
+// seriesSets are a combination's attribute sets as measurement options, made once
+// (attribute.NewSet sorts, hashes and allocates; the values are bounded, so the cache is
+// too).
+type seriesSets struct {
+	all     metric.MeasurementOption // every attribute, error.type included
+	in, out metric.MeasurementOption // gen_ai.client.token.usage's, by gen_ai.token.type
+}
+
+func (g *genAI) setsOf(k seriesKey) *seriesSets {
+	if v, ok := g.sets.Load(k); ok {
+		return v.(*seriesSets)
+	}
+	base := []attribute.KeyValue{semconv.GenAIOperationNameKey.String(k.op),
+		semconv.GenAIProviderNameKey.String(k.provider), semconv.GenAIRequestModel(k.model)}
+	if k.response != "" {
+		base = append(base, semconv.GenAIResponseModel(k.response))
+	}
+	all := base
+	if k.errType != "" {
+		all = append(all[:len(all):len(all)], semconv.ErrorTypeKey.String(k.errType))
+	}
+	ss := &seriesSets{all: metric.WithAttributeSet(attribute.NewSet(all...)),
+		in:  metric.WithAttributeSet(attribute.NewSet(append(base[:len(base):len(base)], semconv.GenAITokenTypeInput)...)),
+		out: metric.WithAttributeSet(attribute.NewSet(append(base[:len(base):len(base)], semconv.GenAITokenTypeOutput)...))}
+	v, _ := g.sets.LoadOrStore(k, ss)
+	return v.(*seriesSets)
+}
+
+// observe records a request routed to a provider: model is already bounded (the
+// caller's label), errType is "" for a success. gen_ai.client.token.usage carries no
+// error.type.
 func (g *genAI) observe(rec *lifecycle.Record, model, errType string) {
-	attrs := make([]attribute.KeyValue, 0, 6)
-	attrs = append(attrs, semconv.GenAIOperationNameKey.String(rec.Operation),
-		semconv.GenAIProviderNameKey.String(rec.Provider), semconv.GenAIRequestModel(model))
-	if rec.ResponseModel != "" {
-		attrs = append(attrs, semconv.GenAIResponseModel(truncate(rec.ResponseModel, maxModelLabel)))
-	}
-	base := attrs // gen_ai.client.token.usage has no error.type
-	if errType != "" {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
-	}
-	set := attribute.NewSet(attrs...)
+	ss := g.setsOf(seriesKey{rec.Operation, rec.Provider, model, truncate(rec.ResponseModel, maxModelLabel), errType})
 	ctx := context.Background()
+	all := ss.all
 	t := &rec.Timing
 	if !t.Start.IsZero() && !t.End.IsZero() {
-		g.duration.Record(ctx, t.End.Sub(t.Start).Seconds(), metric.WithAttributeSet(set))
+		g.duration.Record(ctx, t.End.Sub(t.Start).Seconds(), all)
 	}
 	s := &rec.Settlement
 	if s.Landed() && s.Outcome == lifecycle.OutcomeCommit && s.Usage.Units == nil {
-		g.recordTokens(ctx, base, attrs, s.Usage.InputTokens, s.Usage.OutputTokens)
+		if g.latest {
+			g.input.Record(ctx, s.Usage.InputTokens, all)
+			g.output.Record(ctx, s.Usage.OutputTokens, all)
+		} else {
+			g.tokens.Record(ctx, s.Usage.InputTokens, ss.in)
+			g.tokens.Record(ctx, s.Usage.OutputTokens, ss.out)
+		}
 	}
 	if errType != "" || t.FirstChunk.IsZero() {
 		return
 	}
-	g.ttft.Record(ctx, t.FirstChunk.Sub(t.Start).Seconds(), metric.WithAttributeSet(set))
+	g.ttft.Record(ctx, t.FirstChunk.Sub(t.Start).Seconds(), all)
 	if out := s.Usage.OutputTokens; rec.Stream && !t.LastChunk.IsZero() && out > 1 && s.Landed() {
-		g.tpot.Record(ctx, t.LastChunk.Sub(t.FirstChunk).Seconds()/float64(out-1), metric.WithAttributeSet(set))
+		g.tpot.Record(ctx, t.LastChunk.Sub(t.FirstChunk).Seconds()/float64(out-1), all)
 	}
-}
-
-// recordTokens records a request's billed tokens: on gen_ai.client.token.usage by
-// gen_ai.token.type (base attributes), or on the latest conventions' two histograms
-// (all, error.type included).
-func (g *genAI) recordTokens(ctx context.Context, base, all []attribute.KeyValue, in, out int64) {
-	if g.latest {
-		set := metric.WithAttributeSet(attribute.NewSet(all...))
-		g.input.Record(ctx, in, set)
-		g.output.Record(ctx, out, set)
-		return
-	}
-	attrs := append(base[:len(base):len(base)], semconv.GenAITokenTypeInput)
-	n := len(base)
-	g.tokens.Record(ctx, in, metric.WithAttributeSet(attribute.NewSet(attrs...)))
-	attrs[n] = semconv.GenAITokenTypeOutput
-	g.tokens.Record(ctx, out, metric.WithAttributeSet(attribute.NewSet(attrs...)))
 }
 
 // maxModelLabel bounds the provider's model id on a series.
