@@ -161,6 +161,9 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("ledger errors during the test: %s %v → %v", s, ac0[s], v)
 		}
 	}
+	if v, ok := ac1["accounting_ledger_owner"]; !ok || v != 1 {
+		t.Errorf("accounting_ledger_owner = %v (exported: %v), want 1 on the stack's one accounting", v, ok)
+	}
 	if _, ok := ac1["accounting_reservations_expired_total"]; !ok {
 		t.Error("accounting exports no accounting_reservations_expired_total")
 	}
