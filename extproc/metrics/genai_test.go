@@ -2,24 +2,19 @@ package metrics_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	collectormetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/llmgw/gateway/extproc/envoy"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	"github.com/llmgw/gateway/extproc/metrics"
 	"github.com/llmgw/gateway/internal/telemetry"
+	"github.com/llmgw/gateway/internal/telemetry/otlptest"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -152,43 +147,12 @@ func TestGenAILatestConventions(t *testing.T) {
 	}
 }
 
-func TestOptInVariable(t *testing.T) {
-	for v, want := range map[string]bool{"": false, "http": false, "gen_ai_latest_experimental": true,
-		"http, gen_ai_latest_experimental": true, "gen_ai_latest_experimental_x": false} {
-		if got := telemetry.LatestGenAI(func(string) string { return v }); got != want {
-			t.Errorf("LatestGenAI(%q) = %v", v, got)
-		}
-	}
-}
-
-// otlpReceiver is an OTLP/HTTP metrics receiver: it keeps each export it is sent.
-type otlpReceiver struct {
-	mu  sync.Mutex
-	got []*collectormetrics.ExportMetricsServiceRequest
-}
-
-func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	req := &collectormetrics.ExportMetricsServiceRequest{}
-	if err != nil || r.URL.Path != "/v1/metrics" || proto.Unmarshal(body, req) != nil {
-		http.Error(w, "bad export", http.StatusBadRequest)
-		return
-	}
-	o.mu.Lock()
-	o.got = append(o.got, req)
-	o.mu.Unlock()
-	b, _ := proto.Marshal(&collectormetrics.ExportMetricsServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(b)
-}
-
 // TestGenAIOverOTLP points the standard OTLP environment at an in-test receiver and
 // finds the same GenAI histograms, with their attributes and token sums, in the push.
 func TestGenAIOverOTLP(t *testing.T) {
-	rcv := &otlpReceiver{}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	rcv := otlptest.Start()
+	defer rcv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL())
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	t.Setenv("OTEL_SERVICE_NAME", "extproc-test")
 	reader, err := telemetry.MetricReader(context.Background(), os.Getenv)
@@ -206,42 +170,23 @@ func TestGenAIOverOTLP(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rcv.mu.Lock()
-	defer rcv.mu.Unlock()
-	if len(rcv.got) == 0 {
+	points, service := rcv.Last()
+	if len(points) == 0 {
 		t.Fatal("no OTLP export received")
 	}
 	sums := map[string]float64{} // metric/token type → sum of its points
 	counts := map[string]uint64{}
-	service := ""
-	// A cumulative push: the last export holds the totals.
-	for _, req := range rcv.got[len(rcv.got)-1:] {
-		for _, rm := range req.GetResourceMetrics() {
-			for _, a := range rm.GetResource().GetAttributes() {
-				if a.GetKey() == "service.name" {
-					service = a.GetValue().GetStringValue()
-				}
-			}
-			for _, sm := range rm.GetScopeMetrics() {
-				for _, mt := range sm.GetMetrics() {
-					for _, dp := range mt.GetHistogram().GetDataPoints() {
-						kv := map[string]string{}
-						for _, a := range dp.GetAttributes() {
-							kv[a.GetKey()] = a.GetValue().GetStringValue()
-						}
-						if kv["gen_ai.operation.name"] != "chat" || kv["gen_ai.provider.name"] != "openai" ||
-							kv["gen_ai.request.model"] != "demo-chat" || kv["gen_ai.response.model"] != "mock-gpt-0613" {
-							t.Errorf("%s point with attributes %v", mt.GetName(), kv)
-						}
-						key := mt.GetName() + "/" + kv["gen_ai.token.type"]
-						sums[key] += dp.GetSum()
-						counts[key] += dp.GetCount()
-						if mt.GetName() == "gen_ai.client.token.usage" && mt.GetUnit() != "{token}" {
-							t.Errorf("token usage unit %q", mt.GetUnit())
-						}
-					}
-				}
-			}
+	for _, p := range points {
+		kv := p.Attrs
+		if kv["gen_ai.operation.name"] != "chat" || kv["gen_ai.provider.name"] != "openai" ||
+			kv["gen_ai.request.model"] != "demo-chat" || kv["gen_ai.response.model"] != "mock-gpt-0613" {
+			t.Errorf("%s point with attributes %v", p.Metric, kv)
+		}
+		key := p.Metric + "/" + kv["gen_ai.token.type"]
+		sums[key] += p.Sum
+		counts[key] += p.Count
+		if p.Metric == "gen_ai.client.token.usage" && p.Unit != "{token}" {
+			t.Errorf("token usage unit %q", p.Unit)
 		}
 	}
 	if service != "extproc-test" {
