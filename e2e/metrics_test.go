@@ -161,6 +161,9 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("ledger errors during the test: %s %v → %v", s, ac0[s], v)
 		}
 	}
+	if v, ok := ac1["accounting_ledger_owner"]; !ok || v != 1 {
+		t.Errorf("accounting_ledger_owner = %v (exported: %v), want 1 on the stack's one accounting", v, ok)
+	}
 	if _, ok := ac1["accounting_reservations_expired_total"]; !ok {
 		t.Error("accounting exports no accounting_reservations_expired_total")
 	}
@@ -185,5 +188,90 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("%s%s = %d", u, path, r.StatusCode)
 			}
 		}
+	}
+}
+
+// genAISeries finds, among m's series, the one of metric name (a histogram's _count or
+// _sum) whose labels are exactly the pairs of kv; "" when none is.
+func genAISeries(m map[string]float64, name string, kv ...string) string {
+	for s := range m {
+		if !strings.HasPrefix(s, name+"{") || strings.Count(s, `="`) != len(kv)/2 {
+			continue
+		}
+		ok := true
+		for i := 0; i+1 < len(kv); i += 2 {
+			ok = ok && strings.Contains(s, kv[i]+`="`+kv[i+1]+`"`)
+		}
+		if ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// TestGenAIMetrics sends a non-streamed and a streamed chat request and finds both in
+// extproc's /metrics on the OpenTelemetry GenAI histograms, with the conventions'
+// attributes and the tokens the SDK reported. Not parallel, like TestMetrics.
+func TestGenAIMetrics(t *testing.T) {
+	c := newCustomer(t, customerOpts{topup: "10"})
+	ex0 := waitIdle(t)
+	client := openaiClient(c.key)
+	ctx := context.Background()
+	resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "demo-chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("genai metrics [[mock:tokens=7]]")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model:         "demo-chat",
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("genai metrics streamed [[mock:tokens=11]]")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var streamed openai.CompletionUsage
+	for stream.Next() {
+		if u := stream.Current().Usage; u.TotalTokens > 0 {
+			streamed = u
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if streamed.CompletionTokens != 11 || resp.Usage.CompletionTokens != 7 {
+		t.Fatalf("usage %+v and %+v", resp.Usage, streamed)
+	}
+	c.waitSettled(t)
+	ex1 := waitIdle(t)
+
+	// The conventions' attributes: the operation, the provider from the channel's format,
+	// the public model asked for, and the model the provider answered with.
+	attrs := []string{"gen_ai_operation_name", "chat", "gen_ai_provider_name", "openai",
+		"gen_ai_request_model", "demo-chat", "gen_ai_response_model", "mock-gpt"}
+	delta := func(s string) float64 { return ex1[s] - ex0[s] }
+	for _, e := range []struct {
+		name string
+		kv   []string // labels besides attrs
+		want float64
+	}{
+		{"gen_ai_client_token_usage_sum", []string{"gen_ai_token_type", "input"}, float64(resp.Usage.PromptTokens + streamed.PromptTokens)},
+		{"gen_ai_client_token_usage_sum", []string{"gen_ai_token_type", "output"}, 7 + 11},
+		{"gen_ai_client_token_usage_count", []string{"gen_ai_token_type", "output"}, 2},
+		{"gen_ai_server_request_duration_seconds_count", nil, 2},
+		{"gen_ai_server_time_to_first_token_seconds_count", nil, 2},
+		// Only the streamed answer has a time per output token.
+		{"gen_ai_server_time_per_output_token_seconds_count", nil, 1},
+	} {
+		s := genAISeries(ex1, e.name, append(append([]string(nil), attrs...), e.kv...)...)
+		if s == "" {
+			t.Errorf("no %s series with %v %v in extproc's /metrics", e.name, attrs, e.kv)
+			continue
+		}
+		if got := delta(s); got != e.want {
+			t.Errorf("%s moved by %v, want %v", s, got, e.want)
+		}
+	}
+	if s := genAISeries(ex1, "gen_ai_server_request_duration_seconds_sum", attrs...); delta(s) <= 0 {
+		t.Errorf("%s moved by %v", s, delta(s))
 	}
 }

@@ -306,6 +306,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		appends, _, ops := own.engine.Stats()
 		return appends, ops, 0
 	})
+	m.WatchOwner(own.engine.Owning)
 	st := m.WrapStore(own.store)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

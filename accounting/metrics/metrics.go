@@ -16,7 +16,8 @@
 //   - accounting_ledger_group_transactions_total, accounting_ledger_group_operations_total
 //     and accounting_ledger_group_alone_total: what the store's group commit did (read
 //     from its counters at each scrape, CountGroupCommit): operations per transaction is
-//     the batching the load gets, alone the operations sent back to run on their own.
+//     the batching the load gets, alone the operations sent back to run on their own;
+//   - accounting_ledger_owner: whether this process owns the ledger now (WatchOwner).
 //
 // It knows the ledger's error taxonomy (ledger.Refusal, ledger.ErrNotFound) but neither
 // PostgreSQL nor the wire. Labels come from fixed sets: method names of the registered
@@ -172,6 +173,21 @@ func (m *Metrics) CountGroupCommit(read func() (transactions, operations, alone 
 			return float64([...]int64{t, o, a}[i])
 		}))
 	}
+}
+
+// WatchOwner exports accounting_ledger_owner: 1 while owning says this process owns the
+// ledger, 0 on a standby, read at each scrape. Its changes over time are the takeovers
+// (changes(accounting_ledger_owner[1h]) on the replicas).
+func (m *Metrics) WatchOwner(owning func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "accounting_ledger_owner",
+		Help: "1 while this accounting process owns the ledger (decides every operation), 0 on a standby.",
+	}, func() float64 {
+		if owning() {
+			return 1
+		}
+		return 0
+	}))
 }
 
 // WrapStore returns st with its failures and expiries counted.

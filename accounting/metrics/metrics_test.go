@@ -37,6 +37,9 @@ func value(t *testing.T, m *metrics.Metrics, name string, labels ...string) floa
 			if mt.Histogram != nil {
 				return float64(mt.GetHistogram().GetSampleCount())
 			}
+			if mt.Gauge != nil {
+				return mt.GetGauge().GetValue()
+			}
 			return mt.GetCounter().GetValue()
 		}
 	}
@@ -120,6 +123,22 @@ func TestGroupCommitCounted(t *testing.T) {
 			if got := value(t, m, name); got != float64(want[i]) {
 				t.Errorf("%s = %v, want %d", name, got, want[i])
 			}
+		}
+	}
+}
+
+func TestLedgerOwner(t *testing.T) {
+	m := metrics.New()
+	owning := false
+	m.WatchOwner(func() bool { return owning })
+	for _, o := range []bool{false, true, false} {
+		owning = o
+		want := 0.0
+		if o {
+			want = 1
+		}
+		if got := value(t, m, "accounting_ledger_owner"); got != want {
+			t.Errorf("owning %v: accounting_ledger_owner = %v", o, got)
 		}
 	}
 }

@@ -50,6 +50,7 @@ import (
 	"github.com/llmgw/gateway/extproc/xds"
 	"github.com/llmgw/gateway/internal/logging"
 	"github.com/llmgw/gateway/internal/pprof"
+	"github.com/llmgw/gateway/internal/telemetry"
 	"github.com/llmgw/gateway/internal/tracing"
 	"github.com/llmgw/gateway/internal/vtcodec"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
@@ -243,7 +244,19 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return configError{err}
 	}
 	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
-	m := metrics.New(cat)
+	otlpReader, err := telemetry.MetricReader(ctx, os.Getenv)
+	if err != nil {
+		return configError{err}
+	}
+	res, err := telemetry.Resource("extproc")
+	if err != nil {
+		return configError{err}
+	}
+	m := metrics.New(cat, metrics.WithReader(otlpReader), metrics.WithResource(res),
+		metrics.WithLatestGenAI(telemetry.LatestGenAI(os.Getenv)))
+	// Deferred before the ledger connection closes, so it runs after: the last
+	// requests' records are in the final OTLP push.
+	defer func() { _ = m.Shutdown(context.WithoutCancel(ctx)) }()
 	m.SetCatalog(cat, source.Version())
 	dialOpts := append(ledgerclient.DialOptions(tracing.Enabled(os.Getenv)), grpc.WithChainUnaryInterceptor(m.AccountingInterceptor()))
 	conn, err := client.Dial(ctx, cfg.AccountingAddr, token, dialOpts...)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -95,8 +96,9 @@ type Request struct {
 	// last reply carried (facts.go).
 	failed   apierr.Code
 	reported Facts
-	// reply is how the client was answered (record.go).
-	reply Reply
+	// reply is how the client was answered (record.go), timing when (record.go).
+	reply  Reply
+	timing Timing
 
 	// open counts the parts of the request still running: its stream until End, and
 	// its background ledger calls. The last to end hands the record over (record.go).
@@ -178,6 +180,7 @@ func (r *Request) ResponseHeaders(ctx context.Context, status int, headers []Hea
 // ResponseBody handles a response body message (responseBody).
 func (r *Request) ResponseBody(ctx context.Context, chunk []byte, endOfStream bool) Action {
 	a := r.responseBody(ctx, chunk, endOfStream)
+	r.timeChunk(len(chunk), endOfStream)
 	r.reply.Complete = r.reply.Complete || endOfStream
 	r.replied(a, true)
 	return r.withFacts(a)
@@ -194,6 +197,7 @@ func (r *Request) End(ctx context.Context, cause string) {
 		return
 	}
 	r.ended = true
+	r.timing.End = time.Now()
 	// Deferred first, so it runs last: after the settlement was decided and the trace
 	// ended, and also after a panic.
 	defer r.endPart()

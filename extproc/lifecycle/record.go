@@ -5,6 +5,7 @@ package lifecycle
 
 import (
 	"errors"
+	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/extproc/apierr"
@@ -37,6 +38,14 @@ type Record struct {
 	AskedModel string
 	// UpstreamModel is the channel's model id, "" before a channel was picked.
 	UpstreamModel string
+	// Operation is the endpoint's gen_ai.operation.name ("chat", "embeddings", ...);
+	// Provider the channel's gen_ai.provider.name ("" before a channel was picked);
+	// ResponseModel the model id the provider's answer named ("" when none was read).
+	Operation, Provider, ResponseModel string
+	// Stream: the client asked for an event stream (SSE) answer.
+	Stream bool
+	// Timing is when the request and its answer's body went by.
+	Timing Timing
 	// Attempts are a failover request's attempts, in order (none without failover).
 	Attempts []AttemptSummary
 	// Reply is how the client was answered.
@@ -44,6 +53,30 @@ type Record struct {
 	// Settlement is the hold's settlement as it landed; the zero Settlement when
 	// nothing was held.
 	Settlement Settlement
+}
+
+// Timing is when a request went by, on the wall clock: the zero time for what did
+// not happen.
+type Timing struct {
+	// Start is when Envoy opened the request's stream; End when it ended (End).
+	Start, End time.Time
+	// FirstChunk is when the first bytes of a usable answer's body arrived (the
+	// rewriter took the answer); LastChunk when its last chunk (end of stream) did.
+	FirstChunk, LastChunk time.Time
+}
+
+// timeChunk notes when a response body chunk of n bytes arrived.
+func (r *Request) timeChunk(n int, endOfStream bool) {
+	if r.resp == nil || r.resp.rw == nil || n == 0 && (!endOfStream || r.timing.FirstChunk.IsZero()) {
+		return
+	}
+	now := time.Now()
+	if r.timing.FirstChunk.IsZero() {
+		r.timing.FirstChunk = now
+	}
+	if endOfStream {
+		r.timing.LastChunk = now
+	}
 }
 
 // Reply is how a request was answered, as its replies told Envoy.
@@ -130,9 +163,15 @@ func (r *Request) record() Record {
 		AskedModel: r.parsed.Model,
 		Attempts:   r.Attempts(),
 		Reply:      r.reply,
+		Operation:  operationName(r.endpoint),
+		Timing:     r.timing,
+		Stream:     r.parsed.Stream,
 	}
 	if r.channel != nil {
-		rec.UpstreamModel = r.channel.UpstreamModel
+		rec.UpstreamModel, rec.Provider = r.channel.UpstreamModel, providerName(r.channel)
+	}
+	if st := r.resp; st != nil && st.rw != nil {
+		rec.ResponseModel = st.rw.UpstreamModel()
 	}
 	switch {
 	case r.abandoned != nil:

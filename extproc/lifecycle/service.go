@@ -143,6 +143,7 @@ func randomID() string {
 // NewRequest starts the lifecycle of one HTTP request.
 func (s *Service) NewRequest() *Request {
 	r := &Request{svc: s, contentLength: -1, counted: tokens.Tally{Bound: -1}, cat: s.cfg.Source.Current()}
+	r.timing.Start = time.Now()
 	r.open.Store(1) // the stream, until End
 	return r
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 
+	"github.com/llmgw/gateway/extproc/catalog"
+	"github.com/llmgw/gateway/extproc/credential"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -116,7 +119,7 @@ func (r *Request) traceAdmitted(refused bool) {
 	_, up := otel.GetTracerProvider().Tracer(TracerName).Start(r.tr.ctx, string(operationName(r.endpoint))+" "+ch.UpstreamModel,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(semconv.GenAIOperationNameKey.String(operationName(r.endpoint)),
-			semconv.GenAIProviderNameKey.String(string(ch.Format)),
+			semconv.GenAIProviderNameKey.String(providerName(ch)),
 			semconv.GenAIRequestModel(ch.UpstreamModel), AttrChannel.String(ch.Name)))
 	r.tr.upstream = up
 	r.tr.root.SetAttributes(AttrChannel.String(ch.Name))
@@ -218,4 +221,27 @@ func operationName(e Endpoint) string {
 		return op
 	}
 	return "generate_content"
+}
+
+// providerName is gen_ai.provider.name for a channel: the conventions' well-known value
+// for its format, Azure OpenAI told from OpenAI by its credential header (api-key) or
+// its cluster's name.
+// A format the conventions have no value for is named by itself.
+func providerName(ch *catalog.Channel) string {
+	switch ch.Format {
+	case "openai":
+		if ch.CredentialHeader == credential.HeaderAPIKey || strings.Contains(ch.Cluster, "azure") {
+			return "azure.ai.openai"
+		}
+		return "openai"
+	case "anthropic":
+		return "anthropic"
+	case "gemini":
+		return "gcp.gemini"
+	case "vertex-gemini", "vertex-anthropic":
+		return "gcp.vertex_ai"
+	case "bedrock":
+		return "aws.bedrock"
+	}
+	return string(ch.Format)
 }

@@ -1,6 +1,11 @@
 package metrics_test
 
 import (
+	"time"
+
+	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/extproc/lifecycle"
+	"github.com/llmgw/gateway/extproc/metrics"
 	"strconv"
 	"testing"
 
@@ -61,4 +66,30 @@ func BenchmarkServeStreamEvent(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*streamEvents), "ns/event")
+}
+
+// BenchmarkObserve is the metrics' cost of one finished request's record: a streamed
+// chat success with its landed commit, on the gateway_* counters only (no provider: no
+// GenAI operation) and with the GenAI histograms.
+func BenchmarkObserve(b *testing.B) {
+	m := metrics.New(replay.DemoCatalog(b))
+	start := time.Now()
+	rec := lifecycle.Record{
+		Facts:     lifecycle.Facts{Endpoint: "/v1/chat/completions", Model: "demo-chat", Channel: "mock-demo-chat"},
+		Operation: "chat", Provider: "openai", ResponseModel: "mock-gpt", Stream: true,
+		Reply: lifecycle.Reply{Answered: true, UpstreamStatus: 200, Streamed: true, Complete: true},
+		Timing: lifecycle.Timing{Start: start, FirstChunk: start.Add(200 * time.Millisecond),
+			LastChunk: start.Add(2 * time.Second), End: start.Add(2 * time.Second)},
+		Settlement: lifecycle.Settlement{Reservation: "r1", HoldMicros: 1000, Outcome: lifecycle.OutcomeCommit,
+			ChargedMicros: 100, Usage: ledger.Usage{InputTokens: 12, OutputTokens: 340}},
+	}
+	for _, bc := range []struct{ name, provider string }{{"gateway", ""}, {"genai", "openai"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			rec.Provider = bc.provider
+			b.ReportAllocs()
+			for b.Loop() {
+				m.Observe(rec)
+			}
+		})
+	}
 }

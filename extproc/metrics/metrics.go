@@ -11,7 +11,16 @@
 //   - a gRPC client interceptor times every accounting call
 //     (gateway_accounting_call_duration_seconds);
 //   - the lifecycle reports how each failed key was answered
-//     (gateway_auth_failures_total).
+//     (gateway_auth_failures_total);
+//   - each request routed to a provider is recorded, from the same Record, on the
+//     OpenTelemetry GenAI metrics (genai.go: gen_ai.client.token.usage,
+//     gen_ai.server.request.duration, gen_ai.server.time_to_first_token,
+//     gen_ai.server.time_per_output_token). These are OpenTelemetry instruments, the one
+//     source of truth for both their exports: a Prometheus exporter on this registry
+//     (gen_ai_client_token_usage, gen_ai_server_request_duration_seconds, ...) and,
+//     when the standard OTEL_* environment asks for it, an OTLP reader
+//     (internal/telemetry). The gateway_* series are plain Prometheus collectors and
+//     are not exported over OTLP.
 //
 // Label values come only from fixed sets: models and channels from the catalog (any
 // other value is "unknown"), endpoints from the lifecycle's route templates, codes from
@@ -79,6 +88,8 @@ type Metrics struct {
 	codes   map[apierr.Code]bool
 	catalog *prometheus.GaugeVec
 	reloads *prometheus.CounterVec
+
+	genai *genAI
 }
 
 var (
@@ -87,8 +98,9 @@ var (
 )
 
 // New returns the collectors, registered on a new registry together with the Go
-// runtime and process collectors. Model and channel labels are limited to cat's.
-func New(cat *catalog.Catalog) *Metrics {
+// runtime and process collectors and the GenAI instruments' Prometheus exporter (see
+// opts for their other readers). Model and channel labels are limited to cat's.
+func New(cat *catalog.Catalog, opts ...Option) *Metrics {
 	m := &Metrics{
 		reg:   prometheus.NewRegistry(),
 		codes: map[apierr.Code]bool{},
@@ -162,6 +174,16 @@ func New(cat *catalog.Catalog) *Metrics {
 	for _, c := range authFailureCodes {
 		m.authFailures.WithLabelValues(string(c))
 	}
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	g, err := newGenAI(m.reg, o)
+	if err != nil {
+		// Only a second exporter on the same registry fails, and the registry is new.
+		panic(err)
+	}
+	m.genai = g
 	return m
 }
 
@@ -275,8 +297,21 @@ func (m *Metrics) Observe(rec lifecycle.Record) {
 		model = rec.AskedModel
 	}
 	m.requests.WithLabelValues(rec.Endpoint, m.model(model), m.channel(rec.Channel), code).Inc()
-	if kind := UpstreamKind(rec.Reply); kind != "" {
+	kind := UpstreamKind(rec.Reply)
+	if kind != "" {
 		m.upstreamErrors.WithLabelValues(kind).Inc()
+	}
+	if rec.Provider != "" {
+		// Routed to a provider: the GenAI metrics (genai.go). error.type is the code
+		// answered, or the kind of a streamed answer cut short.
+		errType := ""
+		switch {
+		case code != CodeOK:
+			errType = code
+		case kind == KindDisconnect:
+			errType = kind
+		}
+		m.genai.observe(&rec, m.model(model), errType)
 	}
 	if s := &rec.Settlement; s.Reservation != "" {
 		m.settled(rec.Model, s)
