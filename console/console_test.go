@@ -17,12 +17,12 @@ import (
 
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	"github.com/llmgw/gateway/console"
 )
 
 // TestMain drops the template database the PostgreSQL tests made.
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 // browser is a cookie-keeping client that does not follow redirects blindly.
 type browser struct {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/tables"
 	"github.com/llmgw/gateway/console"
 	"github.com/llmgw/gateway/console/oidctest"
 )
@@ -52,11 +52,11 @@ type ssoFixture struct {
 
 func newSSOFixture(t *testing.T) *ssoFixture {
 	st, pool := enginetest.NewLedger(t, 8)
-	members := store.New(pool, store.Options{})
+	members := tables.New(pool, tables.Options{})
 	fx := servertest.Start(t, st, servertest.Options{Members: members, Audit: members})
 	// The persons these tests sign in may do everything.
 	for _, email := range []string{"ada@example.com", "eve@example.com", "grace@example.com"} {
-		if _, err := members.AddMember(context.Background(), store.Member{Email: email, Role: "admin"}); err != nil {
+		if _, err := members.AddMember(context.Background(), tables.Member{Email: email, Role: "admin"}); err != nil {
 			t.Fatal(err)
 		}
 	}

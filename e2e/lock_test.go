@@ -10,7 +10,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 // TestLockedRowDoesNotStallTheLedger holds an account's row of the derived accounts
@@ -70,7 +70,7 @@ func TestLockedRowDoesNotStallTheLedger(t *testing.T) {
 	if got := micros(t, acc, "balance"); got >= before {
 		t.Errorf("balance %d → %d: the requests during the lock were not charged", before, got)
 	}
-	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+	if err := tablestest.CheckInvariants(ctx, pool); err != nil {
 		t.Errorf("ledger invariants: %v", err)
 	}
 }

@@ -19,10 +19,10 @@ import (
 	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/engine/materialize"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 const (
 	acct = "0a000000-0000-4000-8000-0000000000a1"
@@ -100,7 +100,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // deliver them to a receiver that fails every first attempt.
 func TestOutboxDeliversEachAlertOnce(t *testing.T) {
 	ctx := context.Background()
-	pool := storetest.NewPool(t, storetest.NewDB(t), 4)
+	pool := tablestest.NewPool(t, tablestest.NewDB(t), 4)
 	keys := testKeys(t)
 	whs := &alerts.Webhooks{Pool: pool, Keys: keys}
 
@@ -233,7 +233,7 @@ func TestOutboxDeliversEachAlertOnce(t *testing.T) {
 
 func TestWebhookTestAndDelete(t *testing.T) {
 	ctx := context.Background()
-	pool := storetest.NewPool(t, storetest.NewDB(t), 4)
+	pool := tablestest.NewPool(t, tablestest.NewDB(t), 4)
 	whs := &alerts.Webhooks{Pool: pool, Keys: testKeys(t)}
 	h, err := whs.CreateWebhook(ctx, acct, "http://127.0.0.1:1/none", nil, true)
 	if err != nil {
@@ -284,7 +284,7 @@ func ptr[T any](v T) *T { return &v }
 // the outbox waits until it owns it.
 func TestStandbyDoesNotDeliver(t *testing.T) {
 	ctx := context.Background()
-	pool := storetest.NewPool(t, storetest.NewDB(t), 4)
+	pool := tablestest.NewPool(t, tablestest.NewDB(t), 4)
 	keys := testKeys(t)
 	whs := &alerts.Webhooks{Pool: pool, Keys: keys}
 	var mu sync.Mutex

@@ -14,7 +14,7 @@
 // flight finish; watch streams end at once), then cuts what is left.
 //
 // It wires packages together and holds no ledger logic: the domain is
-// accounting/ledger, persistence accounting/store, the wire accounting/server.
+// accounting/ledger, the derived tables accounting/tables, the wire accounting/server.
 package app
 
 import (
@@ -45,7 +45,7 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/metrics"
 	"github.com/llmgw/gateway/accounting/server"
-	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/tables"
 	"github.com/llmgw/gateway/internal/logging"
 	"github.com/llmgw/gateway/internal/pprof"
 	"github.com/llmgw/gateway/internal/tracing"
@@ -82,13 +82,13 @@ type Config struct {
 	// SweepInterval is how often held reservations past their expiry are released.
 	SweepInterval time.Duration
 	// ArchiveAfter is how long after its settlement a reservation moves to the archive
-	// at a sweep (store.Store.ArchiveSettled); 0: never.
+	// at a sweep (tables.Store.ArchiveSettled); 0: never.
 	ArchiveAfter time.Duration
 	// ShutdownTimeout bounds the graceful stop before in-flight calls are cut.
 	ShutdownTimeout time.Duration
 	// DB sizes the database pool and bounds waits on it (MaxConns, LockTimeout,
 	// StatementTimeout; zero fields take the store's defaults).
-	DB store.Options
+	DB tables.Options
 	// LedgerLease is how long the journal engine's ownership lasts unrenewed: a standby
 	// takes over about this long after the owner died.
 	LedgerLease time.Duration
@@ -103,11 +103,11 @@ type Config struct {
 // sweepBatch is how many expired reservations one ExpireDue call releases, and
 // archiveBatch how many settled ones one ArchiveSettled call moves; the sweeper calls
 // again at once while batches come back full, up to archiveBatches archive calls a
-// sweep (store.ArchiveBatchesPerSweep says why).
+// sweep (tables.ArchiveBatchesPerSweep says why).
 const (
 	sweepBatch     = 500
-	archiveBatch   = store.ArchiveBatch
-	archiveBatches = store.ArchiveBatchesPerSweep
+	archiveBatch   = tables.ArchiveBatch
+	archiveBatches = tables.ArchiveBatchesPerSweep
 )
 
 // Main runs the service until ctx ends and returns the process exit code: 0 after a
@@ -154,11 +154,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	serviceFile := fs.String("service-token-file", "", "file holding the service token (else env "+authn.EnvServiceToken+")")
 	adminFile := fs.String("admin-token-file", "", "file holding the admin token (else env "+authn.EnvAdminToken+")")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often expired reservations are released")
-	fs.DurationVar(&cfg.ArchiveAfter, "archive-after", store.DefaultArchiveAfter, "how long after its settlement a reservation moves to reservations_archive, at least "+store.MinArchiveAfter.String()+"; 0: never (env "+EnvArchiveAfter+")")
+	fs.DurationVar(&cfg.ArchiveAfter, "archive-after", tables.DefaultArchiveAfter, "how long after its settlement a reservation moves to reservations_archive, at least "+tables.MinArchiveAfter.String()+"; 0: never (env "+EnvArchiveAfter+")")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "graceful stop deadline")
 	fs.Func("db-max-conns", "database pool size (env "+EnvDBMaxConns+"; default 4 per core, 8 to 32)", intFlag(&cfg.DB.MaxConns))
-	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", store.DefaultLockTimeout, "longest wait of a database statement for a row lock (env "+EnvDBLockTimeout+")")
-	fs.DurationVar(&cfg.DB.StatementTimeout, "db-statement-timeout", store.DefaultStatementTimeout, "longest database statement (env "+EnvDBStatementTimeout+")")
+	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", tables.DefaultLockTimeout, "longest wait of a database statement for a row lock (env "+EnvDBLockTimeout+")")
+	fs.DurationVar(&cfg.DB.StatementTimeout, "db-statement-timeout", tables.DefaultStatementTimeout, "longest database statement (env "+EnvDBStatementTimeout+")")
 	fs.DurationVar(&cfg.LedgerLease, "ledger-lease", engine.DefaultLease, "how long the journal engine's owner holds the ledger unrenewed; a standby takes over about this long after the owner died (env "+EnvLedgerLease+")")
 	fs.StringVar(&cfg.Advertise, "advertise", envOr(EnvAdvertise, ""), "address clients reach this process at (default: --listen) (env "+EnvAdvertise+")")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the metrics address (env "+EnvPprof+")")
@@ -199,8 +199,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if cfg.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
-	if cfg.ArchiveAfter != 0 && cfg.ArchiveAfter < store.MinArchiveAfter {
-		errs = append(errs, fmt.Errorf("--archive-after must be 0 or at least %v", store.MinArchiveAfter))
+	if cfg.ArchiveAfter != 0 && cfg.ArchiveAfter < tables.MinArchiveAfter {
+		errs = append(errs, fmt.Errorf("--archive-after must be 0 or at least %v", tables.MinArchiveAfter))
 	}
 	if cfg.DB.MaxConns < 0 || cfg.DB.LockTimeout <= 0 || cfg.DB.StatementTimeout <= 0 {
 		errs = append(errs, errors.New("--db-lock-timeout and --db-statement-timeout must be positive, --db-max-conns not negative"))
@@ -247,10 +247,10 @@ func connectionURL(raw string) string {
 }
 
 // Migrate creates the database of databaseURL when it is missing and applies the
-// pending migrations (store.Open migrates, serialized by an advisory lock).
+// pending migrations (tables.Open migrates, serialized by an advisory lock).
 func Migrate(ctx context.Context, databaseURL string, log *zap.Logger) error {
 	log.Info("migrating ledger database", zap.String("database", redactURL(databaseURL)))
-	st, err := openStore(ctx, databaseURL, store.Options{})
+	st, err := openStore(ctx, databaseURL, tables.Options{})
 	if err != nil {
 		return err
 	}
@@ -259,11 +259,11 @@ func Migrate(ctx context.Context, databaseURL string, log *zap.Logger) error {
 	return nil
 }
 
-func openStore(ctx context.Context, databaseURL string, opts store.Options) (*store.Store, error) {
-	if err := store.EnsureDatabase(ctx, connectionURL(databaseURL)); err != nil {
+func openStore(ctx context.Context, databaseURL string, opts tables.Options) (*tables.Store, error) {
+	if err := tables.EnsureDatabase(ctx, connectionURL(databaseURL)); err != nil {
 		return nil, fmt.Errorf("ensure database: %w", err)
 	}
-	st, err := store.Open(ctx, databaseURL, opts)
+	st, err := tables.Open(ctx, databaseURL, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger store: %w", err)
 	}
@@ -351,7 +351,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		_, _ = lis.Close(), mlis.Close()
 		return err
 	}
-	admin := store.New(own.pool, store.Options{}) // members and the audit log: plain tables
+	admin := tables.New(own.pool, tables.Options{}) // members and the audit log: plain tables
 	srv := server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall,
 		Webhooks: &alerts.Webhooks{Pool: own.pool, Keys: hookKeys}, Members: admin, Audit: admin})
 	// After the credentials and the forwarding: the owner authorizes the calls made
@@ -473,7 +473,7 @@ const ExpiryGrace = 30 * time.Second
 //
 // After accounting was away — starting, paused, or cut off from the database, so that
 // no sweep reached it for longer than awayAfter — its first sweep gives the leases that
-// ran out meanwhile ExpiryGrace (grace, store.Store.GraceLapsed) before it expires any.
+// ran out meanwhile ExpiryGrace (grace, tables.Store.GraceLapsed) before it expires any.
 type sweeper struct {
 	store    ledger.Store
 	log      *zap.Logger

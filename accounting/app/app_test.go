@@ -20,12 +20,12 @@ import (
 	"github.com/llmgw/gateway/accounting/app"
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ctl"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	"github.com/llmgw/gateway/internal/logging/logtest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 const (
 	serviceToken = "svc-token-for-app-tests-0123456789"
@@ -123,7 +123,7 @@ func num(t *testing.T, m map[string]any, k string) string {
 // itself, and walks an account through top-up, key, authentication, reservation and
 // commit over real gRPC, then shuts it down cleanly.
 func TestEndToEndThroughMain(t *testing.T) {
-	db := storetest.EmptyDB(t)
+	db := tablestest.EmptyDB(t)
 	p := start(t, db)
 	ctx := context.Background()
 
@@ -242,7 +242,7 @@ func TestEndToEndThroughMain(t *testing.T) {
 // TestSweeperExpiresReservations holds a reservation with a 1-second TTL and waits
 // for the process's sweeper to release it.
 func TestSweeperExpiresReservations(t *testing.T) {
-	p := start(t, storetest.NewDB(t), "--sweep-interval", "100ms")
+	p := start(t, tablestest.NewDB(t), "--sweep-interval", "100ms")
 	ctx := context.Background()
 	id := runCtl(t, p.addr, "account", "create")["id"].(string)
 	runCtl(t, p.addr, "account", "topup", id, "--amount", "1")

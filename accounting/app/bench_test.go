@@ -9,7 +9,7 @@ import (
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/contract"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	"github.com/llmgw/gateway/e2e/loadtest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -31,7 +31,7 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 	}{{"spread", 256}, {"hot", 1}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
-			url := storetest.NewDB(b)
+			url := tablestest.NewDB(b)
 			p := start(b, url+"&pool_max_conns=16")
 
 			adminConn, err := client.Dial(ctx, p.addr, adminToken)
@@ -95,8 +95,8 @@ func BenchmarkGRPCReserveCommit(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 			cpu.Report(b.ReportMetric, b.N, "pair")
-			pool := storetest.NewPool(b, url, 2)
-			if err := storetest.CheckInvariants(ctx, pool); err != nil {
+			pool := tablestest.NewPool(b, url, 2)
+			if err := tablestest.CheckInvariants(ctx, pool); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/accounting/client"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -15,7 +15,7 @@ import (
 // again: its owner, alive all along, commits it once it reaches accounting, and the
 // answer it delivered is charged.
 func TestALeaseThatRanOutWhileAccountingWasDownIsKept(t *testing.T) {
-	db := storetest.NewDB(t)
+	db := tablestest.NewDB(t)
 	p := start(t, db, "--sweep-interval", "100ms")
 	id := runCtl(t, p.addr, "account", "create")["id"].(string)
 	runCtl(t, p.addr, "account", "topup", id, "--amount", "1")

@@ -17,8 +17,8 @@ import (
 
 	"github.com/llmgw/gateway/accounting/app"
 	"github.com/llmgw/gateway/accounting/client"
-	"github.com/llmgw/gateway/accounting/store"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -27,7 +27,7 @@ import (
 func TestMigrateOnly(t *testing.T) {
 	t.Setenv("GATEWAY_SERVICE_TOKEN", "")
 	t.Setenv("GATEWAY_ADMIN_TOKEN", "")
-	db := storetest.EmptyDB(t)
+	db := tablestest.EmptyDB(t)
 	t.Setenv("DATABASE_URL", db)
 	for i := range 2 {
 		var errb bytes.Buffer
@@ -35,7 +35,7 @@ func TestMigrateOnly(t *testing.T) {
 			t.Fatalf("run %d: exit %d: %s", i, code, errb.String())
 		}
 	}
-	files, err := store.MigrationFiles()
+	files, err := tables.MigrationFiles()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestTokenRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("GATEWAY_ADMIN_TOKEN", adminToken+","+admNew)
-	p := start(t, storetest.NewDB(t), "--service-token-file", svcFile, "--admin-token-file", "")
+	p := start(t, tablestest.NewDB(t), "--service-token-file", svcFile, "--admin-token-file", "")
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name, token string
@@ -159,7 +159,7 @@ func grep(text, prefix string) string {
 // TestPprofOnTheMetricsListener: --pprof (or ACCOUNTING_PPROF) puts the runtime profiles
 // next to /metrics; TestEndToEndThroughMain checks they are off without it.
 func TestPprofOnTheMetricsListener(t *testing.T) {
-	p := start(t, storetest.NewDB(t), "--pprof")
+	p := start(t, tablestest.NewDB(t), "--pprof")
 	if body := get(t, "http://"+p.metricsAddr+"/debug/pprof/goroutine?debug=1"); !strings.Contains(body, "goroutine") {
 		t.Errorf("goroutine profile = %.200s", body)
 	}

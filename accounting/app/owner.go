@@ -12,7 +12,7 @@ import (
 	"github.com/llmgw/gateway/accounting/engine/journal"
 	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/engine/materialize"
-	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/tables"
 )
 
 // ledgerShard is the one shard built so far: every account belongs to it.
@@ -43,7 +43,7 @@ type owner struct {
 
 // newOwner makes the engine on st's database: the journal, the import of the store's
 // tables the first time. start runs it.
-func newOwner(cfg Config, log *zap.Logger, st *store.Store) *owner {
+func newOwner(cfg Config, log *zap.Logger, st *tables.Store) *owner {
 	pool := st.Pool()
 	j := journal.New(pool, ledgerShard)
 	e := engine.New(j, engine.Options{

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/llmgw/gateway/accounting/client"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -21,7 +21,7 @@ import (
 // what it may, with the person, in the audit log; gatewayctl's changes are recorded
 // as its own.
 func TestPersonThroughAStandby(t *testing.T) {
-	db := storetest.NewDB(t)
+	db := tablestest.NewDB(t)
 	a := start(t, db)
 	waitReady(t, 30*time.Second, a)
 	b := start(t, db)

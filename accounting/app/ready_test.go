@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 // readyz is a replica's readiness: its status code and body.
@@ -58,7 +58,7 @@ func owners(p *process) int { return strings.Count(p.logs.String(), `"msg":"ledg
 // as a standby of the new owner, and is ready as such — not 503 until it owns the
 // ledger again.
 func TestStandbyIsReadyAfterAFence(t *testing.T) {
-	db := storetest.NewDB(t)
+	db := tablestest.NewDB(t)
 	a := start(t, db, "--sweep-interval", "200ms")
 	waitReady(t, 30*time.Second, a)
 	b := start(t, db, "--sweep-interval", "200ms")
@@ -69,7 +69,7 @@ func TestStandbyIsReadyAfterAFence(t *testing.T) {
 
 	// Another epoch takes the ledger from a and lets its lease lapse at once: b takes
 	// it over, and a finds itself fenced at its next renewal.
-	conn := storetest.NewPool(t, db, 2)
+	conn := tablestest.NewPool(t, db, 2)
 	if _, err := conn.Exec(context.Background(),
 		`UPDATE ledger_owner SET epoch = epoch + 1, owner = 'fencer', lease_until = clock_timestamp()`); err != nil {
 		t.Fatal(err)
@@ -92,13 +92,13 @@ func TestStandbyIsReadyAfterAFence(t *testing.T) {
 // owner's renewals fail and are retried): once the database answers again, both are ready, the one
 // that does not own the ledger as a standby.
 func TestReplicasAreReadyAfterLosingTheDatabase(t *testing.T) {
-	db := storetest.NewDB(t)
+	db := tablestest.NewDB(t)
 	a := start(t, db, "--sweep-interval", "200ms")
 	waitReady(t, 30*time.Second, a)
 	b := start(t, db, "--sweep-interval", "200ms")
 	waitReady(t, 30*time.Second, a, b)
 
-	conn := storetest.NewPool(t, db, 2)
+	conn := tablestest.NewPool(t, db, 2)
 	for t0 := time.Now(); time.Since(t0) < time.Second; time.Sleep(20 * time.Millisecond) {
 		if _, err := conn.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {

@@ -5,14 +5,14 @@ import (
 
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/tables"
 )
 
 // TestMemberCommands: member add (a project alone names its account), list (all, or
 // an account's) and remove, in the contract's JSON.
 func TestMemberCommands(t *testing.T) {
 	st, pool := enginetest.NewLedger(t, 4)
-	f := servertest.Start(t, st, servertest.Options{Members: store.New(pool, store.Options{})})
+	f := servertest.Start(t, st, servertest.Options{Members: tables.New(pool, tables.Options{})})
 	env := map[string]string{"GATEWAY_ADMIN_TOKEN": servertest.AdminToken, "GATEWAY_ACCOUNTING_ADDR": f.Addr}
 	fields := []string{"account_id", "created_at", "email", "id", "project_id", "role"}
 
@@ -65,7 +65,7 @@ func TestMemberCommands(t *testing.T) {
 // list prints them newest first in the contract's JSON, by page.
 func TestAuditListCommand(t *testing.T) {
 	st, pool := enginetest.NewLedger(t, 4)
-	db := store.New(pool, store.Options{})
+	db := tables.New(pool, tables.Options{})
 	f := servertest.Start(t, st, servertest.Options{Members: db, Audit: db})
 	env := map[string]string{"GATEWAY_ADMIN_TOKEN": servertest.AdminToken, "GATEWAY_ACCOUNTING_ADDR": f.Addr}
 

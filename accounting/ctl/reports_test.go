@@ -11,12 +11,12 @@ import (
 
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
 // TestMain drops the template database the PostgreSQL tests made.
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 // agentTurn is an Opus-class agent turn: 2k fresh, 80k cache-read and 5k cache-written
 // input tokens and 1k output, 0.10625 credits at the card's prices.

@@ -12,11 +12,11 @@ import (
 
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	"github.com/llmgw/gateway/e2e/loadtest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 // BenchmarkReserveCommit measures reserve+commit pairs through the journal engine,
 // without and with the materializer of the derived tables, in one run so that their
@@ -38,10 +38,10 @@ func BenchmarkReserveCommit(b *testing.B) {
 		for _, eng := range []string{"journal", "journal+tables"} {
 			b.Run(load.name+"/"+eng, func(b *testing.B) {
 				ctx := context.Background()
-				pool := storetest.NewPool(b, storetest.NewDB(b), int32(load.callers)+4)
+				pool := tablestest.NewPool(b, tablestest.NewDB(b), int32(load.callers)+4)
 				s, e := enginetest.Start(b, pool, eng == "journal+tables")
 				limit := ledger.Micros(1 << 50)
-				keys := storetest.BenchKeys(b, s, load.accounts, &limit)
+				keys := tablestest.BenchKeys(b, s, load.accounts, &limit)
 				var seq atomic.Int64
 				pair := func() bool {
 					i := seq.Add(1)
@@ -116,7 +116,7 @@ func BenchmarkReserveCommitProjects(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
 			const callers = 32
-			pool := storetest.NewPool(b, storetest.NewDB(b), callers+4)
+			pool := tablestest.NewPool(b, tablestest.NewDB(b), callers+4)
 			s, _ := enginetest.Start(b, pool, false)
 			keys := benchProjectKeys(b, s, 256, deep)
 			var seq atomic.Int64
@@ -148,18 +148,18 @@ func BenchmarkReserveCommitProjects(b *testing.B) {
 }
 
 // benchProjectKeys makes n accounts with ample credits and one key each, on
-// storetest.BulkTier; with deep, each key is in the third level of a chain of projects
+// tablestest.BulkTier; with deep, each key is in the third level of a chain of projects
 // with every limit set, none of which the benchmark reaches.
 func benchProjectKeys(b *testing.B, s ledger.Store, n int, deep bool) []string {
 	b.Helper()
 	ctx := context.Background()
-	if _, err := s.PutTier(ctx, storetest.BulkTier); err != nil {
+	if _, err := s.PutTier(ctx, tablestest.BulkTier); err != nil {
 		b.Fatal(err)
 	}
 	money, rate := ledger.Micros(1<<50), int64(1<<30)
 	keys := make([]string, n)
 	for i := range keys {
-		a, err := s.CreateAccount(ctx, ledger.NewAccount{Tier: storetest.BulkTier.Name})
+		a, err := s.CreateAccount(ctx, ledger.NewAccount{Tier: tablestest.BulkTier.Name})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -88,7 +88,7 @@ func New() *Metrics {
 }
 
 // ArchiveFunc moves up to limit reservations settled olderThan ago to the archive and
-// returns how many it moved (store.Store.ArchiveSettled).
+// returns how many it moved (tables.Store.ArchiveSettled).
 type ArchiveFunc func(ctx context.Context, olderThan time.Duration, limit int) (int, error)
 
 // CountArchive returns archive counting what it moves

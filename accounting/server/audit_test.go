@@ -8,7 +8,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/tables"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -18,7 +18,7 @@ import (
 // an account's log holds its keys' changes.
 func TestAuditRecordsEveryChange(t *testing.T) {
 	st, pool := enginetest.NewLedger(t, 4)
-	db := store.New(pool, store.Options{})
+	db := tables.New(pool, tables.Options{})
 	f := servertest.Start(t, st, servertest.Options{Members: db, Audit: db})
 	admin := f.Admin(t, servertest.AdminToken)
 	ctx := context.Background()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/tables"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -20,7 +20,7 @@ import (
 // admin token alone keeps every right.
 func TestPersonAuthorizedByMembership(t *testing.T) {
 	st, pool := enginetest.NewLedger(t, 4)
-	f := servertest.Start(t, st, servertest.Options{Members: store.New(pool, store.Options{})})
+	f := servertest.Start(t, st, servertest.Options{Members: tables.New(pool, tables.Options{})})
 	admin := f.Admin(t, servertest.AdminToken)
 	ctx := context.Background()
 	must := func(err error) {
@@ -252,7 +252,7 @@ func TestPersonAuthorizedByMembership(t *testing.T) {
 // would (allowed, 403, 404), changing nothing; without a person it allows.
 func TestCheckAccessDecidesWithoutActing(t *testing.T) {
 	st, pool := enginetest.NewLedger(t, 4)
-	f := servertest.Start(t, st, servertest.Options{Members: store.New(pool, store.Options{})})
+	f := servertest.Start(t, st, servertest.Options{Members: tables.New(pool, tables.Options{})})
 	admin := f.Admin(t, servertest.AdminToken)
 	ctx := context.Background()
 	acc, err := admin.CreateAccount(ctx, &accountingv1.CreateAccountRequest{})

@@ -12,12 +12,12 @@ import (
 
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
 // TestMain drops the template database the PostgreSQL-backed tests made.
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 func i64(v int64) *int64 { return &v }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	"github.com/llmgw/gateway/extproc/envoy"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/openai"
@@ -24,7 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 // drainFixture is extproc's Main against the real accounting service (gRPC server over
 // the PostgreSQL store on a fresh database), with one funded account and key.

@@ -9,7 +9,7 @@ import (
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	"github.com/llmgw/gateway/extproc/internal/replay"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"github.com/llmgw/gateway/extproc/lifecycle"
@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 // realStack is extproc's replay harness wired to the real accounting service (gRPC
 // server, PostgreSQL store on a fresh database), with the key cache following the
@@ -45,7 +45,7 @@ func startRealWith(t testing.TB, o servertest.Options, dial ...grpc.DialOption) 
 func startRealService(t testing.TB, o servertest.Options, svc func(*lifecycle.Config), dial ...grpc.DialOption) *realStack {
 	t.Helper()
 	// The ledger accounting runs by default: the journal engine with its derived tables.
-	st, _ := enginetest.Start(t, storetest.NewPool(t, storetest.NewDB(t), 8), true)
+	st, _ := enginetest.Start(t, tablestest.NewPool(t, tablestest.NewDB(t), 8), true)
 	fx := servertest.Start(t, st, o)
 	conn, err := client.Dial(context.Background(), fx.Addr, servertest.ServiceToken, dial...)
 	if err != nil {

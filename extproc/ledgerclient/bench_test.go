@@ -10,7 +10,7 @@ import (
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	"github.com/llmgw/gateway/e2e/loadtest"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
@@ -25,7 +25,7 @@ import (
 func BenchmarkLedgerPairs(b *testing.B) {
 	ctx := context.Background()
 	// The ledger accounting runs by default: the journal engine and its tables.
-	pool := storetest.NewPool(b, storetest.NewDB(b), 16)
+	pool := tablestest.NewPool(b, tablestest.NewDB(b), 16)
 	st, e := enginetest.Start(b, pool, true)
 	f := servertest.Start(b, st, servertest.Options{})
 	_, keys := accountsWithKeys(b, f.Admin(b, servertest.AdminToken), wideTier, 256, 1<<50)
@@ -60,7 +60,7 @@ func BenchmarkLedgerPairs(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 	cpu.Report(b.ReportMetric, b.N, "pair")
 	enginetest.WaitMaterialized(b, pool, e)
-	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+	if err := tablestest.CheckInvariants(ctx, pool); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"testing"
 
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
 // TestMain drops the template database the PostgreSQL tests made.
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 // wideTier is a tier whose rate and in-flight limits no test reaches.
 const wideTier = "wide"

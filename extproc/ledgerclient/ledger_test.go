@@ -16,7 +16,7 @@ import (
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/server/servertest"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
@@ -100,7 +100,7 @@ func operationsAgainstTheLedger(t *testing.T, replicas int) {
 	if _, err := st.ListAccounts(ctx, ledger.AccountQuery{Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+	if err := tablestest.CheckInvariants(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	for i, id := range ids {
@@ -176,7 +176,7 @@ func TestLostCommitAnswerReplaysOnce(t *testing.T) {
 	if got := a.GetAccount().GetBalanceMicros(); got != 10_000-3*700 || a.GetAccount().GetReservedMicros() != 0 {
 		t.Errorf("balance %d reserved %d, want %d and nothing held", got, a.GetAccount().GetReservedMicros(), 10_000-3*700)
 	}
-	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+	if err := tablestest.CheckInvariants(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -35,13 +35,13 @@ import (
 	"github.com/llmgw/gateway/accounting/engine"
 	"github.com/llmgw/gateway/accounting/engine/journal"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 // tables are those a reserve+commit pair writes, in the order reported, and the archive
 // settled reservations move to (-archive-after; none before migration 0010).
-var tables = []string{"accounts", "key_spend", "usage_daily", "reservations", "ledger_entries", "reservations_archive"}
+var soakTables = []string{"accounts", "key_spend", "usage_daily", "reservations", "ledger_entries", "reservations_archive"}
 
 type config struct {
 	server             string
@@ -55,7 +55,7 @@ type config struct {
 
 func main() {
 	var c config
-	flag.StringVar(&c.server, "server", storetest.ServerURL(), "URL of a database on the PostgreSQL server to create the soak's database on (default: "+storetest.EnvURL+", else the local server)")
+	flag.StringVar(&c.server, "server", tablestest.ServerURL(), "URL of a database on the PostgreSQL server to create the soak's database on (default: "+tablestest.EnvURL+", else the local server)")
 	flag.IntVar(&c.n, "n", 1_000_000, "reserve+commit pairs to run")
 	flag.IntVar(&c.every, "every", 100_000, "report after every this many pairs")
 	flag.IntVar(&c.accounts, "accounts", 256, "accounts (one limited key each) the pairs are spread over")
@@ -65,15 +65,15 @@ func main() {
 	flag.BoolVar(&c.noCheck, "no-check", false, "skip the invariant check at the end")
 	flag.Int64Var(&c.amount, "amount", 2_000, "micro-credits each reserve holds")
 	flag.Int64Var(&c.actual, "actual", 1_500, "micro-credits each commit charges")
-	flag.DurationVar(&c.archiveAfter, "archive-after", 0, "move reservations settled this long ago to the archive every second meanwhile, as accounting's sweeper does (at least "+store.MinArchiveAfter.String()+"); 0: never")
+	flag.DurationVar(&c.archiveAfter, "archive-after", 0, "move reservations settled this long ago to the archive every second meanwhile, as accounting's sweeper does (at least "+tables.MinArchiveAfter.String()+"); 0: never")
 	flag.DurationVar(&c.hold, "hold", 0, "keep a snapshot open all along, renewed every this long (a long report, a backup or a replica's feedback: pruning and VACUUM cannot remove what it may see); 0: none")
 	flag.Parse()
 	if c.n <= 0 || c.every <= 0 || c.accounts <= 0 || c.callers <= 0 || c.conns <= 0 {
 		fmt.Fprintln(os.Stderr, "ledgersoak: -n, -every, -accounts, -callers and -conns must be positive")
 		os.Exit(2)
 	}
-	if c.archiveAfter != 0 && c.archiveAfter < store.MinArchiveAfter {
-		fmt.Fprintf(os.Stderr, "ledgersoak: -archive-after must be 0 or at least %v\n", store.MinArchiveAfter)
+	if c.archiveAfter != 0 && c.archiveAfter < tables.MinArchiveAfter {
+		fmt.Fprintf(os.Stderr, "ledgersoak: -archive-after must be 0 or at least %v\n", tables.MinArchiveAfter)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -99,12 +99,12 @@ func run(ctx context.Context, c config) (err error) {
 		}()
 	}
 
-	opts := store.Options{MaxConns: int32(c.conns)}
+	opts := tables.Options{MaxConns: int32(c.conns)}
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return err
 	}
-	store.ConfigurePool(cfg, opts)
+	tables.ConfigurePool(cfg, opts)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -114,10 +114,10 @@ func run(ctx context.Context, c config) (err error) {
 			pool.Close()
 		}
 	}()
-	if err := store.Migrate(ctx, pool); err != nil {
+	if err := tables.Migrate(ctx, pool); err != nil {
 		return err
 	}
-	version, err := store.SchemaVersion(ctx, pool)
+	version, err := tables.SchemaVersion(ctx, pool)
 	if err != nil {
 		return err
 	}
@@ -260,7 +260,7 @@ func run(ctx context.Context, c config) (err error) {
 		}
 		defer check.Close()
 		t := time.Now()
-		if err := storetest.CheckInvariants(ctx, check); err != nil {
+		if err := tablestest.CheckInvariants(ctx, check); err != nil {
 			return fmt.Errorf("invariants: %w", err)
 		}
 		fmt.Printf("invariants hold over every row (checked in %s)\n", time.Since(t).Round(time.Second))
@@ -281,8 +281,8 @@ func archive(ctx context.Context, s engine.Store, after time.Duration) error {
 			return nil
 		case <-t.C:
 		}
-		for range store.ArchiveBatchesPerSweep {
-			n, err := s.ArchiveSettled(ctx, after, store.ArchiveBatch)
+		for range tables.ArchiveBatchesPerSweep {
+			n, err := s.ArchiveSettled(ctx, after, tables.ArchiveBatch)
 			if err != nil {
 				if ctx.Err() != nil {
 					break
@@ -290,7 +290,7 @@ func archive(ctx context.Context, s engine.Store, after time.Duration) error {
 				return err
 			}
 			total += n
-			if n < store.ArchiveBatch {
+			if n < tables.ArchiveBatch {
 				break
 			}
 		}
@@ -330,7 +330,7 @@ func setup(ctx context.Context, s engine.Store, accounts int) ([]string, error) 
 // tables, and returns once it owns the ledger: the ledger.Store accounting would serve,
 // and stop, which ends the engine and reports why it stopped (once; later calls return
 // nil).
-func startEngine(ctx context.Context, pool *pgxpool.Pool, opts store.Options) (engine.Store, func() error, error) {
+func startEngine(ctx context.Context, pool *pgxpool.Pool, opts tables.Options) (engine.Store, func() error, error) {
 	engCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	j := journal.New(pool, 0)
 	e := engine.New(j, engine.Options{})
@@ -357,7 +357,7 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, opts store.Options) (e
 	}
 	materializing = true
 	go func() { materialized <- e.Materialize(engCtx, j, pool, 0, zap.NewNop()) }()
-	return engine.Store{Engine: e, Reports: store.New(pool, opts)}, stop, nil
+	return engine.Store{Engine: e, Reports: tables.New(pool, opts)}, stop, nil
 }
 
 // holdSnapshots keeps a repeatable-read snapshot open on its own connection, starting a
@@ -411,7 +411,7 @@ func snapshot(ctx context.Context, conn *pgx.Conn) (map[string]tableStats, error
 	rows, err := conn.Query(ctx, `
 		SELECT relname::text, pg_relation_size(relid), pg_indexes_size(relid), pg_total_relation_size(relid),
 		       n_live_tup, n_dead_tup, n_tup_ins, n_tup_upd, n_tup_hot_upd, autovacuum_count, autoanalyze_count
-		FROM pg_stat_user_tables WHERE relname = ANY ($1)`, tables)
+		FROM pg_stat_user_tables WHERE relname = ANY ($1)`, soakTables)
 	if err != nil {
 		return nil, err
 	}
@@ -501,7 +501,7 @@ func (r *reporter) final(ctx context.Context, n int64, end time.Time, failed int
 
 	rows, err := r.conn.Query(ctx, `
 		SELECT relname::text, indexrelname::text, pg_relation_size(indexrelid), idx_scan
-		FROM pg_stat_user_indexes WHERE relname = ANY ($1) ORDER BY relname, indexrelname`, tables)
+		FROM pg_stat_user_indexes WHERE relname = ANY ($1) ORDER BY relname, indexrelname`, soakTables)
 	if err != nil {
 		return err
 	}
@@ -524,7 +524,7 @@ func (r *reporter) final(ctx context.Context, n int64, end time.Time, failed int
 func (r *reporter) table(now, prev map[string]tableStats) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "table\theap\tindexes\tlive\tdead\tpeak dead\tinserts\tupdates\tHOT %\tautovacuums\tautoanalyzes\t")
-	for _, name := range tables {
+	for _, name := range soakTables {
 		t, p := now[name], prev[name]
 		r.maxDead[name] = max(r.maxDead[name], t.dead)
 		upd, hot := t.upd-p.upd, t.hot-p.hot
@@ -561,7 +561,7 @@ func printSettings(ctx context.Context, conn *pgx.Conn) error {
 			" unlike production; run the soak on a server with autovacuum on (-server)")
 	}
 	rows, err := conn.Query(ctx, `SELECT relname::text, coalesce(array_to_string(reloptions, ', '), '')
-		FROM pg_class WHERE relkind = 'r' AND relname = ANY ($1)`, tables)
+		FROM pg_class WHERE relkind = 'r' AND relname = ANY ($1)`, soakTables)
 	if err != nil {
 		return err
 	}

@@ -13,16 +13,16 @@ import (
 
 	"github.com/llmgw/gateway/accounting/engine"
 	"github.com/llmgw/gateway/accounting/engine/journal"
-	"github.com/llmgw/gateway/accounting/store"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
-// Start runs an engine on pool (a migrated database, storetest.NewPool) until tb ends,
-// with the materializer of the derived tables when tables is set, and returns it once
+// Start runs an engine on pool (a migrated database, tablestest.NewPool) until tb ends,
+// with the materializer of the derived tables when withTables is set, and returns it once
 // it owns the ledger, with the ledger.Store the gRPC server would serve.
-func Start(tb testing.TB, pool *pgxpool.Pool, tables bool) (engine.Store, *engine.Engine) {
+func Start(tb testing.TB, pool *pgxpool.Pool, withTables bool) (engine.Store, *engine.Engine) {
 	tb.Helper()
-	return start(tb, pool, tables, nil)
+	return start(tb, pool, withTables, nil)
 }
 
 // StartAt is Start with the derived tables, deciding and reporting at the time now
@@ -33,24 +33,24 @@ func StartAt(tb testing.TB, pool *pgxpool.Pool, now func() time.Time) (engine.St
 }
 
 // NewLedger runs the journal engine with its derived tables on a fresh database of its
-// own (storetest.NewDB), through a pool of at most maxConns connections: the ledger a
+// own (tablestest.NewDB), through a pool of at most maxConns connections: the ledger a
 // test of its callers serves. It returns the ledger.Store the gRPC server would serve,
-// and the pool for direct inspection (storetest.CheckInvariants).
+// and the pool for direct inspection (tablestest.CheckInvariants).
 func NewLedger(tb testing.TB, maxConns int32) (engine.Store, *pgxpool.Pool) {
 	tb.Helper()
-	pool := storetest.NewPool(tb, storetest.NewDB(tb), maxConns)
+	pool := tablestest.NewPool(tb, tablestest.NewDB(tb), maxConns)
 	s, _ := Start(tb, pool, true)
 	return s, pool
 }
 
-func start(tb testing.TB, pool *pgxpool.Pool, tables bool, now func() time.Time) (engine.Store, *engine.Engine) {
+func start(tb testing.TB, pool *pgxpool.Pool, withTables bool, now func() time.Time) (engine.Store, *engine.Engine) {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	j := journal.New(pool, 0)
 	e := engine.New(j, engine.Options{Now: now})
 	done := make(chan error, 2)
 	go func() { done <- e.Run(ctx) }()
-	if tables {
+	if withTables {
 		go func() {
 			for !e.Owning() && ctx.Err() == nil {
 				time.Sleep(time.Millisecond)
@@ -61,7 +61,7 @@ func start(tb testing.TB, pool *pgxpool.Pool, tables bool, now func() time.Time)
 	tb.Cleanup(func() {
 		cancel()
 		<-done
-		if tables {
+		if withTables {
 			<-done
 		}
 	})
@@ -70,7 +70,7 @@ func start(tb testing.TB, pool *pgxpool.Pool, tables bool, now func() time.Time)
 			tb.Fatalf("the engine does not own the ledger: %v", e.Err())
 		}
 	}
-	return engine.Store{Engine: e, Reports: store.New(pool, store.Options{Now: now})}, e
+	return engine.Store{Engine: e, Reports: tables.New(pool, tables.Options{Now: now})}, e
 }
 
 // WaitMaterialized waits until the derived tables hold every record e made durable.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	"github.com/llmgw/gateway/extproc/ledgerclient"
 	"github.com/llmgw/gateway/extproc/lifecycle"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
@@ -106,8 +106,8 @@ func (l *clientLoad) errorsIn(from, to time.Time) (n int, last time.Time) {
 // until the client stops using it, a few seconds at most; no hold is left that nobody
 // was answered for; and every replica is ready afterwards.
 func TestClientsThroughOwnerFailover(t *testing.T) {
-	db := storetest.NewDB(t)
-	c := &cluster{t: t, db: db, pool: storetest.NewPool(t, db, 4)}
+	db := tablestest.NewDB(t)
+	c := &cluster{t: t, db: db, pool: tablestest.NewPool(t, db, 4)}
 	for i := range 2 {
 		p := &proc{name: fmt.Sprintf("p%d", i), addr: freePort(t), metricsAddr: freePort(t), db: db, defaults: true}
 		p.start(t)

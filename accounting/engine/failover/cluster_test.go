@@ -16,7 +16,7 @@ import (
 
 	"github.com/llmgw/gateway/accounting/client"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -44,8 +44,8 @@ type cluster struct {
 // before the others start.
 func newCluster(t testing.TB, n int) *cluster {
 	t.Helper()
-	db := storetest.NewDB(t)
-	c := &cluster{t: t, db: db, pool: storetest.NewPool(t, db, 4)}
+	db := tablestest.NewDB(t)
+	c := &cluster{t: t, db: db, pool: tablestest.NewPool(t, db, 4)}
 	for i := range n {
 		p := newProc(t, fmt.Sprintf("p%d", i), db)
 		c.procs = append(c.procs, p)

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 // binary is the accounting binary TestMain built for every test of the package.
@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	if err := build.Run(); err != nil {
 		fmt.Fprintf(os.Stderr, "build the accounting binary: %v\n", err)
 	} else {
-		code = storetest.Run(m)
+		code = tablestest.Run(m)
 	}
 	_ = os.RemoveAll(dir)
 	os.Exit(code)

@@ -41,6 +41,6 @@
 // snapshots and only the sequence number and time of older ones, which DropCovered
 // deletes once they are older than the one it used.
 //
-// It imports only pgx and the standard library (and accounting/store/storetest in its
+// It imports only pgx and the standard library (and accounting/tables/tablestest in its
 // tests); in particular not the state machine (accounting/engine/machine).
 package journal

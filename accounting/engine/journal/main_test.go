@@ -9,15 +9,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/llmgw/gateway/accounting/engine/journal"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 // newPool returns a pool of maxConns connections on a fresh, migrated database.
 func newPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	return storetest.NewPool(t, storetest.NewDB(t), maxConns)
+	return tablestest.NewPool(t, tablestest.NewDB(t), maxConns)
 }
 
 // owned returns the journal of shard on pool with opts, and the epoch of a lease on it

@@ -14,8 +14,8 @@ import (
 	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/engine/materialize"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 // t2 is the events' time.
@@ -106,16 +106,16 @@ func applyIn(t *testing.T, m *materialize.Materializer, evs []machine.Event, siz
 	}
 }
 
-func newDB(t *testing.T) (*pgxpool.Pool, *store.Store) {
-	pool := storetest.NewPool(t, storetest.NewDB(t), 4)
+func newDB(t *testing.T) (*pgxpool.Pool, *tables.Store) {
+	pool := tablestest.NewPool(t, tablestest.NewDB(t), 4)
 	clk := &clock{t: t2.Add(30 * time.Minute)}
-	return pool, store.New(pool, store.Options{Now: clk.Now})
+	return pool, tables.New(pool, tables.Options{Now: clk.Now})
 }
 
 // account is the account id as the tables' reports list it.
-func account(t *testing.T, s *store.Store, id string) ledger.Account {
+func account(t *testing.T, s *tables.Store, id string) ledger.Account {
 	t.Helper()
-	for _, a := range must(s.ListAccounts(context.Background(), ledger.AccountQuery{Limit: store.MaxPage}))(t) {
+	for _, a := range must(s.ListAccounts(context.Background(), ledger.AccountQuery{Limit: tables.MaxPage}))(t) {
 		if a.ID == id {
 			return a
 		}
@@ -125,7 +125,7 @@ func account(t *testing.T, s *store.Store, id string) ledger.Account {
 }
 
 // key is the key id as the tables' reports list it, with its spend.
-func key(t *testing.T, pool *pgxpool.Pool, s *store.Store, id string) ledger.Key {
+func key(t *testing.T, pool *pgxpool.Pool, s *tables.Store, id string) ledger.Key {
 	t.Helper()
 	var acct string
 	if err := pool.QueryRow(context.Background(), `SELECT account_id::text FROM api_keys WHERE id = $1`, id).Scan(&acct); err != nil {
@@ -212,7 +212,7 @@ func TestApplyWritesWhatTheStoreReads(t *testing.T) {
 		t.Errorf("stored seq %d, want %d", seq, len(events()))
 	}
 	checkReservationRows(t, pool)
-	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+	if err := tablestest.CheckInvariants(ctx, pool); err != nil {
 		t.Error(err)
 	}
 }

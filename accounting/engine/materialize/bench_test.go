@@ -12,7 +12,7 @@ import (
 	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/engine/materialize"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 // BenchmarkApplyPairs materializes 1,000 reserve+commit pairs over 256 accounts per
@@ -21,7 +21,7 @@ import (
 func BenchmarkApplyPairs(b *testing.B) {
 	const accounts, pairs = 256, 1000
 	ctx := context.Background()
-	pool := storetest.NewPool(b, storetest.NewDB(b), 4)
+	pool := tablestest.NewPool(b, tablestest.NewDB(b), 4)
 	m := materialize.New(pool, 0, machine.Snapshot{}, 0)
 	var setup []machine.Event
 	accs, keys := make([]string, accounts), make([]string, accounts)

@@ -14,8 +14,8 @@ import (
 	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/engine/materialize"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 // TestTablesAnswerAsTheMachine decides random commands with the state machine,
@@ -94,8 +94,8 @@ func TestTablesAnswerAsTheMachine(t *testing.T) {
 		t.Fatalf("only %d commits, %d releases, %d renewals and %d forgets decided", commits, releases, renewals, forgets)
 	}
 
-	pool := storetest.NewPool(t, storetest.NewDB(t), 4)
-	s := store.New(pool, store.Options{Now: func() time.Time { return now }})
+	pool := tablestest.NewPool(t, tablestest.NewDB(t), 4)
+	s := tables.New(pool, tables.Options{Now: func() time.Time { return now }})
 	m := materialize.New(pool, 0, machine.Snapshot{}, 0)
 	for i := 0; i < len(evs); {
 		n := min(1+rng.IntN(40), len(evs)-i)
@@ -117,7 +117,7 @@ func TestTablesAnswerAsTheMachine(t *testing.T) {
 			t.Errorf("key in the tables %+v, machine's %+v", got, ans.Key)
 		}
 	}
-	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+	if err := tablestest.CheckInvariants(ctx, pool); err != nil {
 		t.Error(err)
 	}
 	checkLoadsBack(t, pool, ref, now)

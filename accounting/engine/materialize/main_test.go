@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 // clock is a settable clock for store.Options.Now.
 type clock struct {

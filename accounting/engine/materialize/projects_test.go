@@ -8,7 +8,7 @@ import (
 	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/engine/materialize"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 const (
@@ -130,7 +130,7 @@ func TestProjectsMaterialized(t *testing.T) {
 			}
 		}
 		// Key A's charges of one day in two projects are two rows of the rollup.
-		if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		if err := tablestest.CheckInvariants(ctx, pool); err != nil {
 			t.Errorf("%v: %v", sizes, err)
 		}
 	}

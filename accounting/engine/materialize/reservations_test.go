@@ -8,7 +8,7 @@ import (
 	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/engine/materialize"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 // TestReusedRequestIDArchivesTheOldRow reserves a request id again after the machine
@@ -38,7 +38,7 @@ func TestReusedRequestIDArchivesTheOldRow(t *testing.T) {
 	}
 
 	for _, sizes := range [][]int{{len(evs)}, {5, 2}, {1}} {
-		pool := storetest.NewPool(t, storetest.NewDB(t), 4)
+		pool := tablestest.NewPool(t, tablestest.NewDB(t), 4)
 		applyIn(t, materialize.New(pool, 0, machine.Snapshot{}, 0), evs, sizes...)
 		var hot, archived string
 		err := pool.QueryRow(ctx, `SELECT (SELECT string_agg(id::text || ' ' || state, ',') FROM reservations),
@@ -49,7 +49,7 @@ func TestReusedRequestIDArchivesTheOldRow(t *testing.T) {
 		if hot != res2+" held" || archived != res1+" committed" {
 			t.Errorf("in calls of %v: reservations %q, archive %q", sizes, hot, archived)
 		}
-		if err := storetest.CheckInvariants(ctx, pool); err != nil {
+		if err := tablestest.CheckInvariants(ctx, pool); err != nil {
 			t.Errorf("in calls of %v: %v", sizes, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package store
+package tables
 
 // The audit log (migration 0021): a plain table written by accounting's admin API.
 

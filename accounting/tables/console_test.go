@@ -1,4 +1,4 @@
-package store_test
+package tables_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package store
+package tables
 
 // Members: who may do what in the admin API (migration 0020). A plain table written
 // by accounting's admin API directly: members are admin data, not money, and not

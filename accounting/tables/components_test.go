@@ -1,4 +1,4 @@
-package store_test
+package tables_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 // agentTurn is the agent turn on an Opus-class card: 2k fresh, 80k cache-read
@@ -246,7 +246,7 @@ func TestChargeComponentsMigration(t *testing.T) {
 	charge(2, "ch-b", t0.Add(time.Minute))
 	charge(3, "ch-a", t0.Add(2*time.Minute))
 
-	s := store.New(pool, store.Options{Now: func() time.Time { return t0 }})
+	s := tables.New(pool, tables.Options{Now: func() time.Time { return t0 }})
 	day := t0.Truncate(24 * time.Hour)
 	// The report as version 10 reads it.
 	var before ledger.UsageRow
@@ -255,7 +255,7 @@ func TestChargeComponentsMigration(t *testing.T) {
 		&before.Group, &before.Requests, &before.InputTokens, &before.OutputTokens, &before.Charged); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.MigrateTo(ctx, pool, 12); err != nil {
+	if err := tables.MigrateTo(ctx, pool, 12); err != nil {
 		t.Fatal(err)
 	}
 	after, err := s.Usage(ctx, ledger.UsageQuery{AccountID: acct, From: day, To: day, By: ledger.ByModel})
@@ -291,7 +291,7 @@ func TestChargeComponentsMigration(t *testing.T) {
 			t.Errorf("an old charge has components %v, tier %q", e.Components, e.ServiceTier)
 		}
 	}
-	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+	if err := tablestest.CheckInvariants(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package store_test
+package tables_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/tables"
 )
 
 // reservationRow reads a reservation's every column, as text, from table (or reports
@@ -65,7 +65,7 @@ func TestArchiveSettled(t *testing.T) {
 		before[id], _ = reservationRow(t, f, "reservations", id)
 	}
 
-	_, err := f.s.ArchiveSettled(ctx, store.MinArchiveAfter-time.Second, 100)
+	_, err := f.s.ArchiveSettled(ctx, tables.MinArchiveAfter-time.Second, 100)
 	wantReason(t, err, ledger.ReasonInvalidArgument)
 
 	// At +20 min with a 15 min age, the cutoff is +5 min: the first two move (once the

@@ -1,4 +1,4 @@
-// Package storetest gives tests a fresh, migrated PostgreSQL database of their own and
+// Package tablestest gives tests a fresh, migrated PostgreSQL database of their own and
 // checks the ledger's invariants in it. It needs a PostgreSQL server: the one in
 // LEDGER_TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres.
 //
@@ -6,7 +6,7 @@
 // is a copy of it (CREATE DATABASE … TEMPLATE), which is much faster than migrating.
 // Each database is dropped when its test ends, and the template when the package's tests
 // end: run them through Main.
-package storetest
+package tablestest
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/tables"
 )
 
 // EnvURL names the environment variable with the server URL tests use.
@@ -57,18 +57,18 @@ func NewDB(t testing.TB) string {
 	defer cancel()
 	templateOnce.Do(func() { templateName, templateErr = makeTemplate(ctx) })
 	if templateErr != nil {
-		t.Fatalf("storetest: template database: %v", templateErr)
+		t.Fatalf("tablestest: template database: %v", templateErr)
 	}
 	name := dbName(t.Name())
 	if err := admin(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
 		pgx.Identifier{name}.Sanitize(), pgx.Identifier{templateName}.Sanitize())); err != nil {
-		t.Fatalf("storetest: create database %s: %v", name, err)
+		t.Fatalf("tablestest: create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := dropDB(ctx, name); err != nil {
-			t.Errorf("storetest: drop database %s: %v", name, err)
+			t.Errorf("tablestest: drop database %s: %v", name, err)
 		}
 	})
 	return urlFor(name)
@@ -84,7 +84,7 @@ func EmptyDB(t testing.TB) string {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := dropDB(ctx, name); err != nil {
-			t.Errorf("storetest: drop database %s: %v", name, err)
+			t.Errorf("tablestest: drop database %s: %v", name, err)
 		}
 	})
 	return urlFor(name)
@@ -94,31 +94,31 @@ func EmptyDB(t testing.TB) string {
 // with the per-connection timeouts a Store with default Options sets.
 func NewPool(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	return NewPoolWith(t, url, store.Options{MaxConns: maxConns})
+	return NewPoolWith(t, url, tables.Options{MaxConns: maxConns})
 }
 
-// NewPoolWith opens a pgx pool on url configured by store.ConfigurePool(opts) and then
+// NewPoolWith opens a pgx pool on url configured by tables.ConfigurePool(opts) and then
 // by each of configure (a test's tracer, say), closed when t ends.
-func NewPoolWith(t testing.TB, url string, opts store.Options, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
+func NewPoolWith(t testing.TB, url string, opts tables.Options, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		t.Fatalf("storetest: %v", err)
+		t.Fatalf("tablestest: %v", err)
 	}
-	store.ConfigurePool(cfg, opts)
+	tables.ConfigurePool(cfg, opts)
 	for _, c := range configure {
 		c(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		t.Fatalf("storetest: %v", err)
+		t.Fatalf("tablestest: %v", err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
 }
 
 // Main runs a package's tests and then drops the template database: a test package
-// that uses PostgreSQL has func TestMain(m *testing.M) { storetest.Main(m) }.
+// that uses PostgreSQL has func TestMain(m *testing.M) { tablestest.Main(m) }.
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
 // Run is Main without the exit: it runs the tests, drops the template database and
@@ -148,7 +148,7 @@ func makeTemplate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = store.Migrate(ctx, pool)
+	err = tables.Migrate(ctx, pool)
 	pool.Close()
 	if err != nil {
 		_ = dropDB(ctx, name)

@@ -1,4 +1,4 @@
-package store_test
+package tables_test
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 // Several processes starting at once on a missing database: each creates it if
@@ -23,18 +23,18 @@ import (
 func TestEnsureDatabaseAndMigrateConcurrently(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := storetest.EmptyDB(t)
+	url := tablestest.EmptyDB(t)
 
 	const procs = 4
 	var wg sync.WaitGroup
 	errs := make([]error, procs)
 	for i := range procs {
 		wg.Go(func() {
-			if err := store.EnsureDatabase(ctx, url); err != nil {
+			if err := tables.EnsureDatabase(ctx, url); err != nil {
 				errs[i] = err
 				return
 			}
-			s, err := store.Open(ctx, url, store.Options{})
+			s, err := tables.Open(ctx, url, tables.Options{})
 			if err != nil {
 				errs[i] = err
 				return
@@ -48,12 +48,12 @@ func TestEnsureDatabaseAndMigrateConcurrently(t *testing.T) {
 			t.Fatalf("process %d: %v", i, err)
 		}
 	}
-	if err := store.EnsureDatabase(ctx, url); err != nil {
+	if err := tables.EnsureDatabase(ctx, url); err != nil {
 		t.Fatalf("EnsureDatabase on an existing database: %v", err)
 	}
 
-	pool := storetest.NewPool(t, url, 2)
-	v, err := store.SchemaVersion(ctx, pool)
+	pool := tablestest.NewPool(t, url, 2)
+	v, err := tables.SchemaVersion(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestEnsureDatabaseAndMigrateConcurrently(t *testing.T) {
 		t.Errorf("schema version = %d, want %d", v, want)
 	}
 	// Migrating again is a no-op.
-	if err := store.Migrate(ctx, pool); err != nil {
+	if err := tables.Migrate(ctx, pool); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
 
@@ -87,8 +87,8 @@ func TestEnsureDatabaseAndMigrateConcurrently(t *testing.T) {
 // createdEmptyDB returns the URL of a new database with no schema (EmptyDB, created).
 func createdEmptyDB(t *testing.T) string {
 	t.Helper()
-	url := storetest.EmptyDB(t)
-	if err := store.EnsureDatabase(context.Background(), url); err != nil {
+	url := tablestest.EmptyDB(t)
+	if err := tables.EnsureDatabase(context.Background(), url); err != nil {
 		t.Fatal(err)
 	}
 	return url
@@ -98,8 +98,8 @@ func createdEmptyDB(t *testing.T) string {
 // including migration version.
 func poolAt(t *testing.T, version int, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	pool := storetest.NewPool(t, createdEmptyDB(t), maxConns)
-	if err := store.MigrateTo(context.Background(), pool, version); err != nil {
+	pool := tablestest.NewPool(t, createdEmptyDB(t), maxConns)
+	if err := tables.MigrateTo(context.Background(), pool, version); err != nil {
 		t.Fatal(err)
 	}
 	return pool
@@ -124,7 +124,7 @@ func txAt(t *testing.T, version int, maxConns int32, sql string) (*pgxpool.Pool,
 
 func countMigrations(t *testing.T) int {
 	t.Helper()
-	entries, err := store.MigrationFiles()
+	entries, err := tables.MigrationFiles()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestUsageRollupBackfill(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := createdEmptyDB(t)
-	pool := storetest.NewPool(t, url, 2)
+	pool := tablestest.NewPool(t, url, 2)
 	first, err := os.ReadFile("migrations/0001_init.sql")
 	if err != nil {
 		t.Fatal(err)
@@ -197,13 +197,13 @@ func TestUsageRollupBackfill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := store.Migrate(ctx, pool); err != nil {
+	if err := tables.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	if err := storetest.CheckInvariants(ctx, pool); err != nil {
+	if err := tablestest.CheckInvariants(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	r, err := store.New(pool, store.Options{}).Usage(ctx, ledger.UsageQuery{AccountID: acct, From: t0, To: t0.Add(24 * time.Hour), By: ledger.ByDay})
+	r, err := tables.New(pool, tables.Options{}).Usage(ctx, ledger.UsageQuery{AccountID: acct, From: t0, To: t0.Add(24 * time.Hour), By: ledger.ByDay})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,35 +225,35 @@ func TestMigrateTo(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := createdEmptyDB(t)
-	pool := storetest.NewPool(t, url, 2)
+	pool := tablestest.NewPool(t, url, 2)
 	version := func() int {
 		t.Helper()
-		v, err := store.SchemaVersion(ctx, pool)
+		v, err := tables.SchemaVersion(ctx, pool)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
-	if err := store.MigrateTo(ctx, pool, 2); err != nil {
+	if err := tables.MigrateTo(ctx, pool, 2); err != nil {
 		t.Fatal(err)
 	}
 	if v := version(); v != 2 {
 		t.Errorf("after MigrateTo 2: version %d", v)
 	}
-	if err := store.Migrate(ctx, pool); err != nil {
+	if err := tables.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	all := countMigrations(t)
 	if v := version(); v != all {
 		t.Errorf("after Migrate: version %d, want %d", v, all)
 	}
-	if err := store.MigrateTo(ctx, pool, 2); err != nil {
+	if err := tables.MigrateTo(ctx, pool, 2); err != nil {
 		t.Errorf("MigrateTo an earlier version: %v", err)
 	}
 	if v := version(); v != all {
 		t.Errorf("after MigrateTo an earlier version: version %d, want %d", v, all)
 	}
-	if err := store.MigrateTo(ctx, pool, all+1); err == nil {
+	if err := tables.MigrateTo(ctx, pool, all+1); err == nil {
 		t.Error("MigrateTo a migration that does not exist: no error")
 	}
 }
@@ -263,7 +263,7 @@ func TestMigrateTo(t *testing.T) {
 func TestStorageSettings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := storetest.NewPool(t, storetest.NewDB(t), 2)
+	pool := tablestest.NewPool(t, tablestest.NewDB(t), 2)
 	want := map[string][]string{
 		"accounts":       {"fillfactor=50", "autovacuum_vacuum_scale_factor=0"},
 		"key_spend":      {"fillfactor=70", "autovacuum_vacuum_scale_factor=0"},
@@ -293,8 +293,8 @@ func TestMigrationsWaitForLocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := createdEmptyDB(t)
-	pool := storetest.NewPoolWith(t, url, store.Options{MaxConns: 2, LockTimeout: 20 * time.Millisecond})
-	if err := store.MigrateTo(ctx, pool, 2); err != nil {
+	pool := tablestest.NewPoolWith(t, url, tables.Options{MaxConns: 2, LockTimeout: 20 * time.Millisecond})
+	if err := tables.MigrateTo(ctx, pool, 2); err != nil {
 		t.Fatal(err)
 	}
 	// Another session holds a lock that 0004's ALTER TABLE accounts waits for.
@@ -306,10 +306,10 @@ func TestMigrationsWaitForLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.AfterFunc(500*time.Millisecond, func() { _ = holder.Rollback(ctx) })
-	if err := store.Migrate(ctx, pool); err != nil {
+	if err := tables.Migrate(ctx, pool); err != nil {
 		t.Fatalf("Migrate while a lock is held for 500 ms: %v", err)
 	}
-	if v, err := store.SchemaVersion(ctx, pool); err != nil || v != countMigrations(t) {
+	if v, err := tables.SchemaVersion(ctx, pool); err != nil || v != countMigrations(t) {
 		t.Errorf("schema version %d, %v; want %d", v, err, countMigrations(t))
 	}
 }
@@ -324,7 +324,7 @@ func TestTopUpConstraintDropIgnoresIdleTransactions(t *testing.T) {
 	pool, _ := txAt(t, 8, 2, "SELECT count(*) FROM accounts")
 	migrateCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	if err := store.MigrateTo(migrateCtx, pool, 9); err != nil {
+	if err := tables.MigrateTo(migrateCtx, pool, 9); err != nil {
 		t.Fatalf("Migrate beside a session idle in a transaction: %v", err)
 	}
 }
@@ -340,7 +340,7 @@ func TestArchiveMigrationLocksInTheLedgersOrder(t *testing.T) {
 	// The lock a settlement's UPDATE of its reservation takes.
 	pool, settling := txAt(t, 9, 4, "SET LOCAL lock_timeout = '5s'; LOCK TABLE reservations IN ROW EXCLUSIVE MODE")
 	migrated := make(chan error, 1)
-	go func() { migrated <- store.Migrate(ctx, pool) }()
+	go func() { migrated <- tables.Migrate(ctx, pool) }()
 	// Once the migration waits for a lock (the settlement's), the settlement goes on.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		var waiting bool
@@ -365,7 +365,7 @@ func TestArchiveMigrationLocksInTheLedgersOrder(t *testing.T) {
 	if err := <-migrated; err != nil {
 		t.Fatalf("Migrate beside a settlement: %v", err)
 	}
-	if v, err := store.SchemaVersion(ctx, pool); err != nil || v != countMigrations(t) {
+	if v, err := tables.SchemaVersion(ctx, pool); err != nil || v != countMigrations(t) {
 		t.Errorf("schema version %d, %v; want %d", v, err, countMigrations(t))
 	}
 }

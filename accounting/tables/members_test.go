@@ -1,4 +1,4 @@
-package store_test
+package tables_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
+	"github.com/llmgw/gateway/accounting/tables"
 )
 
 // Members are added once per person, role and scope (again: the same row), listed all
@@ -14,21 +14,21 @@ import (
 // without a project and a project without its account.
 func TestMembers(t *testing.T) {
 	f := newFixture(t, 4)
-	s := store.New(f.pool, store.Options{})
+	s := tables.New(f.pool, tables.Options{})
 	ctx := context.Background()
 	acc := f.account(t, "default", 0).ID
-	admin, err := s.AddMember(ctx, store.Member{Email: " Ada@Example.com", Role: "admin"})
+	admin, err := s.AddMember(ctx, tables.Member{Email: " Ada@Example.com", Role: "admin"})
 	if err != nil || admin.Email != "ada@example.com" || admin.AccountID != "" || admin.ID == "" {
 		t.Fatalf("add admin: %+v %v", admin, err)
 	}
-	if again, err := s.AddMember(ctx, store.Member{Email: "ada@example.com", Role: "admin"}); err != nil || again.ID != admin.ID {
+	if again, err := s.AddMember(ctx, tables.Member{Email: "ada@example.com", Role: "admin"}); err != nil || again.ID != admin.ID {
 		t.Fatalf("added again: %+v %v, want %s", again, err, admin.ID)
 	}
-	member, err := s.AddMember(ctx, store.Member{Email: "bob@example.com", Role: "member", AccountID: acc, ProjectID: "proj-1"})
+	member, err := s.AddMember(ctx, tables.Member{Email: "bob@example.com", Role: "member", AccountID: acc, ProjectID: "proj-1"})
 	if err != nil || member.AccountID != acc || member.ProjectID != "proj-1" {
 		t.Fatalf("add member: %+v %v", member, err)
 	}
-	for _, bad := range []store.Member{{Email: "c@example.com", Role: "member", AccountID: acc}, {Email: "c@example.com", Role: "viewer", ProjectID: "p"},
+	for _, bad := range []tables.Member{{Email: "c@example.com", Role: "member", AccountID: acc}, {Email: "c@example.com", Role: "viewer", ProjectID: "p"},
 		{Email: "c@example.com", Role: "owner"}, {Email: "", Role: "admin"}} {
 		if m, err := s.AddMember(ctx, bad); err == nil {
 			t.Errorf("%+v accepted: %+v", bad, m)

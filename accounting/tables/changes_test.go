@@ -1,4 +1,4 @@
-package store_test
+package tables_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
 // next returns the next change, failing t after a generous deadline.
@@ -31,8 +31,8 @@ func TestChangesAcrossStores(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 4)
 	writer := f.s
-	listenerPool := storetest.NewPool(t, f.pool.Config().ConnString(), 2)
-	listener := store.New(listenerPool, store.Options{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond})
+	listenerPool := tablestest.NewPool(t, f.pool.Config().ConnString(), 2)
+	listener := tables.New(listenerPool, tables.Options{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

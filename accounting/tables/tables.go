@@ -1,4 +1,4 @@
-// Package store is the ledger's tables in PostgreSQL: their embedded schema migrations
+// Package tables is the ledger's tables in PostgreSQL: their embedded schema migrations
 // and the helper that creates the database when it is missing, the reports read from
 // them (accounts, keys, usage, statements, reconciliation), the change feed of keys and
 // accounts, and the archive of settled reservations.
@@ -12,7 +12,7 @@
 // It returns ledger domain values and errors only: missing rows are ledger.ErrNotFound,
 // bad arguments *ledger.Refusal, and any other failure an *Error that carries the
 // SQLSTATE but no SQL text.
-package store
+package tables
 
 import (
 	"context"

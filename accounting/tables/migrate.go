@@ -1,4 +1,4 @@
-package store
+package tables
 
 import (
 	"context"

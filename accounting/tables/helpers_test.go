@@ -1,4 +1,4 @@
-package store_test
+package tables_test
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 	"github.com/llmgw/gateway/accounting/engine"
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/ledger"
-	"github.com/llmgw/gateway/accounting/store/storetest"
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { tablestest.Main(m) }
 
 // t0 is the tests' usual "now": mid-minute, mid-day, mid-month.
 var t0 = time.Date(2026, 3, 14, 12, 0, 30, 500_000_000, time.UTC)
@@ -52,7 +52,7 @@ type fixture struct {
 func newFixture(t *testing.T, maxConns int32) *fixture {
 	t.Helper()
 	clk := &clock{t: t0}
-	pool := storetest.NewPool(t, storetest.NewDB(t), maxConns)
+	pool := tablestest.NewPool(t, tablestest.NewDB(t), maxConns)
 	s, _ := enginetest.StartAt(t, pool, clk.Now)
 	return &fixture{s: s, pool: pool, clk: clk}
 }
@@ -144,7 +144,7 @@ func (f *fixture) getAccount(t *testing.T, id string) ledger.Account {
 func (f *fixture) checkInvariants(t *testing.T) {
 	t.Helper()
 	f.caughtUp(t)
-	if err := storetest.CheckInvariants(context.Background(), f.pool); err != nil {
+	if err := tablestest.CheckInvariants(context.Background(), f.pool); err != nil {
 		t.Fatalf("ledger invariants: %v", err)
 	}
 }
