@@ -241,9 +241,11 @@ func TestCommitFailingInsideAccountingIsGivenUp(t *testing.T) {
 	h := replay.Start(t, replay.Service(t, f, func(c *lifecycle.Config) { c.LeaseTTL = lease }))
 	x := admit(t, h, `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"x"}]}`)
 	x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
+	// The settlement starts once the answer is complete (its last event or the end of
+	// its body): time it from before both.
+	start := time.Now()
 	x.Send(replay.ResponseBody([]byte(streamDone), false))
 	x.Send(replay.ResponseBody(nil, true))
-	start := time.Now()
 	x.Close() // returns once the settlement ended
 	if took := time.Since(start); took < lease || took > 3*lease {
 		t.Errorf("the settlement ended after %v, want about one lease (%v)", took, lease)
