@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/llmgw/gateway/accounting/alerts"
 	"github.com/llmgw/gateway/accounting/engine/enginetest"
 	"github.com/llmgw/gateway/accounting/server/servertest"
 	"github.com/llmgw/gateway/accounting/tables/tablestest"
@@ -85,8 +87,12 @@ func startConsole(t *testing.T, opts console.Options) (*browser, *observer.Obser
 // set up what the console has no form for.
 func startConsoleFixture(t *testing.T, opts console.Options) (*browser, *observer.ObservedLogs, *servertest.Fixture) {
 	t.Helper()
-	st, _ := enginetest.NewLedger(t, 8)
-	fx := servertest.Start(t, st, servertest.Options{})
+	st, pool := enginetest.NewLedger(t, 8)
+	keys, err := alerts.ParseKeys(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := servertest.Start(t, st, servertest.Options{Webhooks: &alerts.Webhooks{Pool: pool, Keys: keys}})
 	conn, err := grpc.NewClient(fx.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

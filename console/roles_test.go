@@ -88,6 +88,14 @@ func TestSignedInPersonsByRole(t *testing.T) {
 	if status, body = f.post(base+"/tiers", url.Values{"csrf": {match(t, csrfRE, body0)}}); status != http.StatusForbidden {
 		t.Errorf("viewer's tier form: %d %s", status, body)
 	}
+	// Webhooks are an admin's: their page and their test button are refused to a viewer.
+	if resp, body := f.get(base + "/accounts/" + acme + "/webhooks"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("viewer's webhooks page: %d %s", resp.StatusCode, body)
+	}
+	if status, body = f.post(base+"/accounts/"+acme+"/webhooks/00000000-0000-0000-0000-000000000000/test",
+		url.Values{"csrf": {match(t, csrfRE, body0)}}); status != http.StatusForbidden || !strings.Contains(body, "Your role may not do this") {
+		t.Errorf("viewer's test webhook: %d %s", status, body)
+	}
 	a, err := admin.GetAccount(ctx, &accountingv1.GetAccountRequest{AccountId: acme})
 	must(err)
 	if a.GetAccount().GetBalanceMicros() != 0 {

@@ -51,6 +51,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /keys/{id}/update", s.authed(s.may("UpdateKey", "key", s.updateKey)))
 	s.mux.HandleFunc("POST /keys/{id}/{action}", s.authed(s.may("", "key", s.keyAction)))
 	s.mux.HandleFunc("GET /accounts/{id}/usage", s.authed(s.usage))
+	s.mux.HandleFunc("GET /accounts/{id}/webhooks", s.authed(s.webhooksPage))
+	s.mux.HandleFunc("POST /accounts/{id}/webhooks/{webhook}/test", s.authed(s.may("TestWebhook", "account", s.testWebhook)))
 	s.mux.HandleFunc("GET /accounts/{id}/statement", s.authed(s.statement))
 	s.mux.HandleFunc("GET /tiers", s.authed(s.tiers))
 	s.mux.HandleFunc("GET /audit", s.authed(s.auditLog))
