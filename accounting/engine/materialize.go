@@ -34,12 +34,14 @@ const MaterializePoll = 200 * time.Millisecond
 // starts it again. A failed write is retried. While it runs, reports read through
 // Store wait until the tables hold every decision durable when they were asked.
 func (e *Engine) Materialize(ctx context.Context, j Materializing, pool *pgxpool.Pool, shard int, log *zap.Logger) error {
+	// Reports wait for the tables from now on, also while the materializer starts: a
+	// list made at once after a decision would otherwise read tables that lack it.
+	e.materializing.Store(true)
+	defer e.materializing.Store(false)
 	m, after, err := startMaterializer(ctx, j, pool, shard)
 	if err != nil {
 		return err
 	}
-	e.materializing.Store(true)
-	defer e.materializing.Store(false)
 	t := time.NewTicker(MaterializePoll)
 	defer t.Stop()
 	seqs, events := []int64{}, []machine.Event{}
