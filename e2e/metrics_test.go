@@ -71,6 +71,7 @@ func waitIdle(t *testing.T) map[string]float64 {
 func TestMetrics(t *testing.T) {
 	paid := newCustomer(t, customerOpts{topup: "10"})
 	unpaid := newCustomer(t, customerOpts{})
+	poor := newCustomer(t, customerOpts{topup: "0.000001"})
 	beforeBalance := paid.balance(t)
 
 	ex0 := waitIdle(t)
@@ -101,6 +102,15 @@ func TestMetrics(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.Code != "upstream_account_unavailable" {
 		t.Fatalf("exhausted upstream: %v", err)
 	}
+	// Refused by the ledger: the account cannot cover the hold.
+	poorClient := openaiClient(poor.key)
+	_, err = poorClient.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "demo-chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("refused by the ledger")},
+	})
+	if !errors.As(err, &apiErr) || apiErr.Code != "insufficient_credits" {
+		t.Fatalf("poor request: %v", err)
+	}
 	paid.waitSettled(t)
 	ex1 := waitIdle(t)
 	ac1 := scrape(t, gw.AccountingMetricsAdr)
@@ -120,10 +130,14 @@ func TestMetrics(t *testing.T) {
 		{"input tokens billed", series("gateway_tokens_total", "direction", "input"), float64(resp.Usage.PromptTokens)},
 		{"output tokens billed", series("gateway_tokens_total", "direction", "output"), 9},
 		{"credits committed", series("gateway_credits_micros_total", "kind", "committed"), float64(charged)},
-		{"reserve calls", series("gateway_accounting_call_duration_seconds_count", "method", "Reserve"), 2},
+		{"spend of the account's tier", series("gateway_spend_micros_total", "model", "demo-chat", "tier", "default"), float64(charged)},
+		{"settlement retries", "gateway_settlement_retries_total", 0},
+		{"settlements given up", "gateway_settlements_given_up_total", 0},
+		{"reserve calls", series("gateway_accounting_call_duration_seconds_count", "method", "Reserve"), 3},
 		{"commit calls", series("gateway_accounting_call_duration_seconds_count", "method", "Commit"), 1},
 		{"release calls", series("gateway_accounting_call_duration_seconds_count", "method", "Release"), 1},
-		{"request bodies handled", series("gateway_phase_duration_seconds_count", "phase", "request_body"), 3},
+		{"request bodies handled", series("gateway_phase_duration_seconds_count", "phase", "request_body"), 4},
+		{"the ledger's refusal", series("gateway_requests_total", "endpoint", chat, "model", "demo-chat", "channel", "none", "code", "insufficient_credits"), 1},
 		{"settlements", series("gateway_phase_duration_seconds_count", "phase", "settle"), 2},
 	}
 	for _, e := range exact {
@@ -150,6 +164,7 @@ func TestMetrics(t *testing.T) {
 		{series("accounting_grpc_request_duration_seconds_count", "method", "Reserve", "code", "OK"), 2},
 		{series("accounting_grpc_request_duration_seconds_count", "method", "Commit", "code", "OK"), 1},
 		{series("accounting_grpc_request_duration_seconds_count", "method", "Release", "code", "OK"), 1},
+		{series("accounting_ledger_refusals_total", "op", "Reserve", "reason", "insufficient_credits"), 1},
 	}
 	for _, e := range acExact {
 		if got := delta(ac0, ac1, e.series); got != e.want {
@@ -161,16 +176,32 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("ledger errors during the test: %s %v → %v", s, ac0[s], v)
 		}
 	}
+	// The gateway's own series are served, at their quiet values.
+	for _, name := range []string{"gateway_settlement_retries_total", "gateway_settlements_given_up_total", "gateway_settlements_retrying"} {
+		if _, ok := ex1[name]; !ok {
+			t.Errorf("extproc exports no %s", name)
+		}
+	}
+	if ex1["gateway_settlements_retrying"] != 0 {
+		t.Errorf("gateway_settlements_retrying %v after every settlement landed", ex1["gateway_settlements_retrying"])
+	}
+	if v, ok := ac1["accounting_journal_append_errors_total"]; !ok || v != 0 {
+		t.Errorf("accounting_journal_append_errors_total = %v (exported: %v), want 0", v, ok)
+	}
+	if v, ok := ac1["accounting_ledger_takeovers_total"]; !ok || v < 1 {
+		t.Errorf("accounting_ledger_takeovers_total = %v (exported: %v), want at least the owner's start", v, ok)
+	}
 	if v, ok := ac1["accounting_ledger_owner"]; !ok || v != 1 {
 		t.Errorf("accounting_ledger_owner = %v (exported: %v), want 1 on the stack's one accounting", v, ok)
 	}
 	if _, ok := ac1["accounting_reservations_expired_total"]; !ok {
 		t.Error("accounting exports no accounting_reservations_expired_total")
 	}
-	// The two reserves, the commit and the release above went through the ledger's group
-	// commit, in one to four transactions.
-	if got := delta(ac0, ac1, "accounting_ledger_group_operations_total"); got != 4 {
-		t.Errorf("accounting_ledger_group_operations_total moved by %v, want 4", got)
+	// The three reserves (one refused), the commit and the release above were decided
+	// by the ledger's owner; the four that changed something were appended in one to
+	// four transactions.
+	if got := delta(ac0, ac1, "accounting_ledger_group_operations_total"); got != 5 {
+		t.Errorf("accounting_ledger_group_operations_total moved by %v, want 5", got)
 	}
 	if got := delta(ac0, ac1, "accounting_ledger_group_transactions_total"); got < 1 || got > 4 {
 		t.Errorf("accounting_ledger_group_transactions_total moved by %v, want 1 to 4", got)

@@ -307,6 +307,7 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		return appends, ops, 0
 	})
 	m.WatchOwner(own.engine.Owning)
+	m.CountJournal(own.engine.AppendErrors, own.engine.Takeovers)
 	st := m.WrapStore(own.store)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

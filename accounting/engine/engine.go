@@ -159,6 +159,10 @@ type Engine struct {
 
 	// appends and appended count the journal appends and their records.
 	appends, appended atomic.Int64
+	// appendErrors counts the journal appends that failed for a reason other than a
+	// takeover (fenced) or the owner's own stop; takeovers the times this process
+	// became the owner.
+	appendErrors, takeovers atomic.Int64
 
 	failed chan struct{} // closed when Run returned
 	// known is closed once this process first owned the ledger or learned its owner:
@@ -262,6 +266,15 @@ func (e *Engine) heard() { e.contact.Store(time.Now().UnixNano()) }
 func (e *Engine) Stats() (appends, records, ops int64) {
 	return e.appends.Load(), e.appended.Load(), e.opsDecided.Load()
 }
+
+// AppendErrors is how many journal appends failed in the journal (a database error,
+// a record that did not encode): each stopped the owner. An append fenced by a
+// takeover, or cut by the owner's own stop, is not counted.
+func (e *Engine) AppendErrors() int64 { return e.appendErrors.Load() }
+
+// Takeovers is how many times this process became the ledger's owner (at start
+// included).
+func (e *Engine) Takeovers() int64 { return e.takeovers.Load() }
 
 // LateRefused is how many operations were not decided because their caller's
 // deadline passed (or it cancelled) while they queued for the decide loop.

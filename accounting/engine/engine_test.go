@@ -138,6 +138,9 @@ func TestAppendFailureStopsTheOwner(t *testing.T) {
 	if _, err := r.GetAccount(context.Background(), a.ID); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("GetAccount of a stopped owner: %v", err)
 	}
+	if n := r.AppendErrors(); n != 1 {
+		t.Errorf("AppendErrors %d after one failed append, want 1", n)
+	}
 	j.mu.Lock()
 	j.appendHook = nil
 	j.mu.Unlock()
@@ -145,6 +148,9 @@ func TestAppendFailureStopsTheOwner(t *testing.T) {
 	// The process owns again once its old lease lapsed, with the state rebuilt from
 	// the journal: the failed batch is not in it.
 	waitOwning(t, r, 5*time.Second)
+	if n := r.Takeovers(); n != 2 {
+		t.Errorf("Takeovers %d after owning, failing and owning again, want 2", n)
+	}
 	if got := r.state.Snapshot(); !reflect.DeepEqual(got, before) {
 		t.Fatalf("state rebuilt from the journal differs from the owner's before the failure:\n%+v\n%+v", got, before)
 	}
@@ -307,6 +313,9 @@ func TestPausedOwnerIsFenced(t *testing.T) {
 	}
 	if !errors.Is(a.Err(), errFenced) {
 		t.Errorf("old owner stopped with %v, want fenced", a.Err())
+	}
+	if n := a.AppendErrors(); n != 0 {
+		t.Errorf("AppendErrors %d on an owner fenced by a takeover, want 0", n)
 	}
 	got, err := b.GetAccount(context.Background(), acct.ID)
 	if err != nil {

@@ -33,6 +33,7 @@ func (e *Engine) own(ctx context.Context) error {
 	defer cancel()
 	e.durable.Store(e.seq)
 	e.owning.Store(true)
+	e.takeovers.Add(1)
 	e.markKnown()
 	if e.onTakeover != nil {
 		e.onTakeover(e.epoch)
@@ -214,8 +215,11 @@ func (e *Engine) flusher(ctx context.Context, in <-chan *batch, flushed chan<- e
 			err = e.j.Append(ctx, e.epoch, recs)
 		}
 		if err != nil {
-			if errors.Is(err, journal.ErrFenced) {
+			switch {
+			case errors.Is(err, journal.ErrFenced):
 				err = errFenced
+			case ctx.Err() == nil:
+				e.appendErrors.Add(1)
 			}
 			e.answerAll(b, ErrStopped)
 			flushed <- fmt.Errorf("journal append of seq %d..%d: %w", b.first, b.first+int64(len(b.events))-1, err)

@@ -17,7 +17,12 @@
 //     and accounting_ledger_group_alone_total: what the store's group commit did (read
 //     from its counters at each scrape, CountGroupCommit): operations per transaction is
 //     the batching the load gets, alone the operations sent back to run on their own;
-//   - accounting_ledger_owner: whether this process owns the ledger now (WatchOwner).
+//   - accounting_ledger_owner: whether this process owns the ledger now (WatchOwner);
+//   - accounting_journal_append_errors_total and accounting_ledger_takeovers_total: the
+//     owner's journal appends that failed (each stops the owner) and the times this
+//     process became the owner (CountJournal, read from the engine at each scrape);
+//   - accounting_ledger_refusals_total{op,reason}: the same decorator counts the
+//     refusals (insufficient_credits, key_limit_reached, ...) by store operation.
 //
 // It knows the ledger's error taxonomy (ledger.Refusal, ledger.ErrNotFound) but neither
 // PostgreSQL nor the wire. Labels come from fixed sets: method names of the registered
@@ -45,6 +50,7 @@ type Metrics struct {
 	reg          *prometheus.Registry
 	calls        *prometheus.HistogramVec
 	ledgerErrors *prometheus.CounterVec
+	refusals     *prometheus.CounterVec
 	expired      prometheus.Counter
 	archived     prometheus.Counter
 	forwarded    prometheus.Counter
@@ -65,6 +71,10 @@ func New() *Metrics {
 			Name: "accounting_ledger_errors_total",
 			Help: "Ledger operations that failed inside accounting (database errors; refusals and missing rows are not errors).",
 		}, []string{"op"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "accounting_ledger_refusals_total",
+			Help: "Ledger operations refused (nothing changed), by store operation and reason (insufficient_credits, key_limit_reached, ...).",
+		}, []string{"op", "reason"}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "accounting_reservations_expired_total",
 			Help: "Held reservations released by the sweeper because their expiry passed.",
@@ -82,7 +92,7 @@ func New() *Metrics {
 			Help: "Unary calls this process, a standby, answered with the owner's address for the caller to call it.",
 		}),
 	}
-	m.reg.MustRegister(m.calls, m.ledgerErrors, m.expired, m.archived, m.forwarded, m.redirected,
+	m.reg.MustRegister(m.calls, m.ledgerErrors, m.refusals, m.expired, m.archived, m.forwarded, m.redirected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -147,9 +157,14 @@ func methodName(full string) string {
 	return full
 }
 
-// failed counts err against op when it is a failure of the ledger itself.
+// failed counts err against op: a refusal by its reason, a failure of the ledger
+// itself as an error.
 func (m *Metrics) failed(ctx context.Context, op string, err error) {
-	if err == nil || ledger.ReasonOf(err) != 0 || errors.Is(err, ledger.ErrNotFound) {
+	if err == nil || errors.Is(err, ledger.ErrNotFound) {
+		return
+	}
+	if r := ledger.ReasonOf(err); r != 0 {
+		m.refusals.WithLabelValues(op, r.String()).Inc()
 		return
 	}
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
@@ -173,6 +188,20 @@ func (m *Metrics) CountGroupCommit(read func() (transactions, operations, alone 
 			return float64([...]int64{t, o, a}[i])
 		}))
 	}
+}
+
+// CountJournal exports the journal engine's counters, read at each scrape: the appends
+// that failed (appendErrors) and the times this process became the owner (takeovers).
+func (m *Metrics) CountJournal(appendErrors, takeovers func() int64) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "accounting_journal_append_errors_total",
+			Help: "Journal appends of the ledger's owner that failed in the database (each stops the owner, which rebuilds itself as a standby); a takeover's fenced append is not one.",
+		}, func() float64 { return float64(appendErrors()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "accounting_ledger_takeovers_total",
+			Help: "Times this accounting process became the ledger's owner (its start included).",
+		}, func() float64 { return float64(takeovers()) }))
 }
 
 // WatchOwner exports accounting_ledger_owner: 1 while owning says this process owns the

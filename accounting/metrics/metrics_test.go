@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -208,6 +209,67 @@ func TestAlertMetrics(t *testing.T) {
 		"accounting_webhook_failures_total 1", "accounting_webhook_oldest_undelivered_seconds 3"} {
 		if !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// scrape returns what m serves at /metrics.
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/metrics answered %d", rec.Code)
+	}
+	return rec.Body.String()
+}
+
+// Refusals are counted by operation and reason, not as ledger errors: a reserve the
+// ledger's state machine refuses for want of credits.
+func TestRefusalsByReason(t *testing.T) {
+	m := metrics.New()
+	st := m.WrapStore(servertest.NewMemory())
+	ctx := context.Background()
+	tier := ledger.Tier{Name: "bulk", RPMBeforeTopUp: 1000, RPMAfterTopUp: 1000, InFlightGeneral: 10, InFlightHighCost: 10}
+	if _, err := st.PutTier(ctx, tier); err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.CreateAccount(ctx, ledger.NewAccount{Tier: tier.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := st.CreateKey(ctx, ledger.NewKey{AccountID: a.ID, Hash: []byte("0123456789abcdef0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		_, err := st.Reserve(ctx, ledger.ReserveRequest{RequestID: fmt.Sprint("r", i), KeyID: k.ID, Amount: 10, Pool: ledger.PoolGeneral})
+		if ledger.ReasonOf(err) != ledger.ReasonInsufficientCredits {
+			t.Fatalf("reserve on an empty account: %v, want insufficient_credits", err)
+		}
+	}
+	body := scrape(t, m)
+	if want := `accounting_ledger_refusals_total{op="Reserve",reason="insufficient_credits"} 2`; !strings.Contains(body, want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
+	if strings.Contains(body, `accounting_ledger_errors_total{op="Reserve"}`) {
+		t.Error("a refusal is counted as a ledger error")
+	}
+}
+
+// The journal's counters are read from the engine at each scrape.
+func TestJournalCounters(t *testing.T) {
+	m := metrics.New()
+	var appendErrors, takeovers int64 = 0, 1
+	m.CountJournal(func() int64 { return appendErrors }, func() int64 { return takeovers })
+	for _, want := range [][2]int64{{0, 1}, {1, 2}} {
+		appendErrors, takeovers = want[0], want[1]
+		body := scrape(t, m)
+		for _, line := range []string{fmt.Sprint("accounting_journal_append_errors_total ", want[0]),
+			fmt.Sprint("accounting_ledger_takeovers_total ", want[1])} {
+			if !strings.Contains(body, line+"\n") {
+				t.Errorf("/metrics lacks %q", line)
+			}
 		}
 	}
 }

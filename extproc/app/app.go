@@ -289,6 +289,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	m.WatchSettlements(svc.SettleStats)
 
 	lis, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {

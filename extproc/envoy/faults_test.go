@@ -238,7 +238,10 @@ func TestCommitFailingInsideAccountingIsGivenUp(t *testing.T) {
 	const lease = 2 * time.Second
 	f := newFake()
 	f.CommitE = status.Error(codes.Internal, "internal error")
-	h := replay.Start(t, replay.Service(t, f, func(c *lifecycle.Config) { c.LeaseTTL = lease }))
+	svc := replay.Service(t, f, func(c *lifecycle.Config) { c.LeaseTTL = lease })
+	m := metrics.New(replay.DemoCatalog(t))
+	m.WatchSettlements(svc.SettleStats)
+	h := replay.Start(t, svc)
 	x := admit(t, h, `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"x"}]}`)
 	x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
 	// The settlement starts once the answer is complete (its last event or the end of
@@ -257,6 +260,15 @@ func TestCommitFailingInsideAccountingIsGivenUp(t *testing.T) {
 	}
 	if _, commits, releases := f.Counts(); commits != 0 || releases != 0 {
 		t.Errorf("%d commits and %d releases landed, want none", commits, releases)
+	}
+	body := served(t, m)
+	for _, want := range []string{"gateway_settlements_given_up_total 1\n", "gateway_settlements_retrying 0\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	if retries := seriesValue(t, body, "gateway_settlement_retries_total"); retries < 1 {
+		t.Errorf("gateway_settlement_retries_total %v, want the commit's retries", retries)
 	}
 }
 
@@ -303,5 +315,71 @@ func TestEarlyEndChargesTheKnownPrompt(t *testing.T) {
 	}
 	if f.Reserves[0].Amount <= 2000 {
 		t.Errorf("hold %d does not bound the image", f.Reserves[0].Amount)
+	}
+}
+
+// served returns what m serves at /metrics.
+func served(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Body.String()
+}
+
+// seriesValue reads the value of the unlabelled series name from a /metrics body.
+func seriesValue(t *testing.T, body, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no series %s", name)
+	return 0
+}
+
+// TestSettlementRetriesOnMetrics: a commit that accounting cannot take is counted as
+// retrying on /metrics while it is retried, and no longer once it landed; its retries
+// stay counted, and nothing is given up.
+func TestSettlementRetriesOnMetrics(t *testing.T) {
+	t.Parallel()
+	f := &outageLedger{FakeLedger: newFake(), up: make(chan struct{})}
+	svc := replay.Service(t, f, func(c *lifecycle.Config) { c.LeaseTTL = 30 * time.Second })
+	m := metrics.New(replay.DemoCatalog(t))
+	m.WatchSettlements(svc.SettleStats)
+	h := replay.Start(t, svc)
+	x := admit(t, h, `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	x.Send(replay.ResponseHeaders(200, "content-type", "text/event-stream"))
+	x.Send(replay.ResponseBody([]byte(streamDone), false))
+	x.Send(replay.ResponseBody(nil, true))
+	closed := make(chan struct{})
+	go func() { defer close(closed); x.Close() }()
+	for deadline := time.Now().Add(10 * time.Second); seriesValue(t, served(t, m), "gateway_settlements_retrying") != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(f.up)
+			t.Fatalf("the commit is not counted as retrying while accounting is away:\n%s", served(t, m))
+		}
+	}
+	close(f.up)
+	<-closed
+	body := served(t, m)
+	if v := seriesValue(t, body, "gateway_settlements_retrying"); v != 0 {
+		t.Errorf("gateway_settlements_retrying %v after the commit landed, want 0", v)
+	}
+	f.mu.Lock()
+	attempts := f.attempts
+	f.mu.Unlock()
+	if v := seriesValue(t, body, "gateway_settlement_retries_total"); v != float64(attempts-1) || v < 1 {
+		t.Errorf("gateway_settlement_retries_total %v, want %d (the attempts after the first)", v, attempts-1)
+	}
+	if v := seriesValue(t, body, "gateway_settlements_given_up_total"); v != 0 {
+		t.Errorf("gateway_settlements_given_up_total %v, want 0", v)
+	}
+	if _, commits, _ := f.Counts(); commits != 1 {
+		t.Errorf("%d commits landed, want 1", commits)
 	}
 }

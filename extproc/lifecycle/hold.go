@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmgw/gateway/accounting/ledger"
@@ -101,25 +102,57 @@ func (r *Request) settleInBackground(call func(context.Context) error, traced fu
 		defer r.endPart()
 		defer h.endAndWait()
 		var giveUp time.Time // set by the first failure that is not accounting being away
+		attempts := 0
 		err := s.retry(func() time.Time {
 			if giveUp.IsZero() {
 				return farFuture
 			}
 			return giveUp
 		}, func(ctx context.Context) error {
+			if attempts++; attempts == 2 {
+				s.settling.retrying.Add(1)
+			}
+			if attempts > 1 {
+				s.settling.retries.Add(1)
+			}
 			err := call(ctx)
 			if err != nil && !final(err) && !accountingAway(err) && giveUp.IsZero() {
 				giveUp = time.Now().Add(s.cfg.LeaseTTL)
 			}
 			return err
 		})
+		if attempts > 1 {
+			s.settling.retrying.Add(-1)
+		}
 		if err != nil && !final(err) {
+			s.settling.givenUp.Add(1)
 			r.log().Error("settlement given up: accounting keeps failing it; the lease frees the hold",
 				zap.Error(err))
 		}
 		r.landed.err = err
 		traced(err)
 	})
+}
+
+// settleCounts count the settlements' retries (SettleStats).
+type settleCounts struct {
+	retries, retrying, givenUp atomic.Int64
+}
+
+// SettleStats is what became of the settlements' calls so far.
+type SettleStats struct {
+	// Retries: commit or release calls made again after a failed attempt.
+	Retries int64
+	// Retrying: settlements whose first attempt failed and that are still being tried.
+	Retrying int64
+	// GivenUp: settlements given up (accounting kept failing them for a lease): their
+	// holds expire, and nothing is charged.
+	GivenUp int64
+}
+
+// SettleStats returns the settlements' retry counts, for the metrics.
+func (s *Service) SettleStats() SettleStats {
+	return SettleStats{Retries: s.settling.retries.Load(), Retrying: s.settling.retrying.Load(), GivenUp: s.settling.givenUp.Load()}
 }
 
 // held tells the observers of a hold accounting granted.

@@ -33,6 +33,9 @@ type Record struct {
 	RequestID string
 	// Account and KeyID are who was billed, "" before the key was accepted.
 	Account, KeyID string
+	// Tier is the account's tier (its limits and routing), "" before the key was
+	// accepted.
+	Tier string
 	// AskedModel is the model id the body named: the client's text, possibly not in the
 	// catalog ("" when no body was parsed). Facts.Model is the catalog id it resolved to.
 	AskedModel string
@@ -160,6 +163,7 @@ func (r *Request) record() Record {
 		RequestID:  r.requestID,
 		Account:    r.grant.AccountID,
 		KeyID:      r.grant.KeyID,
+		Tier:       r.grant.Tier,
 		AskedModel: r.parsed.Model,
 		Attempts:   r.Attempts(),
 		Reply:      r.reply,

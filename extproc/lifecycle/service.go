@@ -87,6 +87,8 @@ type Service struct {
 	// pending counts the background work that outlives a stream: settlements and
 	// abandoned reservations (WaitSettled).
 	pending background
+	// settling counts the settlements' retries (SettleStats).
+	settling settleCounts
 	// attempting holds the failover requests in flight by x-request-id, for their
 	// attempts' streams (StartAttempt).
 	attempting sync.Map

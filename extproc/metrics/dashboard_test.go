@@ -3,12 +3,13 @@ package metrics_test
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	accmetrics "github.com/llmgw/gateway/accounting/metrics"
-	"github.com/llmgw/gateway/extproc/metrics"
+	"github.com/llmgw/gateway/extproc/health"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -44,6 +45,77 @@ func registered(reg *prometheus.Registry) []string {
 		}
 	}
 	return names
+}
+
+// exportedNames returns the names extproc and accounting serve, from registries that
+// carry every collector the two processes register (extproc/app, accounting/app): the
+// health, settlement, webhook, group-commit, owner and journal collectors too. The
+// GenAI instruments are OpenTelemetry's, which describe nothing to Prometheus until
+// they have a measurement: a buffered and a streamed request are played first, and the
+// names are read from a gather as well.
+func exportedNames(t *testing.T) []string {
+	t.Helper()
+	f := newFixture(t)
+	f.m.WatchHealth(health.New(health.Config{}))
+	f.m.WatchSettlements(f.svc.SettleStats)
+	f.play(t, bufferedChat()...)
+	f.play(t, streamedChat(3)...)
+	acc := accmetrics.New()
+	acc.Alerts()
+	acc.CountGroupCommit(func() (int64, int64, int64) { return 0, 0, 0 })
+	acc.WatchOwner(func() bool { return true })
+	acc.CountJournal(func() int64 { return 0 }, func() int64 { return 1 })
+	var names []string
+	for _, reg := range []*prometheus.Registry{f.m.Registry(), acc.Registry()} {
+		names = append(names, registered(reg)...)
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fam := range fams {
+			names = append(names, fam.GetName())
+		}
+	}
+	return names
+}
+
+// sourceNames are the metric names the packages' Go sources declare: the Name of each
+// prometheus.*Opts literal and the name of each prometheus.NewDesc.
+var sourceNames = regexp.MustCompile(`(?:\bName:\s*|NewDesc\(\s*)"([a-z_:][a-z0-9_:]*)"`)
+
+// TestDashboardRegistriesCarryEveryCollector: every metric extproc/metrics and
+// accounting/metrics declare is on the registries the dashboard's queries are checked
+// against, so a collector registered by a Watch or Count call is not left out.
+func TestDashboardRegistriesCarryEveryCollector(t *testing.T) {
+	have := map[string]bool{}
+	for _, n := range exportedNames(t) {
+		have[n] = true
+	}
+	declared := 0
+	for _, dir := range []string{".", "../../accounting/metrics"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range sourceNames.FindAllStringSubmatch(string(src), -1) {
+				declared++
+				if !have[m[1]] {
+					t.Errorf("%s declares %s, which the dashboard test's registries lack", file, m[1])
+				}
+			}
+		}
+	}
+	if declared < 20 {
+		t.Fatalf("found only %d metric names in the sources", declared)
+	}
 }
 
 // PromQL words that are not metric names.
@@ -106,8 +178,7 @@ func TestDashboardQueriesNameExistingMetrics(t *testing.T) {
 		t.Fatalf("dashboard does not parse: %v", err)
 	}
 	known := map[string]bool{}
-	names := append(registered(metrics.New(nil).Registry()), registered(accmetrics.New().Registry())...)
-	for _, n := range append(names, envoyMetrics...) {
+	for _, n := range append(exportedNames(t), envoyMetrics...) {
 		for _, s := range []string{"", "_bucket", "_sum", "_count"} {
 			known[n+s] = true
 		}

@@ -8,6 +8,9 @@
 //     gateway_upstream_errors_total, gateway_credits_micros_total,
 //     gateway_spend_micros_total, gateway_tokens_total,
 //     gateway_reservations_in_flight);
+//   - the lifecycle's settlement counts are read at each scrape (WatchSettlements:
+//     gateway_settlement_retries_total, gateway_settlements_retrying,
+//     gateway_settlements_given_up_total);
 //   - a gRPC client interceptor times every accounting call
 //     (gateway_accounting_call_duration_seconds);
 //   - the lifecycle reports how each failed key was answered
@@ -24,7 +27,9 @@
 //
 // Label values come only from fixed sets: models and channels from the catalog (any
 // other value is "unknown"), endpoints from the lifecycle's route templates, codes from
-// the API's error table. A client can therefore never create a series. The names and
+// the API's error table, account tiers from the ledger's (an operator's list, and at
+// most MaxTierLabels of them: spend per tier is the bounded view of spend per
+// account). A client can therefore never create a series. The names and
 // meanings are documented for operators in docs/observability.md, "Metrics".
 package metrics
 
@@ -78,6 +83,7 @@ type Metrics struct {
 	tokens         *prometheus.CounterVec
 	credits        *prometheus.CounterVec
 	spend          *prometheus.CounterVec
+	tiers          tierLabels
 	inFlight       prometheus.Gauge
 	upstreamErrors *prometheus.CounterVec
 	attempts       *prometheus.CounterVec
@@ -128,8 +134,8 @@ func New(cat *catalog.Catalog, opts ...Option) *Metrics {
 		}, []string{"kind"}),
 		spend: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_spend_micros_total",
-			Help: "Micro-credits charged (committed), by public model (catalog ids only; anything else is \"other\").",
-		}, []string{"model"}),
+			Help: "Micro-credits charged (committed), by public model (catalog ids only; anything else is \"other\") and the account's tier (at most 16 tiers; \"other\" beyond).",
+		}, []string{"model", "tier"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gateway_reservations_in_flight",
 			Help: "Reservations held right now: requests admitted and not settled.",
@@ -314,14 +320,14 @@ func (m *Metrics) Observe(rec lifecycle.Record) {
 		m.genai.observe(&rec, m.model(model), errType)
 	}
 	if s := &rec.Settlement; s.Reservation != "" {
-		m.settled(rec.Model, s)
+		m.settled(rec.Model, rec.Tier, s)
 	}
 }
 
 // settled counts a hold's settlement: a landed commit's charge, and the rest of the hold
 // as released. A hold whose settlement failed for good is released whole: accounting
 // refused it because the hold had expired (or expires it), and nothing was charged.
-func (m *Metrics) settled(model string, s *lifecycle.Settlement) {
+func (m *Metrics) settled(model, tier string, s *lifecycle.Settlement) {
 	m.inFlight.Dec()
 	var charged int64
 	if s.Landed() && s.Outcome == lifecycle.OutcomeCommit {
@@ -330,7 +336,7 @@ func (m *Metrics) settled(model string, s *lifecycle.Settlement) {
 		if !m.labels.Load().models[model] {
 			model = "other"
 		}
-		m.spend.WithLabelValues(model).Add(float64(charged))
+		m.spend.WithLabelValues(model, m.tiers.label(tier)).Add(float64(charged))
 		if n := s.Usage.InputTokens; n > 0 {
 			m.tokens.WithLabelValues("input").Add(float64(n))
 		}

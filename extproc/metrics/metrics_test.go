@@ -209,7 +209,7 @@ func TestRequestsAndCredits(t *testing.T) {
 			if held != hold || credits(m, "committed") != charged || credits(m, "released") != hold-charged {
 				t.Errorf("held %v committed %v released %v; want %v %v %v", held, credits(m, "committed"), credits(m, "released"), hold, charged, hold-charged)
 			}
-			if spent := value(t, m, "gateway_spend_micros_total", "model", w.model); spent != charged {
+			if spent := value(t, m, "gateway_spend_micros_total", "model", w.model, "tier", "default"); spent != charged {
 				t.Errorf("spend of %s = %v, want %v", w.model, spent, charged)
 			}
 			if g := value(t, m, "gateway_reservations_in_flight"); g != 0 {
