@@ -23,12 +23,19 @@ var _ ledger.Audit = (*Store)(nil)
 const auditInsert = `INSERT INTO audit_log (actor, via, action, target, account_id, before, after, at)
 VALUES ($1, $2, $3, $4, nullif($5, '')::uuid, $6, $7, coalesce($8, now()))`
 
+// auditArgs are e's values for auditInsert. An account id that is no UUID (none is,
+// for a change that was made) is left out rather than fail the change's transaction:
+// the materializer would retry it for ever.
 func auditArgs(e ledger.AuditEntry) []any {
 	var at *time.Time
 	if !e.At.IsZero() {
 		at = &e.At
 	}
-	return []any{e.Actor, e.Via, e.Action, e.Target, e.AccountID, nullJSON(e.Before), nullJSON(e.After), at}
+	account := e.AccountID
+	if !validID(account) {
+		account = ""
+	}
+	return []any{e.Actor, e.Via, e.Action, e.Target, account, nullJSON(e.Before), nullJSON(e.After), at}
 }
 
 // QueueAudit queues e's insert in b, sent in the transaction of its change.
