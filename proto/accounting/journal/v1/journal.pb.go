@@ -370,6 +370,7 @@ type Event_Alerted struct {
 }
 
 type Event_Audited struct {
+	// The admin API's audit entries start at 40.
 	Audited *Audited `protobuf:"bytes,40,opt,name=audited,proto3,oneof"`
 }
 
