@@ -21,59 +21,61 @@ import (
 type auditChange struct {
 	method string // the AdminService method
 	action string
-	call   func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error)
+	// before and after say whether the entry holds the record before and after.
+	before, after bool
+	call          func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error)
 }
 
 // auditChanges are every change the AdminService makes, in an order where each finds
 // what it needs.
 var auditChanges = []auditChange{
-	{"CreateAccount", "account.create", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"CreateAccount", "account.create", false, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		r, err := c.CreateAccount(ctx, &accountingv1.CreateAccountRequest{Label: "audited"})
 		ids["account"] = r.GetAccount().GetId()
 		return ids["account"], err
 	}},
-	{"UpdateAccount", "account.update", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"UpdateAccount", "account.update", true, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		label := "audited-2"
 		_, err := c.UpdateAccount(ctx, &accountingv1.UpdateAccountRequest{AccountId: ids["account"], Label: &label})
 		return ids["account"], err
 	}},
-	{"TopUp", "account.topup", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"TopUp", "account.topup", true, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		_, err := c.TopUp(ctx, &accountingv1.TopUpRequest{AccountId: ids["account"], AmountMicros: 1_000_000})
 		return ids["account"], err
 	}},
-	{"SetAccountSuspended", "account.suspend", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"SetAccountSuspended", "account.suspend", true, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		_, err := c.SetAccountSuspended(ctx, &accountingv1.SetAccountSuspendedRequest{AccountId: ids["account"], Suspended: true})
 		return ids["account"], err
 	}},
-	{"CreateProject", "project.create", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"CreateProject", "project.create", false, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		r, err := c.CreateProject(ctx, &accountingv1.CreateProjectRequest{AccountId: ids["account"], Name: "research"})
 		ids["project"] = r.GetProject().GetId()
 		return ids["project"], err
 	}},
-	{"UpdateProject", "project.update", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"UpdateProject", "project.update", true, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		name := "research-2"
 		_, err := c.UpdateProject(ctx, &accountingv1.UpdateProjectRequest{ProjectId: ids["project"], Name: &name})
 		return ids["project"], err
 	}},
-	{"CreateKey", "key.create", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"CreateKey", "key.create", false, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		r, err := c.CreateKey(ctx, &accountingv1.CreateKeyRequest{AccountId: ids["account"], Name: "ci"})
 		ids["key"] = r.GetKey().GetId()
 		return ids["key"], err
 	}},
-	{"UpdateKey", "key.update", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"UpdateKey", "key.update", true, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		name := "ci-2"
 		_, err := c.UpdateKey(ctx, &accountingv1.UpdateKeyRequest{KeyId: ids["key"], Name: &name})
 		return ids["key"], err
 	}},
-	{"SetKeyDisabled", "key.disable", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"SetKeyDisabled", "key.disable", true, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		_, err := c.SetKeyDisabled(ctx, &accountingv1.SetKeyDisabledRequest{KeyId: ids["key"], Disabled: true})
 		return ids["key"], err
 	}},
-	{"RevokeKey", "key.revoke", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"RevokeKey", "key.revoke", true, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		_, err := c.RevokeKey(ctx, &accountingv1.RevokeKeyRequest{KeyId: ids["key"]})
 		return ids["key"], err
 	}},
-	{"DeleteProject", "project.delete", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"DeleteProject", "project.delete", true, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		r, err := c.CreateProject(ctx, &accountingv1.CreateProjectRequest{AccountId: ids["account"], Name: "empty"})
 		if err != nil {
 			return "", err
@@ -82,33 +84,33 @@ var auditChanges = []auditChange{
 		_, err = c.DeleteProject(ctx, &accountingv1.DeleteProjectRequest{ProjectId: r.GetProject().GetId()})
 		return r.GetProject().GetId(), err
 	}},
-	{"SetTier", "tier.set", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"SetTier", "tier.set", false, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		name := "audited-" + ids["via"]
 		_, err := c.SetTier(ctx, &accountingv1.SetTierRequest{Tier: &accountingv1.Tier{Name: name, RpmBeforeTopup: 5,
 			RpmAfterTopup: 50, InFlightGeneral: 2, InFlightHighCost: 1}})
 		return name, err
 	}},
-	{"CreateWebhook", "webhook", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"CreateWebhook", "webhook", false, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		r, err := c.CreateWebhook(ctx, &accountingv1.CreateWebhookRequest{AccountId: ids["account"],
 			Url: "http://127.0.0.1:9/hook", AllowPrivate: true})
 		ids["webhook"] = r.GetWebhook().GetId()
 		return ids["webhook"], err
 	}},
-	{"TestWebhook", "webhook", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"TestWebhook", "webhook", false, false, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		_, err := c.TestWebhook(ctx, &accountingv1.TestWebhookRequest{WebhookId: ids["webhook"]})
 		return ids["webhook"], err
 	}},
-	{"DeleteWebhook", "webhook", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"DeleteWebhook", "webhook", true, false, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		_, err := c.DeleteWebhook(ctx, &accountingv1.DeleteWebhookRequest{WebhookId: ids["webhook"]})
 		return ids["webhook"], err
 	}},
-	{"AddMember", "member.add", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"AddMember", "member.add", false, true, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		r, err := c.AddMember(ctx, &accountingv1.AddMemberRequest{Email: "vi-" + ids["via"] + "@example.com", Role: "viewer",
 			AccountId: ids["account"]})
 		ids["member"] = r.GetMember().GetId()
 		return ids["member"], err
 	}},
-	{"RemoveMember", "member.remove", func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
+	{"RemoveMember", "member.remove", true, false, func(ctx context.Context, c accountingv1.AdminServiceClient, ids map[string]string) (string, error) {
 		_, err := c.RemoveMember(ctx, &accountingv1.RemoveMemberRequest{MemberId: ids["member"]})
 		return ids["member"], err
 	}},
@@ -195,6 +197,10 @@ func TestAuditEveryAdminChangeOnce(t *testing.T) {
 			if got, want := e.GetActor()+" "+e.GetVia()+" "+e.GetAction()+" "+e.GetTarget(),
 				cl.actor+" "+cl.via+" "+ch.action+" "+target; got != want {
 				t.Errorf("%s %s: entry %q, want %q", cl.via, ch.method, got, want)
+			}
+			if (e.GetBeforeJson() != "") != ch.before || (e.GetAfterJson() != "") != ch.after {
+				t.Errorf("%s %s: before %q after %q, want before %v after %v", cl.via, ch.method, e.GetBeforeJson(),
+					e.GetAfterJson(), ch.before, ch.after)
 			}
 			if strings.Contains(e.GetAfterJson(), "whsec_") {
 				t.Errorf("%s %s: a secret in the entry: %s", cl.via, ch.method, e.GetAfterJson())
