@@ -56,6 +56,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /accounts/{id}/statement", s.authed(s.statement))
 	s.mux.HandleFunc("GET /tiers", s.authed(s.tiers))
 	s.mux.HandleFunc("GET /audit", s.authed(s.auditLog))
+	s.mux.HandleFunc("GET /audit.jsonl", s.authed(s.auditExport))
 	s.mux.HandleFunc("POST /tiers", s.authed(s.may("SetTier", "", s.setTier)))
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/llmgw/gateway/accounting/ledger"
+	"github.com/llmgw/gateway/accounting/tables"
 	urlguard "github.com/llmgw/gateway/extproc/webhook"
 )
 
@@ -99,16 +100,26 @@ func (w *Webhooks) CreateWebhook(ctx context.Context, accountID, rawURL string, 
 	if h.Events == nil {
 		h.Events = []string{}
 	}
-	tag, err := w.Pool.Exec(ctx, `
+	full := invalid(fmt.Sprintf("an account has at most %d webhooks", MaxWebhooksPerAccount))
+	err = tables.Audited(ctx, w.Pool, func(tx pgx.Tx) (before, after any, err error) {
+		tag, err := tx.Exec(ctx, `
 		INSERT INTO webhooks (id, account_id, url, events, secret, allow_private, created_at)
 		SELECT $1, $2, $3, $4, $5, $6, $7
 		WHERE (SELECT count(*) FROM webhooks WHERE account_id = $2 AND deleted_at IS NULL) < $8`,
-		h.ID, h.AccountID, h.URL, h.Events, sealed, h.AllowPrivate, h.CreatedAt, MaxWebhooksPerAccount)
+			h.ID, h.AccountID, h.URL, h.Events, sealed, h.AllowPrivate, h.CreatedAt, MaxWebhooksPerAccount)
+		if err != nil {
+			return nil, nil, err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil, nil, full
+		}
+		return nil, h, nil
+	})
+	if errors.Is(err, full) {
+		return ledger.Webhook{}, full
+	}
 	if err != nil {
 		return ledger.Webhook{}, fmt.Errorf("alerts: create webhook: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ledger.Webhook{}, invalid(fmt.Sprintf("an account has at most %d webhooks", MaxWebhooksPerAccount))
 	}
 	return h, nil
 }
@@ -163,17 +174,23 @@ func (w *Webhooks) DeleteWebhook(ctx context.Context, id string) error {
 	if uuid.Validate(id) != nil {
 		return ledger.ErrNotFound
 	}
-	var n int
-	err := w.Pool.QueryRow(ctx, `
-		WITH d AS (UPDATE webhooks SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL RETURNING id),
+	err := tables.Audited(ctx, w.Pool, func(tx pgx.Tx) (before, after any, err error) {
+		h, err := scanWebhook(tx.QueryRow(ctx, `
+		WITH d AS (UPDATE webhooks SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL
+			RETURNING `+webhookColumns+`),
 		u AS (UPDATE webhook_deliveries SET next_attempt_at = NULL, last_error = 'webhook deleted'
 			WHERE webhook_id IN (SELECT id FROM d) AND next_attempt_at IS NOT NULL)
-		SELECT count(*) FROM d`, id, w.now()).Scan(&n)
+		SELECT `+webhookColumns+` FROM d`, id, w.now()))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil, ledger.ErrNotFound
+		}
+		return h, nil, err
+	})
+	if errors.Is(err, ledger.ErrNotFound) {
+		return ledger.ErrNotFound
+	}
 	if err != nil {
 		return fmt.Errorf("alerts: delete webhook: %w", err)
-	}
-	if n == 0 {
-		return ledger.ErrNotFound
 	}
 	return nil
 }
@@ -186,10 +203,13 @@ func (w *Webhooks) TestWebhook(ctx context.Context, id string) (string, error) {
 	}
 	at := w.now().UTC().Truncate(time.Microsecond)
 	eventID := "evt_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	_, err = w.Pool.Exec(ctx, `
+	err = tables.Audited(ctx, w.Pool, func(tx pgx.Tx) (before, after any, err error) {
+		_, err = tx.Exec(ctx, `
 		WITH e AS (INSERT INTO webhook_events (id, account_id, type, body, created_at) VALUES ($1, $2, $3, $4, $5))
 		INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, created_at) VALUES ($6, $1, $5, $5)`,
-		eventID, h.AccountID, TypeTest, string(TestBody(eventID, h.AccountID, h.ID, at)), at, h.ID)
+			eventID, h.AccountID, TypeTest, string(TestBody(eventID, h.AccountID, h.ID, at)), at, h.ID)
+		return nil, nil, err
+	})
 	if err != nil {
 		return "", fmt.Errorf("alerts: test webhook: %w", err)
 	}

@@ -352,9 +352,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		_, _ = lis.Close(), mlis.Close()
 		return err
 	}
-	admin := tables.New(own.pool, tables.Options{}) // members and the audit log: plain tables
+	admin := tables.New(own.pool, tables.Options{}) // members: a plain table
 	srv := server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall,
-		Webhooks: &alerts.Webhooks{Pool: own.pool, Keys: hookKeys}, Members: admin, Audit: admin})
+		Webhooks: &alerts.Webhooks{Pool: own.pool, Keys: hookKeys}, Members: admin, Audit: own.store})
 	// After the credentials and the forwarding: the owner authorizes the calls made
 	// for a person (the console's), by the person's memberships.
 	opts = append(opts, grpc.ChainUnaryInterceptor(srv.Authorize()))

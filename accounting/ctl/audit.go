@@ -2,49 +2,27 @@ package ctl
 
 import (
 	"context"
-	"encoding/json"
+	"io"
 	"strconv"
 	"strings"
 
+	"github.com/llmgw/gateway/accounting/contract"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
-// The audit log: audit list.
+// The audit log: audit list (one page, one JSON object) and audit export (every
+// entry, one JSON object per line).
 
 var auditCommands = map[string]command{
 	"audit list": {flags: map[string]flagKind{"account": stringFlag, "actor": stringFlag, "limit": stringFlag, "before": stringFlag},
 		entity: "account", run: auditList},
+	"audit export": {flags: map[string]flagKind{"account": stringFlag, "actor": stringFlag, "before": stringFlag},
+		entity: "account", stream: auditExport},
 }
 
-// AuditEntry is the JSON shape of an audit entry: before and after the record as
-// the API shows it, or null.
-type AuditEntry struct {
-	ID     string          `json:"id"`
-	At     *string         `json:"at"`
-	Actor  string          `json:"actor"`
-	Via    string          `json:"via"`
-	Action string          `json:"action"`
-	Target string          `json:"target"`
-	Before json.RawMessage `json:"before"`
-	After  json.RawMessage `json:"after"`
-}
-
-func rawOrNull(s string) json.RawMessage {
-	if s == "" {
-		return json.RawMessage("null")
-	}
-	return json.RawMessage(s)
-}
-
-func auditList(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+// auditQuery is the request the filters of p select.
+func auditQuery(p parsed) (*accountingv1.ListAuditRequest, error) {
 	req := &accountingv1.ListAuditRequest{AccountId: strings.TrimSpace(p.flags["account"]), Actor: strings.TrimSpace(p.flags["actor"])}
-	if p.has("limit") {
-		n, err := parseCount(p, "limit")
-		if err != nil {
-			return nil, err
-		}
-		req.Limit = n
-	}
 	if p.has("before") {
 		n, err := strconv.ParseInt(strings.TrimSpace(p.flags["before"]), 10, 64)
 		if err != nil || n < 1 {
@@ -52,21 +30,48 @@ func auditList(ctx context.Context, c accountingv1.AdminServiceClient, p parsed)
 		}
 		req.BeforeId = n
 	}
+	return req, nil
+}
+
+func auditList(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error) {
+	req, err := auditQuery(p)
+	if err != nil {
+		return nil, err
+	}
+	if p.has("limit") {
+		n, err := parseCount(p, "limit")
+		if err != nil {
+			return nil, err
+		}
+		req.Limit = n
+	}
 	resp, err := c.ListAudit(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	out := struct {
-		Entries    []AuditEntry `json:"entries"`
-		NextBefore string       `json:"next_before"`
-	}{Entries: []AuditEntry{}}
+		Entries    []contract.AuditRecord `json:"entries"`
+		NextBefore string                 `json:"next_before"`
+	}{Entries: []contract.AuditRecord{}}
 	if resp.GetNextBeforeId() > 0 {
 		out.NextBefore = strconv.FormatInt(resp.GetNextBeforeId(), 10)
 	}
 	for _, e := range resp.GetEntries() {
-		out.Entries = append(out.Entries, AuditEntry{ID: strconv.FormatInt(e.GetId(), 10), At: timeOrNil(e.GetAt()),
-			Actor: e.GetActor(), Via: e.GetVia(), Action: e.GetAction(), Target: e.GetTarget(),
-			Before: rawOrNull(e.GetBeforeJson()), After: rawOrNull(e.GetAfterJson())})
+		out.Entries = append(out.Entries, contract.AuditRecordOf(e))
 	}
 	return out, nil
+}
+
+// auditExport writes every entry the filters select, newest first, a page per call
+// (each call within callTimeout).
+func auditExport(ctx context.Context, c accountingv1.AdminServiceClient, p parsed, w io.Writer) error {
+	req, err := auditQuery(p)
+	if err != nil {
+		return err
+	}
+	return contract.ExportAudit(req, func(r *accountingv1.ListAuditRequest) (*accountingv1.ListAuditResponse, error) {
+		ctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		return c.ListAudit(ctx, r)
+	}, w)
 }

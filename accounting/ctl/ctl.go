@@ -95,12 +95,14 @@ const usageText = `usage: gatewayctl [--accounting-addr HOST:PORT] [--admin-toke
   member list [--account ID]
   member remove MID
   audit list [--account ID] [--actor EMAIL] [--limit N] [--before AID]
+  audit export [--account ID] [--actor EMAIL] [--before AID]
+                                          (every entry, newest first, one JSON object a line)
 
 The admin token comes from --admin-token-file, else $GATEWAY_ADMIN_TOKEN, else
 .run/admin-token. The address defaults to $GATEWAY_ACCOUNTING_ADDR, else the one make
 run wrote to .run/accounting-addr, else 127.0.0.1:50052 (both files relative to the
 working directory: run from the repository root).
-Every command prints one JSON object on stdout.
+Every command prints one JSON object on stdout; audit export prints one per line.
 `
 
 // Main runs gatewayctl with os.Stdout and the process environment.
@@ -123,6 +125,9 @@ type command struct {
 	// entity names what a NotFound refers to.
 	entity string
 	run    func(ctx context.Context, c accountingv1.AdminServiceClient, p parsed) (any, error)
+	// stream, instead of run, writes its output itself (JSON lines), each of its
+	// calls within callTimeout.
+	stream func(ctx context.Context, c accountingv1.AdminServiceClient, p parsed, w io.Writer) error
 }
 
 var globalFlags = map[string]flagKind{"accounting-addr": stringFlag, "admin-token-file": stringFlag, "help": boolFlag, "h": boolFlag}
@@ -209,17 +214,26 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return fail(1, err)
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
 	// The audit log records changes made with gatewayctl as such.
 	ctx = metadata.AppendToOutgoingContext(ctx, client.ViaMetadata, "gatewayctl")
-	out, err := cmd.run(ctx, accountingv1.NewAdminServiceClient(conn), p)
-	if err != nil {
+	failed := func(err error) int {
 		var ue usageError
 		if errors.As(err, &ue) {
 			return fail(2, err)
 		}
 		return fail(1, describe(err, cmd.entity, addr))
+	}
+	if cmd.stream != nil {
+		if err := cmd.stream(ctx, accountingv1.NewAdminServiceClient(conn), p, stdout); err != nil {
+			return failed(err)
+		}
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	out, err := cmd.run(ctx, accountingv1.NewAdminServiceClient(conn), p)
+	if err != nil {
+		return failed(err)
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {

@@ -66,7 +66,7 @@ func TestMemberCommands(t *testing.T) {
 func TestAuditListCommand(t *testing.T) {
 	st, pool := enginetest.NewLedger(t, 4)
 	db := tables.New(pool, tables.Options{})
-	f := servertest.Start(t, st, servertest.Options{Members: db, Audit: db})
+	f := servertest.Start(t, st, servertest.Options{Members: db, Audit: st})
 	env := map[string]string{"GATEWAY_ADMIN_TOKEN": servertest.AdminToken, "GATEWAY_ACCOUNTING_ADDR": f.Addr}
 
 	acct := decode(t, run(t, env, "account", "create"))["id"].(string)

@@ -191,6 +191,8 @@ type op struct {
 	cmd  machine.Command
 	ans  machine.Answer
 	done chan struct{}
+	// audit, when set, is recorded with the change (audit.go).
+	audit *ledger.AuditNote
 }
 
 // New returns an engine on j; Run makes it work.
@@ -335,6 +337,11 @@ func (e *Engine) markKnown() { e.knownOnce.Do(func() { close(e.known) }) }
 // still starting (neither owning nor knowing that another process owns the ledger)
 // waits until it knows, at most two leases.
 func (e *Engine) do(ctx context.Context, c machine.Command) (machine.Answer, error) {
+	return e.submit(ctx, c, nil)
+}
+
+// submit is do for a command recorded in the audit log with note (nil: not).
+func (e *Engine) submit(ctx context.Context, c machine.Command, note *ledger.AuditNote) (machine.Answer, error) {
 	if !e.owning.Load() {
 		wait := time.NewTimer(2 * e.opts.Lease)
 		select {
@@ -350,7 +357,7 @@ func (e *Engine) do(ctx context.Context, c machine.Command) (machine.Answer, err
 			return machine.Answer{}, e.notOwner()
 		}
 	}
-	o := &op{ctx: ctx, cmd: c, done: make(chan struct{})}
+	o := &op{ctx: ctx, cmd: c, done: make(chan struct{}), audit: note}
 	select {
 	case e.ops <- o:
 	case <-e.failed:

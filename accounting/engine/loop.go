@@ -165,7 +165,12 @@ func (e *Engine) decide(cur *batch, o *op) *batch {
 	default:
 		cur.settling = false
 	}
+	var before any
+	if o.audit != nil {
+		before = e.recordBefore(o.cmd, e.now())
+	}
 	ans, events := e.state.Decide(o.cmd)
+	events = e.audited(o, before, ans, events)
 	switch o.cmd.(type) {
 	case machine.Reserve, machine.Commit, machine.Release:
 		e.opsDecided.Add(1)

@@ -31,7 +31,7 @@ type Store struct {
 var _ ledger.Store = Store{}
 
 func (s Store) CreateAccount(ctx context.Context, na ledger.NewAccount) (ledger.Account, error) {
-	a, err := s.do(ctx, machine.CreateAccount{ID: uuid.NewString(), Tier: na.Tier, Label: na.Label, At: s.now()})
+	a, err := s.change(ctx, machine.CreateAccount{ID: uuid.NewString(), Tier: na.Tier, Label: na.Label, At: s.now()})
 	return a.Account, err
 }
 
@@ -44,22 +44,22 @@ func (s Store) GetAccount(ctx context.Context, id string) (ledger.Account, error
 }
 
 func (s Store) TopUp(ctx context.Context, id string, amount ledger.Micros, idem string) (ledger.Account, error) {
-	a, err := s.do(ctx, machine.TopUp{AccountID: id, Amount: amount, IdempotencyKey: idem, At: s.now()})
+	a, err := s.change(ctx, machine.TopUp{AccountID: id, Amount: amount, IdempotencyKey: idem, At: s.now()})
 	return a.Account, err
 }
 
 func (s Store) SetAccountSuspended(ctx context.Context, id string, suspended bool) (ledger.Account, error) {
-	a, err := s.do(ctx, machine.SetAccountSuspended{AccountID: id, Suspended: suspended, At: s.now()})
+	a, err := s.change(ctx, machine.SetAccountSuspended{AccountID: id, Suspended: suspended, At: s.now()})
 	return a.Account, err
 }
 
 func (s Store) UpdateAccount(ctx context.Context, u ledger.AccountUpdate) (ledger.Account, error) {
-	a, err := s.do(ctx, machine.UpdateAccount{Update: u, At: s.now()})
+	a, err := s.change(ctx, machine.UpdateAccount{Update: u, At: s.now()})
 	return a.Account, err
 }
 
 func (s Store) CreateKey(ctx context.Context, k ledger.NewKey) (ledger.Key, error) {
-	a, err := s.do(ctx, machine.CreateKey{ID: uuid.NewString(), Key: k, At: s.now()})
+	a, err := s.change(ctx, machine.CreateKey{ID: uuid.NewString(), Key: k, At: s.now()})
 	return a.Key, err
 }
 
@@ -71,17 +71,17 @@ func (s Store) GetKey(ctx context.Context, id string) (ledger.Key, error) {
 }
 
 func (s Store) SetKeyDisabled(ctx context.Context, id string, disabled bool) (ledger.Key, error) {
-	a, err := s.do(ctx, machine.SetKeyDisabled{KeyID: id, Disabled: disabled, At: s.now()})
+	a, err := s.change(ctx, machine.SetKeyDisabled{KeyID: id, Disabled: disabled, At: s.now()})
 	return a.Key, err
 }
 
 func (s Store) RevokeKey(ctx context.Context, id string) (ledger.Key, error) {
-	a, err := s.do(ctx, machine.RevokeKey{KeyID: id, At: s.now()})
+	a, err := s.change(ctx, machine.RevokeKey{KeyID: id, At: s.now()})
 	return a.Key, err
 }
 
 func (s Store) UpdateKey(ctx context.Context, u ledger.KeyUpdate) (ledger.Key, error) {
-	a, err := s.do(ctx, machine.UpdateKey{Update: u, At: s.now()})
+	a, err := s.change(ctx, machine.UpdateKey{Update: u, At: s.now()})
 	return a.Key, err
 }
 
@@ -149,7 +149,7 @@ func (s Store) GetVideoTask(ctx context.Context, taskID string) (ledger.VideoTas
 }
 
 func (s Store) PutTier(ctx context.Context, t ledger.Tier) (ledger.Tier, error) {
-	a, err := s.do(ctx, machine.PutTier{Tier: t, At: s.now()})
+	a, err := s.change(ctx, machine.PutTier{Tier: t, At: s.now()})
 	return a.Tier, err
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -19,11 +18,14 @@ import (
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
-// The audit log: every change made through the AdminService, recorded by Authorize
-// right after the change is decided, with who made it (the person, or
-// "admin-token"), how (client.ViaMetadata), and the record before and after as the
-// AdminService shows it, without its secret. Kept by Options.Audit; nil records
-// nothing.
+// The audit log: every change made through the AdminService is recorded in the same
+// decision as the change itself. Authorize hands the handler a ledger.AuditNote in
+// its context, with who makes the change (the person, or "admin-token"), how
+// (client.ViaMetadata) and the action; the store that makes the change takes it and
+// records the entry with the change: the ledger's owner in the journal batch of the
+// change, the members' and the webhooks' tables in the change's transaction. The
+// records before and after are rendered here, as the AdminService shows them, without
+// their secret. Kept by Options.Audit; nil records nothing.
 
 // changes reports whether a call of action with req changes something.
 func changes(a access.Action, req any) bool {
@@ -34,27 +36,68 @@ func changes(a access.Action, req any) bool {
 	return !access.Reads(a)
 }
 
-// recordOf is the record a request or an answer carries (an account, a key, a
-// project, a member, a tier, a webhook) as JSON without a secret; nil when none.
-func recordOf(m proto.Message) []byte {
+// auditNote is the note a change of check c with req is recorded with.
+func (s *Server) auditNote(ctx context.Context, person string, named bool, c check, req any) *ledger.AuditNote {
+	actor := "admin-token"
+	if named {
+		actor = person
+	}
+	rq, _ := req.(proto.Message)
+	return &ledger.AuditNote{Actor: actor, Via: viaOf(ctx, named), Action: string(c.action),
+		Record: func(rec any) json.RawMessage { return jsonOf(messageOf(rec)) },
+		Subject: func(rec any) (string, string) {
+			account := c.target.Account
+			if account == "" {
+				account = accountOf(rec)
+			}
+			return subjectOf(rq, messageOf(rec)), account
+		}}
+}
+
+// messageOf is a record a store holds as the AdminService shows it; nil for none.
+func messageOf(rec any) proto.Message {
+	switch r := rec.(type) {
+	case ledger.Account:
+		return contract.AccountToProto(r)
+	case ledger.Key:
+		return contract.KeyToProto(r)
+	case ledger.Project:
+		return contract.ProjectToProto(r)
+	case ledger.Tier:
+		return contract.TierToProto(r)
+	case ledger.Member:
+		return memberToProto(r)
+	case ledger.Webhook:
+		h := webhookToProto(r)
+		h.Secret = ""
+		return h
+	}
+	return nil
+}
+
+// accountOf is the account a record is of ("" for a tier).
+func accountOf(rec any) string {
+	switch r := rec.(type) {
+	case ledger.Account:
+		return r.ID
+	case ledger.Key:
+		return r.AccountID
+	case ledger.Project:
+		return r.AccountID
+	case ledger.Member:
+		return r.AccountID
+	case ledger.Webhook:
+		return r.AccountID
+	}
+	return ""
+}
+
+// jsonOf is m as compact JSON; nil when m is.
+func jsonOf(m proto.Message) []byte {
 	if m == nil {
 		return nil
 	}
-	var rec proto.Message
-	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Kind() == protoreflect.MessageKind && !fd.IsList() && !fd.IsMap() {
-			rec = proto.Clone(v.Message().Interface())
-			return false
-		}
-		return true
-	})
-	if rec == nil {
-		return nil
-	}
-	if h, ok := rec.(*accountingv1.Webhook); ok {
-		h.Secret = ""
-	}
-	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(rec)
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {
 		return nil
 	}
@@ -69,27 +112,17 @@ func recordOf(m proto.Message) []byte {
 
 // subjectOf names what a change is about: its record's id (a tier: its name), else
 // the id its request names.
-func subjectOf(req, resp proto.Message) string {
-	for _, m := range []proto.Message{resp, req} {
-		if m == nil {
-			continue
-		}
-		var id string
-		m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			if fd.Kind() == protoreflect.MessageKind && !fd.IsList() && !fd.IsMap() {
-				r := v.Message()
-				for _, name := range []protoreflect.Name{"id", "name"} {
-					if f := r.Descriptor().Fields().ByName(name); f != nil && r.Get(f).String() != "" {
-						id = r.Get(f).String()
-						return false
-					}
-				}
+func subjectOf(req, rec proto.Message) string {
+	if rec != nil {
+		r := rec.ProtoReflect()
+		for _, name := range []protoreflect.Name{"id", "name"} {
+			if f := r.Descriptor().Fields().ByName(name); f != nil && r.Get(f).String() != "" {
+				return r.Get(f).String()
 			}
-			return true
-		})
-		if id != "" {
-			return id
 		}
+	}
+	if req == nil {
+		return ""
 	}
 	for _, name := range []protoreflect.Name{"key_id", "member_id", "webhook_id", "project_id", "account_id"} {
 		r := req.ProtoReflect()
@@ -98,42 +131,6 @@ func subjectOf(req, resp proto.Message) string {
 		}
 	}
 	return ""
-}
-
-// before reads the record a change is about as it is before the change; nil when
-// it is new or cannot be read.
-func (sc *scope) before(ctx context.Context, req any) []byte {
-	var m proto.Message
-	switch r := req.(type) {
-	case *accountingv1.UpdateAccountRequest, *accountingv1.SetAccountSuspendedRequest, *accountingv1.TopUpRequest:
-		id := r.(interface{ GetAccountId() string }).GetAccountId()
-		if acc, err := sc.s.store.GetAccount(ctx, id); err == nil {
-			m = &accountingv1.GetAccountResponse{Account: contract.AccountToProto(acc)}
-		}
-	case *accountingv1.UpdateKeyRequest, *accountingv1.SetKeyDisabledRequest, *accountingv1.RevokeKeyRequest:
-		if k, err := sc.s.store.GetKey(ctx, r.(interface{ GetKeyId() string }).GetKeyId()); err == nil {
-			m = &accountingv1.GetKeyResponse{Key: contract.KeyToProto(k)}
-		}
-	case *accountingv1.UpdateProjectRequest, *accountingv1.DeleteProjectRequest:
-		if p, err := sc.s.store.GetProject(ctx, r.(interface{ GetProjectId() string }).GetProjectId()); err == nil {
-			m = &accountingv1.GetProjectResponse{Project: contract.ProjectToProto(p)}
-		}
-	case *accountingv1.RemoveMemberRequest:
-		if sc.s.members != nil {
-			if mb, err := sc.s.members.GetMember(ctx, r.GetMemberId()); err == nil {
-				m = &accountingv1.RemoveMemberResponse{Member: memberToProto(mb)}
-			}
-		}
-	case *accountingv1.SetTierRequest:
-		if tiers, err := sc.s.store.Tiers(ctx); err == nil {
-			for _, t := range tiers {
-				if t.Name == r.GetTier().GetName() {
-					m = &accountingv1.SetTierResponse{Tier: contract.TierToProto(t)}
-				}
-			}
-		}
-	}
-	return recordOf(m)
 }
 
 // viaOf says how a call came: "console" for a person, else what the caller says
@@ -147,34 +144,6 @@ func viaOf(ctx context.Context, named bool) string {
 		return "gatewayctl"
 	}
 	return "api"
-}
-
-// record writes one change to the audit log. The change is made: a failure to record
-// it is logged, and the caller still gets its answer.
-func (s *Server) record(ctx context.Context, person string, named bool, c check, req any, before []byte, resp any) {
-	if s.audit == nil {
-		return
-	}
-	actor := "admin-token"
-	if named {
-		actor = person
-	}
-	rq, _ := req.(proto.Message)
-	rs, _ := resp.(proto.Message)
-	account := c.target.Account
-	if account == "" {
-		if a, ok := rs.(*accountingv1.CreateAccountResponse); ok {
-			account = a.GetAccount().GetId()
-		}
-	}
-	e := ledger.AuditEntry{Actor: actor, Via: viaOf(ctx, named), Action: string(c.action), Target: subjectOf(rq, rs),
-		AccountID: account, Before: before, After: recordOf(rs)}
-	if _, ok := rq.(*accountingv1.RemoveMemberRequest); ok {
-		e.After = nil // gone
-	}
-	if err := s.audit.RecordAudit(context.WithoutCancel(ctx), e); err != nil {
-		s.log.Error("audit entry not recorded", zap.String("action", e.Action), zap.String("target", e.Target), zap.Error(err))
-	}
 }
 
 // ListAudit returns the audit log, newest first.

@@ -19,7 +19,7 @@ import (
 func TestAuditRecordsEveryChange(t *testing.T) {
 	st, pool := enginetest.NewLedger(t, 4)
 	db := tables.New(pool, tables.Options{})
-	f := servertest.Start(t, st, servertest.Options{Members: db, Audit: db})
+	f := servertest.Start(t, st, servertest.Options{Members: db, Audit: st})
 	admin := f.Admin(t, servertest.AdminToken)
 	ctx := context.Background()
 

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -82,17 +83,18 @@ func (s *Server) Authorize() grpc.UnaryServerInterceptor {
 				return nil, err
 			}
 		}
-		var before []byte
-		change := len(checks) > 0 && changes(checks[0].action, req)
-		if change {
-			before = sc.before(ctx, req)
+		var note *ledger.AuditNote
+		if s.audit != nil && len(checks) > 0 && changes(checks[0].action, req) {
+			note = s.auditNote(ctx, person, named, checks[0], req)
+			ctx = ledger.WithAudit(ctx, note)
 		}
 		resp, err := handler(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		if change {
-			s.record(ctx, person, named, checks[0], req, before, resp)
+		if note != nil && !note.Taken() {
+			// A store that keeps no audit log made the change (none in accounting).
+			s.log.Error("audit entry not recorded with its change", zap.String("method", info.FullMethod))
 		}
 		if named {
 			if err := sc.filter(ctx, ms, resp); err != nil {

@@ -46,7 +46,9 @@ type Options struct {
 	// Members keeps who may do what; nil: the member calls are unimplemented, and a
 	// call made for a person is refused (Authorize).
 	Members ledger.Members
-	// Audit keeps the audit log; nil: nothing is recorded and ListAudit is
+	// Audit lists the audit log (the engine's Store: once the tables hold every
+	// decision). Set, each change's call carries a ledger.AuditNote that the store
+	// making the change records with it; nil: nothing is recorded and ListAudit is
 	// unimplemented.
 	Audit ledger.Audit
 }

@@ -1,22 +1,64 @@
 package tables
 
-// The audit log (migration 0021): a plain table written by accounting's admin API.
+// The audit log (migration 0021). Each entry is written in the same decision as its
+// change: from the journal's machine.Audited events by the materializer (QueueAudit,
+// in the transaction that writes the change), and with a table change made here or by
+// the webhooks in that change's transaction (RecordAudit). Nothing else writes it.
 
 import (
 	"context"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 )
 
 var _ ledger.Audit = (*Store)(nil)
 
-// RecordAudit appends one entry; its id and time are the database's.
-func (s *Store) RecordAudit(ctx context.Context, e ledger.AuditEntry) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (actor, via, action, target, account_id, before, after)
-VALUES ($1, $2, $3, $4, nullif($5, '')::uuid, $6, $7)`, e.Actor, e.Via, e.Action, e.Target, e.AccountID,
-		nullJSON(e.Before), nullJSON(e.After))
+// auditInsert appends one entry; its id is the database's, its time the entry's (the
+// database's now when it has none).
+const auditInsert = `INSERT INTO audit_log (actor, via, action, target, account_id, before, after, at)
+VALUES ($1, $2, $3, $4, nullif($5, '')::uuid, $6, $7, coalesce($8, now()))`
+
+// auditArgs are e's values for auditInsert. An account id that is no UUID (none is,
+// for a change that was made) is left out rather than fail the change's transaction:
+// the materializer would retry it for ever.
+func auditArgs(e ledger.AuditEntry) []any {
+	var at *time.Time
+	if !e.At.IsZero() {
+		at = &e.At
+	}
+	account := e.AccountID
+	if !validID(account) {
+		account = ""
+	}
+	return []any{e.Actor, e.Via, e.Action, e.Target, account, nullJSON(e.Before), nullJSON(e.After), at}
+}
+
+// QueueAudit queues e's insert in b, sent in the transaction of its change.
+func QueueAudit(b *pgx.Batch, e ledger.AuditEntry) { b.Queue(auditInsert, auditArgs(e)...) }
+
+// RecordAudit appends e in tx, the transaction of its change.
+func RecordAudit(ctx context.Context, tx pgx.Tx, e ledger.AuditEntry) error {
+	_, err := tx.Exec(ctx, auditInsert, auditArgs(e)...)
 	return dbError("record audit", err)
+}
+
+// Audited runs change in a transaction on pool and, when ctx carries an audit note
+// (ledger.TakeAudit), writes its entry from the records change returns (nil: none)
+// in the same transaction: both or neither.
+func Audited(ctx context.Context, pool *pgxpool.Pool, change func(pgx.Tx) (before, after any, err error)) error {
+	note := ledger.TakeAudit(ctx)
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		before, after, err := change(tx)
+		if err != nil || note == nil {
+			return err
+		}
+		return RecordAudit(ctx, tx, note.Entry(before, after, time.Time{}))
+	})
 }
 
 func nullJSON(b []byte) any {

@@ -2,11 +2,15 @@ package tables
 
 // Members: who may do what in the admin API (migration 0020). A plain table written
 // by accounting's admin API directly: members are admin data, not money, and not
-// derived from the journal.
+// derived from the journal. A change's audit entry (ledger.TakeAudit) is written in
+// the change's transaction.
 
 import (
 	"context"
+	"errors"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/llmgw/gateway/accounting/ledger"
 )
@@ -40,7 +44,9 @@ func scanMembers(rows interface {
 // same person over the same scope added again returns the row already there.
 func (s *Store) AddMember(ctx context.Context, m Member) (Member, error) {
 	m.Email = strings.ToLower(strings.TrimSpace(m.Email))
-	rows, err := s.pool.Query(ctx, `
+	var out []Member
+	err := s.audited(ctx, "add member", func(tx pgx.Tx) (before, after any, err error) {
+		rows, err := tx.Query(ctx, `
 WITH added AS (
     INSERT INTO members (email, role, account_id, project_id)
     VALUES ($1, $2, nullif($3, '')::uuid, nullif($4, ''))
@@ -51,17 +57,30 @@ UNION ALL
 SELECT `+memberColumns+` FROM members
  WHERE email = $1 AND role = $2 AND coalesce(account_id::text, '') = $3 AND coalesce(project_id, '') = $4
    AND NOT EXISTS (SELECT 1 FROM added)`, m.Email, m.Role, m.AccountID, m.ProjectID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if out, err = scanMembers(rows); err != nil {
+			return nil, nil, err
+		}
+		if len(out) != 1 {
+			return nil, nil, ledger.ErrNotFound
+		}
+		return nil, out[0], nil
+	})
 	if err != nil {
-		return Member{}, dbError("add member", err)
-	}
-	out, err := scanMembers(rows)
-	if err != nil {
-		return Member{}, dbError("add member", err)
-	}
-	if len(out) != 1 {
-		return Member{}, dbError("add member", ledger.ErrNotFound)
+		return Member{}, err
 	}
 	return out[0], nil
+}
+
+// audited is Audited on the store's pool, its failures as the store's.
+func (s *Store) audited(ctx context.Context, op string, change func(pgx.Tx) (before, after any, err error)) error {
+	err := Audited(ctx, s.pool, change)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return ledger.ErrNotFound
+	}
+	return dbError(op, err)
 }
 
 // ListMembers returns the members, oldest first: every one, or with accountID those
@@ -106,16 +125,22 @@ func (s *Store) GetMember(ctx context.Context, id string) (Member, error) {
 // RemoveMember deletes one member and returns it as it was; ledger.ErrNotFound when
 // there is none.
 func (s *Store) RemoveMember(ctx context.Context, id string) (Member, error) {
-	rows, err := s.pool.Query(ctx, `DELETE FROM members WHERE id::text = $1 RETURNING `+memberColumns, id)
+	var out []Member
+	err := s.audited(ctx, "remove member", func(tx pgx.Tx) (before, after any, err error) {
+		rows, err := tx.Query(ctx, `DELETE FROM members WHERE id::text = $1 RETURNING `+memberColumns, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if out, err = scanMembers(rows); err != nil {
+			return nil, nil, err
+		}
+		if len(out) == 0 {
+			return nil, nil, ledger.ErrNotFound
+		}
+		return out[0], nil, nil
+	})
 	if err != nil {
-		return Member{}, dbError("remove member", err)
-	}
-	out, err := scanMembers(rows)
-	if err != nil {
-		return Member{}, dbError("remove member", err)
-	}
-	if len(out) == 0 {
-		return Member{}, ledger.ErrNotFound
+		return Member{}, err
 	}
 	return out[0], nil
 }

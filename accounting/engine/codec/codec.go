@@ -124,6 +124,8 @@ func message(e machine.Event) (*journalv1.Event, error) {
 		m.Kind = &journalv1.Event_LowBalanceSet{LowBalanceSet: lowBalanceSet(&en, e)}
 	case machine.Alerted:
 		m.Kind = &journalv1.Event_Alerted{Alerted: alerted(&en, e)}
+	case machine.Audited:
+		m.Kind = &journalv1.Event_Audited{Audited: audited(&en, e)}
 	default:
 		return nil, fmt.Errorf("codec: %T is not an event of the machine", e)
 	}
@@ -201,6 +203,8 @@ func event(m *journalv1.Event) (machine.Event, error) {
 		e = lowBalanceSetEvent(&d, k.LowBalanceSet)
 	case *journalv1.Event_Alerted:
 		e = alertedEvent(&d, k.Alerted)
+	case *journalv1.Event_Audited:
+		e = auditedEvent(&d, k.Audited)
 	}
 	switch {
 	case d.err != nil:

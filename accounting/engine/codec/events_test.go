@@ -68,6 +68,10 @@ func full() []machine.Event {
 		machine.Alerted{ID: "evt_5f0c2d9a8b7e6f1d0c3b2a4958675a1b", Type: machine.AlertBudgetThreshold, AccountID: acctID,
 			KeyID: keyID, ProjectID: projID, Window: machine.WindowMonth, Start: at.AddDate(0, 0, -16), Percent: 95,
 			Limit: limit, Spent: 23_750_000, Threshold: 2_000_000, Available: -5, At: later},
+		machine.Audited{Actor: "ada@example.com", Via: "console", Action: "key.revoke", Target: keyID, AccountID: acctID,
+			Before: []byte(`{"id":"k","revoked":false}`), After: []byte(`{"id":"k","revoked":true}`), At: later},
+		machine.Audited{Actor: "admin-token", Via: "gatewayctl", Action: "tier.set", Target: "enterprise-plus-2026",
+			After: []byte(`{"name":"enterprise-plus-2026"}`), At: later},
 	}
 }
 
@@ -89,5 +93,6 @@ func zero() []machine.Event {
 		machine.Forgotten{Before: time.Date(1969, 12, 31, 23, 59, 59, 999999000, time.UTC), At: epoch},
 		machine.ToppedUp{Amount: -1}, machine.TierPut{Tier: ledger.Tier{RPMBeforeTopUp: -1}},
 		machine.LowBalanceSet{}, machine.LowBalanceSet{Threshold: &zeroLim}, machine.Alerted{}, machine.Alerted{Start: epoch},
+		machine.Audited{},
 	}
 }

@@ -54,6 +54,8 @@ func (s *State) apply(e Event) {
 		a.lowBalance, a.lowFired = e.Threshold, false
 	case Alerted:
 		s.applyAlerted(&e)
+	case Audited:
+		// Recorded for the audit log; the state does not keep it.
 	default:
 		panic(fmt.Sprintf("machine: unknown event %T", e))
 	}

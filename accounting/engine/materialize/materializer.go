@@ -34,6 +34,7 @@ import (
 //     where the ledger held and charged it.
 //   - accounts.low_balance; each alert into the webhook outbox (webhook_events, and a
 //     webhook_deliveries row per subscribed webhook of its account).
+//   - audit_log: each admin change's audit entry (machine.Audited), with its change.
 //   - reservations, with the values ledger_reserve, ledger_commit, ledger_release,
 //     ledger_expire_due and a renewal write, coalesced per call: a reservation reserved
 //     in the call is inserted once in its state at the call's end (settled, or held with

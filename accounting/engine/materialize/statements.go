@@ -31,6 +31,7 @@ func (w *writes) batch(inserted *int64) (*pgx.Batch, resInserts, error) {
 	w.queueSpend(b)
 	w.queueVideos(b)
 	w.queueAlerts(b)
+	w.queueAudits(b)
 	return b, ins, nil
 }
 

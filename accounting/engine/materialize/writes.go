@@ -28,6 +28,7 @@ type writes struct {
 	rows       map[string]*resRow // reservations rows, by id
 	projects
 	alertWrites
+	auditWrites
 }
 
 // money is an account's balance, hold and pool changes.
@@ -153,6 +154,8 @@ func (w *writes) addRecord(e machine.Event) error {
 		w.labels = put(w.labels, e.AccountID, e.Label)
 	case machine.Alerted, machine.LowBalanceSet:
 		w.addAlert(e)
+	case machine.Audited:
+		w.addAudit(e)
 	case machine.KeyCreated:
 		w.keys = append(w.keys, e)
 	case machine.KeyChanged:

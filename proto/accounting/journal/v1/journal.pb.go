@@ -64,6 +64,7 @@ type Event struct {
 	//	*Event_AccountLabeled
 	//	*Event_LowBalanceSet
 	//	*Event_Alerted
+	//	*Event_Audited
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -277,6 +278,15 @@ func (x *Event) GetAlerted() *Alerted {
 	return nil
 }
 
+func (x *Event) GetAudited() *Audited {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Audited); ok {
+			return x.Audited
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -359,6 +369,11 @@ type Event_Alerted struct {
 	Alerted *Alerted `protobuf:"bytes,31,opt,name=alerted,proto3,oneof"`
 }
 
+type Event_Audited struct {
+	// The admin API's audit entries start at 40.
+	Audited *Audited `protobuf:"bytes,40,opt,name=audited,proto3,oneof"`
+}
+
 func (*Event_AccountCreated) isEvent_Kind() {}
 
 func (*Event_ToppedUp) isEvent_Kind() {}
@@ -396,6 +411,8 @@ func (*Event_AccountLabeled) isEvent_Kind() {}
 func (*Event_LowBalanceSet) isEvent_Kind() {}
 
 func (*Event_Alerted) isEvent_Kind() {}
+
+func (*Event_Audited) isEvent_Kind() {}
 
 type AccountCreated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2277,12 +2294,117 @@ func (x *Alerted) GetAt() int64 {
 	return 0
 }
 
+// Audited is the audit record of one change made through the admin API, decided in
+// the same batch as the events of that change (or alone, for a change that changed
+// nothing): who (actor, a person's email or "admin-token"), how (via), what (action)
+// on what (target, an id or a tier's name) of which account (empty: none), and the
+// record before and after as JSON without any secret (empty: none). Replay ignores it;
+// the materializer writes it to audit_log.
+type Audited struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Actor         []byte                 `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	Via           []byte                 `protobuf:"bytes,2,opt,name=via,proto3" json:"via,omitempty"`
+	Action        []byte                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	Target        []byte                 `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	AccountId     []byte                 `protobuf:"bytes,5,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	Before        []byte                 `protobuf:"bytes,6,opt,name=before,proto3" json:"before,omitempty"`
+	After         []byte                 `protobuf:"bytes,7,opt,name=after,proto3" json:"after,omitempty"`
+	At            int64                  `protobuf:"zigzag64,8,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Audited) Reset() {
+	*x = Audited{}
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Audited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Audited) ProtoMessage() {}
+
+func (x *Audited) ProtoReflect() protoreflect.Message {
+	mi := &file_accounting_journal_v1_journal_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Audited.ProtoReflect.Descriptor instead.
+func (*Audited) Descriptor() ([]byte, []int) {
+	return file_accounting_journal_v1_journal_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Audited) GetActor() []byte {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+func (x *Audited) GetVia() []byte {
+	if x != nil {
+		return x.Via
+	}
+	return nil
+}
+
+func (x *Audited) GetAction() []byte {
+	if x != nil {
+		return x.Action
+	}
+	return nil
+}
+
+func (x *Audited) GetTarget() []byte {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *Audited) GetAccountId() []byte {
+	if x != nil {
+		return x.AccountId
+	}
+	return nil
+}
+
+func (x *Audited) GetBefore() []byte {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *Audited) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *Audited) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
 var File_accounting_journal_v1_journal_proto protoreflect.FileDescriptor
 
 const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\n" +
-	"#accounting/journal/v1/journal.proto\x12\x15accounting.journal.v1\"\xf3\n" +
-	"\n" +
+	"#accounting/journal/v1/journal.proto\x12\x15accounting.journal.v1\"\xaf\v\n" +
 	"\x05Event\x12P\n" +
 	"\x0faccount_created\x18\x01 \x01(\v2%.accounting.journal.v1.AccountCreatedH\x00R\x0eaccountCreated\x12>\n" +
 	"\ttopped_up\x18\x02 \x01(\v2\x1f.accounting.journal.v1.ToppedUpH\x00R\btoppedUp\x12V\n" +
@@ -2306,7 +2428,8 @@ const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"key_placed\x18\x17 \x01(\v2 .accounting.journal.v1.KeyPlacedH\x00R\tkeyPlaced\x12P\n" +
 	"\x0faccount_labeled\x18\r \x01(\v2%.accounting.journal.v1.AccountLabeledH\x00R\x0eaccountLabeled\x12N\n" +
 	"\x0flow_balance_set\x18\x1e \x01(\v2$.accounting.journal.v1.LowBalanceSetH\x00R\rlowBalanceSet\x12:\n" +
-	"\aalerted\x18\x1f \x01(\v2\x1e.accounting.journal.v1.AlertedH\x00R\aalertedB\x06\n" +
+	"\aalerted\x18\x1f \x01(\v2\x1e.accounting.journal.v1.AlertedH\x00R\aalerted\x12:\n" +
+	"\aaudited\x18( \x01(\v2\x1e.accounting.journal.v1.AuditedH\x00R\aauditedB\x06\n" +
 	"\x04kind\"Z\n" +
 	"\x0eAccountCreated\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
@@ -2519,7 +2642,17 @@ const file_accounting_journal_v1_journal_proto_rawDesc = "" +
 	"\tthreshold\x18\v \x01(\x03R\tthreshold\x12\x1c\n" +
 	"\tavailable\x18\f \x01(\x03R\tavailable\x12\x0e\n" +
 	"\x02at\x18\r \x01(\x12R\x02atB\b\n" +
-	"\x06_startB@Z>github.com/llmgw/gateway/proto/accounting/journal/v1;journalv1b\x06proto3"
+	"\x06_start\"\xbe\x01\n" +
+	"\aAudited\x12\x14\n" +
+	"\x05actor\x18\x01 \x01(\fR\x05actor\x12\x10\n" +
+	"\x03via\x18\x02 \x01(\fR\x03via\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\fR\x06action\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\fR\x06target\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x05 \x01(\fR\taccountId\x12\x16\n" +
+	"\x06before\x18\x06 \x01(\fR\x06before\x12\x14\n" +
+	"\x05after\x18\a \x01(\fR\x05after\x12\x0e\n" +
+	"\x02at\x18\b \x01(\x12R\x02atB@Z>github.com/llmgw/gateway/proto/accounting/journal/v1;journalv1b\x06proto3"
 
 var (
 	file_accounting_journal_v1_journal_proto_rawDescOnce sync.Once
@@ -2533,7 +2666,7 @@ func file_accounting_journal_v1_journal_proto_rawDescGZIP() []byte {
 	return file_accounting_journal_v1_journal_proto_rawDescData
 }
 
-var file_accounting_journal_v1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_accounting_journal_v1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_accounting_journal_v1_journal_proto_goTypes = []any{
 	(*Event)(nil),             // 0: accounting.journal.v1.Event
 	(*AccountCreated)(nil),    // 1: accounting.journal.v1.AccountCreated
@@ -2558,6 +2691,7 @@ var file_accounting_journal_v1_journal_proto_goTypes = []any{
 	(*KeyPlaced)(nil),         // 20: accounting.journal.v1.KeyPlaced
 	(*LowBalanceSet)(nil),     // 21: accounting.journal.v1.LowBalanceSet
 	(*Alerted)(nil),           // 22: accounting.journal.v1.Alerted
+	(*Audited)(nil),           // 23: accounting.journal.v1.Audited
 }
 var file_accounting_journal_v1_journal_proto_depIdxs = []int32{
 	1,  // 0: accounting.journal.v1.Event.account_created:type_name -> accounting.journal.v1.AccountCreated
@@ -2579,14 +2713,15 @@ var file_accounting_journal_v1_journal_proto_depIdxs = []int32{
 	2,  // 16: accounting.journal.v1.Event.account_labeled:type_name -> accounting.journal.v1.AccountLabeled
 	21, // 17: accounting.journal.v1.Event.low_balance_set:type_name -> accounting.journal.v1.LowBalanceSet
 	22, // 18: accounting.journal.v1.Event.alerted:type_name -> accounting.journal.v1.Alerted
-	10, // 19: accounting.journal.v1.Committed.usage:type_name -> accounting.journal.v1.Usage
-	11, // 20: accounting.journal.v1.Usage.units:type_name -> accounting.journal.v1.Unit
-	12, // 21: accounting.journal.v1.Usage.components:type_name -> accounting.journal.v1.Component
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	23, // 19: accounting.journal.v1.Event.audited:type_name -> accounting.journal.v1.Audited
+	10, // 20: accounting.journal.v1.Committed.usage:type_name -> accounting.journal.v1.Usage
+	11, // 21: accounting.journal.v1.Usage.units:type_name -> accounting.journal.v1.Unit
+	12, // 22: accounting.journal.v1.Usage.components:type_name -> accounting.journal.v1.Component
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_accounting_journal_v1_journal_proto_init() }
@@ -2614,6 +2749,7 @@ func file_accounting_journal_v1_journal_proto_init() {
 		(*Event_AccountLabeled)(nil),
 		(*Event_LowBalanceSet)(nil),
 		(*Event_Alerted)(nil),
+		(*Event_Audited)(nil),
 	}
 	file_accounting_journal_v1_journal_proto_msgTypes[6].OneofWrappers = []any{}
 	file_accounting_journal_v1_journal_proto_msgTypes[7].OneofWrappers = []any{}
@@ -2628,7 +2764,7 @@ func file_accounting_journal_v1_journal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_accounting_journal_v1_journal_proto_rawDesc), len(file_accounting_journal_v1_journal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
