@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/llmgw/gateway/accounting/contract"
+	"github.com/llmgw/gateway/accounting/ledger"
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
@@ -71,4 +72,29 @@ func (a *AdminServer) DeleteProject(ctx context.Context, req *accountingv1.Delet
 		return nil, a.s.fail(ctx, "DeleteProject", err)
 	}
 	return &accountingv1.DeleteProjectResponse{Project: contract.ProjectToProto(p)}, nil
+}
+
+// fitsProjects refuses a new key whose own limits or allowlist go beyond its project's
+// or an ancestor's (ledger.KeyFitsProjects), for every caller. A project that is
+// missing or of another account is left to the store, which refuses it.
+func (a *AdminServer) fitsProjects(ctx context.Context, k ledger.NewKey) error {
+	var path []ledger.Project
+	for cur := k.ProjectID; cur != "" && len(path) <= ledger.MaxProjectLevels; {
+		p, err := a.s.store.GetProject(ctx, cur)
+		if isNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return a.s.fail(ctx, "CreateKey", err)
+		}
+		if p.AccountID != k.AccountID {
+			return nil
+		}
+		path = append(path, p)
+		cur = p.ParentID
+	}
+	if err := ledger.KeyFitsProjects(k, path); err != nil {
+		return invalidArgument(err.Error())
+	}
+	return nil
 }
