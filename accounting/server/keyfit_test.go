@@ -12,8 +12,8 @@ import (
 	accountingv1 "github.com/llmgw/gateway/proto/accounting/v1"
 )
 
-// TestKeyWithinItsProjects: a new key's own limits and allowlist may not go beyond
-// its project's or an ancestor's, for any gRPC caller (the admin token as gatewayctl
+// TestKeyWithinItsProjects: a key's own limits and allowlist may not go beyond its
+// project's or an ancestor's, at creation and by an update, for any gRPC caller (the admin token as gatewayctl
 // sends it, and a project's member through the console's credential): refused with
 // InvalidArgument naming the project, nothing created; a key at the limits, or
 // leaving a setting unset, fits.
@@ -75,7 +75,30 @@ func TestKeyWithinItsProjects(t *testing.T) {
 		}
 	}
 	// Outside any project nothing bounds a key but its account.
-	if _, err := admin.CreateKey(ctx, &accountingv1.CreateKeyRequest{AccountId: a, DailyLimitMicros: i64(1_000_000_000)}); err != nil {
-		t.Errorf("a key outside projects: %v", err)
+	outside, err := admin.CreateKey(ctx, &accountingv1.CreateKeyRequest{AccountId: a, DailyLimitMicros: i64(1_000_000_000), Rpm: i64(100)})
+	if err != nil {
+		t.Fatalf("a key outside projects: %v", err)
+	}
+
+	// An update is held to the same: a limit it raises, or a move into the project
+	// with the key's settings as they are; a rename, or a limit within, passes.
+	kid := outside.GetKey().GetId()
+	_, err = admin.UpdateKey(ctx, &accountingv1.UpdateKeyRequest{KeyId: kid, ProjectId: &p})
+	wantCode(t, "a move into the project", err, codes.InvalidArgument, `the key's daily limit 1000 exceeds the daily limit of project "research"`)
+	_, err = admin.UpdateKey(ctx, &accountingv1.UpdateKeyRequest{KeyId: kid, ProjectId: &p, DailyLimit: &accountingv1.LimitUpdate{Micros: i64(1_000_000)}})
+	wantCode(t, "a move with the rpm too high", err, codes.InvalidArgument, `the key's rpm 100 exceeds the rpm of project "research"`)
+	if _, err := admin.UpdateKey(ctx, &accountingv1.UpdateKeyRequest{KeyId: kid, ProjectId: &p, DailyLimit: &accountingv1.LimitUpdate{Micros: i64(1_000_000)},
+		Rpm: &accountingv1.RateUpdate{}}); err != nil {
+		t.Errorf("a move within the limits: %v", err)
+	}
+	_, err = admin.UpdateKey(ctx, &accountingv1.UpdateKeyRequest{KeyId: kid, Tpm: &accountingv1.RateUpdate{Value: i64(5000)}})
+	wantCode(t, "a tpm raised above the project's", err, codes.InvalidArgument, `the key's tpm 5000 exceeds the tpm of project "vision"`)
+	name := "renamed"
+	if _, err := admin.UpdateKey(ctx, &accountingv1.UpdateKeyRequest{KeyId: kid, Name: &name}); err != nil {
+		t.Errorf("a rename: %v", err)
+	}
+	k, err := admin.GetKey(ctx, &accountingv1.GetKeyRequest{KeyId: kid})
+	if err != nil || k.GetKey().GetProjectId() != p || k.GetKey().Tpm != nil || k.GetKey().GetDailyLimitMicros() != 1_000_000 {
+		t.Errorf("the key after its updates: %v %v", k.GetKey(), err)
 	}
 }
