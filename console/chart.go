@@ -38,7 +38,7 @@ type tick struct {
 const (
 	chartPlotHeight = 160
 	chartBarWidth   = 36
-	chartStep       = 56
+	chartStep       = 70
 )
 
 // usageChart lays out one bar per row, scaled to the largest charge.
