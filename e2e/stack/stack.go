@@ -203,7 +203,11 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 func (s *Stack) start(ctx context.Context) error {
 	// Before anything is written: a second start beside a running stack must leave its
 	// tokens and client files alone.
-	for _, a := range []string{s.GatewayAddr, s.ExtprocAddr, s.AccountingAddr, s.MockAddr} {
+	busy := []string{s.GatewayAddr, s.ExtprocAddr, s.AccountingAddr, s.MockAddr}
+	if s.OIDC {
+		busy = append(busy, s.OIDCAddr)
+	}
+	for _, a := range busy {
 		if dialOK(a) {
 			return fmt.Errorf("%s is already in use: is another stack running? (override the port with its environment variable)", a)
 		}
