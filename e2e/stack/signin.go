@@ -36,7 +36,7 @@ var SignInPeople = []Person{
 	{"operator@example.com", "operator", "the account " + SignInDemoLabel},
 	{"billing@example.com", "billing", "the account " + SignInDemoLabel},
 	{"viewer@example.com", "viewer", "the account " + SignInDemoLabel},
-	{"member@example.com", "member", "its project team"},
+	{"member@example.com", "member", "the project team (in " + SignInDemoLabel + ")"},
 }
 
 // OIDCIssuer is the local provider's issuer URL.
