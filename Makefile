@@ -16,8 +16,8 @@ build: ## Build every binary into bin/ (the vtprotobuf tag: internal/vtcodec)
 	$(GO) build -tags vtprotobuf -o bin/ ./accounting/cmd/... ./extproc/cmd/... ./console/cmd/... ./e2e/cmd/...
 
 .PHONY: run
-run: build ## Start the whole stack on loopback (Ctrl-C stops it)
-	./bin/localstack
+run: build ## Start the whole stack on loopback (Ctrl-C stops it; OIDC=1 adds a local OpenID provider to sign in to the console)
+	./bin/localstack$(if $(OIDC), --oidc)
 
 .PHONY: browser
 browser: ## Install Debian's chromium for the web console's browser tests, when missing (CHROMIUM names another)

@@ -47,6 +47,8 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"allowlist": allowlistText,
 	"limits":    limitsText,
 	"expiry":    expiryText,
+	"percent":   percentText,
+	"neg":       func(n int) int { return -n },
 }).ParseFS(webFS, "web/*.html"))
 
 // callTimeout bounds each call to accounting.

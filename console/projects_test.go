@@ -65,7 +65,7 @@ func TestAccountPageShowsProjects(t *testing.T) {
 		return strings.Join(strings.Fields(regexp.MustCompile(`<[^>]+>`).ReplaceAllString(m[1], " ")), " ")
 	}
 	topID, childID, keyID := top.GetProject().GetId(), child.GetProject().GetId(), key.GetKey().GetId()
-	if got, want := row(topID), topID+" research 0.250000 / 2.000000 0.250000 / none 0.250000 / none 0.000000 30 none demo-chat, demo-claude"; got != want {
+	if got, want := row(topID), topID+" research 0.250000 / 2.000000 (12%) 0.250000 / none 0.250000 / none 0.000000 30 none demo-chat, demo-claude"; got != want {
 		t.Errorf("top project row\n%q, want\n%q", got, want)
 	}
 	if got, want := row(childID), childID+" agents "+topID+" 0.250000 / none 0.250000 / none 0.250000 / none 0.000000 none none all "+keyID; got != want {

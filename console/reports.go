@@ -23,29 +23,34 @@ import (
 // usagePage is the usage page's data.
 type usagePage struct {
 	Account, From, To, By string
-	Rows                  []ledger.UsageRow
-	Total                 ledger.UsageRow
-	Bars                  []bar
-}
-
-// bar is one bar of the usage chart (an inline SVG drawn on the server).
-type bar struct {
-	Label   string
-	X, H, Y int
+	// Project narrows the usage to a project and its descendants ("": the account).
+	Project  string
+	Projects []*accountingv1.Project
+	Names    map[string]string
+	Rows     []ledger.UsageRow
+	Total    ledger.UsageRow
+	Chart    chart
+	// AccountUsage: the session may read the whole account's usage.
+	AccountUsage bool
 }
 
 func (s *Server) usage(w http.ResponseWriter, r *http.Request, se *session) {
 	q := r.URL.Query()
-	d := usagePage{Account: r.PathValue("id"), From: q.Get("from"), To: q.Get("to"), By: q.Get("by")}
+	d := usagePage{Account: r.PathValue("id"), From: q.Get("from"), To: q.Get("to"), By: q.Get("by"), Project: q.Get("project")}
 	group, ok := ledger.UsageGroupNamed(d.By)
 	if !ok {
 		group, d.By = ledger.ByDay, ledger.ByDay.String()
 	}
 	res, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.GetUsageResponse, error) {
-		return s.admin.GetUsage(ctx, &accountingv1.GetUsageRequest{AccountId: d.Account, FromDay: d.From, ToDay: d.To, GroupBy: contract.UsageGroupToProto(group)}, o)
+		return s.admin.GetUsage(ctx, &accountingv1.GetUsageRequest{AccountId: d.Account, ProjectId: d.Project, FromDay: d.From, ToDay: d.To,
+			GroupBy: contract.UsageGroupToProto(group)}, o)
 	})
 	if err != nil {
-		render(w, http.StatusBadRequest, "error", page{Title: "Usage", Error: plainWords(err)})
+		code := http.StatusBadRequest
+		if c := httpStatus(err); c != http.StatusBadGateway {
+			code = c
+		}
+		render(w, code, "error", page{Title: "Usage", Error: plainWords(err)})
 		return
 	}
 	for _, row := range res.GetRows() {
@@ -69,14 +74,14 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, se *session) {
 		})
 		return
 	}
-	var top int64 = 1
-	for _, row := range d.Rows {
-		top = max(top, row.Charged)
+	d.Chart = usageChart(d.By, d.Rows)
+	if ps, err := call(r, se, func(ctx context.Context, o grpc.CallOption) (*accountingv1.ListProjectsResponse, error) {
+		return s.admin.ListProjects(ctx, &accountingv1.ListProjectsRequest{AccountId: d.Account}, o)
+	}); err == nil {
+		d.Projects, d.Names = ps.GetProjects(), projectNames(ps.GetProjects())
+		slices.SortStableFunc(d.Projects, func(a, b *accountingv1.Project) int { return strings.Compare(d.Names[a.GetId()], d.Names[b.GetId()]) })
 	}
-	for i, row := range d.Rows {
-		h := int(row.Charged * 100 / top)
-		d.Bars = append(d.Bars, bar{Label: row.Group, X: 10 + i*60, H: h, Y: 110 - h})
-	}
+	d.AccountUsage = s.allowed(r, se, &accountingv1.CheckAccessRequest{Method: "GetUsage", AccountId: d.Account})
 	render(w, 200, "usage", page{Title: "Usage", CSRF: se.csrf, Person: se.person, Data: d})
 }
 

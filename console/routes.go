@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /accounts/{id}/topup", s.authed(s.may("TopUp", "account", s.topUp)))
 	s.mux.HandleFunc("POST /accounts/{id}/suspend", s.authed(s.may("SetAccountSuspended", "account", s.suspend)))
 	s.mux.HandleFunc("POST /accounts/{id}/update", s.authed(s.may("UpdateAccount", "account", s.updateAccount)))
-	s.mux.HandleFunc("POST /accounts/{id}/keys", s.authed(s.may("CreateKey", "account", s.createKey)))
+	s.mux.HandleFunc("POST /accounts/{id}/keys", s.authed(s.may("CreateKey", "account+project", s.createKey)))
 	s.mux.HandleFunc("POST /keys/{id}/update", s.authed(s.may("UpdateKey", "key", s.updateKey)))
 	s.mux.HandleFunc("POST /keys/{id}/{action}", s.authed(s.may("", "key", s.keyAction)))
 	s.mux.HandleFunc("GET /accounts/{id}/usage", s.authed(s.usage))
@@ -80,9 +81,10 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *session)) ht
 }
 
 // may wraps a form's handler: for a person, accounting decides the AdminService
-// method the form calls (CheckAccess) on the path's {id} (an account or a key)
-// before anything about the form is read, so that a role refused it gets 403 first.
-// An empty method is the key action's, named by the path's {action}.
+// method the form calls (CheckAccess) on the path's {id} (an account or a key; for
+// "account+project" the account and the form's project, where a new key goes)
+// before anything else about the form is read, so that a role refused it gets 403
+// first. An empty method is the key action's, named by the path's {action}.
 func (s *Server) may(method, idKind string, h func(http.ResponseWriter, *http.Request, *session)) func(http.ResponseWriter, *http.Request, *session) {
 	return func(w http.ResponseWriter, r *http.Request, se *session) {
 		if se.person == "" {
@@ -103,6 +105,8 @@ func (s *Server) may(method, idKind string, h func(http.ResponseWriter, *http.Re
 		switch idKind {
 		case "account":
 			req.AccountId = r.PathValue("id")
+		case "account+project":
+			req.AccountId, req.ProjectId = r.PathValue("id"), r.PostFormValue("project")
 		case "key":
 			req.KeyId = r.PathValue("id")
 		}
@@ -248,6 +252,12 @@ type accountPage struct {
 	// TopUpForm and KeyForm are the one-time tokens of this page's top-up and new-key
 	// forms (forms.go).
 	TopUpForm, KeyForm string
+	// Names are the projects' names by id, each with its ancestors ("research / vision").
+	Names map[string]string
+	// AccountKeys and AccountUsage say whether the session may create a key outside
+	// any project and read the whole account's usage (a project's member may not: its
+	// new keys go in its projects, its usage is theirs).
+	AccountKeys, AccountUsage bool
 }
 
 // withForms issues the page's one-time form tokens.
@@ -280,7 +290,12 @@ func (s *Server) accountData(r *http.Request, se *session, id string) (accountPa
 	if err != nil {
 		return accountPage{}, err
 	}
-	return accountPage{Account: acc.GetAccount(), Keys: keys.GetKeys(), Projects: projectRows(projects.GetProjects(), keys.GetKeys())}, nil
+	d := accountPage{Account: acc.GetAccount(), Keys: keys.GetKeys(), Projects: projectRows(projects.GetProjects(), keys.GetKeys())}
+	d.Names = projectNames(projects.GetProjects())
+	slices.SortStableFunc(d.Projects, func(a, b projectRow) int { return strings.Compare(d.Names[a.GetId()], d.Names[b.GetId()]) })
+	d.AccountKeys = s.allowed(r, se, &accountingv1.CheckAccessRequest{Method: "CreateKey", AccountId: id})
+	d.AccountUsage = s.allowed(r, se, &accountingv1.CheckAccessRequest{Method: "GetUsage", AccountId: id})
+	return d, nil
 }
 
 // projectRow is a project on the account page: its spend against its limits, and the
@@ -379,7 +394,8 @@ func limit(v string) (*int64, error) {
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, se *session) {
 	id := r.PathValue("id")
-	req := &accountingv1.CreateKeyRequest{AccountId: id, Name: r.PostFormValue("name"), AllowedModels: models(r.PostFormValue("models"))}
+	req := &accountingv1.CreateKeyRequest{AccountId: id, Name: r.PostFormValue("name"), AllowedModels: models(r.PostFormValue("models")),
+		ProjectId: strings.TrimSpace(r.PostFormValue("project"))}
 	if err := keyLabels(req.GetName(), req.GetAllowedModels()); err != "" {
 		http.Redirect(w, r, "/accounts/"+url.PathEscape(id)+"?"+url.Values{"error": {err}}.Encode(), http.StatusSeeOther)
 		return
@@ -388,6 +404,9 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, se *session) 
 	if req.DailyLimitMicros, err = limit(r.PostFormValue("daily")); err == nil {
 		req.MonthlyLimitMicros, err = limit(r.PostFormValue("monthly"))
 	}
+	if err == nil {
+		req.Rpm, req.Tpm, err = rates(r.PostFormValue("rpm"), r.PostFormValue("tpm"))
+	}
 	if err == nil && r.PostFormValue("expires") != "" {
 		var t time.Time
 		if t, err = time.Parse("2006-01-02", r.PostFormValue("expires")); err == nil {
@@ -395,7 +414,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, se *session) 
 		}
 	}
 	if err != nil {
-		http.Redirect(w, r, "/accounts/"+url.PathEscape(id)+"?"+url.Values{"error": {"Check the limits (credits) and the expiry (YYYY-MM-DD)."}}.Encode(), http.StatusSeeOther)
+		http.Redirect(w, r, "/accounts/"+url.PathEscape(id)+"?"+url.Values{"error": {"Check the limits (credits), the rpm and tpm (whole numbers, at least 1) and the expiry (YYYY-MM-DD)."}}.Encode(), http.StatusSeeOther)
 		return
 	}
 	// A reload of the answer that showed the secret submits this form again: its token

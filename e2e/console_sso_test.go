@@ -20,20 +20,35 @@ import (
 // stop (or the test's end).
 func ssoConsole(t *testing.T, idp *oidctest.Provider, addr, publicURL string) (stop func()) {
 	t.Helper()
+	return ssoConsoleFor(t, idp.URL, idp.ClientID, idp.ClientSecret, addr, publicURL)
+}
+
+// ssoConsoleFor runs the console binary with single sign-on against the provider at
+// issuer, for the client id and secret.
+func ssoConsoleFor(t *testing.T, issuer, clientID, clientSecret, addr, publicURL string) (stop func()) {
+	t.Helper()
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "client-secret")
-	if err := os.WriteFile(secret, []byte(idp.ClientSecret+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(secret, []byte(clientSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	token := gw.AdminTokenFile()
 	if !filepath.IsAbs(token) {
 		token = filepath.Join(gw.Root, token)
 	}
-	cmd := exec.Command(filepath.Join(gw.BinDir, "console"), "--listen", addr, "--accounting-addr", gw.AccountingTarget(),
-		"--oidc-issuer", idp.URL, "--oidc-client-id", idp.ClientID, "--oidc-client-secret-file", secret,
+	return runPart(t, addr, "console", "--listen", addr, "--accounting-addr", gw.AccountingTarget(),
+		"--oidc-issuer", issuer, "--oidc-client-id", clientID, "--oidc-client-secret-file", secret,
 		"--public-url", publicURL, "--accounting-token-file", token)
+}
+
+// runPart runs the binary bin of the stack's bin directory with args until stop (or
+// the test's end), and returns once it listens on addr.
+func runPart(t *testing.T, addr, bin string, args ...string) (stop func()) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(filepath.Join(gw.BinDir, bin), args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	log, _ := os.Create(filepath.Join(dir, "console.log"))
+	log, _ := os.Create(filepath.Join(dir, bin+".log"))
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -61,8 +76,8 @@ func ssoConsole(t *testing.T, idp *oidctest.Provider, addr, publicURL string) (s
 			return stop
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "console.log"))
-			t.Fatalf("the console never listened on %s:\n%s", addr, b)
+			b, _ := os.ReadFile(filepath.Join(dir, bin+".log"))
+			t.Fatalf("%s never listened on %s:\n%s", bin, addr, b)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

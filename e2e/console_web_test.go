@@ -238,11 +238,17 @@ func TestWebConsoleInABrowser(t *testing.T) {
 // tabs: chromedp.NewContext of it), ended with t.
 func chromium(t *testing.T) context.Context {
 	t.Helper()
+	return chromiumWithin(t, 90*time.Second)
+}
+
+// chromiumWithin is chromium whose tab ends after d.
+func chromiumWithin(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, d)
 	t.Cleanup(func() { cancel(); cancelTab(); cancelAlloc() })
 	return ctx
 }

@@ -80,6 +80,9 @@ func (a *AdminServer) UpdateKey(ctx context.Context, req *accountingv1.UpdateKey
 	if err != nil {
 		return nil, err
 	}
+	if err := a.updateFits(ctx, u); err != nil {
+		return nil, err
+	}
 	k, err := a.s.store.UpdateKey(ctx, u)
 	if err != nil {
 		return nil, a.s.fail(ctx, "UpdateKey", err)

@@ -97,8 +97,8 @@ func TestProjectsOverTheJournalEngine(t *testing.T) {
 	}
 	name := "renamed"
 	set, err := admin.UpdateProject(ctx, &accountingv1.UpdateProjectRequest{ProjectId: p.GetId(), Name: &name,
-		Limit: &accountingv1.LimitUpdate{Micros: i64(2_000_000)}, Tpm: &accountingv1.RateUpdate{Value: i64(5)}})
-	if s := set.GetProject(); err != nil || s.GetName() != name || s.GetLimitMicros() != 2_000_000 || s.GetTpm() != 5 ||
+		Limit: &accountingv1.LimitUpdate{Micros: i64(2_000_000)}, Tpm: &accountingv1.RateUpdate{Value: i64(5_000)}})
+	if s := set.GetProject(); err != nil || s.GetName() != name || s.GetLimitMicros() != 2_000_000 || s.GetTpm() != 5_000 ||
 		s.DailyLimitMicros != nil {
 		t.Errorf("set %v, %v", s, err)
 	}

@@ -398,11 +398,7 @@ func (a *AdminServer) CreateKey(ctx context.Context, req *accountingv1.CreateKey
 		t := req.GetExpiresAt().AsTime()
 		expires = &t
 	}
-	secret, err := NewSecret(a.s.random)
-	if err != nil {
-		return nil, a.s.fail(ctx, "CreateKey", err)
-	}
-	k, err := a.s.store.CreateKey(ctx, ledger.NewKey{
+	nk := ledger.NewKey{
 		AccountID:     req.GetAccountId(),
 		Name:          req.GetName(),
 		AllowedModels: append([]string(nil), req.GetAllowedModels()...),
@@ -413,9 +409,16 @@ func (a *AdminServer) CreateKey(ctx context.Context, req *accountingv1.CreateKey
 		ProjectID:     req.GetProjectId(),
 		RPM:           copyMicros(req.Rpm),
 		TPM:           copyMicros(req.Tpm),
-		Hash:          HashSecret(secret),
-		Prefix:        secretPrefix(secret),
-	})
+	}
+	if err := a.fitsProjects(ctx, nk); err != nil {
+		return nil, err
+	}
+	secret, err := NewSecret(a.s.random)
+	if err != nil {
+		return nil, a.s.fail(ctx, "CreateKey", err)
+	}
+	nk.Hash, nk.Prefix = HashSecret(secret), secretPrefix(secret)
+	k, err := a.s.store.CreateKey(ctx, nk)
 	if err != nil {
 		return nil, a.s.fail(ctx, "CreateKey", err)
 	}

@@ -5,8 +5,10 @@
 // token signed with ES256. A test may tamper with the next ID token (its claims, or
 // the key that signs it) to see the console refuse it.
 //
-// It is test support: it imports nothing of the gateway, and nothing but tests
-// import it.
+// Offered a list of people (Offer), its authorization endpoint instead shows a page to
+// pick whom to sign in as: the local stack runs it so (e2e/cmd/oidcprovider, `make run
+// OIDC=1`) for trying sign-in by hand. It checks no password: it is never part of a
+// deployment. It imports nothing of the gateway.
 package oidctest
 
 import (
@@ -18,6 +20,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"html/template"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -67,6 +70,7 @@ type Provider struct {
 	other *ecdsa.PrivateKey
 
 	mu       sync.Mutex
+	people   []Person
 	email    string
 	verified bool
 	tamper   func(*Token)
@@ -82,24 +86,73 @@ const kid = "oidctest-1"
 // until SignInAs.
 func Start(t testing.TB, clientID, clientSecret string) *Provider {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	srv := httptest.NewUnstartedServer(nil)
+	p, err := New("http://"+srv.Listener.Addr().String(), clientID, clientSecret)
 	if err != nil {
 		t.Fatal(err)
+	}
+	srv.Config.Handler = p.Handler()
+	srv.Start()
+	p.srv = srv
+	t.Cleanup(srv.Close)
+	return p
+}
+
+// New returns a provider whose issuer is issuer (where its Handler is served), for one
+// client, with a fresh signing key. Nobody is signed in until SignInAs or Offer.
+func New(issuer, clientID, clientSecret string) (*Provider, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	p := &Provider{ClientID: clientID, ClientSecret: clientSecret, key: key, other: other, codes: map[string]grant{}}
+	return &Provider{URL: strings.TrimRight(issuer, "/"), ClientID: clientID, ClientSecret: clientSecret, key: key, other: other, codes: map[string]grant{}}, nil
+}
+
+// Handler serves the provider's endpoints: discovery, the JWKS, authorization and
+// token.
+func (p *Provider) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", p.discovery)
 	mux.HandleFunc("GET /jwks", p.jwks)
 	mux.HandleFunc("GET /authorize", p.authorize)
 	mux.HandleFunc("POST /token", p.token)
-	p.srv = httptest.NewServer(mux)
-	p.URL = p.srv.URL
-	t.Cleanup(p.srv.Close)
-	return p
+	return mux
+}
+
+// Person is someone the provider offers to sign in, with a note shown beside the
+// address (their role, say). Their address counts as verified.
+type Person struct{ Email, Note string }
+
+// Offer makes the authorization endpoint show a page listing people, each a link that
+// signs that person in, while SignInAs names nobody.
+func (p *Provider) Offer(people []Person) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.people = append([]Person(nil), people...)
+}
+
+// choosePage lists the people offered; each link repeats the authorization request
+// with login set to the person.
+var choosePage = template.Must(template.New("choose").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sign in · local OpenID provider</title></head><body>
+<h1>Local OpenID provider</h1><p>Sign in to the console as (no password: a provider for trying sign-in on this machine only):</p>
+<ul id="people">{{range .}}<li><a href="{{.Link}}" id="as-{{.Email}}">{{.Email}}</a> {{.Note}}</li>{{end}}</ul></body></html>
+`))
+
+// offered answers whether email is offered, and whether anyone is.
+func (p *Provider) offered(email string) (found, any bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pe := range p.people {
+		if strings.EqualFold(pe.Email, email) {
+			return true, true
+		}
+	}
+	return false, len(p.people) > 0
 }
 
 // SignInAs makes the authorization endpoint sign in email from now on, its address
@@ -181,9 +234,19 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 	case q.Get("code_challenge_method") != "S256", q.Get("code_challenge") == "":
 		back(url.Values{"error": {"invalid_request"}, "error_description": {"PKCE S256 required"}})
 		return
-	case email == "":
-		back(url.Values{"error": {"access_denied"}})
-		return
+	}
+	if email == "" {
+		found, anyone := p.offered(q.Get("login"))
+		switch {
+		case found:
+			email, verified = q.Get("login"), true
+		case anyone:
+			p.choose(w, r)
+			return
+		default:
+			back(url.Values{"error": {"access_denied"}})
+			return
+		}
 	}
 	code := random()
 	p.mu.Lock()
@@ -259,4 +322,20 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, _ := obj.CompactSerialize()
 	writeJSON(w, 200, map[string]any{"access_token": random(), "token_type": "Bearer", "expires_in": 300, "id_token": raw})
+}
+
+// choose shows the page of the people offered.
+func (p *Provider) choose(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	people := append([]Person(nil), p.people...)
+	p.mu.Unlock()
+	type row struct{ Email, Note, Link string }
+	rows := make([]row, 0, len(people))
+	for _, pe := range people {
+		q := r.URL.Query()
+		q.Set("login", pe.Email)
+		rows = append(rows, row{pe.Email, pe.Note, "/authorize?" + q.Encode()})
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = choosePage.Execute(w, rows)
 }

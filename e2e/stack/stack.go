@@ -53,6 +53,7 @@ type Config struct {
 	ExtprocMetricsAddr   string // EXTPROC_METRICS_ADDR, 127.0.0.1:9101
 	AccountingMetricsAdr string // ACCOUNTING_METRICS_ADDR, 127.0.0.1:9102
 	ConsoleAddr          string // CONSOLE_ADDR, 127.0.0.1:8090 (the web console)
+	OIDCAddr             string // OIDC_ADDR, 127.0.0.1:8091 (the local OpenID provider, with OIDC)
 	DatabaseURL          string // DATABASE_URL
 	// Catalog is the file extproc serves and reloads (GATEWAY_CATALOG). Empty means a
 	// working copy of the demo catalog, RunDir/catalog.yaml, written anew from
@@ -73,6 +74,10 @@ type Config struct {
 	// UsePathEnvoy); empty uses the Envoy test front.
 	EnvoyBin     string
 	UsePathEnvoy bool
+
+	// OIDC starts a local OpenID provider at OIDCAddr, configures the console's single
+	// sign-on for it and seeds one person per role (signin.go); `make run OIDC=1`.
+	OIDC bool
 
 	// Log receives the children's output, each line prefixed with its name.
 	Log io.Writer
@@ -104,6 +109,7 @@ func (c Config) FromEnv() Config {
 	set(&c.MockAddr, "MOCK_ADDR", DefaultMockAddr)
 	set(&c.ExtprocMetricsAddr, "EXTPROC_METRICS_ADDR", "127.0.0.1:9101")
 	set(&c.ConsoleAddr, "CONSOLE_ADDR", "127.0.0.1:8090")
+	set(&c.OIDCAddr, "OIDC_ADDR", "127.0.0.1:8091")
 	set(&c.AccountingMetricsAdr, "ACCOUNTING_METRICS_ADDR", "127.0.0.1:9102")
 	set(&c.DatabaseURL, "DATABASE_URL", defaultDatabaseURL)
 	set(&c.Catalog, "GATEWAY_CATALOG", "")
@@ -197,7 +203,11 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 func (s *Stack) start(ctx context.Context) error {
 	// Before anything is written: a second start beside a running stack must leave its
 	// tokens and client files alone.
-	for _, a := range []string{s.GatewayAddr, s.ExtprocAddr, s.AccountingAddr, s.MockAddr} {
+	busy := []string{s.GatewayAddr, s.ExtprocAddr, s.AccountingAddr, s.MockAddr}
+	if s.OIDC {
+		busy = append(busy, s.OIDCAddr)
+	}
+	for _, a := range busy {
 		if dialOK(a) {
 			return fmt.Errorf("%s is already in use: is another stack running? (override the port with its environment variable)", a)
 		}
@@ -242,11 +252,21 @@ func (s *Stack) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if s.OIDC {
+		if err := s.startOIDC(ctx); err != nil {
+			return err
+		}
+	}
 	if err := s.spawn(ctx, "console", s.childEnv("console"), "console", "--listen", s.ConsoleAddr); err != nil {
 		return err
 	}
 	if err := s.waitTCP(ctx, "console", s.ConsoleAddr); err != nil {
 		return err
+	}
+	if s.OIDC {
+		if err := s.SeedSignIn(ctx); err != nil {
+			return fmt.Errorf("seeding the sign-in people: %w", err)
+		}
 	}
 	if err := s.renderCatalog(); err != nil {
 		return err
@@ -666,6 +686,9 @@ func (s *Stack) childEnv(part string) []string {
 	case "console":
 		// Where the admin token is, named on the sign-in page: never the token itself.
 		env = append(env, "CONSOLE_ADMIN_TOKEN_FILE="+s.AdminTokenFile())
+		if s.OIDC {
+			env = append(env, s.oidcConsoleEnv()...)
+		}
 	case "extproc":
 		env = append(env, "GATEWAY_SERVICE_TOKEN="+s.ServiceToken)
 		env = append(env, demoenv.Env(s.clouds.serviceAccount, s.clouds.refusedServiceAccount)...)

@@ -330,3 +330,36 @@ func TestBusyPortLeavesTheRunningStackAlone(t *testing.T) {
 		}
 	}
 }
+
+// With OIDC the console is configured for the local provider (the contract's single
+// sign-on settings, the accounting credential by its file, never the token itself);
+// without it the console gets none of them.
+func TestChildEnvOIDC(t *testing.T) {
+	root := t.TempDir()
+	s := &Stack{Config: Config{Root: root, OIDC: true, OIDCAddr: "127.0.0.1:8191", ConsoleAddr: "127.0.0.1:8190"}.FromEnv(), AdminToken: "admin-token-0123456789"}
+	env := map[string]string{}
+	for _, kv := range s.childEnv("console") {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	for k, want := range map[string]string{
+		"CONSOLE_OIDC_ISSUER":             "http://127.0.0.1:8191",
+		"CONSOLE_OIDC_CLIENT_ID":          OIDCClientID,
+		"CONSOLE_OIDC_CLIENT_SECRET_FILE": filepath.Join(root, ".run", "oidc-client-secret"),
+		"CONSOLE_PUBLIC_URL":              "http://127.0.0.1:8190",
+		"CONSOLE_ACCOUNTING_TOKEN_FILE":   filepath.Join(root, ".run", "admin-token"),
+	} {
+		if env[k] != want {
+			t.Errorf("console %s=%q, want %q", k, env[k], want)
+		}
+	}
+	if strings.Contains(strings.Join(s.childEnv("console"), "\n"), s.AdminToken) {
+		t.Error("the console gets the admin token itself")
+	}
+	s.OIDC = false
+	for _, kv := range s.childEnv("console") {
+		if strings.HasPrefix(kv, "CONSOLE_OIDC_") && os.Getenv(strings.SplitN(kv, "=", 2)[0]) == "" {
+			t.Errorf("without OIDC the console gets %s", kv)
+		}
+	}
+}

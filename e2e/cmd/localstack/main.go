@@ -22,11 +22,12 @@ func main() {
 
 // Main runs the stack until ctx ends or a part exits.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintln(stderr, "usage: localstack (configure with the environment variables in docs/configuration.md)")
+	oidc := len(args) == 1 && args[0] == "--oidc"
+	if len(args) > 0 && !oidc {
+		fmt.Fprintln(stderr, "usage: localstack [--oidc] (configure with the environment variables in docs/configuration.md)")
 		return 2
 	}
-	s, err := stack.Start(ctx, stack.Config{Log: stdout, UsePathEnvoy: true})
+	s, err := stack.Start(ctx, stack.Config{Log: stdout, UsePathEnvoy: true, OIDC: oidc})
 	if err != nil {
 		fmt.Fprintln(stderr, "localstack:", err)
 		return 1
@@ -37,6 +38,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "extproc    | gRPC %s, health %s\n", s.ExtprocAddr, s.ExtprocMetricsAddr)
 	fmt.Fprintf(stdout, "mock       | providers %s\n", s.MockAddr)
 	fmt.Fprintf(stdout, "console    | http://%s (sign in with the admin token in %s)\n", s.ConsoleAddr, s.AdminTokenFile())
+	if oidc {
+		fmt.Fprintf(stdout, "oidc       | OpenID provider %s: open http://%s and pick a person to sign in as:\n", s.OIDCIssuer(), s.ConsoleAddr)
+		for _, p := range stack.SignInPeople {
+			fmt.Fprintf(stdout, "oidc       |   %-22s %s of %s\n", p.Email, p.Role, p.Scope)
+		}
+	}
 	fmt.Fprintf(stdout, "front      | %s on %s\n", s.Front, s.GatewayAddr)
 	fmt.Fprintf(stdout, "ready: gateway at %s (bin/gatewayctl works from the repository root; Ctrl-C stops)\n", s.BaseURL)
 	select {
