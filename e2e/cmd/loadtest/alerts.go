@@ -61,8 +61,8 @@ func (r *silentReceiver) Close() {
 // armAlerts subscribes every load account to the silent receiver and sets thresholds
 // that the run crosses: a key's daily limit of 1.1 times what the key is expected to
 // spend (requests the run sends it × the cost of one request), so its budget.threshold
-// 50 and 80 % fire midway and the limit never refuses, and a low balance a quarter of
-// that spend under the top-up, so balance.low fires early. cost is one request's
+// 50 and 80 % fire midway and the limit never refuses, and a low balance a twentieth
+// of that spend under the top-up, so balance.low fires early. cost is one request's
 // charge (measured with the first key). It returns the alerts each account is expected
 // to raise.
 func armAlerts(s *stack.Stack, accts []loadAccount, recv *silentReceiver, cost ledger.Micros, perKey float64) (int, error) {
@@ -74,7 +74,7 @@ func armAlerts(s *stack.Stack, accts []loadAccount, recv *silentReceiver, cost l
 		if _, err := harness.Ctl(s, "key", "update", a.keyID, "--daily-limit", ledger.FormatCredits6(spend*11/10)); err != nil {
 			return 0, err
 		}
-		if _, err := harness.Ctl(s, "account", "update", a.id, "--low-balance", ledger.FormatCredits6(topUp-spend/4)); err != nil {
+		if _, err := harness.Ctl(s, "account", "update", a.id, "--low-balance", ledger.FormatCredits6(topUp-spend/20)); err != nil {
 			return 0, err
 		}
 	}
@@ -101,12 +101,14 @@ func oneRequestCost(s *stack.Stack, a loadAccount, body []byte) (ledger.Micros, 
 		if err != nil {
 			return 0, err
 		}
-		var k map[string]any
+		var k struct {
+			Spent int64 `json:"spent_today_micros"`
+		}
 		if err := json.Unmarshal(out, &k); err != nil {
 			return 0, err
 		}
-		if spent, err := ledger.ParseCredits(fmt.Sprint(k["spent_today"])); err == nil && spent > 0 {
-			return spent, nil
+		if k.Spent > 0 {
+			return ledger.Micros(k.Spent), nil
 		}
 	}
 	return 0, fmt.Errorf("the request that measures a request's cost was not charged within 10 s")
