@@ -50,12 +50,16 @@ func TestClaimOfADeadWorkerLapsesAfterTheAttempt(t *testing.T) {
 		return &Worker{Pool: pool, Keys: keys, Now: func() time.Time { return t0.Add(d) }, Log: testLog(t)}
 	}
 	a := at(0)
+	before := time.Now()
 	ds, err := a.claim(ctx, 10)
 	if err != nil || len(ds) != 1 || ds[0].eventID != eventID {
 		t.Fatalf("the first claim: %+v, %v", ds, err)
 	}
-	if !ds[0].deadline.Equal(t0.Add(AttemptTimeout)) {
-		t.Errorf("the attempt's deadline %v, want the claim's time + %v", ds[0].deadline, AttemptTimeout)
+	if after := time.Now(); ds[0].deadline.Before(before.Add(AttemptTimeout)) || ds[0].deadline.After(after.Add(AttemptTimeout)) {
+		t.Errorf("the attempt's deadline %v after the claim began, want %v after a moment of the claim", ds[0].deadline.Sub(before), AttemptTimeout)
+	}
+	if !ds[0].claim.Equal(t0.Add(claimLease)) {
+		t.Errorf("claimed until %v, want %v", ds[0].claim, t0.Add(claimLease))
 	}
 	// Until the attempt's deadline and the margin, no one else takes it.
 	for _, d := range []time.Duration{time.Second, AttemptTimeout, claimLease - time.Microsecond} {

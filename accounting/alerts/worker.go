@@ -223,6 +223,8 @@ func (w *Worker) claim(ctx context.Context, limit int) ([]due, error) {
 	// Microseconds: the database's precision, so that record finds the claim it wrote.
 	now := w.now().Truncate(time.Microsecond)
 	lease := now.Add(claimLease)
+	// On the real clock (Now may be a test's), taken before the claim is written.
+	deadline := time.Now().Add(AttemptTimeout)
 	rows, err := w.Pool.Query(ctx, `
 		WITH c AS (
 			UPDATE webhook_deliveries d SET next_attempt_at = $2
@@ -247,7 +249,7 @@ func (w *Worker) claim(ctx context.Context, limit int) ([]due, error) {
 			return nil, err
 		}
 		d.webhookID, d.body = id.String(), []byte(body)
-		d.claim, d.deadline = lease, now.Add(AttemptTimeout)
+		d.claim, d.deadline = lease, deadline
 		out = append(out, d)
 	}
 	return out, rows.Err()
