@@ -46,7 +46,7 @@ bench: ## Run the benchmarks (figures: docs/performance.md)
 	$(GO) test -tags vtprotobuf -run '^$$' -bench . -benchmem -count=1 ./...
 
 .PHONY: loadtest
-loadtest: ## Open-loop load through the gateway and straight to the mock (LOADTEST_ARGS: -rates, -duration, -keys, -prompt, -system, -runs, -baseline, -profile, -accounting)
+loadtest: ## Open-loop load through the gateway and straight to the mock (LOADTEST_ARGS: -rates, -duration, -keys, -prompt, -system, -runs, -baseline, -profile, -accounting, -hanging-webhook)
 	$(GO) run ./e2e/cmd/loadtest $(LOADTEST_ARGS)
 
 .PHONY: soak

@@ -72,8 +72,17 @@ type Worker struct {
 	lastN           int64 // the last webhook_events.n counted as generated
 }
 
-// claimLease is how long a claimed delivery stays invisible to other passes.
-const claimLease = AttemptTimeout + 25*time.Second
+// A claim moves a delivery's next attempt claimLease ahead: no other worker takes it
+// before then. The attempt's deadline is AttemptTimeout from the claim (not from when
+// the request starts), so a live worker has its answer, or has given up, by then;
+// claimMargin covers the clocks of two replicas disagreeing a little. A worker that
+// died mid-attempt (kill -9) thus holds its delivery up for claimLease at most, and
+// the record of an attempt is fenced by its claim (record), so a worker that records
+// after its claim lapsed cannot undo what the worker that took over does.
+const (
+	claimMargin = 2 * time.Second
+	claimLease  = AttemptTimeout + claimMargin
+)
 
 func (w *Worker) now() time.Time {
 	if w.Now != nil {
@@ -201,6 +210,9 @@ type due struct {
 	allowPrivate       bool
 	deleted            bool
 	body               []byte
+	// claim is the next_attempt_at the claim wrote (the claim's token), deadline the
+	// end of the attempt it allows.
+	claim, deadline time.Time
 }
 
 // claim takes up to limit due deliveries, moving their next attempt claimLease ahead.
@@ -208,7 +220,11 @@ func (w *Worker) claim(ctx context.Context, limit int) ([]due, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	now := w.now()
+	// Microseconds: the database's precision, so that record finds the claim it wrote.
+	now := w.now().Truncate(time.Microsecond)
+	lease := now.Add(claimLease)
+	// On the real clock (Now may be a test's), taken before the claim is written.
+	deadline := time.Now().Add(AttemptTimeout)
 	rows, err := w.Pool.Query(ctx, `
 		WITH c AS (
 			UPDATE webhook_deliveries d SET next_attempt_at = $2
@@ -219,7 +235,7 @@ func (w *Worker) claim(ctx context.Context, limit int) ([]due, error) {
 		SELECT c.webhook_id, c.event_id, c.attempts, c.first_attempt_at, w.url, w.secret, w.allow_private,
 			w.deleted_at IS NOT NULL, e.body
 		FROM c JOIN webhooks w ON w.id = c.webhook_id JOIN webhook_events e ON e.id = c.event_id`,
-		now, now.Add(claimLease), limit)
+		now, lease, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -233,6 +249,7 @@ func (w *Worker) claim(ctx context.Context, limit int) ([]due, error) {
 			return nil, err
 		}
 		d.webhookID, d.body = id.String(), []byte(body)
+		d.claim, d.deadline = lease, deadline
 		out = append(out, d)
 	}
 	return out, rows.Err()
@@ -244,7 +261,11 @@ func (w *Worker) deliver(ctx context.Context, d due) {
 		w.record(ctx, d, nil, "webhook deleted", false, true)
 		return
 	}
-	status, errText := w.send(ctx, d)
+	status, errText, tried := w.send(ctx, d)
+	if !tried { // the claim's time ran out before the request left: no attempt
+		w.release(ctx, d)
+		return
+	}
 	ok := status >= 200 && status < 300
 	if w.Observer != nil {
 		w.Observer.Attempted(ok)
@@ -252,22 +273,27 @@ func (w *Worker) deliver(ctx context.Context, d due) {
 	w.record(ctx, d, &status, errText, ok, false)
 }
 
-// send POSTs d's body; the status is 0 when no HTTP answer came.
-func (w *Worker) send(ctx context.Context, d due) (int, string) {
+// send POSTs d's body before d's deadline; the status is 0 when no HTTP answer came.
+// tried is false when nothing was sent because the deadline had passed (or the pass
+// ended) before the request could leave.
+func (w *Worker) send(ctx context.Context, d due) (status int, errText string, tried bool) {
 	secret, err := w.Keys.Open(d.sealed)
 	if err != nil {
-		return 0, err.Error()
+		return 0, err.Error(), true
 	}
 	ts := w.now().Unix()
 	sig, err := Sign(secret, d.eventID, ts, d.body)
 	if err != nil {
-		return 0, err.Error()
+		return 0, err.Error(), true
 	}
-	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	ctx, cancel := context.WithDeadline(ctx, d.deadline)
 	defer cancel()
+	if ctx.Err() != nil {
+		return 0, "", false
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytesReader(d.body))
 	if err != nil {
-		return 0, err.Error()
+		return 0, err.Error(), true
 	}
 	req.Header.Set("content-type", "application/json")
 	req.Header.Set("user-agent", "llmgw-webhooks/1")
@@ -280,14 +306,14 @@ func (w *Worker) send(ctx context.Context, d due) (int, string) {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, trimError(err)
+		return 0, trimError(err), true
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, "HTTP " + resp.Status
+		return resp.StatusCode, "HTTP " + resp.Status, true
 	}
-	return resp.StatusCode, ""
+	return resp.StatusCode, "", true
 }
 
 func trimError(err error) string {
@@ -335,15 +361,32 @@ func (w *Worker) record(ctx context.Context, d due, status *int, errText string,
 		st = &s
 	}
 	// The context of the pass may have ended (the owner stops): the attempt is still
-	// recorded, or the delivery is sent again after its lease.
+	// recorded, or the delivery is sent again after its lease. Only while the claim is
+	// this worker's: once it lapsed another worker may have taken the delivery over,
+	// and its claim and record win (the receiver may get the event twice, with the same
+	// webhook-id: at least once).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, err := w.Pool.Exec(ctx, `
+	tag, err := w.Pool.Exec(ctx, `
 		UPDATE webhook_deliveries SET attempts = $3, last_status = coalesce($4, last_status), last_error = $5,
 			first_attempt_at = coalesce(first_attempt_at, $6), next_attempt_at = $7, delivered_at = $8
-		WHERE webhook_id = $1 AND event_id = $2`,
-		d.webhookID, d.eventID, attempts, st, errText, first, next, delivered)
+		WHERE webhook_id = $1 AND event_id = $2 AND next_attempt_at = $9`,
+		d.webhookID, d.eventID, attempts, st, errText, first, next, delivered, d.claim)
 	if err != nil {
 		w.Log.Warn("recording a webhook attempt", zap.Error(err))
+	} else if tag.RowsAffected() == 0 {
+		w.Log.Info("webhook attempt not recorded: its claim lapsed or the webhook was deleted",
+			zap.String("webhook", d.webhookID), zap.String("event", d.eventID))
+	}
+}
+
+// release gives a claimed delivery back, due now, when no attempt was made.
+func (w *Worker) release(ctx context.Context, d due) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := w.Pool.Exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = $3
+		WHERE webhook_id = $1 AND event_id = $2 AND next_attempt_at = $4`,
+		d.webhookID, d.eventID, w.now(), d.claim); err != nil {
+		w.Log.Warn("releasing a webhook delivery", zap.Error(err))
 	}
 }

@@ -66,6 +66,7 @@ const (
 	EnvDBStatementTimeout = "ACCOUNTING_DB_STATEMENT_TIMEOUT"
 	EnvPprof              = "ACCOUNTING_PPROF"
 	EnvArchiveAfter       = "ACCOUNTING_ARCHIVE_AFTER"
+	EnvWebhookRetention   = "ACCOUNTING_WEBHOOK_RETENTION"
 	EnvAdvertise          = "ACCOUNTING_ADVERTISE_ADDR"
 	EnvLedgerLease        = "ACCOUNTING_LEDGER_LEASE"
 )
@@ -84,6 +85,10 @@ type Config struct {
 	// ArchiveAfter is how long after its settlement a reservation moves to the archive
 	// at a sweep (tables.Store.ArchiveSettled); 0: never.
 	ArchiveAfter time.Duration
+	// WebhookRetention is how long after its delivery an alert's delivery (and then the
+	// event, once none of its deliveries is left) is deleted at a sweep
+	// (alerts.Webhooks.Prune); 0: never.
+	WebhookRetention time.Duration
 	// ShutdownTimeout bounds the graceful stop before in-flight calls are cut.
 	ShutdownTimeout time.Duration
 	// DB sizes the database pool and bounds waits on it (MaxConns, LockTimeout,
@@ -155,6 +160,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	adminFile := fs.String("admin-token-file", "", "file holding the admin token (else env "+authn.EnvAdminToken+")")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often expired reservations are released")
 	fs.DurationVar(&cfg.ArchiveAfter, "archive-after", tables.DefaultArchiveAfter, "how long after its settlement a reservation moves to reservations_archive, at least "+tables.MinArchiveAfter.String()+"; 0: never (env "+EnvArchiveAfter+")")
+	fs.DurationVar(&cfg.WebhookRetention, "webhook-retention", alerts.DefaultRetention, "how long a delivered alert's webhook delivery and event are kept, at least "+alerts.MinRetention.String()+"; undelivered ones are kept; 0: forever (env "+EnvWebhookRetention+")")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "graceful stop deadline")
 	fs.Func("db-max-conns", "database pool size (env "+EnvDBMaxConns+"; default 4 per core, 8 to 32)", intFlag(&cfg.DB.MaxConns))
 	fs.DurationVar(&cfg.DB.LockTimeout, "db-lock-timeout", tables.DefaultLockTimeout, "longest wait of a database statement for a row lock (env "+EnvDBLockTimeout+")")
@@ -165,7 +171,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.BoolVar(&cfg.MigrateOnly, "migrate-only", false, "create the database if missing, apply pending migrations and exit (needs only "+EnvDatabaseURL+")")
 	for flagName, env := range map[string]string{"ledger-lease": EnvLedgerLease, "db-max-conns": EnvDBMaxConns, "db-lock-timeout": EnvDBLockTimeout,
 		"db-statement-timeout": EnvDBStatementTimeout, "pprof": EnvPprof,
-		"archive-after": EnvArchiveAfter} {
+		"archive-after": EnvArchiveAfter, "webhook-retention": EnvWebhookRetention} {
 		if v := getenv(env); v != "" {
 			if err := fs.Set(flagName, v); err != nil {
 				return Config{}, fmt.Errorf("%s: %w", env, err)
@@ -201,6 +207,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if cfg.ArchiveAfter != 0 && cfg.ArchiveAfter < tables.MinArchiveAfter {
 		errs = append(errs, fmt.Errorf("--archive-after must be 0 or at least %v", tables.MinArchiveAfter))
+	}
+	if cfg.WebhookRetention != 0 && cfg.WebhookRetention < alerts.MinRetention {
+		errs = append(errs, fmt.Errorf("--webhook-retention must be 0 or at least %v", alerts.MinRetention))
 	}
 	if cfg.DB.MaxConns < 0 || cfg.DB.LockTimeout <= 0 || cfg.DB.StatementTimeout <= 0 {
 		errs = append(errs, errors.New("--db-lock-timeout and --db-statement-timeout must be positive, --db-max-conns not negative"))
@@ -353,8 +362,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 		return err
 	}
 	admin := tables.New(own.pool, tables.Options{}) // members: a plain table
+	webhooks := &alerts.Webhooks{Pool: own.pool, Keys: hookKeys}
 	srv := server.New(st, hub, server.Options{Logger: log.Named("grpc"), Observe: m.ObserveCall,
-		Webhooks: &alerts.Webhooks{Pool: own.pool, Keys: hookKeys}, Members: admin, Audit: own.store})
+		Webhooks: webhooks, Members: admin, Audit: own.store})
 	// After the credentials and the forwarding: the owner authorizes the calls made
 	// for a person (the console's), by the person's memberships.
 	opts = append(opts, grpc.ChainUnaryInterceptor(srv.Authorize()))
@@ -367,6 +377,9 @@ func serve(ctx context.Context, cfg Config, log *zap.Logger, az *authn.Authorize
 	sw := &sweeper{store: st, log: log.Named("sweeper"), interval: cfg.SweepInterval, grace: own.store.GraceLapsed}
 	if cfg.ArchiveAfter > 0 {
 		sw.archive, sw.archiveAfter = m.CountArchive(own.store.ArchiveSettled), cfg.ArchiveAfter
+	}
+	if cfg.WebhookRetention > 0 {
+		sw.prune, sw.retention = webhooks.Prune, cfg.WebhookRetention
 	}
 	var serving atomic.Bool
 	// Ready says what this replica can do: the owner, with its lease in force and its
@@ -469,8 +482,9 @@ func healthMux(ready func() error, metricsHandler http.Handler) http.Handler {
 const ExpiryGrace = 30 * time.Second
 
 // sweeper releases held reservations past their expiry and, with archive, moves
-// reservations settled archiveAfter ago to the archive. Every replica runs one: the
-// store lets any number run at once.
+// reservations settled archiveAfter ago to the archive; with prune, it deletes alerts'
+// webhook deliveries delivered retention ago and their events. Every replica runs one:
+// the store lets any number run at once.
 //
 // After accounting was away — starting, paused, or cut off from the database, so that
 // no sweep reached it for longer than awayAfter — its first sweep gives the leases that
@@ -483,10 +497,13 @@ type sweeper struct {
 	grace        func(context.Context, time.Duration) (int, error) // nil: no grace
 	archive      metrics.ArchiveFunc                               // nil: nothing is archived
 	archiveAfter time.Duration
+	prune        metrics.ArchiveFunc // alerts.Webhooks.Prune; nil: alerts are kept
+	retention    time.Duration
 
 	lastOK         atomic.Int64 // unix nanos of the last successful sweep
 	failing        atomic.Bool
 	archiveFailing atomic.Bool
+	pruneFailing   atomic.Bool
 }
 
 // awayAfter is how long without a sweep that reached the database makes accounting
@@ -509,8 +526,8 @@ func (s *sweeper) run(ctx context.Context) {
 	}
 }
 
-// sweep expires due reservations, then archives settled ones (with archive), each
-// in batches until a batch comes back short.
+// sweep expires due reservations, then archives settled ones (with archive) and deletes
+// old delivered alerts (with prune), each in batches until a batch comes back short.
 func (s *sweeper) sweep(ctx context.Context) {
 	if s.grace != nil && s.away() && !s.graceLapsed(ctx) {
 		return // nothing expires before the leases that ran out got their grace
@@ -530,6 +547,10 @@ func (s *sweeper) sweep(ctx context.Context) {
 	if s.archive != nil {
 		s.inBatches(ctx, "archiving settled reservations", archiveBatch, archiveBatches, &s.archiveFailing,
 			func(ctx context.Context, limit int) (int, error) { return s.archive(ctx, s.archiveAfter, limit) })
+	}
+	if s.prune != nil {
+		s.inBatches(ctx, "deleting delivered webhook alerts", archiveBatch, archiveBatches, &s.pruneFailing,
+			func(ctx context.Context, limit int) (int, error) { return s.prune(ctx, s.retention, limit) })
 	}
 }
 

@@ -8,11 +8,15 @@
 //	make loadtest                                  # docs/performance.md's rates
 //	go run ./e2e/cmd/loadtest -rates 100,1000 -duration 20s
 //	go run ./e2e/cmd/loadtest -runs 3 -baseline ../other-checkout
+//	go run ./e2e/cmd/loadtest -rates 200,500 -hanging-webhook
 //
 // With -runs N every rate is measured N times, each time on a fresh stack, and a summary
 // gives each figure's median (and the ranges of the added latency and the CPU). With
 // -baseline DIR the code in DIR (another checkout) is measured too, alternated with this
-// one run by run ("before" and "after"), so that both see the same machine.
+// one run by run ("before" and "after"), so that both see the same machine. With
+// -hanging-webhook every load account has a webhook on a receiver that never answers
+// and thresholds the run crosses (alerts.go), so that the owner's delivery worker keeps
+// attempts hanging for their 5 s all along: admission should not notice.
 package main
 
 import (
@@ -32,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/e2e/internal/harness"
 	"github.com/llmgw/gateway/e2e/loadtest"
 	"github.com/llmgw/gateway/e2e/stack"
@@ -48,6 +53,7 @@ func main() {
 	promptBytes := flag.Int("prompt", 0, "bytes of English prose before the user message's one line (what the tokenizer counts grows with it)")
 	systemBytes := flag.Int("system", 0, "bytes of English prose in a system message, the same in every request (as an application's system prompt)")
 	profile := flag.String("profile", "", "write CPU and allocation profiles (NAME.pprof, NAME.allocs.pprof) of extproc, accounting (its first replica) and the Envoy test front, taken during the last rate's gateway run, into this directory")
+	hanging := flag.Bool("hanging-webhook", false, "subscribe every load account to a webhook receiver that accepts connections and never answers, and set a low balance and a key daily limit the run crosses (balance.low, budget.threshold 50 and 80 %), so that webhook attempts time out all along the run; a line after each row says how many alerts and attempts there were")
 	accounting := flag.Int("accounting", 1, "accounting replicas on the one database, extproc's calls spread over them (round robin), as the manifests deploy two; the accounting column sums their CPU and context switches and shows the largest peak RSS")
 	flag.Parse()
 	if *accounting < 1 {
@@ -70,7 +76,7 @@ func main() {
 		_ = os.Setenv("ACCOUNTING_PPROF", "1")
 		_ = os.Setenv("FRONT_PPROF", "1") // on the admin address; real Envoy ignores it
 	}
-	if err := run(*root, *baseline, *rates, *duration, *keys, *runs, prompt{*promptBytes, *systemBytes}, *profile); err != nil {
+	if err := run(*root, *baseline, *rates, *duration, *keys, *runs, prompt{*promptBytes, *systemBytes}, *profile, *hanging); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
@@ -80,7 +86,7 @@ func main() {
 // and in a system message.
 type prompt struct{ user, system int }
 
-func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, size prompt, profileDir string) error {
+func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, size prompt, profileDir string, hanging bool) error {
 	var rates []int
 	for _, r := range strings.Split(rateList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(r))
@@ -110,7 +116,7 @@ func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, size
 			if i == runs-1 && c.root == root {
 				prof = profileDir
 			}
-			rows, err := measure(ctx, c.root, c.label, rates, d, nkeys, size, prof, func(names []string, front string, replicas int) {
+			rows, err := measure(ctx, c.root, c.label, rates, d, nkeys, size, prof, hanging, func(names []string, front string, replicas int) {
 				if parts == nil {
 					parts = names
 					what := "a one-line prompt"
@@ -122,6 +128,9 @@ func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, size
 					}
 					if replicas > 1 {
 						front += fmt.Sprintf("; %d accounting replicas", replicas)
+					}
+					if hanging {
+						front += "; every account's webhook on a receiver that never answers"
 					}
 					fmt.Printf("Front: %s; %d keys; %s per rate and target; non-streamed demo-chat, %s, 8 output tokens.\n\n", front, nkeys, d, what)
 					fmt.Println(header(parts, baseline != ""))
@@ -161,8 +170,8 @@ func run(root, baseline, rateList string, d time.Duration, nkeys, runs int, size
 // every rate through the gateway and then straight to the mock, printing each rate's row
 // as it comes (labelled code when not empty) after head (called once the stack is up,
 // with the parts' names, the front's and how many accounting replicas run). With profileDir, the last rate's gateway run
-// is profiled.
-func measure(ctx context.Context, root, code string, rates []int, d time.Duration, nkeys int, size prompt, profileDir string,
+// is profiled. With hanging, the accounts' alerts go to a receiver that never answers.
+func measure(ctx context.Context, root, code string, rates []int, d time.Duration, nkeys int, size prompt, profileDir string, hanging bool,
 	head func(parts []string, front string, replicas int)) ([]row, error) {
 	fmt.Fprintln(os.Stderr, "loadtest: building and starting a private stack…")
 	env, err := harness.Start(root)
@@ -171,9 +180,13 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 	}
 	defer env.Close()
 	s := env.Stack
-	secrets, err := makeKeys(s, nkeys)
+	accts, err := makeKeys(s, nkeys)
 	if err != nil {
 		return nil, err
+	}
+	secrets := make([]string, len(accts))
+	for i, a := range accts {
+		secrets[i] = a.secret
 	}
 	// The stack's database was just created (its files copied, its schema and keys
 	// written): the kernel writes those dirty pages back once they are 30 s old
@@ -215,6 +228,27 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 			b := prompt(i)
 			return []byte(strings.Replace(string(b), `"demo-chat"`, `"mock-gpt"`, 1))
 		},
+	}
+	if hanging {
+		recv, err := newSilentReceiver()
+		if err != nil {
+			return nil, err
+		}
+		defer recv.Close()
+		cost, err := oneRequestCost(s, accts[0], prompt(0))
+		if err != nil {
+			return nil, err
+		}
+		total := 100.0 // the warm-up
+		for _, r := range rates {
+			total += float64(r) * d.Seconds()
+		}
+		alerts, err := armAlerts(s, accts, recv, cost, total/float64(len(accts)))
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "loadtest: %d accounts subscribed to a receiver that never answers, %d alerts to come (a request costs %s)\n",
+			len(accts), alerts, ledger.FormatCredits6(cost))
 	}
 	toGateway, err := loadtest.NewSender(gateway)
 	if err != nil {
@@ -291,6 +325,9 @@ func measure(ctx context.Context, root, code string, rates []int, d time.Duratio
 			}
 		}
 		fmt.Println(r)
+		if hanging {
+			fmt.Println(webhookLine(ledger0, ledger1))
+		}
 		rows = append(rows, r)
 		if g.OK != g.Sent {
 			fmt.Fprintf(os.Stderr, "loadtest: %d rps: statuses %v\n", rate, g.Statuses)
@@ -423,9 +460,14 @@ func pidsOf(s *stack.Stack, part string) []int {
 // stack's log lines), on the same cores as the parts it measures.
 const generator = "load generator"
 
-// makeKeys creates n enterprise accounts, each topped up and with one key, and returns
-// the keys' secrets.
-func makeKeys(s *stack.Stack, n int) ([]string, error) {
+// loadAccount is one of the accounts the load is spread over, with its one key.
+type loadAccount struct{ id, keyID, secret string }
+
+// topUp is what each load account is topped up with, in micro-credits.
+const topUp = 1000 * ledger.Micros(1_000_000)
+
+// makeKeys creates n enterprise accounts, each topped up with topUp and with one key.
+func makeKeys(s *stack.Stack, n int) ([]loadAccount, error) {
 	ctl := func(args ...string) (map[string]any, error) {
 		out, err := harness.Ctl(s, args...)
 		if err != nil {
@@ -434,23 +476,23 @@ func makeKeys(s *stack.Stack, n int) ([]string, error) {
 		var v map[string]any
 		return v, json.Unmarshal(out, &v)
 	}
-	var secrets []string
+	var accts []loadAccount
 	for i := 0; i < n; i++ {
 		acc, err := ctl("account", "create", "--tier", "enterprise")
 		if err != nil {
 			return nil, err
 		}
 		id := fmt.Sprint(acc["id"])
-		if _, err := ctl("account", "topup", id, "--amount", "1000"); err != nil {
+		if _, err := ctl("account", "topup", id, "--amount", ledger.FormatCredits(topUp)); err != nil {
 			return nil, err
 		}
 		k, err := ctl("key", "create", "--account", id)
 		if err != nil {
 			return nil, err
 		}
-		secrets = append(secrets, fmt.Sprint(k["key"]))
+		accts = append(accts, loadAccount{id: id, keyID: fmt.Sprint(k["id"]), secret: fmt.Sprint(k["key"])})
 	}
-	return secrets, nil
+	return accts, nil
 }
 
 // filler is about n bytes of English prose (whole sentences), "" for n ≤ 0.
