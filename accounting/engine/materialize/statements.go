@@ -11,27 +11,28 @@ import (
 // batch returns w's statements, one per table that changes, in the order the foreign
 // keys need (tiers before accounts, accounts before keys, keys before spend and tasks).
 // Arrays go in as text and are cast in SQL; a multi-valued column (a key's models) as
-// JSON, since unnest flattens an array of arrays. The reservations insert sets
-// *inserted to its count when the batch runs; its arguments come back for archiveReused.
-func (w *writes) batch(inserted *int64) (*pgx.Batch, resInserts, error) {
+// JSON, since unnest flattens an array of arrays.
+func (w *writes) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	w.queueTiers(b)
 	w.queueAccounts(b)
 	w.queueProjects(b)
 	w.queueKeys(b)
 	w.queuePlacements(b)
-	ins, err := w.queueReservations(b, inserted)
-	if err != nil {
-		return nil, ins, err
+	if len(w.entries) > 0 {
+		// usage_daily's trigger (kept for an earlier version's materializer, migration
+		// 0022) leaves this transaction's charges to queueUsage.
+		b.Queue(`SELECT set_config('ledger.usage_written', 'on', true)`)
 	}
 	w.queueEntries(b)
+	w.queueUsage(b)
 	w.queueMoney(b)
 	w.queueFlags(b)
 	w.queueLabels(b)
 	w.queueSpend(b)
 	w.queueVideos(b)
 	w.queueAlerts(b)
-	return b, ins, nil
+	return b
 }
 
 func (w *writes) queueTiers(b *pgx.Batch) {
