@@ -36,11 +36,25 @@ type Querier interface {
 // shard) holds, in the order they were reserved: none in a database without a journal.
 // A journal whose early partitions retention dropped tells only the later ones.
 func JournalReservations(ctx context.Context, q Querier) ([]Reservation, error) {
+	return journalReservations(ctx, q, `SELECT seq, body FROM ledger_journal ORDER BY shard, seq`)
+}
+
+// materializedReservations are JournalReservations of the records the derived tables
+// hold (ledger_materialized): read in the transaction that reads the tables, they are
+// what the tables were written from.
+func materializedReservations(ctx context.Context, q Querier) ([]Reservation, error) {
+	return journalReservations(ctx, q, `
+		SELECT j.seq, j.body FROM ledger_journal j
+		JOIN ledger_materialized m ON m.shard = j.shard AND j.seq <= m.seq
+		ORDER BY j.shard, j.seq`)
+}
+
+func journalReservations(ctx context.Context, q Querier, query string) ([]Reservation, error) {
 	var has bool
 	if err := q.QueryRow(ctx, `SELECT to_regclass('ledger_journal') IS NOT NULL`).Scan(&has); err != nil || !has {
 		return nil, err
 	}
-	rows, err := q.Query(ctx, `SELECT seq, body FROM ledger_journal ORDER BY shard, seq`)
+	rows, err := q.Query(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}

@@ -213,26 +213,31 @@ func dropDB(ctx context.Context, name string) error {
 // the events given).
 //
 // It returns one error listing every violation.
+//
+// The tables and the journal are read in one snapshot, and only the journal's records
+// the tables hold count, so the check may run while the ledger takes requests.
 func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
-	rs, err := JournalReservations(ctx, pool)
-	if err != nil {
-		return fmt.Errorf("invariants: %w", err)
-	}
-	return checkInvariants(ctx, pool, rs)
+	return checkInvariants(ctx, pool, func(tx pgx.Tx) ([]Reservation, error) { return materializedReservations(ctx, tx) })
 }
 
 // CheckInvariantsOf is CheckInvariants for tables materialized from events that are in
 // no journal: the reservations are those of events.
 func CheckInvariantsOf(ctx context.Context, pool *pgxpool.Pool, events []machine.Event) error {
-	return checkInvariants(ctx, pool, ReservationsOf(events))
+	return checkInvariants(ctx, pool, func(pgx.Tx) ([]Reservation, error) { return ReservationsOf(events), nil })
 }
 
-func checkInvariants(ctx context.Context, pool *pgxpool.Pool, holds []Reservation) error {
-	tx, err := pool.Begin(ctx)
+func checkInvariants(ctx context.Context, pool *pgxpool.Pool, reservations func(pgx.Tx) ([]Reservation, error)) error {
+	// Repeatable read: every statement sees the one snapshot. Not read only: the holds
+	// go into a temporary table, dropped with the transaction.
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		return fmt.Errorf("invariants: %w", err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // read only
+	defer tx.Rollback(ctx) //nolint:errcheck // nothing to keep
+	holds, err := reservations(tx)
+	if err != nil {
+		return fmt.Errorf("invariants: %w", err)
+	}
 	if err := loadHolds(ctx, tx, holds); err != nil {
 		return fmt.Errorf("invariants: %w", err)
 	}
