@@ -141,7 +141,10 @@ func (m *Materializer) Apply(ctx context.Context, seqs []int64, events []machine
 		}
 		b := w.batch()
 		b.Queue(`UPDATE ledger_materialized SET seq = $2 WHERE shard = $1`, m.shard, seqs[len(seqs)-1])
-		return tx.SendBatch(ctx, b).Close()
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		return w.copyEntries(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("materialize: events %d..%d: %w", seqs[0], seqs[len(seqs)-1], err)
