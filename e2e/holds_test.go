@@ -45,20 +45,6 @@ func keyReservations(t *testing.T, keyID string) []tablestest.Reservation {
 	return rs
 }
 
-// ledgerRow scans the one row query (with args) returns from the ledger into dest.
-func ledgerRow(t *testing.T, query string, args []any, dest ...any) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, gw.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if err := conn.QueryRow(ctx, query, args...).Scan(dest...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestHoldBoundsTheBill sends material through every part a provider bills — schemas,
 // legacy functions, prediction, text.format, PDFs by bytes — and checks against the
 // ledger that the charge is exactly the catalog price of the mock provider's usage
