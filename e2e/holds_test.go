@@ -9,24 +9,28 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/llmgw/gateway/accounting/tables/tablestest"
 	"github.com/llmgw/gateway/internal/pdfpages/pdfpagestest"
 )
 
-// reservationRow is a key's one reservation as the ledger holds it: the hold, what
-// extproc reported as the actual cost, and what was charged.
+// reservationRow is a key's one reservation as the ledger's journal holds it: the hold,
+// what extproc reported as the actual cost, and what was charged.
 func reservationRow(t *testing.T, keyID string) (amount, actual, charged int64) {
 	t.Helper()
-	var n int
-	ledgerRow(t, "SELECT count(*), max(amount), coalesce(max(actual), 0), max(charged) FROM reservations WHERE key_id = $1", []any{keyID},
-		&n, &amount, &actual, &charged)
-	if n != 1 {
-		t.Fatalf("%d reservations for the key, want 1", n)
+	rs := keyReservations(t, keyID)
+	if len(rs) != 1 {
+		t.Fatalf("%d reservations for the key, want 1", len(rs))
 	}
-	return amount, actual, charged
+	r := rs[0]
+	if r.Actual != nil {
+		actual = *r.Actual
+	}
+	return r.Amount, actual, r.Charged
 }
 
-// ledgerRow scans the one row query (with args) returns from the ledger into dest.
-func ledgerRow(t *testing.T, query string, args []any, dest ...any) {
+// keyReservations are a key's reservations, settled or not, from the ledger's journal
+// (the derived tables keep no row per reservation).
+func keyReservations(t *testing.T, keyID string) []tablestest.Reservation {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, gw.DatabaseURL)
@@ -34,9 +38,11 @@ func ledgerRow(t *testing.T, query string, args []any, dest ...any) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if err := conn.QueryRow(ctx, query, args...).Scan(dest...); err != nil {
+	rs, err := tablestest.KeyReservations(ctx, conn, keyID)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return rs
 }
 
 // TestHoldBoundsTheBill sends material through every part a provider bills — schemas,

@@ -289,12 +289,14 @@ func (e *Engine) renewNow(ctx context.Context) error {
 }
 
 // changesCaches reports whether events change what extproc caches about a key or an
-// account (the change feed comes from the derived tables): a revoked key must stop
-// working now, not at the materializer's next pass.
+// account (the change feed comes from the derived tables), or raise an alert (its
+// webhook is queued by the materializer): a revoked key must stop working now, and an
+// alert go out now, not at the materializer's next pass.
 func changesCaches(events []machine.Event) bool {
 	for _, ev := range events {
 		switch ev.(type) {
-		case machine.KeyChanged, machine.AccountSuspended, machine.ToppedUp, machine.TierPut:
+		case machine.KeyChanged, machine.AccountSuspended, machine.ToppedUp, machine.TierPut,
+			machine.ProjectChanged, machine.ProjectDeleted, machine.KeyPlaced, machine.Alerted:
 			return true
 		}
 	}

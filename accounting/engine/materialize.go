@@ -23,10 +23,13 @@ type Materializing interface {
 }
 
 // MaterializePoll is how often Materialize looks for new records: the derived tables
-// trail the owner's decisions by about this much, unless a report asks for them (then
-// at once). Each pass is one transaction of a handful of statements, whatever the
-// number of events, so a longer period costs the database less at low load.
-const MaterializePoll = 200 * time.Millisecond
+// trail the owner's decisions by about this much, unless a report asks for them or a
+// decision changes what extproc caches or sends an alert (then at once). Each pass is
+// one transaction of a handful of statements whatever the number of events, and writes
+// each account's, key window's and usage row's counters once however many requests
+// changed them: at 2,000–5,000 pairs/s over 256 accounts a pass every second writes
+// ≈0.2 KB less WAL and ≈15 µs less PostgreSQL CPU a pair than one every 200 ms.
+const MaterializePoll = time.Second
 
 // Materialize writes the journal's events into the derived tables as they come, until
 // ctx ends: every MaterializePoll, and at once when a report waits for it. Writes are

@@ -169,17 +169,30 @@ type CPUMeter struct {
 	pg   map[int]time.Duration
 }
 
+// PostgresCommEnv names the environment variable with the command name of the
+// PostgreSQL processes a CPUMeter counts (default "postgres"): a private server started
+// under another name (a symlink to the postgres binary) is measured alone, without the
+// other servers of the machine.
+const PostgresCommEnv = "LOADTEST_POSTGRES_COMM"
+
+func postgresComm() string {
+	if c := os.Getenv(PostgresCommEnv); c != "" {
+		return c
+	}
+	return "postgres"
+}
+
 // StartCPU reads the CPU time of this process and of PostgreSQL now.
 func StartCPU() CPUMeter {
 	self, _ := CPU(os.Getpid())
-	return CPUMeter{self: self, pg: ByPid(PidsNamed("postgres"), CPU)}
+	return CPUMeter{self: self, pg: ByPid(PidsNamed(postgresComm()), CPU)}
 }
 
 // Report reports, through report (a benchmark's ReportMetric), the CPU time this process
 // and PostgreSQL used since m per operation, n of them: "go-µs/UNIT" and "pg-µs/UNIT".
 func (m CPUMeter) Report(report func(float64, string), n int, unit string) {
 	self, _ := CPU(os.Getpid())
-	pg := Used(m.pg, ByPid(PidsNamed("postgres"), CPU))
+	pg := Used(m.pg, ByPid(PidsNamed(postgresComm()), CPU))
 	report(float64((self-m.self).Microseconds())/float64(n), "go-µs/"+unit)
 	report(float64(pg.Microseconds())/float64(n), "pg-µs/"+unit)
 }

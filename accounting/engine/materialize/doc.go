@@ -1,6 +1,6 @@
 // Package materialize keeps the PostgreSQL tables that the console's reports read
-// (accounts, tiers, api_keys, reservations, ledger_entries with its usage_daily
-// rollup, key_spend, video_tasks) as data derived from the ledger state machine's
+// (accounts, tiers, api_keys, ledger_entries with its usage_daily rollup, key_spend,
+// video_tasks, projects, the alert outbox) as data derived from the ledger state machine's
 // journaled events, and moves a ledger from the PostgreSQL store's own decisions to the state machine's.
 //
 // Load reads the store's tables into a machine.Snapshot: the state the machine starts

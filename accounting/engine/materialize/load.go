@@ -39,7 +39,9 @@ func Load(ctx context.Context, pool *pgxpool.Pool) (machine.Snapshot, error) {
 //   - every top-up idempotency key, and every video task with its origin.
 //
 // The store must not be deciding meanwhile: what it decides after the read is not in
-// the snapshot.
+// the snapshot. Tables the Materializer kept since migration 0023 hold no reservation
+// rows: read back, they give the balances and counters without the holds behind them,
+// so a ledger the journal engine kept restarts from its journal, never from here.
 func LoadAt(ctx context.Context, pool *pgxpool.Pool, at time.Time) (machine.Snapshot, error) {
 	var sn machine.Snapshot
 	at = at.UTC()

@@ -24,8 +24,10 @@ import (
 //     read it, so it keeps the value it had when the store stopped deciding.
 //   - tiers, api_keys: as put, created and changed (the NOTIFY triggers fire as they did
 //     for the store's own updates: an account's only when its flags are written).
-//   - ledger_entries: a top-up entry per ToppedUp, a charge entry per Committed, with
-//     the columns the store's ledger_commit writes; usage_daily follows by its trigger.
+//   - ledger_entries: a top-up entry per ToppedUp, a charge entry per Committed: one
+//     row per charge, which statements and reconciliation read.
+//   - usage_daily: each call's charges added per account, UTC day, key, model, channel,
+//     upstream model and project, one row each however many charges the call has.
 //   - key_spend: held and committed, per window of the reservation's creation time.
 //   - video_tasks.
 //   - projects: created, changed and deleted (marked, never removed); api_keys'
@@ -35,14 +37,10 @@ import (
 //   - accounts.low_balance; each alert into the webhook outbox (webhook_events, and a
 //     webhook_deliveries row per subscribed webhook of its account).
 //   - audit_log: each admin change's audit entry (machine.Audited), with its change.
-//   - reservations, with the values ledger_reserve, ledger_commit, ledger_release,
-//     ledger_expire_due and a renewal write, coalesced per call: a reservation reserved
-//     in the call is inserted once in its state at the call's end (settled, or held with
-//     its last expiry); one reserved in an earlier call is updated once. A Forgotten
-//     event deletes no row: the store's ArchiveSettled moves settled rows to
-//     reservations_archive as before. A request id the machine forgot and admitted
-//     again moves its old settled row to the archive first (the table's request ids
-//     are unique).
+//   - No row per reservation: a hold lives in the owner's state and the journal, and
+//     its settlement in its charge entry (when it charged) and the counters above. The
+//     reservations table and its archive keep the rows the store engine and the
+//     materializer wrote before migration 0023; nothing adds to them.
 //
 // A Committed or Released event names only its reservation, so the Materializer keeps
 // the held reservations (their Reserved events) of its shard, started from a snapshot,
@@ -142,16 +140,12 @@ func (m *Materializer) Apply(ctx context.Context, seqs []int64, events []machine
 		if seqs[len(seqs)-1] <= stored {
 			return nil
 		}
-		var inserted int64
-		b, ins, err := w.batch(&inserted)
-		if err != nil {
-			return err
-		}
+		b := w.batch()
 		b.Queue(`UPDATE ledger_materialized SET seq = $2 WHERE shard = $1`, m.shard, seqs[len(seqs)-1])
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		return archiveReused(ctx, tx, ins, inserted)
+		return w.copyEntries(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("materialize: events %d..%d: %w", seqs[0], seqs[len(seqs)-1], err)

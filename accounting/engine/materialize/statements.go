@@ -2,29 +2,33 @@ package materialize
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
 // batch returns w's statements, one per table that changes, in the order the foreign
 // keys need (tiers before accounts, accounts before keys, keys before spend and tasks).
 // Arrays go in as text and are cast in SQL; a multi-valued column (a key's models) as
-// JSON, since unnest flattens an array of arrays. The reservations insert sets
-// *inserted to its count when the batch runs; its arguments come back for archiveReused.
-func (w *writes) batch(inserted *int64) (*pgx.Batch, resInserts, error) {
+// JSON, since unnest flattens an array of arrays.
+func (w *writes) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	w.queueTiers(b)
 	w.queueAccounts(b)
 	w.queueProjects(b)
 	w.queueKeys(b)
 	w.queuePlacements(b)
-	ins, err := w.queueReservations(b, inserted)
-	if err != nil {
-		return nil, ins, err
+	if len(w.entries) > 0 {
+		// usage_daily's trigger (kept for an earlier version's materializer, migration
+		// 0023) leaves this transaction's charges to queueUsage. The entries follow the
+		// batch (copyEntries).
+		b.Queue(`SELECT set_config('ledger.usage_written', 'on', true)`)
 	}
-	w.queueEntries(b)
+	w.queueUsage(b)
 	w.queueMoney(b)
 	w.queueFlags(b)
 	w.queueLabels(b)
@@ -32,7 +36,7 @@ func (w *writes) batch(inserted *int64) (*pgx.Batch, resInserts, error) {
 	w.queueVideos(b)
 	w.queueAlerts(b)
 	w.queueAudits(b)
-	return b, ins, nil
+	return b
 }
 
 func (w *writes) queueTiers(b *pgx.Batch) {
@@ -128,40 +132,43 @@ func modelsJSON(models []string) string {
 	return *jsonText(models)
 }
 
-func (w *writes) queueEntries(b *pgx.Batch) {
+// entryColumns are the ledger_entries columns copyEntries writes, in its rows' order.
+var entryColumns = []string{"account_id", "kind", "amount", "reservation_id", "idempotency_key", "key_id", "model",
+	"upstream_model", "channel", "input_tokens", "output_tokens", "units", "components", "service_tier", "created_at",
+	"project_id"}
+
+// copyEntries writes the call's ledger entries, in journal order (entry ids follow the
+// events), with COPY: one write-ahead log record per heap page of new rows rather than
+// one per row, ≈50 bytes less a charge than an INSERT of the same rows.
+func (w *writes) copyEntries(ctx context.Context, tx pgx.Tx) error {
 	if len(w.entries) == 0 {
-		return
+		return nil
 	}
-	n := len(w.entries)
-	accounts, kinds := make([]string, n), make([]string, n)
-	amounts := make([]int64, n)
-	res, idem, keys, models, upstream, channels, projects := make([]*string, n), make([]*string, n), make([]*string, n),
-		make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-	in, out := make([]*int64, n), make([]*int64, n)
-	units, components, tiers := make([]*string, n), make([]*string, n), make([]*string, n)
-	ats := make([]time.Time, n)
+	rows := make([][]any, len(w.entries))
 	for i, e := range w.entries {
-		accounts[i], kinds[i], amounts[i], ats[i] = e.accountID, e.kind, e.amount, e.at
-		res[i], idem[i], keys[i], models[i], upstream[i], channels[i] = e.reservationID, e.idempotencyKey, e.keyID,
-			e.model, e.upstream, e.channel
-		in[i], out[i], units[i], components[i], tiers[i] = e.input, e.output, e.units, e.components, e.serviceTier
-		projects[i] = e.project
+		account, err := uuid.Parse(e.accountID)
+		if err != nil {
+			return fmt.Errorf("entry of account %q: %w", e.accountID, err)
+		}
+		var res, key, project *uuid.UUID
+		for _, p := range []struct {
+			s  *string
+			to **uuid.UUID
+		}{{e.reservationID, &res}, {e.keyID, &key}, {e.project, &project}} {
+			if p.s == nil {
+				continue
+			}
+			u, err := uuid.Parse(*p.s)
+			if err != nil {
+				return fmt.Errorf("entry of account %s: %w", e.accountID, err)
+			}
+			*p.to = &u
+		}
+		rows[i] = []any{account, e.kind, int64(e.amount), res, e.idempotencyKey, key, e.model, e.upstream, e.channel,
+			e.input, e.output, e.units, e.components, e.serviceTier, e.at, project}
 	}
-	// In journal order (ORDER BY the ordinality): entry ids follow the events.
-	b.Queue(`
-		INSERT INTO ledger_entries (account_id, kind, amount, reservation_id, idempotency_key, key_id, model,
-			upstream_model, channel, input_tokens, output_tokens, units, components, service_tier, created_at,
-			project_id)
-		SELECT account::uuid, kind, amount, res::uuid, idem, key::uuid, model, upstream, channel, tin, tout,
-			units::jsonb, components::jsonb, tier, at, project::uuid
-		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-			$8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[],
-			$15::timestamptz[], $16::text[])
-			WITH ORDINALITY AS u(account, kind, amount, res, idem, key, model, upstream, channel, tin, tout,
-				units, components, tier, at, project, n)
-		ORDER BY n`,
-		accounts, kinds, amounts, res, idem, keys, models, upstream, channels, in, out, units, components, tiers, ats,
-		projects)
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"ledger_entries"}, entryColumns, pgx.CopyFromRows(rows))
+	return err
 }
 
 // queueMoney updates the balances, holds and pools; not the flags, so that the

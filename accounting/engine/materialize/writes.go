@@ -25,7 +25,7 @@ type writes struct {
 	entries    []entry
 	spend      map[window]*spend
 	videos     []ledger.VideoTask
-	rows       map[string]*resRow // reservations rows, by id
+	usage      map[usageRow]*usageSum
 	projects
 	alertWrites
 	auditWrites
@@ -81,7 +81,6 @@ func (w *writes) add(e machine.Event, f *folding, write bool) error {
 		}
 		if write {
 			w.hold(e, 1)
-			w.reserve(e)
 		}
 	case machine.Committed:
 		r, ok := holds.get(e.ReservationID)
@@ -94,8 +93,6 @@ func (w *writes) add(e machine.Event, f *folding, write bool) error {
 		if write {
 			w.hold(r, -1)
 			w.charge(r, e, project)
-			actual := int64(e.Actual)
-			return w.settle(r, ledger.StateCommitted, &actual, e.Charged, "", e.At)
 		}
 	case machine.Released:
 		r, ok := holds.get(e.ReservationID)
@@ -106,16 +103,9 @@ func (w *writes) add(e machine.Event, f *folding, write bool) error {
 		f.heldProject.drop(e.ReservationID)
 		if write {
 			w.hold(r, -1)
-			return w.settle(r, e.State, nil, 0, e.Reason, e.At)
 		}
 	case machine.Renewed:
-		if r, ok := holds.get(e.ReservationID); ok {
-			r.ExpiresAt = e.ExpiresAt
-			holds.put(r.ID, r)
-			if write {
-				w.renew(r)
-			}
-		}
+		// A renewal changes no table: a hold's expiry is the owner's alone.
 	case machine.KeyPlaced:
 		if e.ProjectID == "" {
 			f.keyProject.drop(e.KeyID)
@@ -126,8 +116,8 @@ func (w *writes) add(e machine.Event, f *folding, write bool) error {
 			w.placements = put(w.placements, e.KeyID, e)
 		}
 	case machine.Forgotten:
-		// Only settled reservations and ended windows are forgotten: their rows stay (the
-		// store's sweeper archives settled reservations), and so do the windows'.
+		// Only settled reservations and ended windows are forgotten: the windows' rows
+		// stay, and a settled reservation has no row of its own.
 	default:
 		if write {
 			return w.addRecord(e)
@@ -185,7 +175,7 @@ func (w *writes) hold(r machine.Reserved, sign int) {
 	}
 }
 
-// charge records r's commit: the entry ledger_commit writes, the balance, the windows.
+// charge records r's commit: its statement entry and usage, the balance, the windows.
 func (w *writes) charge(r machine.Reserved, c machine.Committed, project string) {
 	w.moneyOf(r.AccountID).balance -= c.Charged
 	if r.Amount > 0 {
@@ -194,10 +184,12 @@ func (w *writes) charge(r machine.Reserved, c machine.Committed, project string)
 		}
 	}
 	in, out := c.Usage.InputTokens, c.Usage.OutputTokens
-	w.entries = append(w.entries, entry{accountID: r.AccountID, kind: "charge", amount: -c.Charged,
+	e := entry{accountID: r.AccountID, kind: "charge", amount: -c.Charged,
 		reservationID: &r.ID, keyID: &r.KeyID, project: nonEmpty(project), model: &r.Model, upstream: nonEmpty(c.UpstreamModel),
 		channel: nonEmpty(c.Channel), input: &in, output: &out, units: unitsJSON(c.Usage.Units),
-		components: componentsJSON(c.Usage.Components), serviceTier: nonEmpty(c.Usage.ServiceTier), at: c.At})
+		components: componentsJSON(c.Usage.Components), serviceTier: nonEmpty(c.Usage.ServiceTier), at: c.At}
+	w.entries = append(w.entries, e)
+	w.use(e, c.Usage)
 }
 
 // windowsOf is the UTC day and month of r's creation: the key spend windows it counts in.

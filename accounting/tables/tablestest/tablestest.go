@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/llmgw/gateway/accounting/engine/machine"
 	"github.com/llmgw/gateway/accounting/ledger"
 	"github.com/llmgw/gateway/accounting/tables"
 )
@@ -207,22 +208,55 @@ func dropDB(ctx context.Context, name string) error {
 //   - the usage rollup holds, per account, UTC day, key, model (and project), exactly the count,
 //     tokens and charges of the ledger's charge entries.
 //
+// A reservation is a row of reservations or reservations_archive (written before
+// migration 0023) or a hold of the journal (JournalReservations; CheckInvariantsOf: of
+// the events given).
+//
 // It returns one error listing every violation.
+//
+// The tables and the journal are read in one snapshot, and only the journal's records
+// the tables hold count, so the check may run while the ledger takes requests.
 func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
+	return checkInvariants(ctx, pool, func(tx pgx.Tx) ([]Reservation, error) { return materializedReservations(ctx, tx) })
+}
+
+// CheckInvariantsOf is CheckInvariants for tables materialized from events that are in
+// no journal: the reservations are those of events.
+func CheckInvariantsOf(ctx context.Context, pool *pgxpool.Pool, events []machine.Event) error {
+	return checkInvariants(ctx, pool, func(pgx.Tx) ([]Reservation, error) { return ReservationsOf(events), nil })
+}
+
+func checkInvariants(ctx context.Context, pool *pgxpool.Pool, reservations func(pgx.Tx) ([]Reservation, error)) error {
+	// Repeatable read: every statement sees the one snapshot. Not read only: the holds
+	// go into a temporary table, dropped with the transaction.
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return fmt.Errorf("invariants: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // nothing to keep
+	holds, err := reservations(tx)
+	if err != nil {
+		return fmt.Errorf("invariants: %w", err)
+	}
+	if err := loadHolds(ctx, tx, holds); err != nil {
+		return fmt.Errorf("invariants: %w", err)
+	}
 	// Every reservation, wherever it is (a database older than migration 0010 has no
 	// archive).
 	var hasArchive bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass('reservations_archive') IS NOT NULL`).Scan(&hasArchive); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT to_regclass('reservations_archive') IS NOT NULL`).Scan(&hasArchive); err != nil {
 		return fmt.Errorf("invariants: %w", err)
 	}
-	const cols = `id, account_id, key_id, amount, state, charged, created_at`
-	all := `(SELECT ` + cols + ` FROM reservations)`
+	const cols = `id, account_id, key_id, amount, pool, state, charged, created_at`
+	all := `(SELECT ` + cols + ` FROM reservations UNION ALL SELECT id::uuid, account_id::uuid, key_id::uuid, amount,
+		pool, state, charged, created_at FROM journal_reservations`
 	if hasArchive {
-		all = `(SELECT ` + cols + ` FROM reservations UNION ALL SELECT ` + cols + ` FROM reservations_archive)`
+		all += ` UNION ALL SELECT ` + cols + ` FROM reservations_archive`
 	}
+	all += `)`
 	// The rollup is per project from migration 0018 on.
 	var hasProjects bool
-	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
 		WHERE table_name = 'usage_daily' AND column_name = 'project_id')`).Scan(&hasProjects); err != nil {
 		return fmt.Errorf("invariants: %w", err)
 	}
@@ -239,7 +273,7 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
 			SELECT a.id::text FROM accounts a
 			LEFT JOIN (SELECT account_id, sum(amount) AS amount, count(*) AS n,
 			                  count(*) FILTER (WHERE pool = 2) AS nh
-			           FROM reservations WHERE state = 'held' GROUP BY account_id) h ON h.account_id = a.id
+			           FROM ` + all + ` r WHERE state = 'held' GROUP BY account_id) h ON h.account_id = a.id
 			WHERE a.reserved <> coalesce(h.amount, 0) OR a.in_flight <> coalesce(h.n, 0)
 			   OR a.in_flight_high_cost <> coalesce(h.nh, 0)`},
 		{"reservation charged other than once by its charge", `
@@ -264,6 +298,9 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
 			FULL JOIN agg ON agg.key_id = s.key_id AND agg.period = s.period AND agg.start = s.period_start
 			WHERE coalesce(s.held, 0) <> coalesce(agg.held, 0)
 			   OR coalesce(s.committed, 0) <> coalesce(agg.committed, 0)`},
+		{"reservation charged twice", `
+			SELECT reservation_id::text FROM ledger_entries WHERE kind = 'charge'
+			GROUP BY reservation_id HAVING count(*) > 1`},
 		{"charge without its reservation", `
 			SELECT e.id::text FROM ledger_entries e
 			WHERE e.kind = 'charge' AND NOT EXISTS (SELECT 1 FROM ` + all + ` r WHERE r.id = e.reservation_id)`},
@@ -293,7 +330,7 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	var errs []error
 	for _, c := range checks {
-		rows, err := pool.Query(ctx, c.sql)
+		rows, err := tx.Query(ctx, c.sql)
 		if err != nil {
 			return fmt.Errorf("invariant %q: %w", c.name, err)
 		}

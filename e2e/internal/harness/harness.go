@@ -196,7 +196,9 @@ func (e *Env) CheckLedger() error {
 		return err
 	}
 	var held int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM reservations WHERE state = 'held'").Scan(&held); err != nil {
+	// Every hold counts in its account's in_flight (no table keeps a row per hold since
+	// migration 0023).
+	if err := pool.QueryRow(ctx, "SELECT coalesce(sum(in_flight), 0) FROM accounts").Scan(&held); err != nil {
 		return err
 	}
 	if held != 0 {
