@@ -490,7 +490,7 @@ const ExpiryGrace = 30 * time.Second
 // no sweep reached it for longer than awayAfter — its first sweep gives the leases that
 // ran out meanwhile ExpiryGrace (grace, tables.Store.GraceLapsed) before it expires any.
 type sweeper struct {
-	store    ledger.Store
+	store    ledger.Decisions
 	log      *zap.Logger
 	interval time.Duration
 

@@ -46,12 +46,14 @@ type forwarder struct {
 }
 
 func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if f.engine.Owning() {
+		return handler(ctx, req) // the owner's calls read no metadata here
+	}
 	addr := f.engine.OwnerAddr()
-	in, _ := metadata.FromIncomingContext(ctx)
-	if f.engine.Owning() || addr == "" || addr == f.self || len(in.Get(forwardedHeader)) > 0 {
+	if addr == "" || addr == f.self || len(metadata.ValueFromIncomingContext(ctx, forwardedHeader)) > 0 {
 		return handler(ctx, req) // the engine answers, or says it is not the owner
 	}
-	if len(in.Get(contract.RedirectHeader)) > 0 {
+	if len(metadata.ValueFromIncomingContext(ctx, contract.RedirectHeader)) > 0 {
 		f.counted(true)
 		return nil, contract.NotOwnerStatus(addr)
 	}
@@ -63,6 +65,7 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if err != nil {
 		return handler(ctx, req)
 	}
+	in, _ := metadata.FromIncomingContext(ctx)
 	out := metadata.Pairs(forwardedHeader, "1")
 	for _, k := range forwardedMetadata {
 		if v := in.Get(k); len(v) > 0 {

@@ -35,7 +35,7 @@ func (f *fakeArchiver) ArchiveSettled(_ context.Context, olderThan time.Duration
 }
 
 // noExpiry is a ledger with nothing to expire.
-type noExpiry struct{ ledger.Store }
+type noExpiry struct{ ledger.Decisions }
 
 func (noExpiry) ExpireDue(context.Context, int) (int, error) { return 0, nil }
 
@@ -90,7 +90,7 @@ func TestSweeperArchivesSettledReservations(t *testing.T) {
 
 // graceScript records the sweeper's calls in order; its grace fails while down.
 type graceScript struct {
-	ledger.Store
+	ledger.Decisions
 	calls []string
 	down  bool
 }

@@ -60,9 +60,11 @@ func Reconnect() grpc.DialOption {
 // TokenCredentials returns per-RPC credentials that send "authorization: Bearer <token>"
 // on every call.
 func TokenCredentials(token string) credentials.PerRPCCredentials {
-	return bearer(token)
+	return bearer("Bearer " + token)
 }
 
+// bearer is the authorization header's value, "Bearer <token>", made once rather than
+// on every call.
 type bearer string
 
 // PersonMetadata is the gRPC metadata that names the person a call is made for (their
@@ -92,7 +94,7 @@ func (p personBearer) RequireTransportSecurity() bool { return false }
 var _ credentials.PerRPCCredentials = bearer("")
 
 func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+	return map[string]string{"authorization": string(b)}, nil
 }
 
 // RequireTransportSecurity is false so that the token can travel over plaintext
@@ -123,7 +125,7 @@ func Dial(ctx context.Context, addr, token string, opts ...grpc.DialOption) (*gr
 	}
 	all := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(bearer(token)),
+		grpc.WithPerRPCCredentials(TokenCredentials(token)),
 		grpc.WithInitialWindowSize(Window), grpc.WithInitialConnWindowSize(ConnWindow),
 		Reconnect(),
 	}

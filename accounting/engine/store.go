@@ -10,22 +10,12 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 )
 
-// Reports are the reads of derived data: the tables the materializer keeps, read as
-// the PostgreSQL store reads them.
-type Reports interface {
-	ListAccounts(ctx context.Context, q ledger.AccountQuery) ([]ledger.Account, error)
-	ListKeys(ctx context.Context, accountID string) ([]ledger.Key, error)
-	Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsageReport, error)
-	LedgerEntries(ctx context.Context, accountID string, beforeID int64, limit int) ([]ledger.Entry, error)
-	Reconcile(ctx context.Context, q ledger.ReconcileQuery) ([]ledger.ReconcileRow, error)
-	Changes(ctx context.Context) (<-chan ledger.Change, error)
-}
-
-// Store is the ledger.Store the gRPC server uses: decisions and the owner's state from
-// the Engine, reports from the derived tables with the owner's balances and spend.
+// Store is the ledger.Store the gRPC server uses: the ledger.Decisions from the Engine,
+// the ledger.Reports from the derived tables (tables.Store) with the owner's balances
+// and spend.
 type Store struct {
 	*Engine
-	Reports Reports
+	Reports ledger.Reports
 }
 
 var _ ledger.Store = Store{}

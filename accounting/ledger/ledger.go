@@ -239,11 +239,19 @@ type Change struct {
 	AccountID string
 }
 
-// Store is the ledger's persistence. Every method is safe for concurrent use, and every
-// decision that involves limits is atomic across any number of processes sharing the
-// database. Refusals are *Refusal errors (read with errors.As); missing rows are
-// ErrNotFound.
+// Store is what the gRPC server serves: the owner's decisions and the reports. Every
+// method is safe for concurrent use. Refusals are *Refusal errors (read with
+// errors.As); missing rows are ErrNotFound.
 type Store interface {
+	Decisions
+	Reports
+}
+
+// Decisions are what the ledger's owner decides, and what it answers from its state
+// now: every change, and the reads that must see the latest decision (a key
+// authenticated, an account's balance). Each decision is atomic and exactly once,
+// whatever the number of processes that call it.
+type Decisions interface {
 	// CreateAccount opens an empty account.
 	CreateAccount(ctx context.Context, a NewAccount) (Account, error)
 	GetAccount(ctx context.Context, id string) (Account, error)
@@ -257,6 +265,8 @@ type Store interface {
 	GetKey(ctx context.Context, id string) (Key, error)
 	SetKeyDisabled(ctx context.Context, id string, disabled bool) (Key, error)
 	RevokeKey(ctx context.Context, id string) (Key, error)
+	// UpdateKey changes the fields u sets and returns the key as GetKey does.
+	UpdateKey(ctx context.Context, u KeyUpdate) (Key, error)
 	// Authenticate resolves a key hash; a missing, disabled, revoked or expired key is a
 	// Refusal with ReasonInvalidAPIKey.
 	Authenticate(ctx context.Context, hash []byte) (Grant, error)
@@ -272,23 +282,6 @@ type Store interface {
 	RecordVideoTask(ctx context.Context, taskID, keyID, model string, origin TaskOrigin) (VideoTask, error)
 	GetVideoTask(ctx context.Context, taskID string) (VideoTask, error)
 
-	// ListAccounts returns up to q.Limit accounts, newest first (creation time, then id,
-	// both descending), that come after the account q.AfterID in that order (from the
-	// newest when empty): a new account is on the first page. With q.Label, only the
-	// accounts whose label contains it, ignoring case.
-	ListAccounts(ctx context.Context, q AccountQuery) ([]Account, error)
-	// ListKeys returns an account's keys, oldest first, with their current spend.
-	ListKeys(ctx context.Context, accountID string) ([]Key, error)
-	// UpdateKey changes the fields u sets and returns the key as GetKey does.
-	UpdateKey(ctx context.Context, u KeyUpdate) (Key, error)
-	// Usage sums an account's charges in a range of UTC days, grouped.
-	Usage(ctx context.Context, q UsageQuery) (UsageReport, error)
-	// LedgerEntries returns up to limit of an account's entries older than beforeID
-	// (from the newest when 0), newest first.
-	LedgerEntries(ctx context.Context, accountID string, beforeID int64, limit int) ([]Entry, error)
-	// Reconcile sums every account's charges in a range of UTC days per day, channel
-	// and upstream model, with their components.
-	Reconcile(ctx context.Context, q ReconcileQuery) ([]ReconcileRow, error)
 	// Tiers returns every tier, by name.
 	Tiers(ctx context.Context) ([]Tier, error)
 	// PutTier creates or changes a tier; new reservations use it at once.
@@ -303,7 +296,27 @@ type Store interface {
 	ListProjects(ctx context.Context, accountID string) ([]Project, error)
 	UpdateProject(ctx context.Context, u ProjectUpdate) (Project, error)
 	DeleteProject(ctx context.Context, id string) (Project, error)
+}
 
+// Reports are the reads of the derived data (the tables the owner's decisions are
+// written into): lists, statements, usage, reconciliation and the change feed. They
+// decide nothing, and any replica can answer them from the database.
+type Reports interface {
+	// ListAccounts returns up to q.Limit accounts, newest first (creation time, then id,
+	// both descending), that come after the account q.AfterID in that order (from the
+	// newest when empty): a new account is on the first page. With q.Label, only the
+	// accounts whose label contains it, ignoring case.
+	ListAccounts(ctx context.Context, q AccountQuery) ([]Account, error)
+	// ListKeys returns an account's keys, oldest first, with their current spend.
+	ListKeys(ctx context.Context, accountID string) ([]Key, error)
+	// Usage sums an account's charges in a range of UTC days, grouped.
+	Usage(ctx context.Context, q UsageQuery) (UsageReport, error)
+	// LedgerEntries returns up to limit of an account's entries older than beforeID
+	// (from the newest when 0), newest first.
+	LedgerEntries(ctx context.Context, accountID string, beforeID int64, limit int) ([]Entry, error)
+	// Reconcile sums every account's charges in a range of UTC days per day, channel
+	// and upstream model, with their components.
+	Reconcile(ctx context.Context, q ReconcileQuery) ([]ReconcileRow, error)
 	// Changes delivers key and account changes made by any process on the database
 	// until ctx ends. The first value is a ChangeReset; another follows whenever the
 	// feed may have missed changes (a reconnect).

@@ -139,8 +139,7 @@ func viaOf(ctx context.Context, named bool) string {
 	if named {
 		return "console"
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(client.ViaMetadata); len(v) > 0 && v[0] == "gatewayctl" {
+	if v := metadata.ValueFromIncomingContext(ctx, client.ViaMetadata); len(v) > 0 && v[0] == "gatewayctl" {
 		return "gatewayctl"
 	}
 	return "api"

@@ -23,7 +23,7 @@ const DefaultSubscriberBuffer = 256
 // Hub is safe for concurrent use. Run must be called once; subscribers may come and go
 // before, during and after it.
 type Hub struct {
-	store  ledger.Store
+	store  ledger.Reports // its change feed
 	log    *zap.Logger
 	buffer int
 	// retry is the wait before re-subscribing after the store's feed ends or fails.
@@ -35,7 +35,7 @@ type Hub struct {
 }
 
 // NewHub returns a Hub over store. buffer ≤ 0 means DefaultSubscriberBuffer.
-func NewHub(store ledger.Store, log *zap.Logger, buffer int) *Hub {
+func NewHub(store ledger.Reports, log *zap.Logger, buffer int) *Hub {
 	if buffer <= 0 {
 		buffer = DefaultSubscriberBuffer
 	}

@@ -12,10 +12,10 @@ import (
 	"github.com/llmgw/gateway/accounting/ledger"
 )
 
-// feedStore is a ledger.Store whose only working method is Changes: each call hands
+// feedStore is a ledger.Reports whose only working method is Changes: each call hands
 // out the next scripted feed (or error). Other methods are not used by the hub.
 type feedStore struct {
-	ledger.Store
+	ledger.Reports
 	mu    sync.Mutex
 	feeds []chan ledger.Change
 	errs  []error
@@ -23,7 +23,7 @@ type feedStore struct {
 	ready chan struct{} // receives after each Changes call
 }
 
-var _ ledger.Store = (*feedStore)(nil)
+var _ ledger.Reports = (*feedStore)(nil)
 
 func (f *feedStore) Changes(context.Context) (<-chan ledger.Change, error) {
 	f.mu.Lock()
