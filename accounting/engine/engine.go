@@ -57,7 +57,10 @@ type Options struct {
 	// 10 ms; negative: never). Their callers are off the clients' path; any other
 	// operation, reads included, flushes the batch at once.
 	SettleDelay time.Duration
-	// SnapshotEvery is how many events pass between snapshots (default 200,000).
+	// SnapshotEvery is the fewest events between snapshots (default 200,000). A state
+	// holding more reservations than that (settled ones are kept ForgetAfter) waits as
+	// many events as it holds: a snapshot costs in proportion to the state, so its cost
+	// per event stays bounded, and a restart replays no more events than it loads.
 	SnapshotEvery int64
 	// ForgetAfter is how long a settled reservation stays in memory for retried
 	// settlements (default 1 h); ForgetEvery how often that is pruned (default 1 min).
@@ -179,6 +182,8 @@ type Engine struct {
 	seq   int64
 	epoch int64
 	snap  int64 // seq of the last snapshot taken
+	// saving is set while a snapshot is being made and saved off the loop.
+	saving atomic.Bool
 
 	// onTakeover, in tests, runs when this process became the owner.
 	onTakeover func(epoch int64)

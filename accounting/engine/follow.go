@@ -162,8 +162,11 @@ func (e *Engine) learnOwner(ctx context.Context) {
 	}
 }
 
-func (e *Engine) saveSnapshot(ctx context.Context, seq int64, sn *machine.Snapshot) {
-	if err := e.saveSnapshotNow(ctx, seq, *sn); err != nil && ctx.Err() == nil {
+// saveSnapshot makes the snapshot c was captured for and saves it as the state after
+// seq; it runs off the decide loop, which takes no other capture until it returns.
+func (e *Engine) saveSnapshot(ctx context.Context, seq int64, c *machine.Capture) {
+	defer e.saving.Store(false)
+	if err := e.saveSnapshotNow(ctx, seq, c.Snapshot()); err != nil && ctx.Err() == nil {
 		e.log.Warn("ledger snapshot not saved", zap.Int64("seq", seq), zap.Error(err))
 	}
 }

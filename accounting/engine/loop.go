@@ -24,7 +24,7 @@ type batch struct {
 	settling bool
 	born     time.Time
 	// snapshot, when set, is the state at the batch's last seq, saved once it is durable.
-	snapshot *machine.Snapshot
+	snapshot *machine.Capture
 }
 
 // own is the owner's life: the decide loop, the flusher and the lease renewal.
@@ -136,9 +136,12 @@ func (e *Engine) own(ctx context.Context) error {
 			cur = nil
 			continue
 		}
-		if e.seq-e.snap >= e.opts.SnapshotEvery {
-			sn := e.state.Snapshot()
-			cur.snapshot, e.snap = &sn, e.seq
+		if since := e.seq - e.snap; since >= e.opts.SnapshotEvery && since >= int64(e.state.Reservations()) &&
+			e.saving.CompareAndSwap(false, true) {
+			// The capture is all the loop pays; the snapshot is made and saved once the
+			// batch is durable, one at a time (a save still running defers the next).
+			c := e.state.Capture()
+			cur.snapshot, e.snap = &c, e.seq
 		}
 		flush <- cur
 		cur, inflight = nil, true
@@ -186,6 +189,11 @@ func (e *Engine) decide(cur *batch, o *op) *batch {
 func (e *Engine) answerAll(b *batch, err error) {
 	if b == nil {
 		return
+	}
+	if err != nil && b.snapshot != nil {
+		// Never saved: the next owner's loop may capture again.
+		b.snapshot = nil
+		e.saving.Store(false)
 	}
 	for _, o := range b.ops {
 		if err != nil {

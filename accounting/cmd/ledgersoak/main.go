@@ -22,6 +22,8 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -51,6 +53,7 @@ type config struct {
 	keep, noCheck      bool
 	amount, actual     int64
 	hold, archiveAfter time.Duration
+	cpuProfile         string
 }
 
 func main() {
@@ -67,6 +70,7 @@ func main() {
 	flag.Int64Var(&c.actual, "actual", 1_500, "micro-credits each commit charges")
 	flag.DurationVar(&c.archiveAfter, "archive-after", 0, "move reservations settled this long ago to the archive every second meanwhile, as accounting's sweeper does (at least "+tables.MinArchiveAfter.String()+"); 0: never")
 	flag.DurationVar(&c.hold, "hold", 0, "keep a snapshot open all along, renewed every this long (a long report, a backup or a replica's feedback: pruning and VACUUM cannot remove what it may see); 0: none")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of each report's interval to this path with the interval's number appended (.1, .2, ...)")
 	flag.Parse()
 	if c.n <= 0 || c.every <= 0 || c.accounts <= 0 || c.callers <= 0 || c.conns <= 0 {
 		fmt.Fprintln(os.Stderr, "ledgersoak: -n, -every, -accounts, -callers and -conns must be positive")
@@ -182,6 +186,12 @@ func run(ctx context.Context, c config) (err error) {
 	rep := &reporter{conn: statsConn, start: time.Now(), prev: base, base: base, maxDead: map[string]int64{},
 		prevWAL: baseWAL, baseWAL: baseWAL}
 	rep.prevAt = rep.start
+	if c.cpuProfile != "" {
+		if err := rep.startProfile(c.cpuProfile); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	var (
 		next, done, failed atomic.Int64
@@ -458,6 +468,8 @@ type reporter struct {
 	lastRate     float64
 	maxDead      map[string]int64
 	reportsTaken int
+	profile      string
+	profileOut   *os.File
 }
 
 func (r *reporter) report(ctx context.Context, n int64, at time.Time, failed int64) error {
@@ -478,9 +490,34 @@ func (r *reporter) report(ctx context.Context, n int64, at time.Time, failed int
 	fmt.Printf("== %d pairs, %s: %.0f pairs/s since the last report, %.0f overall; %d failed\n",
 		n, at.Sub(r.start).Round(time.Second), rate, float64(n)/at.Sub(r.start).Seconds(), failed)
 	fmt.Printf("write-ahead log since the last report (the whole server's): %s\n", wal.perPair(r.prevWAL, n-r.prevN))
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Printf("this process: heap %s allocated (GC goal %s), %d GCs so far, GC CPU %.1f %% of the run\n",
+		mb(int64(ms.HeapAlloc)), mb(int64(ms.NextGC)), ms.NumGC, 100*ms.GCCPUFraction)
 	r.table(now, r.prev)
 	r.prev, r.prevAt, r.prevN, r.prevWAL = now, at, n, wal
+	if r.profile != "" {
+		pprof.StopCPUProfile()
+		if err := r.startProfile(r.profile); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// startProfile starts a CPU profile of the next interval, written to path with the
+// interval's number appended.
+func (r *reporter) startProfile(path string) error {
+	r.profile = path
+	if r.profileOut != nil {
+		_ = r.profileOut.Close()
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d", path, r.reportsTaken+1))
+	if err != nil {
+		return err
+	}
+	r.profileOut = f
+	return pprof.StartCPUProfile(f)
 }
 
 func (r *reporter) final(ctx context.Context, n int64, end time.Time, failed int64) error {

@@ -98,8 +98,32 @@ type TopUpKey struct {
 }
 
 // Snapshot returns s as plain values (sharing no memory with s).
-func (s *State) Snapshot() Snapshot {
-	var sn Snapshot
+func (s *State) Snapshot() Snapshot { return s.Capture().Snapshot() }
+
+// Reservations is how many reservations s holds, held and settled: what most of a
+// snapshot's size is in proportion to.
+func (s *State) Reservations() int { return len(s.reservations) }
+
+// A Capture is a snapshot in the making: what Capture copied of the state, and the
+// settled reservations, which it only points at. Capture costs the decide loop a
+// pointer per settled reservation (there may be an hour of them, kept for retried
+// settlements); turning them into values, sorting and encoding happen in
+// Capture.Snapshot, off the loop, while the state goes on deciding.
+//
+// That is sound because a settled reservation never changes again: nothing writes to
+// a reservation once settle has run (Forget only drops it from the maps), nor to the
+// ids of the account, key and projects it points at. Code that changes a settled
+// reservation must copy it here instead (TestCaptureWhileDeciding, under -race).
+type Capture struct {
+	sn      Snapshot
+	settled []*reservation
+}
+
+// Capture copies s but for its settled reservations (see Capture). The state may go on
+// deciding once it returns.
+func (s *State) Capture() Capture {
+	var c Capture
+	sn := &c.sn
 	for _, a := range s.accounts {
 		sn.Accounts = append(sn.Accounts, AccountState{
 			ID: a.id, Tier: a.tier.Name, Label: a.label, Balance: a.balance, Reserved: a.reserved, Suspended: a.suspended,
@@ -127,21 +151,45 @@ func (s *State) Snapshot() Snapshot {
 				Committed: w.committed, Held: w.held, Fired: w.fired})
 		}
 	}
+	if s.held > 0 {
+		sn.Reservations = make([]ReservationState, 0, s.held) // nil when none, as before: snapshots compare with DeepEqual
+	}
+	c.settled = make([]*reservation, 0, len(s.reservations)-s.held)
 	for _, r := range s.reservations {
-		rs := ReservationState{Reservation: r.view(), RequestID: r.requestID, Actual: clonePtr(r.actual), Reason: r.reason,
-			Projects: r.hold.projectIDs(), Tokens: r.hold.tokens, TokensTaken: r.hold.taken}
 		if r.state != stateHeld {
-			rs.SettledAt = clonePtr(&r.settledAt)
+			c.settled = append(c.settled, r)
+			continue
 		}
-		sn.Reservations = append(sn.Reservations, rs)
+		sn.Reservations = append(sn.Reservations, r.snapshot())
 	}
 	for _, t := range s.videoTasks {
 		sn.VideoTasks = append(sn.VideoTasks, *t)
 	}
-	s.snapshotProjects(&sn)
+	s.snapshotProjects(sn)
 	sn.Alerts = s.alerts
+	return c
+}
+
+// Snapshot returns the snapshot c was taken for. It may run while the state decides,
+// and only once per Capture.
+func (c Capture) Snapshot() Snapshot {
+	sn := c.sn
+	sn.Reservations = slices.Grow(sn.Reservations, len(c.settled))
+	for _, r := range c.settled {
+		sn.Reservations = append(sn.Reservations, r.snapshot())
+	}
 	sn.sort()
 	return sn
+}
+
+// snapshot is r as a snapshot holds it.
+func (r *reservation) snapshot() ReservationState {
+	rs := ReservationState{Reservation: r.view(), RequestID: r.requestID, Actual: clonePtr(r.actual), Reason: r.reason,
+		Projects: r.hold.projectIDs(), Tokens: r.hold.tokens, TokensTaken: r.hold.taken}
+	if r.state != stateHeld {
+		rs.SettledAt = clonePtr(&r.settledAt)
+	}
+	return rs
 }
 
 func (sn *Snapshot) sort() {
