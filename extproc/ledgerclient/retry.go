@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/llmgw/gateway/accounting/contract"
@@ -51,7 +52,7 @@ func waitForOwner(ctx context.Context, method string, req, reply any, cc *grpc.C
 		default:
 			return err
 		}
-		if _, redirected := contract.OwnerOf(err); redirected || singleAttempt(ctx) {
+		if _, redirected := contract.OwnerOf(err); (redirected && askedForRedirects(ctx)) || singleAttempt(ctx) {
 			return err // the router follows the redirect, or falls back (route.go)
 		}
 		if ctx.Err() != nil || time.Until(deadline) < pause+MinAttempt/2 {
@@ -66,6 +67,13 @@ func waitForOwner(ctx context.Context, method string, req, reply any, cc *grpc.C
 		}
 		pause = min(2*pause, MaxRetryPause)
 	}
+}
+
+// askedForRedirects says whether the call asked for redirects (the router's calls do):
+// a replica's NotOwner answer to a call that did not (a former owner woken from a
+// pause, before it forwards) is waited out like any UNAVAILABLE.
+func askedForRedirects(ctx context.Context) bool {
+	return len(metadata.ValueFromOutgoingContext(ctx, contract.RedirectHeader)) > 0
 }
 
 // oneAttempt marks a call that waitForOwner makes once: a call at the owner the router

@@ -117,9 +117,20 @@ func call[Req, Resp any](ctx context.Context, r *router, req Req,
 			continue
 		}
 		if redirects >= maxRedirects || (at != nil && at.addr == addr) {
-			// Bouncing, or a replica that names itself as it stops owning.
+			// Bouncing, or a replica that names itself as it stops owning (a fenced owner
+			// woken from a pause, before it has read the new lease): that replica is
+			// not followed for failedFor, and the call waits and asks again through
+			// base like a call to a failed owner (bounded the same way).
 			r.forget(at)
-			return resp, err
+			if at != nil && at.addr == addr {
+				r.failed(addr)
+			}
+			if time.Since(start) > 2*failedFor || !sleep(ctx, pause) {
+				return resp, err
+			}
+			pause = min(2*pause, MaxRetryPause)
+			at, redirects = nil, 0
+			continue
 		}
 		redirects++
 		next, derr := r.learn(addr)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,6 +30,7 @@ type replicaFake struct {
 
 	mu         sync.Mutex
 	owner      string // the owner's address; addr when this replica owns the ledger
+	namesSelf  bool   // a fenced owner woken from a pause: not owning, it names itself
 	redirected int    // calls answered with the owner's address
 	forwarded  int    // calls of callers that do not follow redirects, made at the owner
 	decided    int    // calls answered as the owner
@@ -65,6 +67,9 @@ func (r *replicaFake) Reserve(ctx context.Context, req *accountingv1.ReserveRequ
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
+	case r.namesSelf:
+		r.redirected++
+		return nil, contract.NotOwnerStatus(r.addr)
 	case r.owner == r.addr:
 		r.decided++
 	case len(md.Get(contract.RedirectHeader)) > 0:
@@ -152,5 +157,59 @@ func TestClientWithoutDialIsForwarded(t *testing.T) {
 	reserveAt(t, c, "b")
 	if red, fwd, _ := standby.counts(); red != 0 || fwd != 2 {
 		t.Errorf("standby: %d redirected, %d forwarded; want 2 forwarded", red, fwd)
+	}
+}
+
+// A replica that names itself while it no longer owns the ledger (a fenced owner woken
+// from a pause, before it reads the new lease) does not fail the call: the client
+// waits, within the caller's deadline, until it is told where the owner is.
+func TestReplicaNamingItselfIsWaitedOut(t *testing.T) {
+	owner, woken := startReplica(t), startReplica(t)
+	woken.mu.Lock()
+	woken.namesSelf = true
+	woken.mu.Unlock()
+	c := routedClient(t, woken, true)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		woken.mu.Lock()
+		woken.namesSelf, woken.owner = false, owner.addr
+		woken.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	r, err := c.Reserve(ctx, ledger.ReserveRequest{RequestID: "woken", KeyID: "k1", Amount: 10, Pool: ledger.PoolGeneral})
+	if err != nil || r.ID != "r-woken" {
+		t.Fatalf("reserve through a replica naming itself: %+v, %v; want it decided by the owner", r, err)
+	}
+	if _, _, dec := owner.counts(); dec != 1 {
+		t.Errorf("the owner decided %d calls, want 1", dec)
+	}
+}
+
+// A client that does not follow redirects meets a former owner woken from a pause that
+// answers NotOwner: the call is waited out within its deadline like any UNAVAILABLE,
+// not failed at once.
+func TestNotOwnerWaitedOutWithoutRedirects(t *testing.T) {
+	owner, woken := startReplica(t), startReplica(t)
+	woken.mu.Lock()
+	woken.namesSelf = true
+	woken.mu.Unlock()
+	conn, err := grpc.NewClient(woken.addr, append(ledgerclient.DialOptions(false), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{})
+	t.Cleanup(func() { c.Close(); _ = conn.Close() })
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		woken.mu.Lock()
+		woken.namesSelf, woken.owner = false, owner.addr
+		woken.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	r, err := c.Reserve(ctx, ledger.ReserveRequest{RequestID: "woken", KeyID: "k1", Amount: 10, Pool: ledger.PoolGeneral})
+	if err != nil || r.ID != "r-woken" {
+		t.Fatalf("reserve through a former owner answering NotOwner: %+v, %v; want it answered once the replica forwards", r, err)
 	}
 }

@@ -29,6 +29,8 @@ type clientLoad struct {
 	n, held atomic.Int64
 	mu      sync.Mutex
 	errs    []time.Time // when each failed reserve was made
+	why     []string    // and how it failed
+	start   time.Time
 }
 
 const holdAmount = 1000
@@ -43,7 +45,7 @@ func startClientLoad(t *testing.T, c *cluster, acct account, workers int, every 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	l := &clientLoad{led: ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{}), acct: acct, stop: make(chan struct{})}
+	l := &clientLoad{led: ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{}), acct: acct, stop: make(chan struct{}), start: time.Now()}
 	for w := range workers {
 		l.wg.Go(func() {
 			tick := time.NewTicker(every)
@@ -70,6 +72,7 @@ func (l *clientLoad) pair(t *testing.T, id string) {
 	if err != nil {
 		l.mu.Lock()
 		l.errs = append(l.errs, started)
+		l.why = append(l.why, fmt.Sprintf("%v after the start, %v: %v", started.Sub(l.start).Round(time.Millisecond), time.Since(started).Round(time.Millisecond), err))
 		l.mu.Unlock()
 		return
 	}
@@ -140,7 +143,7 @@ func TestClientsThroughOwnerFailover(t *testing.T) {
 	owner.wait(t, 5*time.Second)
 	time.Sleep(2 * time.Second)
 	n, _ := l.errorsIn(killed, time.Now())
-	t.Logf("kill -9 of the owner: a standby answered after %v; %d reserves failed", took, n)
+	t.Logf("kill -9 of the owner %v after the start: a standby answered after %v; %d reserves failed", killed.Sub(l.start).Round(time.Millisecond), took, n)
 	if n != 0 {
 		t.Errorf("kill -9 of the owner: %d reserves failed, want none", n)
 	}
@@ -171,7 +174,7 @@ func TestClientsThroughOwnerFailover(t *testing.T) {
 		if n > 0 {
 			errFor = last.Sub(stopped)
 		}
-		t.Logf("SIGSTOP of the %s for 6 s: %d reserves failed, the last %v after the stop", which, n, errFor.Round(time.Millisecond))
+		t.Logf("SIGSTOP of the %s for 6 s from %v after the start: %d reserves failed, the last %v after the stop", which, stopped.Sub(l.start).Round(time.Millisecond), n, errFor.Round(time.Millisecond))
 		if errFor > 4*time.Second {
 			t.Errorf("SIGSTOP of the %s: reserves failed until %v after the stop (want the first seconds only)", which, errFor)
 		}
@@ -203,5 +206,10 @@ func TestClientsThroughOwnerFailover(t *testing.T) {
 	t.Logf("%d reserves, %d failed; %d holds left that no client was answered for", l.n.Load(), failed, orphans)
 	if orphans > 2 {
 		t.Errorf("%d holds left after the pauses that no client was answered for", orphans)
+	}
+	if len(l.why) > 0 {
+		for _, w := range l.why {
+			t.Logf("failed reserve: %s", w)
+		}
 	}
 }
