@@ -160,24 +160,36 @@ func TestClientWithoutDialIsForwarded(t *testing.T) {
 	}
 }
 
-// A replica that names itself while it no longer owns the ledger (a fenced owner woken
-// from a pause, before it reads the new lease) does not fail the call: the client
-// waits, within the caller's deadline, until it is told where the owner is.
-func TestReplicaNamingItselfIsWaitedOut(t *testing.T) {
-	owner, woken := startReplica(t), startReplica(t)
+// wokenReplica is a former owner woken from a pause, before it reads the new lease: it
+// answers every call NotOwner naming itself, until 300 ms later it follows owner.
+func wokenReplica(t *testing.T, owner *replicaFake) *replicaFake {
+	woken := startReplica(t)
 	woken.mu.Lock()
 	woken.namesSelf = true
 	woken.mu.Unlock()
-	c := routedClient(t, woken, true)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
 		woken.mu.Lock()
 		woken.namesSelf, woken.owner = false, owner.addr
 		woken.mu.Unlock()
 	}()
+	return woken
+}
+
+// reserveWithin makes a reserve with the admission's budget of 1.5 s.
+func reserveWithin(c *ledgerclient.Client) (ledger.Reservation, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	r, err := c.Reserve(ctx, ledger.ReserveRequest{RequestID: "woken", KeyID: "k1", Amount: 10, Pool: ledger.PoolGeneral})
+	return c.Reserve(ctx, ledger.ReserveRequest{RequestID: "woken", KeyID: "k1", Amount: 10, Pool: ledger.PoolGeneral})
+}
+
+// A replica that names itself while it no longer owns the ledger does not fail the
+// call: the client waits, within the caller's deadline, until it is told where the
+// owner is.
+func TestReplicaNamingItselfIsWaitedOut(t *testing.T) {
+	owner := startReplica(t)
+	c := routedClient(t, wokenReplica(t, owner), true)
+	r, err := reserveWithin(c)
 	if err != nil || r.ID != "r-woken" {
 		t.Fatalf("reserve through a replica naming itself: %+v, %v; want it decided by the owner", r, err)
 	}
@@ -190,25 +202,14 @@ func TestReplicaNamingItselfIsWaitedOut(t *testing.T) {
 // answers NotOwner: the call is waited out within its deadline like any UNAVAILABLE,
 // not failed at once.
 func TestNotOwnerWaitedOutWithoutRedirects(t *testing.T) {
-	owner, woken := startReplica(t), startReplica(t)
-	woken.mu.Lock()
-	woken.namesSelf = true
-	woken.mu.Unlock()
+	woken := wokenReplica(t, startReplica(t))
 	conn, err := grpc.NewClient(woken.addr, append(ledgerclient.DialOptions(false), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := ledgerclient.New(accountingv1.NewLedgerServiceClient(conn), ledgerclient.Options{})
 	t.Cleanup(func() { c.Close(); _ = conn.Close() })
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		woken.mu.Lock()
-		woken.namesSelf, woken.owner = false, owner.addr
-		woken.mu.Unlock()
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	r, err := c.Reserve(ctx, ledger.ReserveRequest{RequestID: "woken", KeyID: "k1", Amount: 10, Pool: ledger.PoolGeneral})
+	r, err := reserveWithin(c)
 	if err != nil || r.ID != "r-woken" {
 		t.Fatalf("reserve through a former owner answering NotOwner: %+v, %v; want it answered once the replica forwards", r, err)
 	}
