@@ -134,6 +134,12 @@ func scanWebhook(row pgx.Row) (ledger.Webhook, error) {
 	return h, err
 }
 
+// GetWebhook returns a webhook that is not deleted, without its secret, or
+// ledger.ErrNotFound.
+func (w *Webhooks) GetWebhook(ctx context.Context, id string) (ledger.Webhook, error) {
+	return w.get(ctx, id)
+}
+
 // get returns a webhook that is not deleted, or ledger.ErrNotFound.
 func (w *Webhooks) get(ctx context.Context, id string) (ledger.Webhook, error) {
 	if uuid.Validate(id) != nil {

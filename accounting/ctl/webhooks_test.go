@@ -32,6 +32,15 @@ func (f *fakeHooks) ListWebhooks(_ context.Context, acct string) ([]ledger.Webho
 	return out, nil
 }
 
+func (f *fakeHooks) GetWebhook(_ context.Context, id string) (ledger.Webhook, error) {
+	h, ok := f.hooks[id]
+	if !ok {
+		return ledger.Webhook{}, ledger.ErrNotFound
+	}
+	h.Secret = ""
+	return h, nil
+}
+
 func (f *fakeHooks) DeleteWebhook(_ context.Context, id string) error {
 	if _, ok := f.hooks[id]; !ok {
 		return ledger.ErrNotFound

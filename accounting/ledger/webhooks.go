@@ -33,6 +33,8 @@ type Webhooks interface {
 	// CreateWebhook subscribes; the caller checks that the account exists.
 	CreateWebhook(ctx context.Context, accountID, url string, events []string, allowPrivate bool) (Webhook, error)
 	ListWebhooks(ctx context.Context, accountID string) ([]Webhook, error)
+	// GetWebhook returns a webhook that is not deleted, without its secret, or ErrNotFound.
+	GetWebhook(ctx context.Context, id string) (Webhook, error)
 	DeleteWebhook(ctx context.Context, id string) error
 	// TestWebhook queues a webhook.test event for the webhook and returns its id.
 	TestWebhook(ctx context.Context, id string) (string, error)

@@ -204,6 +204,20 @@ func (sc *scope) project(ctx context.Context, id string) (access.Target, error) 
 	return sc.inProject(ctx, "", id)
 }
 
+// webhook is the check of a call naming a webhook alone: the webhooks of its account,
+// so that an admin scoped to the account may test, inspect and delete them, and a
+// webhook outside the scope answers as one that does not exist.
+func (sc *scope) webhook(ctx context.Context, id string) ([]check, error) {
+	if sc.s.hooks == nil {
+		return nil, nil
+	}
+	h, err := sc.s.hooks.GetWebhook(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return one(access.Webhooks, access.Target{Account: h.AccountID}), nil
+}
+
 func one(a access.Action, t access.Target) []check { return []check{{a, t}} }
 
 // checks are the decisions a call needs for req: the one table of the admin API's
@@ -292,9 +306,12 @@ func (sc *scope) checks(ctx context.Context, req any) ([]check, error) {
 		return one(access.Webhooks, acct(r.GetAccountId())), nil
 	case *accountingv1.ListWebhooksRequest:
 		return one(access.Webhooks, acct(r.GetAccountId())), nil
-	case *accountingv1.DeleteWebhookRequest, *accountingv1.TestWebhookRequest, *accountingv1.ListWebhookDeliveriesRequest:
-		// Named by the webhook alone: an unscoped admin's.
-		return one(access.Webhooks, access.Target{}), nil
+	case *accountingv1.DeleteWebhookRequest:
+		return sc.webhook(ctx, r.GetWebhookId())
+	case *accountingv1.TestWebhookRequest:
+		return sc.webhook(ctx, r.GetWebhookId())
+	case *accountingv1.ListWebhookDeliveriesRequest:
+		return sc.webhook(ctx, r.GetWebhookId())
 	case *accountingv1.ListMembersRequest:
 		return one(access.ListMembers, access.Target{}), nil
 	case *accountingv1.AddMemberRequest:
