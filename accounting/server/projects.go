@@ -108,8 +108,11 @@ func (a *AdminServer) updateFits(ctx context.Context, u ledger.KeyUpdate) error 
 		return nil
 	}
 	k, err := a.s.store.GetKey(ctx, u.ID)
-	if err != nil {
+	if isNotFound(err) {
 		return nil // the update itself answers for a missing key
+	}
+	if err != nil {
+		return a.s.fail(ctx, "GetKey", err) // unchecked, the update would not be held to its projects
 	}
 	nk := ledger.NewKey{AccountID: k.AccountID, ProjectID: k.ProjectID}
 	if u.ProjectID.Set {
